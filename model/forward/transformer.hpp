@@ -1,0 +1,43 @@
+// The forward pass of a Llama-architecture model over a paged KV cache.
+//
+// One call runs a flattened batch (model/batch.hpp): prefill chunks and decode
+// tokens of many sequences together. Matrix products run over all the batch's
+// tokens at once through BLAS; attention reads each sequence's blocks.
+// Thread-safety: one thread at a time (the executor's); the kernels inside use
+// all the threads they were given.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/batch.hpp"
+#include "model/config.hpp"
+#include "model/kv_cache.hpp"
+#include "model/weights.hpp"
+
+namespace conveyor {
+
+class Transformer {
+ public:
+  // Takes the weights (they may be repacked for speed). n_threads <= 0: all cores.
+  Transformer(ModelConfig config, ModelWeights weights, int n_threads = 0);
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+
+  // Runs `batch`, writing its keys and values into `kv`, and fills `logits`
+  // with one row of vocab_size floats for each sequence whose want_logits is
+  // set, in batch order: logits is resized to [num_logit_rows, vocab_size].
+  // The caller guarantees that positions are < context_length and block
+  // tables cover every position.
+  void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits);
+
+ private:
+  struct Impl;
+  ModelConfig config_;
+  Impl* impl_;
+};
+
+}  // namespace conveyor

@@ -1,0 +1,77 @@
+#include "model/weights.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+namespace conveyor {
+
+int64_t ModelConfig::parameter_count() const {
+  const int64_t d = dim, h = hidden_dim, kv = kv_dim(), q = int64_t{n_heads} * head_dim();
+  const int64_t per_layer = 2 * d + q * d + 2 * kv * d + d * q + 3 * h * d;
+  const int64_t embed = int64_t{vocab_size} * d;
+  return embed + n_layers * per_layer + d + (tied_embeddings ? 0 : embed);
+}
+
+bool weights_match(const ModelConfig& c, const ModelWeights& w) {
+  const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.n_heads) * c.head_dim();
+  const size_t embed = size_t(c.vocab_size) * d;
+  if (w.token_embedding.size() != embed || w.final_norm.size() != d) return false;
+  if (c.tied_embeddings ? !w.classifier.empty() : w.classifier.size() != embed) return false;
+  if (w.layers.size() != size_t(c.n_layers)) return false;
+  for (const LayerWeights& l : w.layers) {
+    if (l.attn_norm.size() != d || l.ffn_norm.size() != d || l.wq.size() != q * d ||
+        l.wk.size() != kv * d || l.wv.size() != kv * d || l.wo.size() != d * q ||
+        l.w1.size() != h * d || l.w2.size() != d * h || l.w3.size() != h * d)
+      return false;
+  }
+  return true;
+}
+
+namespace {
+
+// splitmix64: tiny, fast and good enough to fill weights reproducibly.
+struct SplitMix {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return float(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
+};
+
+std::vector<float> random_matrix(SplitMix& rng, size_t rows, size_t cols) {
+  std::vector<float> m(rows * cols);
+  const float scale = 1.0f / std::sqrt(float(cols));
+  for (float& x : m) x = (2.0f * rng.uniform() - 1.0f) * scale;
+  return m;
+}
+
+}  // namespace
+
+ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed) {
+  SplitMix rng{seed};
+  const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.n_heads) * c.head_dim();
+  ModelWeights w;
+  // Embeddings get unit-scale entries so activations start at a sensible size.
+  w.token_embedding.resize(size_t(c.vocab_size) * d);
+  for (float& x : w.token_embedding) x = 2.0f * rng.uniform() - 1.0f;
+  w.layers.resize(c.n_layers);
+  for (LayerWeights& l : w.layers) {
+    l.attn_norm.assign(d, 1.0f);
+    l.ffn_norm.assign(d, 1.0f);
+    l.wq = random_matrix(rng, q, d);
+    l.wk = random_matrix(rng, kv, d);
+    l.wv = random_matrix(rng, kv, d);
+    l.wo = random_matrix(rng, d, q);
+    l.w1 = random_matrix(rng, h, d);
+    l.w2 = random_matrix(rng, d, h);
+    l.w3 = random_matrix(rng, h, d);
+  }
+  w.final_norm.assign(d, 1.0f);
+  if (!c.tied_embeddings) w.classifier = random_matrix(rng, c.vocab_size, d);
+  return w;
+}
+
+}  // namespace conveyor
