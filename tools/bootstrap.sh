@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine (as root) to a running conveyor
+# or a tested one:
+#   tools/bootstrap.sh run    install what is missing, build, start the main job
+#   tools/bootstrap.sh test   install what is missing, build, run the whole test suite
+# Environment: BUILD_DIR (default build), JOBS (default: number of cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-run}
+build_dir=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libcaf-dev libboost1.81-dev libboost-json1.81-dev libsimdjson-dev
+  libcli11-dev libtomlplusplus-dev libopenblas-openmp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
+)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "bootstrap: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+configure_and_build() {
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake --build "$build_dir" -j "$jobs"
+}
+
+install_missing
+case "$mode" in
+  run)
+    configure_and_build -DCONVEYOR_BUILD_TESTS=OFF
+    shift || true
+    exec "$build_dir/conveyor" generate --prompt "Once upon a time" --max-tokens 48 "$@"
+    ;;
+  test)
+    configure_and_build -DCONVEYOR_BUILD_TESTS=ON
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    # The fuzz targets must keep building (clang + libFuzzer); a short run of
+    # each is in tests/fuzz/README.md.
+    cmake -S . -B "$build_dir-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_COMPILER=clang++ -DCONVEYOR_BUILD_FUZZ=ON -DCONVEYOR_BUILD_TESTS=ON \
+      -DCONVEYOR_BUILD_BENCH=OFF
+    cmake --build "$build_dir-fuzz" -j "$jobs" --target conveyor_fuzzers
+    ;;
+  *)
+    echo "usage: tools/bootstrap.sh run|test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,56 @@
+// `conveyor convert`: export any loadable model (llama2.c checkpoint, dummy,
+// GGUF) to a GGUF file that conveyor and llama.cpp read.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "model/formats/gguf_writer.hpp"
+#include "model/formats/loader.hpp"
+#include "tools/conveyor/commands.hpp"
+
+namespace conveyor::cli {
+namespace {
+
+struct ConvertArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string out;
+  std::string type = "f32";
+};
+
+int run_convert(const ConvertArgs& args) {
+  LoadOptions options;
+  options.tokenizer_path = args.tokenizer;
+  auto loaded = load_model(args.model, options);
+  if (!loaded) {
+    std::cerr << "conveyor convert: " << loaded.error().message << "\n";
+    return kExitFailure;
+  }
+  auto type = parse_gguf_tensor_type(args.type);
+  if (!type) {
+    std::cerr << "conveyor convert: " << type.error().message << "\n";
+    return kExitUsage;
+  }
+  GgufWriteOptions options_out;
+  options_out.tensor_type = *type;
+  if (Status s = write_gguf(*loaded, args.out, options_out); !s) {
+    std::cerr << "conveyor convert: " << s.error().message << "\n";
+    return kExitFailure;
+  }
+  std::cout << "wrote " << args.out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ConvertArgs>();
+  CLI::App* cmd = app.add_subcommand("convert", "Export a model to GGUF");
+  cmd->add_option("--model", args->model, "GGUF file, llama2.c checkpoint, or dummy:NAME");
+  cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
+  cmd->add_option("--out", args->out, "output GGUF path")->required();
+  cmd->add_option("--type", args->type, "tensor type: f32, f16 or q8_0");
+  cmd->callback([args, &exit_code] { exit_code = run_convert(*args); });
+}
+
+}  // namespace conveyor::cli
