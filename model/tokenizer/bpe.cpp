@@ -1,0 +1,261 @@
+// Byte-level BPE (GGUF "gpt2": GPT-2, Llama 3, SmolLM), matching llama.cpp's
+// llm_tokenizer_bpe with the GPT-2 pre-tokenizer.
+//
+// Encoding: split the text with the GPT-2 pattern; write each piece's bytes
+// as GPT-2's printable stand-ins (bytes_to_unicode: a space is "Ġ", a newline
+// "Ċ"); split into characters and repeatedly apply the adjacent merge with the
+// lowest rank (ties: leftmost), using a priority queue over a linked list of
+// symbols. A final symbol that is not in the vocabulary falls back to one
+// token per character. Control tokens are never produced from plain text.
+// Decoding maps the stand-ins back to bytes. The vocabulary's
+// add_space_prefix is ignored: byte-level BPE encodes spaces explicitly.
+#include <array>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "model/tokenizer/gpt2_pretokenizer.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+#include "model/tokenizer/utf8.hpp"
+#include "model/tokenizer/vocabulary.hpp"
+
+namespace conveyor {
+namespace {
+
+using tokenizer_detail::find_piece;
+using tokenizer_detail::PieceIndex;
+
+// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves; the
+// other 68 bytes take code points 256, 257, ... in byte order.
+struct ByteMap {
+  std::array<std::string, 256> to_text;  // byte -> UTF-8 of its stand-in
+  std::array<int16_t, 324> to_byte;      // stand-in code point -> byte, or -1
+
+  ByteMap() {
+    to_byte.fill(-1);
+    uint32_t next_extra = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+      const uint32_t cp = printable ? b : next_extra++;
+      utf8::append_code_point(cp, to_text[b]);
+      to_byte[cp] = static_cast<int16_t>(b);
+    }
+  }
+};
+
+const ByteMap& byte_map() {
+  static const ByteMap map;
+  return map;
+}
+
+struct Symbol {
+  size_t offset;
+  size_t length;
+  ptrdiff_t prev;
+  ptrdiff_t next;
+};
+
+struct Bigram {
+  int32_t rank;
+  size_t left;
+  size_t right;
+  size_t length;  // bytes of the merged text; stale when the symbols changed
+};
+
+struct LowerPriority {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  BpeTokenizer(Vocabulary vocab, PieceIndex merge_ranks)
+      : vocab_(std::move(vocab)), merge_ranks_(std::move(merge_ranks)) {
+    bos_id_ = vocab_.bos_id;
+    eos_id_ = vocab_.eos_id;
+    const auto n = static_cast<int32_t>(vocab_.pieces.size());
+    for (int32_t id = 0; id < n; ++id) {
+      if (tokenizer_detail::is_encodable(vocab_.types[id]) && !vocab_.pieces[id].empty()) {
+        index_.emplace(vocab_.pieces[id], id);
+      }
+    }
+  }
+
+  int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.pieces.size()); }
+
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+    std::vector<int32_t> out;
+    if (add_bos && vocab_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
+    std::string mapped;
+    std::string key;
+    std::vector<Symbol> symbols;
+    for (std::string_view word : tokenizer_detail::gpt2_pretokenize(text)) {
+      mapped.clear();
+      for (char c : word) mapped += byte_map().to_text[static_cast<uint8_t>(c)];
+      split_characters(mapped, symbols);
+      merge(mapped, symbols, key);
+      for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
+        append_symbol(std::string_view(mapped).substr(symbols[i].offset, symbols[i].length), out);
+      }
+    }
+    return out;
+  }
+
+  std::string token_bytes(int32_t id) const override {
+    if (id < 0 || id >= vocab_size()) return {};
+    const std::string& piece = vocab_.pieces[id];
+    switch (vocab_.types[id]) {
+      case TokenType::normal:
+        return unmap_bytes(piece);
+      case TokenType::user_defined:
+        return piece;  // added tokens are stored as plain text
+      case TokenType::byte:
+        if (const auto byte = tokenizer_detail::parse_byte_piece(piece)) {
+          return std::string(1, static_cast<char>(*byte));
+        }
+        return unmap_bytes(piece);
+      case TokenType::unknown:
+        return std::string(utf8::kReplacement);
+      case TokenType::control:
+      case TokenType::unused:
+        return {};
+    }
+    return {};
+  }
+
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string bytes;
+    for (int32_t id : ids) bytes += token_bytes(id);
+    return utf8::sanitize(bytes);
+  }
+
+  std::string piece(int32_t id) const override {
+    if (id < 0 || id >= vocab_size()) return {};
+    return vocab_.pieces[id];
+  }
+
+ private:
+  // `mapped` is well-formed UTF-8 by construction.
+  static void split_characters(std::string_view mapped, std::vector<Symbol>& symbols) {
+    symbols.clear();
+    size_t offset = 0;
+    while (offset < mapped.size()) {
+      const size_t length = std::max<size_t>(1, utf8::char_length(mapped, offset));
+      const auto index = static_cast<ptrdiff_t>(symbols.size());
+      offset += length;
+      symbols.push_back({offset - length, length, index - 1,
+                         offset == mapped.size() ? -1 : index + 1});
+    }
+  }
+
+  void merge(std::string_view text, std::vector<Symbol>& symbols, std::string& key) const {
+    std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
+    const auto try_add = [&](ptrdiff_t left, ptrdiff_t right) {
+      if (left < 0 || right < 0) return;
+      const Symbol& l = symbols[left];
+      const Symbol& r = symbols[right];
+      key.assign(text.substr(l.offset, l.length));
+      key.push_back(' ');
+      key.append(text.substr(r.offset, r.length));
+      const int32_t rank = find_piece(merge_ranks_, key);
+      if (rank < 0) return;
+      queue.push({rank, static_cast<size_t>(left), static_cast<size_t>(right), l.length + r.length});
+    };
+    for (size_t i = 1; i < symbols.size(); ++i) try_add(i - 1, i);
+
+    while (!queue.empty()) {
+      const Bigram bigram = queue.top();
+      queue.pop();
+      Symbol& left = symbols[bigram.left];
+      Symbol& right = symbols[bigram.right];
+      if (left.length == 0 || right.length == 0 ||
+          left.length + right.length != bigram.length) {
+        continue;
+      }
+      left.length += right.length;
+      right.length = 0;
+      left.next = right.next;
+      if (right.next >= 0) symbols[right.next].prev = static_cast<ptrdiff_t>(bigram.left);
+      try_add(left.prev, static_cast<ptrdiff_t>(bigram.left));
+      try_add(static_cast<ptrdiff_t>(bigram.left), left.next);
+    }
+  }
+
+  void append_symbol(std::string_view symbol, std::vector<int32_t>& out) const {
+    if (const int32_t id = find_piece(index_, symbol); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+    size_t pos = 0;
+    while (pos < symbol.size()) {
+      const size_t length = std::max<size_t>(1, utf8::char_length(symbol, pos));
+      const int32_t id = find_piece(index_, symbol.substr(pos, length));
+      if (id >= 0) {
+        out.push_back(id);
+      } else if (vocab_.unk_id >= 0) {
+        out.push_back(vocab_.unk_id);
+      }
+      pos += length;
+    }
+  }
+
+  // Stand-in characters back to bytes; characters outside the map (a
+  // vocabulary that stores some pieces as plain text) are kept as they are.
+  static std::string unmap_bytes(std::string_view piece) {
+    std::string out;
+    out.reserve(piece.size());
+    size_t pos = 0;
+    while (pos < piece.size()) {
+      const size_t length = utf8::char_length(piece, pos);
+      if (length == 0) {
+        out.push_back(piece[pos++]);
+        continue;
+      }
+      const uint32_t cp = utf8::decode_char(piece, pos, length);
+      const auto& to_byte = byte_map().to_byte;
+      if (cp < to_byte.size() && to_byte[cp] >= 0) {
+        out.push_back(static_cast<char>(to_byte[cp]));
+      } else {
+        out.append(piece.substr(pos, length));
+      }
+      pos += length;
+    }
+    return out;
+  }
+
+  Vocabulary vocab_;
+  PieceIndex index_;        // pieces that text can produce
+  PieceIndex merge_ranks_;  // "left right" -> rank (0 merges first)
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocabulary vocab) {
+  if (Status status = tokenizer_detail::normalize_vocabulary(vocab, "bpe"); !status) {
+    return status.error();
+  }
+  if (vocab.merges.size() > static_cast<size_t>(INT32_MAX)) {
+    return make_error(Errc::invalid_argument, "bpe vocabulary: too many merges");
+  }
+  PieceIndex merge_ranks;
+  merge_ranks.reserve(vocab.merges.size());
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const std::string& merge = vocab.merges[rank];
+    // Pieces never hold a plain space (it is written "Ġ"), so the first space
+    // after the first character separates the halves.
+    const size_t space = merge.size() > 1 ? merge.find(' ', 1) : std::string::npos;
+    if (space == std::string::npos || space + 1 >= merge.size()) {
+      return make_error(Errc::bad_format,
+                        "bpe vocabulary: merge " + std::to_string(rank) + " '" + merge +
+                            "' is not two pieces separated by a space");
+    }
+    merge_ranks.emplace(merge, static_cast<int32_t>(rank));  // the first duplicate wins
+  }
+  vocab.merges.clear();
+  vocab.merges.shrink_to_fit();
+  return std::unique_ptr<Tokenizer>(
+      std::make_unique<BpeTokenizer>(std::move(vocab), std::move(merge_ranks)));
+}
+
+}  // namespace conveyor
