@@ -1,0 +1,124 @@
+#include "kernels/cpu/matmul.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "kernels/cpu/simd.hpp"
+
+namespace conveyor::kernels {
+
+void pack_matrix(const float* w, int32_t m, int32_t k, float* packed) {
+  const int32_t panels = (m + kPanelRows - 1) / kPanelRows;
+#pragma omp parallel for schedule(static) if (size_t(m) * k > (size_t(1) << 16))
+  for (int32_t p = 0; p < panels; ++p) {
+    float* out = packed + size_t(p) * k * kPanelRows;
+    for (int32_t r = 0; r < kPanelRows; ++r) {
+      const int32_t row = p * kPanelRows + r;
+      const float* in = row < m ? w + size_t(row) * k : nullptr;
+      for (int32_t c = 0; c < k; ++c) out[size_t(c) * kPanelRows + r] = in ? in[c] : 0.0f;
+    }
+  }
+}
+
+void unpack_row(const float* packed, int32_t k, int32_t row, float* out) {
+  const float* panel = packed + size_t(row / kPanelRows) * k * kPanelRows + row % kPanelRows;
+  for (int32_t c = 0; c < k; ++c) out[c] = panel[size_t(c) * kPanelRows];
+}
+
+namespace {
+
+// The largest x-row tile: NR rows × 2 panels = 2·NR accumulators, which with
+// the two W vectors and a broadcast must fit in the 32 vector registers.
+constexpr int kMaxTileRows = 12;
+
+// y[0..NR)[0..16·NP) (+)= x[0..NR)·(panels p, p+1)ᵀ. `valid` is how many of
+// the 16·NP columns exist in y (the last panel may be padding).
+template <int NR, int NP>
+void micro_kernel(const float* x, int64_t ldx, const float* p, int32_t k, float* y, int64_t ldy,
+                  int valid, bool accumulate) {
+  simd::f32x16 c[NR][NP];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NP; ++j) c[r][j] = simd::f32x16{};
+  const float* p1 = p + size_t(k) * kPanelRows;
+  for (int32_t kk = 0; kk < k; ++kk) {
+    simd::f32x16 w[NP];
+    w[0] = simd::load(p + size_t(kk) * kPanelRows);
+    if constexpr (NP == 2) w[1] = simd::load(p1 + size_t(kk) * kPanelRows);
+    for (int r = 0; r < NR; ++r) {
+      const float xv = x[r * ldx + kk];
+      for (int j = 0; j < NP; ++j) c[r][j] += w[j] * xv;
+    }
+  }
+  if (valid == NP * kPanelRows) {
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < NP; ++j) {
+        float* out = y + r * ldy + j * kPanelRows;
+        simd::store(out, accumulate ? simd::load(out) + c[r][j] : c[r][j]);
+      }
+    return;
+  }
+  for (int r = 0; r < NR; ++r) {
+    float tmp[NP * kPanelRows];
+    for (int j = 0; j < NP; ++j) simd::store(tmp + j * kPanelRows, c[r][j]);
+    float* out = y + r * ldy;
+    for (int i = 0; i < valid; ++i) out[i] = accumulate ? out[i] + tmp[i] : tmp[i];
+  }
+}
+
+using MicroKernel = void (*)(const float*, int64_t, const float*, int32_t, float*, int64_t, int,
+                             bool);
+
+template <int NP, int... NRs>
+constexpr auto make_table(std::integer_sequence<int, NRs...>) {
+  return std::array<MicroKernel, sizeof...(NRs)>{&micro_kernel<NRs + 1, NP>...};
+}
+
+MicroKernel pick_kernel(int rows, int panels) {
+  static constexpr auto one = make_table<1>(std::make_integer_sequence<int, kMaxTileRows>{});
+  static constexpr auto two = make_table<2>(std::make_integer_sequence<int, kMaxTileRows>{});
+  return panels == 2 ? two[rows - 1] : one[rows - 1];
+}
+
+}  // namespace
+
+void matmul_packed(const float* x, int64_t ldx, int32_t n, const float* packed_w, int32_t m,
+                   int32_t k, float* y, int64_t ldy, bool accumulate) {
+  if (n <= 0 || m <= 0) return;
+  const int32_t panels = (m + kPanelRows - 1) / kPanelRows;
+  const int32_t pairs = (panels + 1) / 2;
+  // Split the rows into near-equal tiles of at most kMaxTileRows.
+  const int32_t tiles = (n + kMaxTileRows - 1) / kMaxTileRows;
+  const int32_t items = pairs * tiles;
+  const double flops = 2.0 * n * m * k;
+  // Items run pair-major, so a thread keeps one W panel pair hot in cache
+  // while it walks the row tiles, and reads its share of W once.
+#pragma omp parallel if (flops > 2e5 && items > 1)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int32_t begin = int32_t(int64_t(items) * t / nt);
+    const int32_t end = int32_t(int64_t(items) * (t + 1) / nt);
+    for (int32_t it = begin; it < end; ++it) {
+      const int32_t pair = it / tiles, tile = it % tiles;
+      const int32_t r0 = int32_t(int64_t(n) * tile / tiles);
+      const int32_t r1 = int32_t(int64_t(n) * (tile + 1) / tiles);
+      const int32_t p = pair * 2, np = std::min(2, panels - p);
+      const int32_t col = p * kPanelRows;
+      const int valid = std::min(np * kPanelRows, m - col);
+      pick_kernel(r1 - r0, np)(x + r0 * ldx, ldx, packed_w + size_t(p) * k * kPanelRows, k,
+                               y + r0 * ldy + col, ldy, valid, accumulate);
+    }
+  }
+}
+
+void matmul_blas(const float* x, int64_t ldx, int32_t n, const float* w, int32_t m, int32_t k,
+                 float* y, int64_t ldy, bool accumulate) {
+  if (n <= 0 || m <= 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, int(ldx), w, k,
+              accumulate ? 1.0f : 0.0f, y, int(ldy));
+}
+
+}  // namespace conveyor::kernels

@@ -1,0 +1,59 @@
+// Paged attention: writing a batch's keys and values into KV-cache blocks, and
+// causal grouped-query attention that reads them back through block tables.
+//
+// The cache layout is model/kv_cache.hpp's: inside one block, one layer's keys
+// are [n_kv_heads][block_size][head_dim], and its values follow. PagedKvView
+// points at that layer's keys and values in block 0; block b is block_stride
+// floats further on.
+//
+// A batch is a list of sequence spans (model/batch.hpp): sequence s brings the
+// tokens [token_begin[s], token_begin[s + 1]) of the flattened batch, at the
+// consecutive positions that start at start_pos[s]; its block table holds the
+// blocks for positions [0, start_pos + span length).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace conveyor::kernels {
+
+struct PagedKvView {
+  float* keys;           // [n_kv_heads][block_size][head_dim] of one layer, in block 0
+  float* values;         // same, for values
+  int64_t block_stride;  // floats from a block to the next
+  int32_t n_kv_heads = 0;
+  int32_t block_size = 0;
+  int32_t head_dim = 0;
+};
+
+struct SpanTable {
+  int32_t n_seqs = 0;
+  const int32_t* token_begin;   // [n_seqs + 1] offsets into the batch's tokens
+  const int32_t* start_pos;     // [n_seqs] position of each span's first token
+  const int32_t* block_tables;  // concatenated block ids
+  const int32_t* table_begin;   // [n_seqs + 1] offsets into block_tables
+};
+
+// Stores each token's key and value heads in the slot of its position.
+void write_kv(const float* k,  // [n_tokens, ld]: n_kv_heads × head_dim keys per row
+              const float* v,  // [n_tokens, ld]
+              int64_t ld, const SpanTable& spans, const PagedKvView& kv);
+
+// Scratch reused across calls: it grows to the largest batch seen and then
+// stops allocating.
+struct AttentionWorkspace {
+  std::vector<int32_t> items;  // [n_items][3]: sequence, kv head, first token
+  std::vector<float> scratch;  // per-thread scores and accumulators
+};
+
+// out = softmax(q·Kᵀ / sqrt(head_dim)) · V per query head, where each token
+// attends to its sequence's positions up to its own, and query head h reads
+// kv head h / (n_heads / n_kv_heads). The span's keys and values must already
+// be in the cache (write_kv). Parallel over (sequence, kv head, token tile).
+void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim per row
+                     int64_t ldq, int32_t n_heads, const SpanTable& spans,
+                     const PagedKvView& kv,
+                     float* out,  // [n_tokens, ldo]: n_heads × head_dim per row
+                     int64_t ldo, AttentionWorkspace& workspace);
+
+}  // namespace conveyor::kernels

@@ -1,0 +1,226 @@
+#include "kernels/cpu/paged_attention.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "tests/kernels/cpu/random.hpp"
+
+namespace conveyor::kernels {
+namespace {
+
+// A batch of sequence spans over a block pool, with every sequence's keys and
+// values for all its positions kept densely as the reference.
+struct Fixture {
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0, n_layers = 2, layer = 1;
+  std::vector<int32_t> start_pos, span_len;  // per sequence
+  std::vector<int32_t> token_begin{0}, block_tables, table_begin{0};
+  std::vector<float> pool;                     // [n_blocks][n_layers][2][n_kv][bs][hd]
+  std::vector<std::vector<float>> dense_k, dense_v;  // per sequence [pos][n_kv][hd]
+  int64_t block_stride = 0;
+
+  PagedKvView view() {
+    const int64_t layer_floats = int64_t(n_kv_heads) * block_size * head_dim;
+    return {pool.data() + layer * 2 * layer_floats, pool.data() + (layer * 2 + 1) * layer_floats,
+            block_stride, n_kv_heads, block_size, head_dim};
+  }
+  SpanTable spans() const {
+    return {int32_t(start_pos.size()), token_begin.data(), start_pos.data(), block_tables.data(),
+            table_begin.data()};
+  }
+  int32_t n_tokens() const { return token_begin.back(); }
+  int32_t kv_width() const { return n_kv_heads * head_dim; }
+
+  void build(uint32_t seed) {
+    std::mt19937 rng(seed);
+    int32_t n_blocks = 0;
+    std::vector<int32_t> blocks_needed;
+    for (size_t s = 0; s < start_pos.size(); ++s) {
+      const int32_t total = start_pos[s] + span_len[s];
+      blocks_needed.push_back((total + block_size - 1) / block_size);
+      n_blocks += blocks_needed.back();
+      token_begin.push_back(token_begin.back() + span_len[s]);
+    }
+    n_blocks += 3;  // unused blocks, so ids are not simply 0..n-1
+    std::vector<int32_t> ids(n_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    size_t next = 0;
+    for (int32_t need : blocks_needed) {
+      for (int32_t b = 0; b < need; ++b) block_tables.push_back(ids[next++]);
+      table_begin.push_back(int32_t(block_tables.size()));
+    }
+    block_stride = int64_t(n_layers) * 2 * n_kv_heads * block_size * head_dim;
+    pool = testing::random_vector(size_t(n_blocks) * block_stride, seed + 1, -9.0f, 9.0f);
+    for (size_t s = 0; s < start_pos.size(); ++s) {
+      const int32_t total = start_pos[s] + span_len[s];
+      dense_k.push_back(testing::random_vector(size_t(total) * kv_width(), seed + 2 + 2 * s));
+      dense_v.push_back(testing::random_vector(size_t(total) * kv_width(), seed + 3 + 2 * s));
+    }
+  }
+
+  // Where the cache must hold key (or value) dimension d of head h at pos.
+  float* slot(int32_t s, int32_t pos, int32_t h, bool value) {
+    const int32_t block = block_tables[table_begin[s] + pos / block_size];
+    const PagedKvView v = view();
+    return (value ? v.values : v.keys) + block * block_stride +
+           (int64_t(h) * block_size + pos % block_size) * head_dim;
+  }
+
+  // Writes the cached prefix [0, start_pos) the way the layout says.
+  void fill_prefix() {
+    for (size_t s = 0; s < start_pos.size(); ++s)
+      for (int32_t p = 0; p < start_pos[s]; ++p)
+        for (int32_t h = 0; h < n_kv_heads; ++h) {
+          std::copy_n(&dense_k[s][(size_t(p) * n_kv_heads + h) * head_dim], head_dim,
+                      slot(int32_t(s), p, h, false));
+          std::copy_n(&dense_v[s][(size_t(p) * n_kv_heads + h) * head_dim], head_dim,
+                      slot(int32_t(s), p, h, true));
+        }
+  }
+
+  // The span's new keys and values as write_kv receives them: [n_tokens][k | v].
+  std::vector<float> span_kv() const {
+    std::vector<float> kv(size_t(n_tokens()) * 2 * kv_width());
+    for (size_t s = 0; s < start_pos.size(); ++s)
+      for (int32_t i = 0; i < span_len[s]; ++i) {
+        const size_t t = token_begin[s] + i, pos = start_pos[s] + i;
+        std::copy_n(&dense_k[s][pos * kv_width()], kv_width(), &kv[t * 2 * kv_width()]);
+        std::copy_n(&dense_v[s][pos * kv_width()], kv_width(),
+                    &kv[t * 2 * kv_width() + kv_width()]);
+      }
+    return kv;
+  }
+};
+
+Fixture make_fixture(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
+                     std::vector<int32_t> start_pos, std::vector<int32_t> span_len, uint32_t seed) {
+  Fixture f;
+  f.n_heads = n_heads;
+  f.n_kv_heads = n_kv_heads;
+  f.head_dim = head_dim;
+  f.block_size = block_size;
+  f.start_pos = std::move(start_pos);
+  f.span_len = std::move(span_len);
+  f.build(seed);
+  return f;
+}
+
+TEST(WriteKv, PutsEachTokenInItsPositionsSlot) {
+  Fixture f = make_fixture(4, 2, 8, 4, {0, 5, 3}, {6, 1, 9}, 1);
+  const std::vector<float> pool_before = f.pool;
+  const std::vector<float> kv = f.span_kv();
+  write_kv(kv.data(), kv.data() + f.kv_width(), 2 * f.kv_width(), f.spans(), f.view());
+  size_t written = 0;
+  for (int32_t s = 0; s < 3; ++s)
+    for (int32_t i = 0; i < f.span_len[s]; ++i) {
+      const int32_t pos = f.start_pos[s] + i;
+      for (int32_t h = 0; h < f.n_kv_heads; ++h)
+        for (int32_t d = 0; d < f.head_dim; ++d) {
+          const size_t src = (size_t(pos) * f.n_kv_heads + h) * f.head_dim + d;
+          ASSERT_EQ(f.slot(s, pos, h, false)[d], f.dense_k[s][src]);
+          ASSERT_EQ(f.slot(s, pos, h, true)[d], f.dense_v[s][src]);
+          written += 2;
+        }
+    }
+  // Nothing else changed: exactly `written` floats differ from before.
+  size_t changed = 0;
+  for (size_t i = 0; i < f.pool.size(); ++i) changed += f.pool[i] != pool_before[i];
+  EXPECT_EQ(changed, written);
+}
+
+// Dense causal attention of one sequence's span, in double.
+std::vector<float> naive_attention(const Fixture& f, int32_t s, const std::vector<float>& q,
+                                   int64_t ldq) {
+  const int32_t group = f.n_heads / f.n_kv_heads, hd = f.head_dim;
+  std::vector<float> out(size_t(f.span_len[s]) * f.n_heads * hd);
+  for (int32_t i = 0; i < f.span_len[s]; ++i) {
+    const int32_t pos = f.start_pos[s] + i;
+    const float* qt = q.data() + (f.token_begin[s] + i) * ldq;
+    for (int32_t h = 0; h < f.n_heads; ++h) {
+      const int32_t kvh = h / group;
+      std::vector<double> score(pos + 1);
+      for (int32_t p = 0; p <= pos; ++p) {
+        double dot = 0.0;
+        for (int32_t d = 0; d < hd; ++d)
+          dot += double(qt[h * hd + d]) * f.dense_k[s][(size_t(p) * f.n_kv_heads + kvh) * hd + d];
+        score[p] = dot / std::sqrt(double(hd));
+      }
+      const double mx = *std::max_element(score.begin(), score.end());
+      double sum = 0.0;
+      for (double& x : score) sum += (x = std::exp(x - mx));
+      for (int32_t d = 0; d < hd; ++d) {
+        double o = 0.0;
+        for (int32_t p = 0; p <= pos; ++p)
+          o += score[p] * f.dense_v[s][(size_t(p) * f.n_kv_heads + kvh) * hd + d];
+        out[(size_t(i) * f.n_heads + h) * hd + d] = float(o / sum);
+      }
+    }
+  }
+  return out;
+}
+
+void check_attention(Fixture& f, uint32_t seed) {
+  f.fill_prefix();
+  const std::vector<float> kv = f.span_kv();
+  write_kv(kv.data(), kv.data() + f.kv_width(), 2 * f.kv_width(), f.spans(), f.view());
+  const int64_t ldq = int64_t(f.n_heads) * f.head_dim + 3;
+  // Large queries make the softmax peaked, which tests the running maximum.
+  const std::vector<float> q = testing::random_vector(size_t(f.n_tokens()) * ldq, seed, -4, 4);
+  const int64_t ldo = ldq + 1;
+  std::vector<float> out(size_t(f.n_tokens()) * ldo, 0.0f);
+  AttentionWorkspace ws;
+  paged_attention(q.data(), ldq, f.n_heads, f.spans(), f.view(), out.data(), ldo, ws);
+  for (int32_t s = 0; s < int32_t(f.start_pos.size()); ++s) {
+    const std::vector<float> ref = naive_attention(f, s, q, ldq);
+    for (int32_t i = 0; i < f.span_len[s]; ++i) {
+      const float* got = out.data() + (f.token_begin[s] + i) * ldo;
+      const float* want = ref.data() + size_t(i) * f.n_heads * f.head_dim;
+      ASSERT_LT(testing::relative_error(got, want, size_t(f.n_heads) * f.head_dim), 1e-5)
+          << "sequence " << s << " token " << i;
+    }
+  }
+}
+
+TEST(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
+  uint32_t seed = 100;
+  for (int32_t block_size : {1, 4, 16})
+    for (auto [heads, kv_heads] : {std::pair{4, 4}, std::pair{8, 2}, std::pair{6, 1}}) {
+      // Decode tokens after long contexts, a fresh prompt, a prefill chunk that
+      // continues a cached prefix, and a span longer than one token tile.
+      Fixture f = make_fixture(heads, kv_heads, 16, block_size, {40, 0, 0, 23, 7, 100},
+                               {1, 13, 1, 9, 40, 1}, ++seed);
+      check_attention(f, ++seed);
+    }
+}
+
+TEST(PagedAttention, OddHeadDimAndManySequences) {
+  std::vector<int32_t> start, len;
+  for (int i = 0; i < 40; ++i) {
+    start.push_back((i * 37) % 70);
+    len.push_back(i % 5 == 0 ? 1 + i % 11 : 1);
+  }
+  Fixture f = make_fixture(6, 3, 12, 16, start, len, 7);
+  check_attention(f, 8);
+}
+
+TEST(PagedAttention, WorkspaceIsReusedAcrossCalls) {
+  Fixture big = make_fixture(4, 2, 8, 4, {10, 0}, {5, 30}, 3);
+  Fixture small = make_fixture(4, 2, 8, 4, {3}, {1}, 4);
+  big.fill_prefix();
+  small.fill_prefix();
+  AttentionWorkspace ws;
+  std::vector<float> q(size_t(35) * 32, 0.5f), out(size_t(35) * 32);
+  paged_attention(q.data(), 32, 4, big.spans(), big.view(), out.data(), 32, ws);
+  const float* scratch = ws.scratch.data();
+  const size_t capacity = ws.items.capacity();
+  paged_attention(q.data(), 32, 4, small.spans(), small.view(), out.data(), 32, ws);
+  EXPECT_EQ(ws.scratch.data(), scratch);
+  EXPECT_EQ(ws.items.capacity(), capacity);
+}
+
+}  // namespace
+}  // namespace conveyor::kernels
