@@ -4,10 +4,18 @@
 //   path/to/file.bin    a llama2.c checkpoint (tokenizer from LoadOptions)
 //   dummy:NAME          random weights of the shape in configs/models/NAME.toml
 //   (empty)             the embedded default: a tiny random model with a byte tokenizer
+//
+// A path is read as GGUF when its contents start with the GGUF magic or its
+// name ends in ".gguf"; any other file is read as a llama2.c checkpoint.
+// Every loader checks the weights against the config (weights_match holds for
+// the result) and returns an Error naming the file and the problem for
+// corrupt, truncated or unsupported input. GGUF tensors stored as F16, BF16 or
+// Q8_0 are converted to float32 at load.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +28,13 @@
 namespace conveyor {
 
 struct LoadOptions {
-  std::string tokenizer_path;            // llama2.c tokenizer file for checkpoints; "" = none
-  uint64_t seed = 0;                     // dummy weights
-  std::vector<std::string> config_dirs;  // where dummy:NAME is looked up; empty = defaults
+  // A llama2.c tokenizer file, for llama2.c checkpoints and dummy models (it
+  // replaces the dummy config's tokenizer); "" = none. GGUF files carry their own.
+  std::string tokenizer_path;
+  uint64_t seed = 0;  // dummy weights (the embedded default always uses its own fixed seed)
+  // Where dummy:NAME finds NAME.toml, searched in order before the defaults:
+  // $CONVEYOR_CONFIG_DIR, then the source tree's configs/models.
+  std::vector<std::string> config_dirs;
 };
 
 struct LoadedModel {
@@ -32,6 +44,10 @@ struct LoadedModel {
   std::vector<int32_t> eos_ids;                // generation ends on these unless ignore_eos
   std::string chat_template;                   // GGUF tokenizer.chat_template, or ""
   std::string source;                          // what was loaded, for logs
+  // The vocabulary the tokenizer was built from (GGUF, llama2.c tokenizer
+  // files), or for the byte tokenizer an equivalent one (byte_vocabulary in
+  // dummy.hpp); what write_gguf stores. nullopt when there is no tokenizer.
+  std::optional<Vocabulary> vocabulary;
 };
 
 Expected<LoadedModel> load_model(std::string_view spec, const LoadOptions& options = {});

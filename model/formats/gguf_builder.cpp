@@ -1,0 +1,190 @@
+// GgufBuilder: serializes metadata and tensors in the GGUF layout.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "model/formats/gguf_writer.hpp"
+#include "model/formats/tensor_convert.hpp"
+
+namespace conveyor {
+
+namespace gguf_detail {
+
+// Where serialized bytes go: memory or a file.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual bool write(const void* data, size_t n) = 0;
+
+  bool u32(uint32_t v) { return write(&v, 4); }
+  bool u64(uint64_t v) { return write(&v, 8); }
+  bool str(const std::string& s) { return u64(s.size()) && write(s.data(), s.size()); }
+  bool zeros(size_t n) {
+    static const uint8_t pad[64] = {};
+    while (n > 0) {
+      const size_t k = n < sizeof pad ? n : sizeof pad;
+      if (!write(pad, k)) return false;
+      n -= k;
+    }
+    return true;
+  }
+};
+
+}  // namespace gguf_detail
+
+using gguf_detail::ByteSink;
+
+namespace {
+
+class VectorSink final : public ByteSink {
+ public:
+  bool write(const void* data, size_t n) override {
+    const size_t old = bytes.size();
+    bytes.resize(old + n);
+    if (n > 0) std::memcpy(bytes.data() + old, data, n);
+    return true;
+  }
+  std::vector<uint8_t> bytes;
+};
+
+class FileSink final : public ByteSink {
+ public:
+  explicit FileSink(std::FILE* f) : f_(f) {}
+  bool write(const void* data, size_t n) override {
+    return n == 0 || std::fwrite(data, 1, n, f_) == n;
+  }
+
+ private:
+  std::FILE* f_;
+};
+
+bool write_array(ByteSink& sink, const GgufArray& a);
+
+bool write_value_body(ByteSink& sink, const GgufValue& v) {
+  if (v.type == GgufValueType::string) return sink.str(v.string);
+  if (v.type == GgufValueType::array) {
+    static const GgufArray empty;
+    return write_array(sink, v.array ? *v.array : empty);
+  }
+  return sink.write(&v.bits, scalar_size(v.type));
+}
+
+bool write_array(ByteSink& sink, const GgufArray& a) {
+  if (!sink.u32(uint32_t(a.elem_type)) || !sink.u64(a.size())) return false;
+  if (a.elem_type == GgufValueType::string) {
+    for (const std::string& s : a.strings)
+      if (!sink.str(s)) return false;
+    return true;
+  }
+  if (a.elem_type == GgufValueType::array) {
+    for (const GgufArray& nested : a.arrays)
+      if (!write_array(sink, nested)) return false;
+    return true;
+  }
+  return sink.write(a.raw.data(), a.size() * scalar_size(a.elem_type));
+}
+
+uint64_t align_up(uint64_t x, uint64_t alignment) {
+  return (x + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+void GgufBuilder::add_tensor(std::string name, std::vector<uint64_t> dims, GgmlType type,
+                             std::span<const float> values) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dims = std::move(dims);
+  t.type = uint32_t(type);
+  t.values = values;
+  t.n_bytes = encoded_size(type, values.size());
+  tensors_.push_back(std::move(t));
+}
+
+void GgufBuilder::add_raw_tensor(std::string name, std::vector<uint64_t> dims, uint32_t type,
+                                 std::vector<uint8_t> bytes) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dims = std::move(dims);
+  t.type = type;
+  t.n_bytes = bytes.size();
+  t.raw = std::move(bytes);
+  t.is_raw = true;
+  tensors_.push_back(std::move(t));
+}
+
+Status GgufBuilder::emit(ByteSink& sink) const {
+  auto io_failure = [] { return Status(make_error(Errc::io_error, "write failed")); };
+  if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0)
+    return make_error(Errc::invalid_argument,
+                      "GGUF alignment " + std::to_string(alignment_) + " is not a power of two");
+  for (const Tensor& t : tensors_)
+    if (!t.is_raw && t.n_bytes == 0 && !t.values.empty())
+      return make_error(Errc::invalid_argument,
+                        "tensor '" + t.name + "' (" + std::to_string(t.values.size()) +
+                            " values) cannot be stored as " + ggml_type_description(t.type));
+
+  VectorSink head;  // header, metadata and tensor infos: small, built in memory
+  if (!head.u32(0x46554747) || !head.u32(version) || !head.u64(tensors_.size()) ||
+      !head.u64(metadata_.size()))
+    return io_failure();
+  for (const auto& [key, value] : metadata_)
+    if (!head.str(key) || !head.u32(uint32_t(value.type)) || !write_value_body(head, value))
+      return io_failure();
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors_) {
+    head.str(t.name);
+    head.u32(uint32_t(t.dims.size()));
+    for (uint64_t d : t.dims) head.u64(d);
+    head.u32(t.type);
+    head.u64(offset);
+    offset = align_up(offset + t.n_bytes, alignment_);
+  }
+  const uint64_t header = head.bytes.size();
+  if (!sink.write(head.bytes.data(), head.bytes.size()) ||
+      !sink.zeros(size_t(align_up(header, alignment_) - header)))
+    return io_failure();
+
+  std::vector<uint8_t> encoded;
+  for (const Tensor& t : tensors_) {
+    if (t.is_raw) {
+      if (!sink.write(t.raw.data(), t.raw.size())) return io_failure();
+    } else {
+      encoded.resize(size_t(t.n_bytes));
+      if (!encode_from_f32(GgmlType(t.type), t.values, encoded))
+        return make_error(Errc::invalid_argument, "tensor '" + t.name + "' cannot be encoded");
+      if (!sink.write(encoded.data(), encoded.size())) return io_failure();
+    }
+    if (!sink.zeros(size_t(align_up(t.n_bytes, alignment_) - t.n_bytes))) return io_failure();
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<uint8_t>> GgufBuilder::to_bytes() const {
+  VectorSink sink;
+  if (Status s = emit(sink); !s) return s.error();
+  return std::move(sink.bytes);
+}
+
+Status GgufBuilder::write(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr)
+    return make_error(Errc::io_error, tmp + ": cannot create: " + std::strerror(errno));
+  FileSink sink(f);
+  Status status = emit(sink);
+  const bool closed = std::fclose(f) == 0;
+  if (status && !closed) status = make_error(Errc::io_error, "close failed");
+  if (status && std::rename(tmp.c_str(), path.c_str()) != 0)
+    status = make_error(Errc::io_error, "cannot rename to " + path);
+  if (!status) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    if (status.error().code == Errc::io_error)
+      return make_error(Errc::io_error, path + ": " + status.error().message + ": " + reason);
+    return make_error(status.error().code, path + ": " + status.error().message);
+  }
+  return Status::ok();
+}
+
+}  // namespace conveyor

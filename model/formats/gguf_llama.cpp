@@ -1,0 +1,317 @@
+#include "model/formats/gguf_llama.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include "model/formats/config_check.hpp"
+#include "model/formats/gguf_metadata.hpp"
+
+namespace conveyor {
+
+using gguf_detail::get_array;
+using gguf_detail::get_bool;
+using gguf_detail::get_float;
+using gguf_detail::get_int;
+using gguf_detail::get_string;
+using gguf_detail::metadata_error;
+
+namespace {
+
+constexpr int64_t kI32Max = INT32_MAX;
+constexpr uint32_t kNoToken = UINT32_MAX;  // how llama.cpp writes "no such token"
+
+Error file_error(const GgufFile& file, const std::string& problem, Errc code = Errc::bad_format) {
+  return make_error(code, file.name + ": " + problem);
+}
+
+std::string shape_string(std::span<const uint64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Dims with trailing 1s dropped: [64, 1] and [64] are the same shape.
+std::vector<uint64_t> squeezed(std::vector<uint64_t> dims) {
+  while (!dims.empty() && dims.back() == 1) dims.pop_back();
+  return dims;
+}
+
+// The named tensor as float32, after checking that its shape (ne[0] first) is `shape`.
+Expected<std::vector<float>> load_tensor(const GgufFile& file, const std::string& name,
+                                         std::vector<uint64_t> shape) {
+  const GgufTensorInfo* t = file.find_tensor(name);
+  if (t == nullptr) return file_error(file, "missing tensor '" + name + "'");
+  if (squeezed(t->dims) != squeezed(shape))
+    return file_error(file, "tensor '" + name + "' has shape " + shape_string(t->dims) +
+                                ", expected " + shape_string(shape) + " from the model's metadata");
+  return tensor_to_f32(file, *t);
+}
+
+Status check_supported_features(const GgufFile& file, const ModelConfig& c) {
+  auto experts = get_int(file, "llama.expert_count", 0, 0, kI32Max);
+  if (!experts) return experts.error();
+  if (*experts > 0)
+    return metadata_error(file, "llama.expert_count",
+                          "is " + std::to_string(*experts) +
+                              ": mixture-of-experts models are not supported",
+                          Errc::unsupported);
+  auto scaling = get_string(file, "llama.rope.scaling.type", std::string("none"));
+  if (!scaling) return scaling.error();
+  if (*scaling != "none")
+    return metadata_error(file, "llama.rope.scaling.type",
+                          "is '" + *scaling + "': RoPE scaling is not supported",
+                          Errc::unsupported);
+  if (file.find_tensor("rope_freqs.weight") != nullptr)
+    return file_error(file,
+                      "the model has RoPE frequency factors (rope_freqs.weight, Llama 3.1 "
+                      "style), which conveyor does not implement",
+                      Errc::unsupported);
+  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"}) {
+    auto length = get_int(file, key, c.head_dim(), 1, kI32Max);
+    if (!length) return length.error();
+    if (*length != c.head_dim())
+      return metadata_error(file, key,
+                            "is " + std::to_string(*length) + ", but dim / n_heads is " +
+                                std::to_string(c.head_dim()) + ": not supported",
+                            Errc::unsupported);
+  }
+  return Status::ok();
+}
+
+Expected<ModelConfig> read_config(const GgufFile& file) {
+  auto arch = get_string(file, "general.architecture", std::nullopt);
+  if (!arch) return arch.error();
+  if (*arch != "llama")
+    return file_error(file,
+                      "architecture '" + *arch + "' is not supported (conveyor reads 'llama')",
+                      Errc::unsupported);
+  ModelConfig c;
+  struct IntKey {
+    const char* key;
+    int32_t* field;
+  };
+  for (const IntKey& k : {IntKey{"llama.embedding_length", &c.dim},
+                          IntKey{"llama.feed_forward_length", &c.hidden_dim},
+                          IntKey{"llama.block_count", &c.n_layers},
+                          IntKey{"llama.attention.head_count", &c.n_heads},
+                          IntKey{"llama.context_length", &c.context_length}}) {
+    auto v = get_int(file, k.key, std::nullopt, 1, kI32Max);
+    if (!v) return v.error();
+    *k.field = int32_t(*v);
+  }
+  auto kv = get_int(file, "llama.attention.head_count_kv", c.n_heads, 1, kI32Max);
+  if (!kv) return kv.error();
+  c.n_kv_heads = int32_t(*kv);
+  auto theta = get_float(file, "llama.rope.freq_base", 10000.0);
+  if (!theta) return theta.error();
+  c.rope_theta = float(*theta);
+  auto eps = get_float(file, "llama.attention.layer_norm_rms_epsilon", 1e-5);
+  if (!eps) return eps.error();
+  c.rms_eps = float(*eps);
+  const int64_t head_dim = c.dim % c.n_heads == 0 ? c.dim / c.n_heads : 0;
+  auto rope_dim = get_int(file, "llama.rope.dimension_count", head_dim, 0, kI32Max);
+  if (!rope_dim) return rope_dim.error();
+  c.rope_dim = *rope_dim == head_dim ? 0 : int32_t(*rope_dim);  // 0: the whole head
+  c.rope_layout = RopeLayout::adjacent_pairs;
+
+  // The vocabulary size is the embedding's row count; the token list and
+  // llama.vocab_size, when present, must agree with it.
+  const GgufTensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr) return file_error(file, "missing tensor 'token_embd.weight'");
+  if (embd->dims.size() < 2 || embd->dims[1] > uint64_t(kI32Max) || embd->dims[1] == 0)
+    return file_error(file, "tensor 'token_embd.weight' has shape " + shape_string(embd->dims) +
+                                ", expected [dim, vocab_size]");
+  c.vocab_size = int32_t(embd->dims[1]);
+  auto vocab_key = get_int(file, "llama.vocab_size", c.vocab_size, 1, kI32Max);
+  if (!vocab_key) return vocab_key.error();
+  if (*vocab_key != c.vocab_size)
+    return metadata_error(file, "llama.vocab_size",
+                          "is " + std::to_string(*vocab_key) + ", but token_embd.weight has " +
+                              std::to_string(c.vocab_size) + " rows");
+  c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  auto name = get_string(file, "general.name", std::string());
+  if (!name) return name.error();
+  c.name = name->empty() ? file.name : *name;
+
+  if (Status s = check_config(c, file.name); !s) return s.error();
+  if (Status s = check_supported_features(file, c); !s) return s.error();
+  return c;
+}
+
+Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c) {
+  const uint64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
+  const uint64_t q = uint64_t(c.n_heads) * c.head_dim();
+  ModelWeights w;
+  struct Job {
+    std::string name;
+    std::vector<uint64_t> shape;
+    std::vector<float>* dst;
+  };
+  std::vector<Job> jobs = {{"token_embd.weight", {d, v}, &w.token_embedding},
+                           {"output_norm.weight", {d}, &w.final_norm}};
+  if (!c.tied_embeddings) jobs.push_back({"output.weight", {d, v}, &w.classifier});
+  w.layers.resize(size_t(c.n_layers));
+  for (int32_t i = 0; i < c.n_layers; ++i) {
+    LayerWeights& l = w.layers[size_t(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    jobs.push_back({p + "attn_norm.weight", {d}, &l.attn_norm});
+    jobs.push_back({p + "attn_q.weight", {d, q}, &l.wq});
+    jobs.push_back({p + "attn_k.weight", {d, kv}, &l.wk});
+    jobs.push_back({p + "attn_v.weight", {d, kv}, &l.wv});
+    jobs.push_back({p + "attn_output.weight", {q, d}, &l.wo});
+    jobs.push_back({p + "ffn_norm.weight", {d}, &l.ffn_norm});
+    jobs.push_back({p + "ffn_gate.weight", {d, h}, &l.w1});
+    jobs.push_back({p + "ffn_down.weight", {h, d}, &l.w2});
+    jobs.push_back({p + "ffn_up.weight", {d, h}, &l.w3});
+  }
+  // Check that every tensor exists with its shape and a loadable type before
+  // converting any, so a bad file fails fast and without allocating.
+  for (const Job& job : jobs) {
+    const GgufTensorInfo* t = file.find_tensor(job.name);
+    if (t == nullptr) return file_error(file, "missing tensor '" + job.name + "'");
+    if (squeezed(t->dims) != squeezed(job.shape))
+      return file_error(file, "tensor '" + job.name + "' has shape " + shape_string(t->dims) +
+                                  ", expected " + shape_string(job.shape) +
+                                  " from the model's metadata");
+    if (!is_convertible_type(GgmlType(t->type)))
+      return tensor_to_f32(file, *t).error();  // the unsupported-type message
+  }
+  for (const Job& job : jobs) {
+    auto values = load_tensor(file, job.name, job.shape);
+    if (!values) return values.error();
+    *job.dst = std::move(values).value();
+  }
+  return w;
+}
+
+// One integer token id key: -1 when absent or "none" (UINT32_MAX).
+Expected<int32_t> token_id(const GgufFile& file, std::string_view key, size_t n_vocab) {
+  auto id = get_int(file, key, -1, -1, UINT32_MAX);
+  if (!id) return id.error();
+  if (*id == -1 || *id == kNoToken) return -1;
+  if (*id < 0 || uint64_t(*id) >= n_vocab)
+    return metadata_error(file, key,
+                          "is " + std::to_string(*id) + ", outside the vocabulary of " +
+                              std::to_string(n_vocab) + " tokens");
+  return int32_t(*id);
+}
+
+Status read_scores_and_types(const GgufFile& file, Vocabulary& vocab) {
+  const size_t n = vocab.pieces.size();
+  if (const GgufValue* v = file.find("tokenizer.ggml.scores")) {
+    const GgufArray* a = v->as_array();
+    if (a == nullptr || (a->elem_type != GgufValueType::float32 &&
+                         a->elem_type != GgufValueType::float64))
+      return metadata_error(file, "tokenizer.ggml.scores", "must be an array of float32");
+    if (a->size() != n)
+      return metadata_error(file, "tokenizer.ggml.scores",
+                            "has " + std::to_string(a->size()) + " entries for " +
+                                std::to_string(n) + " tokens");
+    vocab.scores.resize(n);
+    for (size_t i = 0; i < n; ++i) vocab.scores[i] = float(a->float_at(i).value_or(0.0));
+  }
+  if (const GgufValue* v = file.find("tokenizer.ggml.token_type")) {
+    const GgufArray* a = v->as_array();
+    if (a == nullptr || a->size() != n || (n > 0 && !a->int_at(0)))
+      return metadata_error(file, "tokenizer.ggml.token_type",
+                            "must be an array of one integer per token (" + std::to_string(n) +
+                                ")");
+    vocab.types.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t t = a->int_at(i).value_or(-1);
+      if (t < 0 || t > int64_t(TokenType::byte))
+        return metadata_error(file, "tokenizer.ggml.token_type",
+                              "has invalid type " + std::to_string(t) + " for token " +
+                                  std::to_string(i));
+      // 0 is llama.cpp's "undefined"; treat such tokens as normal text.
+      vocab.types[i] = t == 0 ? TokenType::normal : TokenType(t);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<GgufTokenizer> tokenizer_from_gguf(const GgufFile& file) {
+  GgufTokenizer out;
+  auto tmpl = get_string(file, "tokenizer.chat_template", std::string());
+  if (!tmpl) return tmpl.error();
+  out.chat_template = std::move(tmpl).value();
+  auto model = get_string(file, "tokenizer.ggml.model", std::string("none"));
+  if (!model) return model.error();
+  const bool is_spm = *model == "llama", is_bpe = *model == "gpt2";
+  if (!is_spm && !is_bpe && *model != "none" && *model != "no_vocab")
+    return metadata_error(file, "tokenizer.ggml.model",
+                          "is '" + *model + "': only 'llama' and 'gpt2' tokenizers are supported",
+                          Errc::unsupported);
+
+  Vocabulary vocab;
+  if (is_spm || is_bpe) {
+    auto tokens = get_array(file, "tokenizer.ggml.tokens", GgufValueType::string, true);
+    if (!tokens) return tokens.error();
+    vocab.pieces = (*tokens)->strings;
+    if (vocab.pieces.empty())
+      return metadata_error(file, "tokenizer.ggml.tokens", "is empty");
+  }
+  const size_t n_vocab = is_spm || is_bpe ? vocab.pieces.size() : size_t(INT32_MAX);
+  auto bos = token_id(file, "tokenizer.ggml.bos_token_id", n_vocab);
+  auto eos = token_id(file, "tokenizer.ggml.eos_token_id", n_vocab);
+  auto unk = token_id(file, "tokenizer.ggml.unknown_token_id", n_vocab);
+  auto eot = token_id(file, "tokenizer.ggml.eot_token_id", n_vocab);
+  for (auto* id : {&bos, &eos, &unk, &eot})
+    if (!*id) return id->error();
+  if (*eos >= 0) out.eos_ids.push_back(*eos);
+  if (*eot >= 0 && *eot != *eos) out.eos_ids.push_back(*eot);
+  if (!is_spm && !is_bpe) return out;
+
+  vocab.bos_id = *bos;
+  vocab.eos_id = *eos;
+  vocab.unk_id = *unk;
+  if (Status s = read_scores_and_types(file, vocab); !s) return s.error();
+  auto add_bos = get_bool(file, "tokenizer.ggml.add_bos_token", is_spm);
+  if (!add_bos) return add_bos.error();
+  vocab.add_bos = *add_bos;
+  auto add_space = get_bool(file, "tokenizer.ggml.add_space_prefix", is_spm);
+  if (!add_space) return add_space.error();
+  vocab.add_space_prefix = *add_space;
+  if (is_bpe) {
+    auto merges = get_array(file, "tokenizer.ggml.merges", GgufValueType::string, true);
+    if (!merges) return merges.error();
+    vocab.merges = (*merges)->strings;
+  }
+  auto tokenizer = is_spm ? make_sentencepiece_tokenizer(vocab) : make_bpe_tokenizer(vocab);
+  if (!tokenizer)
+    return file_error(file, "tokenizer: " + tokenizer.error().message, tokenizer.error().code);
+  out.tokenizer = std::shared_ptr<const Tokenizer>(std::move(tokenizer).value());
+  out.vocabulary = std::move(vocab);
+  return out;
+}
+
+Expected<LoadedModel> llama_from_gguf(const GgufFile& file) {
+  auto config = read_config(file);
+  if (!config) return config.error();
+  auto tokenizer = tokenizer_from_gguf(file);
+  if (!tokenizer) return tokenizer.error();
+  if (tokenizer->vocabulary && tokenizer->vocabulary->pieces.size() != size_t(config->vocab_size))
+    return metadata_error(file, "tokenizer.ggml.tokens",
+                          "has " + std::to_string(tokenizer->vocabulary->pieces.size()) +
+                              " tokens, but token_embd.weight has " +
+                              std::to_string(config->vocab_size) + " rows");
+  for (int32_t id : tokenizer->eos_ids)
+    if (id >= config->vocab_size)
+      return file_error(file, "end-of-sequence token " + std::to_string(id) +
+                                  " is outside the vocabulary");
+  auto weights = read_weights(file, *config);
+  if (!weights) return weights.error();
+  LoadedModel m;
+  m.config = std::move(config).value();
+  m.weights = std::move(weights).value();
+  m.tokenizer = std::move(tokenizer->tokenizer);
+  m.vocabulary = std::move(tokenizer->vocabulary);
+  m.eos_ids = std::move(tokenizer->eos_ids);
+  m.chat_template = std::move(tokenizer->chat_template);
+  m.source = file.name;
+  return m;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,45 @@
+// From a parsed GGUF file of architecture `llama` to a LoadedModel.
+//
+// Reads the llama.* shape keys (context_length, embedding_length,
+// feed_forward_length, block_count, attention.head_count, head_count_kv
+// [default head_count], rope.freq_base [10000], rope.dimension_count [head
+// dim], attention.layer_norm_rms_epsilon [1e-5]), checks every tensor's shape
+// against them and converts the tensors to float32. The classifier is tied to
+// the token embedding when output.weight is absent. llama.cpp stores Q and K of
+// `llama` models permuted for RoPE on adjacent pairs, so the config says
+// RopeLayout::adjacent_pairs and the weights are used as stored.
+//
+// Refused as unsupported: other architectures, mixture-of-experts models, RoPE
+// scaling (rope.scaling.type other than none, or a rope_freqs.weight tensor),
+// key/value head sizes different from dim / n_heads, and tokenizer models other
+// than "llama" (SentencePiece) and "gpt2" (byte-level BPE).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/formats/gguf_reader.hpp"
+#include "model/formats/loader.hpp"
+#include "model/status.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+namespace conveyor {
+
+Expected<LoadedModel> llama_from_gguf(const GgufFile& file);
+
+// The tokenizer a GGUF file describes (tokenizer.ggml.*): its vocabulary, the
+// tokenizer built from it, the ids that end generation (eos, plus eot when
+// present) and the chat template. vocabulary and tokenizer are empty when
+// tokenizer.ggml.model is absent, "none" or "no_vocab".
+struct GgufTokenizer {
+  std::optional<Vocabulary> vocabulary;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::vector<int32_t> eos_ids;
+  std::string chat_template;
+};
+
+Expected<GgufTokenizer> tokenizer_from_gguf(const GgufFile& file);
+
+}  // namespace conveyor
