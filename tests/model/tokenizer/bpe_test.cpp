@@ -107,6 +107,16 @@ TEST(Bpe, RoundTrips) {
   }
 }
 
+TEST(Bpe, LongWordsRoundTrip) {
+  const auto tokenizer = make(tiny_vocab());
+  ASSERT_TRUE(tokenizer);
+  std::string one_word;
+  while (one_word.size() < 20000) one_word += "hellowell";
+  const Ids ids = tokenizer->encode(one_word, false);
+  EXPECT_EQ(ids.front(), kHello);
+  EXPECT_EQ(tokenizer->decode(ids), one_word);
+}
+
 TEST(Bpe, InvalidUtf8BecomesReplacementOnDecode) {
   const auto tokenizer = make(tiny_vocab());
   ASSERT_TRUE(tokenizer);
