@@ -3,16 +3,42 @@
 // Each sequence owns a Sampler: its parameters, its random generator (seeded
 // from the request's seed, so the same seed gives the same output whatever
 // else is in the batch) and the token counts the penalties need.
+//
+// The pipeline, as in vLLM and llama.cpp:
+//   1. penalties on the raw logits: repetition (HF style, over prompt and
+//      generated tokens: logit > 0 -> logit / p, else logit * p), then
+//      frequency and presence (OpenAI style, over generated tokens only:
+//      logit -= frequency * count + presence * (count > 0));
+//   2. logprobs, when asked for, of the RAW model distribution: log_softmax of
+//      the logits as the model produced them, before penalties and
+//      temperature (vLLM's "raw_logprobs" mode). They describe what the model
+//      believed, whatever the request's sampling settings;
+//   3. temperature: below 1e-5, greedy argmax (ties go to the lowest id) and
+//      the filters below are skipped;
+//   4. top-k, then top-p, then min-p;
+//   5. a draw from what is left with the sequence's own generator.
+// Ties between equal logits are always broken by the lower token id, so the
+// result depends only on the logits, the parameters and the seed.
+//
+// Thread safety: a Sampler is used by one thread at a time; distinct Samplers
+// share nothing.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "model/status.hpp"
+
 namespace conveyor {
+
+// Logprobs alternatives are capped at this many, as the OpenAI API does.
+inline constexpr int32_t kMaxLogprobs = 20;
+
+// Below this temperature sampling is greedy.
+inline constexpr float kGreedyTemperature = 1e-5f;
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0: greedy (argmax)
@@ -30,6 +56,13 @@ struct SamplingParams {
   bool ignore_eos = false;          // do not finish at the model's end tokens
 };
 
+// Checks every field against its documented range (temperature >= 0, top_p
+// in (0, 1], top_k >= 0, min_p in [0, 1], presence and frequency penalties in
+// [-2, 2], repetition_penalty > 0, logprobs in [-1, 20], max_tokens >= 1, stop
+// token ids in [0, vocab_size)). The error (Errc::invalid_argument) names the
+// parameter and the value, e.g. "top_p must be in (0, 1], got 1.5".
+Status validate(const SamplingParams& params, int32_t vocab_size);
+
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0.0f;
@@ -37,27 +70,55 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = 0;
-  float logprob = 0.0f;               // log-probability of `token` under the raw model distribution
-  std::vector<TokenLogprob> top;      // the `logprobs` most likely tokens, most likely first
+  // log-probability of `token` under the raw model distribution; filled only
+  // when params.logprobs >= 0 (0 otherwise).
+  float logprob = 0.0f;
+  // the min(logprobs, 20) most likely tokens of the raw distribution, most
+  // likely first (ties: lower id first).
+  std::vector<TokenLogprob> top;
 };
 
 class Sampler {
  public:
-  // `prompt` feeds the repetition penalty.
+  // `params` should have passed validate(). `prompt` feeds the repetition
+  // penalty; it is not kept.
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt);
 
-  // Samples from `logits` ([vocab]; modified in place) and records the token
-  // as generated.
+  // Samples from `logits` ([vocab]; overwritten with scratch values) and
+  // records the token as generated.
   SampleResult sample(std::span<float> logits);
+
+  // Step 1 of sample(), exposed so that tests and callers can see it: applies
+  // the repetition, frequency and presence penalties to `logits` ([vocab]).
+  void apply_penalties(std::span<float> logits) const;
+
+  // True when `token` ends the sequence: one of the model's `eos_ids` (unless
+  // params.ignore_eos) or one of params.stop_token_ids.
+  bool is_stop_token(int32_t token, std::span<const int32_t> eos_ids) const;
 
   const SamplingParams& params() const { return params_; }
 
+  // How many times `token` has been generated (sampled) so far.
+  int32_t generated_count(int32_t token) const;
+
  private:
+  bool is_greedy() const { return params_.temperature < kGreedyTemperature; }
+  // Uniform in [0, 1), built from 53 generator bits so that a seed gives the
+  // same draws with any standard library.
+  double uniform();
+  // Steps 3 to 5 for a positive temperature, on the penalised logits.
+  int32_t sample_random(std::span<const float> logits);
+  void fill_logprobs(std::span<const float> raw, SampleResult& result);
+  void record(int32_t token);
+
+  // Work buffers are per thread (see sampler.cpp), not here: a sequence's
+  // state stays small however large the vocabulary.
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::unordered_map<int32_t, int32_t> generated_counts_;
-  std::vector<int32_t> seen_;  // distinct prompt and generated tokens (repetition penalty)
-  std::vector<std::pair<float, int32_t>> scratch_;
+  // Sorted vectors rather than hash tables: the penalties walk them every
+  // step, and a walk over contiguous ids is several times faster.
+  std::vector<std::pair<int32_t, int32_t>> generated_counts_;  // (token, count), by token
+  std::vector<int32_t> seen_;  // distinct prompt and generated tokens, sorted; only when repetition_penalty != 1
 };
 
 }  // namespace conveyor

@@ -1,0 +1,171 @@
+#include "model/sampling/sampler.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "model/sampling/filters.hpp"
+
+namespace conveyor {
+
+namespace {
+
+// Per-thread work space, so that a Sampler (one per sequence) carries only
+// its own state and a step allocates nothing once the buffers have grown.
+struct Scratch {
+  std::vector<float> raw;      // [vocab] the row before penalties (logprobs)
+  std::vector<float> weights;  // [vocab] unnormalised probabilities
+  std::vector<sampling::Candidate> candidates;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Within this share of the total, a top-p running mass counts as reaching
+// top_p, so that float rounding cannot pull a boundary token in.
+constexpr double kTopPSlack = 1e-6;
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt)
+    : params_(params) {
+  if (params_.has_seed) {
+    rng_.seed(params_.seed);
+  } else {
+    std::random_device device;
+    rng_.seed((static_cast<uint64_t>(device()) << 32) ^ device());
+  }
+  if (params_.repetition_penalty != 1.0f) {
+    seen_.assign(prompt.begin(), prompt.end());
+    std::sort(seen_.begin(), seen_.end());
+    seen_.erase(std::unique(seen_.begin(), seen_.end()), seen_.end());
+  }
+}
+
+SampleResult Sampler::sample(std::span<float> logits) {
+  assert(!logits.empty());
+  Scratch& s = scratch();
+  const bool want_logprobs = params_.logprobs >= 0;
+  if (want_logprobs) s.raw.assign(logits.begin(), logits.end());
+
+  apply_penalties(logits);
+  SampleResult result;
+  result.token = is_greedy() ? sampling::argmax(logits) : sample_random(logits);
+
+  if (want_logprobs) fill_logprobs(s.raw, result);
+  record(result.token);
+  return result;
+}
+
+void Sampler::apply_penalties(std::span<float> logits) const {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  const float rep = params_.repetition_penalty;
+  if (rep != 1.0f) {
+    for (int32_t token : seen_) {
+      if (token < 0 || token >= vocab) continue;
+      float& l = logits[token];
+      l = l > 0.0f ? l / rep : l * rep;
+    }
+  }
+  const float freq = params_.frequency_penalty;
+  const float presence = params_.presence_penalty;
+  if (freq != 0.0f || presence != 0.0f) {
+    for (auto [token, count] : generated_counts_) {
+      if (token < 0 || token >= vocab) continue;
+      logits[token] -= freq * static_cast<float>(count) + presence;
+    }
+  }
+}
+
+bool Sampler::is_stop_token(int32_t token, std::span<const int32_t> eos_ids) const {
+  if (!params_.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end()) {
+    return true;
+  }
+  const auto& stops = params_.stop_token_ids;
+  return std::find(stops.begin(), stops.end(), token) != stops.end();
+}
+
+int32_t Sampler::generated_count(int32_t token) const {
+  const auto it = std::lower_bound(generated_counts_.begin(), generated_counts_.end(),
+                                   std::pair<int32_t, int32_t>{token, 0});
+  return it != generated_counts_.end() && it->first == token ? it->second : 0;
+}
+
+double Sampler::uniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample_random(std::span<const float> logits) {
+  const float max = sampling::max_logit(logits);
+  if (!std::isfinite(max)) return sampling::argmax(logits);  // all masked, or +inf: no distribution
+
+  Scratch& s = scratch();
+  s.weights.resize(logits.size());
+  const float inv_temperature = 1.0f / params_.temperature;
+  const auto vocab = static_cast<int32_t>(logits.size());
+  const bool use_top_k = params_.top_k > 0 && params_.top_k < vocab;
+  const bool use_top_p = params_.top_p < 1.0f;
+
+  if (!use_top_k && !use_top_p) {  // the common case: one pass, no candidate list
+    sampling::softmax_weights(logits, max, inv_temperature, s.weights);
+    return sampling::draw_row(s.weights, params_.min_p, uniform());
+  }
+
+  double total = 0.0;
+  if (use_top_k) {
+    sampling::top_k(logits, params_.top_k, s.candidates);
+    for (const auto& [logit, token] : s.candidates) {
+      s.weights[token] = sampling::exp_nonpositive((logit - max) * inv_temperature);
+      total += s.weights[token];
+    }
+  } else {
+    total = sampling::softmax_weights(logits, max, inv_temperature, s.weights);
+  }
+
+  if (use_top_p) {
+    const double mass = (params_.top_p - kTopPSlack) * total;
+    if (use_top_k) {
+      sampling::cut_to_mass(s.candidates, s.weights, mass);
+    } else {
+      sampling::nucleus(logits, s.weights, max, inv_temperature, mass, s.candidates);
+    }
+  }
+
+  if (params_.min_p > 0.0f) {
+    // p / p_max is the weight itself, since the best token weighs 1; that
+    // token always stays.
+    std::erase_if(s.candidates,
+                  [&](const sampling::Candidate& c) { return s.weights[c.second] < params_.min_p; });
+  }
+  return sampling::draw(s.candidates, s.weights, uniform());
+}
+
+void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
+  const float log_normalizer = sampling::log_sum_exp(raw);
+  result.logprob = raw[result.token] - log_normalizer;
+
+  const int32_t wanted = std::min(params_.logprobs, kMaxLogprobs);
+  if (wanted <= 0) return;
+  auto& top = scratch().candidates;
+  sampling::top_k(raw, wanted, top);
+  result.top.reserve(top.size());
+  for (const auto& [logit, token] : top) result.top.push_back({token, logit - log_normalizer});
+}
+
+void Sampler::record(int32_t token) {
+  const auto count = std::lower_bound(generated_counts_.begin(), generated_counts_.end(),
+                                      std::pair<int32_t, int32_t>{token, 0});
+  if (count != generated_counts_.end() && count->first == token) {
+    ++count->second;
+  } else {
+    generated_counts_.insert(count, {token, 1});
+  }
+  if (params_.repetition_penalty != 1.0f) {
+    const auto seen = std::lower_bound(seen_.begin(), seen_.end(), token);
+    if (seen == seen_.end() || *seen != token) seen_.insert(seen, token);
+  }
+}
+
+}  // namespace conveyor
