@@ -18,6 +18,7 @@ enum class Errc {
   io_error,          // a file could not be opened or read
   bad_format,        // a file's contents are corrupt, truncated or absurd
   unsupported,       // well-formed, but a feature conveyor does not implement
+  resource_exhausted,  // a bounded queue or pool is full; try again later
 };
 
 struct Error {

@@ -1,0 +1,133 @@
+#include "actors/engine.hpp"
+
+#include <algorithm>
+
+#include "actors/block_manager_actor.hpp"
+#include "actors/executor_actor.hpp"
+#include "actors/policy_actors.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/swap_actor.hpp"
+#include "actors/swap_engine.hpp"
+#include "model/forward/transformer.hpp"
+
+namespace conveyor {
+
+Status validate(const EngineConfig& c) {
+  auto bad = [](const std::string& field, const std::string& why) {
+    return Status(make_error(Errc::invalid_argument, "--" + field + ": " + why));
+  };
+  if (c.block_size < 1 || c.block_size > 1024 || (c.block_size & (c.block_size - 1)) != 0)
+    return bad("block-size", "must be a power of two between 1 and 1024");
+  if (c.kv_cache_tokens < c.block_size) return bad("kv-cache-tokens", "must hold at least one block");
+  if (c.swap_space_tokens < 0) return bad("swap-space-tokens", "must be >= 0");
+  if (c.max_num_seqs < 1) return bad("max-num-seqs", "must be >= 1");
+  if (c.max_batched_tokens < 1) return bad("max-batched-tokens", "must be >= 1");
+  if (c.prefill_chunk < 1) return bad("prefill-chunk", "must be >= 1");
+  if (c.max_waiting < 0) return bad("max-waiting", "must be >= 0");
+  if (auto m = parse_preemption_mode(c.preemption); !m) return bad("preemption", m.error().message);
+  if (auto m = parse_admission_mode(c.admission); !m) return bad("admission", m.error().message);
+  if (auto m = parse_batching_mode(c.batching); !m) return bad("batching", m.error().message);
+  return Status::ok();
+}
+
+void RequestHandle::cancel() const {
+  if (actor_) caf::anon_send(actor_, cancel_atom_v);
+}
+
+Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
+    : sys_(sys), config_(std::move(config)), info_(std::move(info)) {}
+
+Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
+                                                 LoadedModel model) {
+  if (Status s = validate(config); !s) return s.error();
+  const int32_t n_blocks = int32_t(config.kv_cache_tokens / config.block_size);
+  auto kv = std::make_shared<KvCache>(KvCacheShape::for_model(model.config, config.block_size, n_blocks));
+  ModelInfo info{model.config, model.eos_ids, model.tokenizer};
+  auto transformer =
+      std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
+  auto runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
+  return create(sys, config, std::move(info), std::move(runner), std::move(kv));
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
+                                                 ModelInfo info, std::shared_ptr<StepRunner> runner,
+                                                 std::shared_ptr<KvCache> kv) {
+  if (Status s = validate(config); !s) return s.error();
+  auto preemption_mode = parse_preemption_mode(config.preemption);
+  auto admission = make_admission_policy(config.admission, config.admission_config);
+  if (!admission) return admission.error();
+
+  std::unique_ptr<Engine> engine(new Engine(sys, config, std::move(info)));
+  const ModelConfig& mc = engine->info_.config;
+  engine->num_blocks_ = int32_t(config.kv_cache_tokens / config.block_size);
+  const int32_t host_blocks = kv ? int32_t(config.swap_space_tokens / config.block_size) : 0;
+
+  SchedulerConfig sc;
+  sc.block_size = config.block_size;
+  sc.num_blocks = engine->num_blocks_;
+  sc.num_host_blocks = host_blocks;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_batched_tokens = config.max_batched_tokens;
+  sc.prefill_chunk = config.prefill_chunk;
+  sc.max_waiting = config.max_waiting;
+  sc.context_length = mc.context_length;
+  sc.vocab_size = mc.vocab_size;
+  sc.eos_ids = engine->info_.eos_ids;
+  sc.batching = *parse_batching_mode(config.batching);
+  sc.aging_interval_seconds = config.aging_interval_seconds;
+
+  SchedulerActors& a = engine->actors_;
+  a.block_manager = spawn_block_manager(
+      sys, BlockManagerOptions{engine->num_blocks_, config.block_size, host_blocks, config.prefix_caching});
+  a.executor = spawn_executor(sys, std::move(runner));
+  std::shared_ptr<SwapEngine> swap_engine;
+  if (kv) swap_engine = std::make_shared<CpuSwapEngine>(kv, host_blocks);
+  a.swap = spawn_swap(sys, std::move(swap_engine));
+  a.admission = spawn_admission_policy(sys, std::move(admission).value());
+  a.preemption = spawn_preemption_policy(sys, PreemptionPolicy(*preemption_mode));
+  engine->scheduler_ = spawn_scheduler(sys, std::move(sc), a);
+  return engine;
+}
+
+Engine::~Engine() {
+  const auto reason = caf::exit_reason::user_shutdown;
+  caf::anon_send_exit(scheduler_, reason);
+  caf::anon_send_exit(actors_.block_manager, reason);
+  caf::anon_send_exit(actors_.executor, reason);
+  caf::anon_send_exit(actors_.swap, reason);
+  caf::anon_send_exit(actors_.admission, reason);
+  caf::anon_send_exit(actors_.preemption, reason);
+}
+
+RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
+  if (spec.request.id == 0) spec.request.id = next_id_++;
+  if (!spec.tokenizer) spec.tokenizer = info_.tokenizer;
+  const request_id id = spec.request.id;
+  auto actor = spawn_request(sys_, scheduler_, std::move(spec), std::move(on_event));
+  return RequestHandle(id, std::move(actor));
+}
+
+Status Engine::set_admission_policy(const std::string& name) {
+  auto policy = make_admission_policy(name, config_.admission_config);
+  if (!policy) return policy.error();
+  caf::anon_send(scheduler_, policy_atom_v, spawn_admission_policy(sys_, std::move(policy).value()));
+  return Status::ok();
+}
+
+Status Engine::set_preemption_policy(const std::string& name) {
+  auto mode = parse_preemption_mode(name);
+  if (!mode) return mode.error();
+  caf::anon_send(scheduler_, policy_atom_v, spawn_preemption_policy(sys_, PreemptionPolicy(*mode)));
+  return Status::ok();
+}
+
+Expected<EngineStats> Engine::stats() {
+  caf::scoped_actor self{sys_};
+  Expected<EngineStats> out = make_error(Errc::io_error, "no answer from the scheduler");
+  self->request(scheduler_, caf::infinite, stats_atom_v)
+      .receive([&](const EngineStats& s) { out = s; },
+               [&](caf::error& err) { out = from_caf_error(err); });
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,91 @@
+// The engine, in-process: the actors of one model wired together, and the
+// C++ API that the server, the examples and users' own actors use.
+//
+//   caf::actor_system_config cfg;  conveyor::add_engine_types(cfg);
+//   caf::actor_system sys{cfg};
+//   auto engine = conveyor::Engine::create(sys, EngineConfig{}, std::move(model));
+//   auto handle = (*engine)->submit(spec, [](const StreamEvent& e) { ... });
+//   handle.cancel();
+//
+// submit() never blocks: events arrive on an actor thread, in order, the last
+// with finish != none (an error such as a full queue is such a last event,
+// with its Errc). Engine methods are thread-safe. Destroying the Engine stops
+// its actors; requests still in flight end with an error event.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "actors/engine_config.hpp"
+#include "actors/messages.hpp"
+#include "actors/request_actor.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/step_runner.hpp"
+#include "model/formats/loader.hpp"
+
+namespace conveyor {
+
+class RequestHandle {
+ public:
+  RequestHandle() = default;
+  RequestHandle(request_id id, request_actor actor) : id_(id), actor_(std::move(actor)) {}
+  request_id id() const { return id_; }
+  // Cancels the request; its last event says `cancelled` (unless it already ended).
+  void cancel() const;
+  const request_actor& actor() const { return actor_; }
+
+ private:
+  request_id id_ = 0;
+  request_actor actor_;
+};
+
+// What the scheduler needs to know of a model besides its runner.
+struct ModelInfo {
+  ModelConfig config;
+  std::vector<int32_t> eos_ids;
+  std::shared_ptr<const Tokenizer> tokenizer;  // may be null
+};
+
+class Engine {
+ public:
+  // Loads `model` into a CPU runner with a KV cache of config.kv_cache_tokens.
+  static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
+                                                  LoadedModel model);
+  // With any runner (a fake one in tests); `kv` is what swap copies touch
+  // (null: swap space is unused and swap preemption falls back to recompute).
+  static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
+                                                  ModelInfo info, std::shared_ptr<StepRunner> runner,
+                                                  std::shared_ptr<KvCache> kv);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  RequestHandle submit(RequestSpec spec, EventCallback on_event);
+
+  // Replaces a policy while the engine runs; nothing in flight is dropped.
+  Status set_admission_policy(const std::string& name);
+  Status set_preemption_policy(const std::string& name);
+
+  // Blocks for the answer (for tools and tests, not for actor threads).
+  Expected<EngineStats> stats();
+
+  const ModelInfo& model() const { return info_; }
+  const EngineConfig& config() const { return config_; }
+  const scheduler_actor& scheduler() const { return scheduler_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  caf::actor_system& system() { return sys_; }
+
+ private:
+  Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info);
+
+  caf::actor_system& sys_;
+  EngineConfig config_;
+  ModelInfo info_;
+  int32_t num_blocks_ = 0;
+  SchedulerActors actors_;
+  scheduler_actor scheduler_;
+  std::atomic<request_id> next_id_{1};
+};
+
+}  // namespace conveyor

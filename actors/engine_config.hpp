@@ -1,0 +1,33 @@
+// The engine's limits and policies, with their defaults. Every field is a
+// `conveyor serve` flag of the same name (with dashes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/status.hpp"
+#include "policies/admission.hpp"
+
+namespace conveyor {
+
+struct EngineConfig {
+  int32_t block_size = 16;              // tokens per KV block (a power of two)
+  int64_t kv_cache_tokens = 65536;      // device KV capacity in tokens (rounded down to blocks)
+  int64_t swap_space_tokens = 0;        // host swap capacity in tokens (0: no swap)
+  int32_t max_num_seqs = 256;           // running sequences at once
+  int32_t max_batched_tokens = 2048;    // tokens per iteration
+  int32_t prefill_chunk = 512;          // longest prefill span per sequence per iteration
+  int32_t max_waiting = 4096;           // waiting-queue bound; past it submit fails (429)
+  std::string preemption = "recompute"; // recompute | swap | cost
+  std::string admission = "watermark";  // conservative | watermark | profiled
+  std::string batching = "continuous";  // continuous | static
+  bool prefix_caching = true;
+  double aging_interval_seconds = 5.0;  // a waiting request gains one priority level per interval
+  AdmissionConfig admission_config;     // watermark, percentile, reserve
+  int threads = 0;                      // compute threads (0: all cores)
+};
+
+// Checks ranges and names; the message names the field.
+Status validate(const EngineConfig& config);
+
+}  // namespace conveyor

@@ -1,0 +1,164 @@
+// Plain data exchanged between the engine's actors (see actors/messages.hpp
+// for who sends what). No CAF code here: the scheduler core, the policies and
+// the tests use these types directly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/batch.hpp"
+#include "model/sampling/sampler.hpp"
+
+namespace conveyor {
+
+using request_id = uint64_t;
+using seq_id = uint64_t;
+
+enum class FinishReason : uint8_t {
+  none,       // still running
+  stop,       // an end or stop token
+  length,     // max_tokens or the context length
+  cancelled,  // aborted by its client
+  error,      // the engine could not run it (see the event's message)
+};
+const char* to_string(FinishReason r);
+
+// What a client submits.
+struct GenerateRequest {
+  request_id id = 0;                // set by the engine when 0
+  std::vector<int32_t> prompt;      // token ids, BOS included where the model wants it
+  SamplingParams sampling;
+  int32_t priority = 0;             // higher runs first
+};
+
+// One event per produced token, and a last one with finish != none.
+struct TokenEvent {
+  request_id id = 0;
+  int32_t token = -1;               // -1 on a final event that carries no token
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;    // alternatives when logprobs were asked for
+  FinishReason finish = FinishReason::none;
+  int32_t prompt_tokens = 0;        // on the final event: usage
+  int32_t cached_prompt_tokens = 0; // on the final event: prompt tokens found in the prefix cache
+  int32_t completion_tokens = 0;    // on the final event
+  std::string message;              // on an error event
+};
+
+// ---- swap ----------------------------------------------------------------
+
+enum class SwapDirection : uint8_t { out, in };
+
+struct SwapOrder {
+  seq_id seq = 0;
+  SwapDirection direction = SwapDirection::out;
+  std::vector<std::pair<int32_t, int32_t>> blocks;  // (from, to): device->host or host->device
+};
+
+struct SwapDone {
+  seq_id seq = 0;
+  SwapDirection direction = SwapDirection::out;
+  double seconds = 0.0;             // how long the copy took (feeds the cost policy)
+};
+
+// ---- block manager -------------------------------------------------------
+
+// The blocks one sequence needs this iteration.
+struct BlockRequest {
+  seq_id seq = 0;
+  bool is_new = false;              // first allocation (or after a recompute preemption)
+  std::vector<int32_t> tokens;      // new: the whole token list (for prefix matching);
+                                    // otherwise the tokens being appended (for block hashes)
+};
+
+struct BlockGrant {
+  seq_id seq = 0;
+  bool ok = false;
+  int32_t shortfall = 0;            // blocks missing when !ok
+  int32_t cached_tokens = 0;        // new sequences: leading tokens whose KV is already cached
+  std::vector<int32_t> block_table; // the sequence's whole table after the grant
+};
+
+// How many leading tokens of a sequence have their KV computed: the block
+// manager hashes the full blocks among them into the prefix cache (never a
+// block whose KV is not computed yet).
+struct SeqProgress {
+  seq_id seq = 0;
+  int32_t computed = 0;
+};
+
+// One iteration's work for the block manager, applied in field order.
+struct AllocationBatch {
+  std::vector<SeqProgress> computed;
+  std::vector<seq_id> frees;          // release every block (device and host)
+  std::vector<seq_id> swap_out_done;  // release the device blocks of swapped-out sequences
+  std::vector<seq_id> swap_in_done;   // release the host blocks of swapped-in sequences
+  std::vector<seq_id> swap_out;       // reserve host blocks; device blocks stay until done
+  std::vector<seq_id> swap_in;        // reserve device blocks if they fit
+  std::vector<BlockRequest> requests;
+};
+
+struct AllocationResult {
+  std::vector<BlockGrant> grants;   // one per request, same order
+  std::vector<SwapOrder> swaps;     // one per swap_out, then one per swap_in that fit;
+                                    // a swap-in's new block table is in its grant below
+  std::vector<BlockGrant> swap_in_grants;
+  std::vector<std::pair<int32_t, int32_t>> copies;  // copy-on-write (src, dst) device blocks
+  int32_t free_blocks = 0;          // after the batch (cached blocks count as free)
+  int32_t free_host_blocks = 0;
+};
+
+struct BlockStats {
+  int32_t total = 0, used = 0, free = 0, cached = 0;
+  int32_t host_total = 0, host_used = 0;
+  uint64_t prefix_queries = 0, prefix_hits = 0;  // in blocks
+  uint64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
+  double usage_ratio() const { return total ? double(used) / total : 0.0; }
+};
+
+// ---- executor ------------------------------------------------------------
+
+// One iteration's work for the executor.
+struct StepPlan {
+  uint64_t iteration = 0;
+  ForwardBatch batch;
+  std::vector<seq_id> seq_ids;      // parallel to batch's sequences; want_logits marks
+                                    // the spans that end where a token is sampled
+  std::vector<std::pair<int32_t, int32_t>> copies;  // block copies to run first (copy-on-write)
+  // Sequences that start now: their sampler's parameters and prompt.
+  std::vector<std::pair<seq_id, SamplingParams>> new_samplers;
+  std::vector<std::vector<int32_t>> new_sampler_prompts;
+  std::vector<seq_id> retired;      // sequences whose samplers can go
+};
+
+struct SampledToken {
+  seq_id seq = 0;
+  SampleResult result;
+};
+
+struct StepResult {
+  uint64_t iteration = 0;
+  std::vector<SampledToken> tokens; // one per sequence with want_logits
+  double forward_seconds = 0.0;     // time inside the forward pass and sampling
+};
+
+// ---- the engine as a whole ---------------------------------------------------
+
+struct EngineStats {
+  int32_t num_waiting = 0;
+  int32_t num_running = 0;
+  int32_t num_swapped = 0;
+  uint64_t iterations = 0;
+  uint64_t preemptions_recompute = 0;
+  uint64_t preemptions_swap = 0;
+  uint64_t prompt_tokens = 0;        // prompt tokens of admitted requests
+  uint64_t computed_tokens = 0;      // tokens run through the forward pass
+  uint64_t generated_tokens = 0;
+  double forward_seconds = 0.0;      // inside the executor
+  double iteration_seconds = 0.0;    // whole iterations, step to step
+  BlockStats blocks;
+  double kv_live_token_ratio = 0.0;  // live tokens / slots of allocated blocks, averaged over iterations
+};
+
+}  // namespace conveyor

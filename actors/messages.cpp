@@ -1,0 +1,31 @@
+#include "actors/messages.hpp"
+
+namespace conveyor {
+namespace {
+constexpr caf::atom_value kCategory = caf::atom("conveyor");
+}
+
+caf::error make_engine_error(const Error& error) {
+  return caf::error(static_cast<uint8_t>(error.code) + 1, kCategory,
+                    caf::make_message(error.message));
+}
+
+Error from_caf_error(const caf::error& error) {
+  if (error.category() == kCategory && error.code() > 0) {
+    std::string message;
+    if (error.context().match_elements<std::string>()) message = error.context().get_as<std::string>(0);
+    return Error{static_cast<Errc>(error.code() - 1), std::move(message)};
+  }
+  return Error{Errc::io_error, "the engine is unavailable: " + caf::to_string(error)};
+}
+
+void add_engine_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::conveyor_engine>();
+  cfg.add_error_category(kCategory, [](uint8_t code, caf::atom_value, const caf::message& context) {
+    std::string out = "conveyor error " + std::to_string(int(code));
+    if (context.match_elements<std::string>()) out += ": " + context.get_as<std::string>(0);
+    return out;
+  });
+}
+
+}  // namespace conveyor

@@ -1,0 +1,250 @@
+#include "actors/scheduler_actor.hpp"
+
+#include <chrono>
+#include <unordered_map>
+
+namespace conveyor {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+struct scheduler_state {
+  scheduler_state() = default;  // not an aggregate: CAF would build it from the actor pointer
+  std::unique_ptr<SchedulerCore> core;
+  SchedulerActors actors;
+  std::unordered_map<request_id, token_sink_actor> sinks;
+  std::unordered_map<caf::actor_addr, request_id> sink_ids;
+  clock_type::time_point epoch = clock_type::now();
+  clock_type::time_point last_step_done{};
+  bool busy = false;           // an iteration is in flight
+  bool wake_pending = false;   // a delayed wake is armed
+  int32_t swaps_in_flight = 0;
+  request_id next_id = 1;
+  EngineStats stats;
+  static inline const char* name = "scheduler";
+
+  double now() const { return std::chrono::duration<double>(clock_type::now() - epoch).count(); }
+};
+
+using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+void iterate(self_ptr self);
+
+// Sends the core's token events to their sinks and tells the admission
+// policy how long finished requests ran.
+void deliver_events(self_ptr self) {
+  auto& st = self->state;
+  for (TokenEvent& e : st.core->take_events()) {
+    auto it = st.sinks.find(e.id);
+    if (it == st.sinks.end()) continue;
+    if (e.token >= 0) ++st.stats.generated_tokens;
+    const bool last = e.finish != FinishReason::none;
+    self->send(it->second, std::move(e));
+    if (last) {
+      st.sink_ids.erase(it->second.address());
+      self->demonitor(it->second.address());
+      st.sinks.erase(it);
+    }
+  }
+  for (const FinishedSequence& f : st.core->take_finished()) {
+    if (f.reason == FinishReason::stop || f.reason == FinishReason::length)
+      self->send(st.actors.admission, finished_atom_v, f.generated);
+  }
+}
+
+void fail_all(self_ptr self, const caf::error& err) {
+  auto& st = self->state;
+  for (auto& [id, sink] : st.sinks) {
+    TokenEvent e;
+    e.id = id;
+    e.finish = FinishReason::error;
+    e.message = "engine failure: " + to_string(err);
+    self->send(sink, std::move(e));
+  }
+  st.sinks.clear();
+  self->quit(err);
+}
+
+// Starts an iteration unless one is in flight.
+void wake(self_ptr self) {
+  if (!self->state.busy) iterate(self);
+}
+
+void send_swaps(self_ptr self) {
+  auto& st = self->state;
+  for (SwapOrder& order : st.core->take_swap_orders()) {
+    ++st.swaps_in_flight;
+    const auto blocks = int32_t(order.blocks.size());
+    self->request(st.actors.swap, caf::infinite, swap_atom_v, std::move(order))
+        .then(
+            [self, blocks](const SwapDone& done) {
+              auto& st = self->state;
+              --st.swaps_in_flight;
+              if (blocks > 0) self->send(st.actors.preemption, costs_atom_v, 0.0, done.seconds / blocks);
+              st.core->on_swap_done(done);
+              deliver_events(self);
+              wake(self);
+            },
+            [self](caf::error& err) { fail_all(self, err); });
+  }
+}
+
+void run_step(self_ptr self) {
+  auto& st = self->state;
+  StepPlan plan = st.core->build_step();
+  if (plan.batch.num_seqs() == 0) {
+    // Nothing can run now. Swap completions, submissions and cancellations
+    // wake us; as a safety net, look again shortly while work remains.
+    st.busy = false;
+    deliver_events(self);
+    if (st.core->has_runnable_work() && st.swaps_in_flight == 0 && !st.wake_pending) {
+      st.wake_pending = true;
+      self->delayed_send(self, std::chrono::milliseconds(1), wake_atom_v);
+    }
+    return;
+  }
+  const int32_t tokens = plan.batch.num_tokens();
+  self->request(st.actors.executor, caf::infinite, step_atom_v, std::move(plan))
+      .then(
+          [self, tokens](const StepResult& result) {
+            auto& st = self->state;
+            const auto now = clock_type::now();
+            if (st.last_step_done != clock_type::time_point{})
+              st.stats.iteration_seconds +=
+                  std::chrono::duration<double>(now - st.last_step_done).count();
+            else
+              st.stats.iteration_seconds += result.forward_seconds;
+            st.last_step_done = now;
+            st.stats.forward_seconds += result.forward_seconds;
+            st.stats.computed_tokens += uint64_t(tokens);
+            if (tokens > 0)
+              self->send(st.actors.preemption, costs_atom_v, result.forward_seconds / tokens, 0.0);
+            st.core->apply_step(result, st.now());
+            // Start the next iteration before streaming this one's tokens:
+            // its first message is on its way while the sinks are fed.
+            iterate(self);
+            deliver_events(self);
+          },
+          [self](caf::error& err) { fail_all(self, err); });
+}
+
+void allocate(self_ptr self, AllocationBatch batch) {
+  auto& st = self->state;
+  self->request(st.actors.block_manager, caf::infinite, alloc_atom_v, std::move(batch))
+      .then(
+          [self](const AllocationResult& result) {
+            auto& st = self->state;
+            auto query = st.core->apply_allocation(result);
+            send_swaps(self);
+            if (!query) {
+              run_step(self);
+              return;
+            }
+            self->request(st.actors.preemption, caf::infinite, preempt_atom_v, std::move(*query))
+                .then(
+                    [self](const PreemptionDecision& decision) {
+                      allocate(self, self->state.core->apply_preemption(decision));
+                    },
+                    [self](caf::error& err) { fail_all(self, err); });
+          },
+          [self](caf::error& err) { fail_all(self, err); });
+}
+
+void iterate(self_ptr self) {
+  auto& st = self->state;
+  if (st.core->idle()) {
+    st.busy = false;
+    st.last_step_done = {};
+    return;
+  }
+  st.busy = true;
+  auto query = st.core->begin_iteration(st.now());
+  deliver_events(self);  // cancellations just retired
+  if (!query) {
+    allocate(self, st.core->build_allocation());
+    return;
+  }
+  self->request(st.actors.admission, caf::infinite, admit_atom_v, std::move(*query))
+      .then(
+          [self](const AdmissionDecision& decision) {
+            self->state.core->apply_admission(decision);
+            allocate(self, self->state.core->build_allocation());
+          },
+          [self](caf::error& err) { fail_all(self, err); });
+}
+
+scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
+                                         SchedulerActors actors) {
+  auto& st = self->state;
+  st.core = std::make_unique<SchedulerCore>(std::move(config));
+  st.actors = std::move(actors);
+  self->set_down_handler([self](const caf::down_msg& down) {
+    auto& st = self->state;
+    auto it = st.sink_ids.find(down.source);
+    if (it == st.sink_ids.end()) return;
+    st.core->cancel(it->second);
+    st.sinks.erase(it->second);
+    st.sink_ids.erase(it);
+    wake(self);
+  });
+  return {
+      [self](submit_atom, GenerateRequest& request,
+             token_sink_actor& sink) -> caf::result<request_id> {
+        auto& st = self->state;
+        if (request.id == 0) request.id = st.next_id++;
+        const request_id id = request.id;
+        const auto prompt_tokens = request.prompt.size();
+        if (Status s = st.core->submit(std::move(request), st.now()); !s)
+          return make_engine_error(s.error());
+        st.stats.prompt_tokens += prompt_tokens;
+        st.sinks.emplace(id, sink);
+        st.sink_ids.emplace(sink.address(), id);
+        self->monitor(sink);
+        wake(self);
+        return id;
+      },
+      [self](cancel_atom, request_id id) {
+        self->state.core->cancel(id);
+        wake(self);
+      },
+      [self](policy_atom, admission_actor& a) { self->state.actors.admission = std::move(a); },
+      [self](policy_atom, preemption_actor& p) { self->state.actors.preemption = std::move(p); },
+      [self](wake_atom) {
+        self->state.wake_pending = false;
+        wake(self);
+      },
+      [self](stats_atom) -> caf::result<EngineStats> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<EngineStats>();
+        EngineStats stats = st.stats;
+        stats.num_waiting = int32_t(st.core->num_waiting());
+        stats.num_running = int32_t(st.core->num_running());
+        stats.num_swapped = int32_t(st.core->num_swapped());
+        stats.iterations = st.core->iteration();
+        stats.preemptions_recompute = st.core->preemptions(PreemptionMode::recompute);
+        stats.preemptions_swap = st.core->preemptions(PreemptionMode::swap);
+        stats.kv_live_token_ratio = st.core->kv_live_token_ratio();
+        self->request(st.actors.block_manager, caf::infinite, stats_atom_v)
+            .then(
+                [rp, stats](const BlockStats& blocks) mutable {
+                  stats.blocks = blocks;
+                  rp.deliver(stats);
+                },
+                [rp](caf::error& err) mutable { rp.deliver(err); });
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+scheduler_actor spawn_scheduler(caf::actor_system& sys, SchedulerConfig config,
+                                SchedulerActors actors) {
+  return sys.spawn(scheduler, std::move(config), std::move(actors));
+}
+
+}  // namespace conveyor

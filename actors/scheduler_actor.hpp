@@ -1,0 +1,33 @@
+// The scheduler actor: one per engine. It owns the SchedulerCore (queues and
+// per-sequence token state) and drives one iteration at a time:
+//
+//   [admission policy] -> block manager -> [preemption policy -> block manager]*
+//   -> executor -> tokens to the request actors -> next iteration
+//
+// A finished sequence's blocks go back in the next iteration's allocation
+// batch, before anything is allocated, so its slot is refilled at once.
+// Swap orders go to the swap actor as they arise; their completions re-enter
+// the scheduler as messages and the sequences rejoin at the next iteration.
+//
+// Receives (actors/messages.hpp, scheduler_actor): submit, cancel, policy
+// replacements, wake, stats. Sends: alloc, admit, preempt, swap, step, and
+// TokenEvents to each request's sink. A sink that dies cancels its request.
+#pragma once
+
+#include "actors/messages.hpp"
+#include "actors/scheduler_core.hpp"
+
+namespace conveyor {
+
+struct SchedulerActors {
+  block_manager_actor block_manager;
+  executor_actor executor;
+  swap_actor swap;
+  admission_actor admission;
+  preemption_actor preemption;
+};
+
+scheduler_actor spawn_scheduler(caf::actor_system& sys, SchedulerConfig config,
+                                SchedulerActors actors);
+
+}  // namespace conveyor

@@ -1,0 +1,498 @@
+#include "actors/scheduler_core.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace conveyor {
+
+const char* to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::none: return "none";
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+  }
+  return "unknown";
+}
+
+Expected<BatchingMode> parse_batching_mode(const std::string& name) {
+  if (name == "continuous") return BatchingMode::continuous;
+  if (name == "static") return BatchingMode::static_;
+  return make_error(Errc::invalid_argument,
+                    "unknown batching mode '" + name + "' (expected continuous or static)");
+}
+
+SchedulerCore::SchedulerCore(SchedulerConfig config)
+    : config_(std::move(config)),
+      waiting_(config_.aging_interval_seconds),
+      free_blocks_(config_.num_blocks),
+      free_host_blocks_(config_.num_host_blocks) {}
+
+int32_t SchedulerCore::blocks_for(int32_t tokens) const {
+  return (tokens + config_.block_size - 1) / config_.block_size;
+}
+
+int32_t SchedulerCore::free_estimate() const {
+  int32_t free = free_blocks_ + pending_free_blocks_;
+  for (seq_id id : pending_swap_out_done_) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) free += it->second.blocks_held;
+  }
+  return free;
+}
+
+SchedulerCore::Sequence* SchedulerCore::find(seq_id id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+bool SchedulerCore::is_stop(const Sequence& s, int32_t token) const {
+  const auto& stops = s.sampling.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return true;
+  if (s.sampling.ignore_eos) return false;
+  return std::find(config_.eos_ids.begin(), config_.eos_ids.end(), token) != config_.eos_ids.end();
+}
+
+// ---- requests ---------------------------------------------------------------
+
+Status SchedulerCore::submit(GenerateRequest r, double now) {
+  const auto n = int32_t(r.prompt.size());
+  if (n == 0) return make_error(Errc::invalid_argument, "the prompt is empty");
+  for (int32_t t : r.prompt) {
+    if (t < 0 || t >= config_.vocab_size)
+      return make_error(Errc::invalid_argument,
+                        "prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                            std::to_string(config_.vocab_size) + ")");
+  }
+  if (n >= config_.context_length)
+    return make_error(Errc::invalid_argument,
+                      "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
+                          std::to_string(config_.context_length));
+  if (blocks_for(n + 1) > config_.num_blocks)
+    return make_error(Errc::invalid_argument,
+                      "the prompt needs " + std::to_string(blocks_for(n + 1)) +
+                          " KV blocks; the cache holds " + std::to_string(config_.num_blocks));
+  if (Status s = validate(r.sampling, config_.vocab_size); !s) return s;
+  if (seqs_.count(r.id)) return make_error(Errc::invalid_argument, "duplicate request id");
+  if (int32_t(waiting_.size()) >= config_.max_waiting)
+    return make_error(Errc::resource_exhausted,
+                      "the waiting queue is full (" + std::to_string(config_.max_waiting) +
+                          " requests); try again later");
+
+  Sequence s;
+  s.id = r.id;
+  s.priority = r.priority;
+  s.arrival = next_arrival_++;
+  s.arrival_time = now;
+  s.prompt_len = n;
+  s.tokens = std::move(r.prompt);
+  s.sampling = std::move(r.sampling);
+  s.sampling.max_tokens = std::min(s.sampling.max_tokens, config_.context_length - n);
+  waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, now});
+  seqs_.emplace(s.id, std::move(s));
+  return Status::ok();
+}
+
+void SchedulerCore::cancel(request_id id) {
+  Sequence* s = find(id);
+  if (s == nullptr || s->cancelled) return;
+  s->cancelled = true;
+  cancelled_.push_back(id);
+}
+
+void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message) {
+  TokenEvent e;
+  e.id = s.id;
+  e.finish = reason;
+  e.prompt_tokens = s.prompt_len;
+  e.cached_prompt_tokens = s.cached_prompt_tokens;
+  e.completion_tokens = s.generated();
+  e.message = std::move(message);
+  events_.push_back(std::move(e));
+  if (s.sampler_started) retired_samplers_.push_back(s.id);
+  if (s.blocks_held > 0 || s.state == State::swapped) {
+    pending_frees_.push_back(s.id);
+    if (s.state != State::swapped) pending_free_blocks_ += s.blocks_held;
+  }
+  finished_.push_back({s.id, s.generated(), reason});
+  const seq_id id = s.id;
+  seqs_.erase(id);  // `s` dangles from here on
+}
+
+void SchedulerCore::remove_running(seq_id id) {
+  auto it = std::find(running_.begin(), running_.end(), id);
+  if (it != running_.end()) running_.erase(it);
+}
+
+// ---- one iteration ----------------------------------------------------------
+
+std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
+  ++iteration_;
+  plan_.clear();
+  failed_.clear();
+  pending_swap_in_.clear();
+
+  // Cancelled sequences leave now, wherever they are; those in the middle of
+  // a copy leave when it completes (on_swap_done).
+  for (seq_id id : cancelled_) {
+    Sequence* s = find(id);
+    if (s == nullptr) continue;
+    switch (s->state) {
+      case State::waiting: waiting_.remove(id); [[fallthrough]];
+      case State::running:
+      case State::swapped:
+        remove_running(id);
+        std::erase(swapped_, id);
+        finish(*s, FinishReason::cancelled);
+        break;
+      case State::swapping_out:
+      case State::swapping_in: break;
+    }
+  }
+  std::erase_if(cancelled_, [this](seq_id id) { return find(id) == nullptr; });
+
+  // Swapped sequences come back first, oldest first, while blocks allow.
+  int32_t free = free_estimate();
+  for (seq_id id : swapped_) {
+    Sequence* s = find(id);
+    if (s->state != State::swapped) continue;
+    if (int32_t(running_.size() + pending_swap_in_.size()) >= config_.max_num_seqs) break;
+    if (s->blocks_held + 1 > free) break;
+    free -= s->blocks_held + 1;
+    pending_swap_in_.push_back(id);
+  }
+
+  const bool room = int32_t(running_.size()) < config_.max_num_seqs && swapped_.empty();
+  const bool batch_open = config_.batching == BatchingMode::continuous || running_.empty();
+  if (!room || !batch_open || waiting_.empty()) return std::nullopt;
+
+  AdmissionQuery q;
+  q.free_blocks = free;
+  q.total_blocks = config_.num_blocks;
+  q.block_size = config_.block_size;
+  q.num_running = int32_t(running_.size());
+  q.max_running = config_.max_num_seqs;
+  // Blocks the running sequences may still grow into (the conservative
+  // policy keeps them free).
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    const int32_t final_len = s.prompt_len + s.sampling.max_tokens;
+    q.reserved_blocks += std::max(0, blocks_for(final_len) - s.blocks_held);
+  }
+  const size_t limit = size_t(config_.max_num_seqs - q.num_running);
+  for (const WaitingEntry& w : waiting_.ordered(now, limit)) {
+    const Sequence& s = seqs_.at(w.id);
+    q.candidates.push_back(AdmissionCandidate{s.id, int32_t(s.tokens.size()),
+                                              s.sampling.max_tokens - s.generated(), s.priority,
+                                              s.arrival});
+  }
+  return q;
+}
+
+void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
+  for (const auto& [id, reason] : decision.rejected) {
+    Sequence* s = find(id);
+    if (s == nullptr || s->state != State::waiting) continue;
+    waiting_.remove(id);
+    finish(*s, FinishReason::error, reason);
+  }
+  for (seq_id id : decision.admitted) {
+    Sequence* s = find(id);
+    if (s == nullptr || s->state != State::waiting || s->cancelled) continue;
+    waiting_.remove(id);
+    plan_.push_back(Planned{id, 0, /*is_new=*/true, false});
+  }
+}
+
+AllocationBatch SchedulerCore::build_allocation() {
+  AllocationBatch batch;
+  batch.computed = std::move(pending_computed_);
+  pending_computed_.clear();
+  batch.frees = std::move(pending_frees_);
+  pending_frees_.clear();
+  pending_free_blocks_ = 0;
+  batch.swap_out_done = std::move(pending_swap_out_done_);
+  pending_swap_out_done_.clear();
+  batch.swap_in_done = std::move(pending_swap_in_done_);
+  pending_swap_in_done_.clear();
+  batch.swap_in = pending_swap_in_;
+
+  // Token budget: running sequences first (decodes before prefill chunks,
+  // in admission order), then the newly admitted ones.
+  int32_t budget = config_.max_batched_tokens;
+  std::vector<Planned> admitted = std::move(plan_);
+  plan_.clear();
+  auto schedule = [&](Sequence& s, bool is_new) {
+    const int32_t remaining = int32_t(s.tokens.size()) - s.num_computed;
+    const int32_t n = std::min({remaining, config_.prefill_chunk, budget});
+    if (n <= 0) return false;
+    budget -= n;
+    plan_.push_back(Planned{s.id, n, is_new, false});
+    if (is_new) {
+      batch.requests.push_back(BlockRequest{s.id, true, s.tokens});
+    } else if (s.slots < s.num_computed + n) {
+      batch.requests.push_back(BlockRequest{
+          s.id, false,
+          std::vector<int32_t>(s.tokens.begin() + s.slots, s.tokens.begin() + s.num_computed + n)});
+    }
+    return true;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (seq_id id : running_) {
+      Sequence& s = seqs_.at(id);
+      if (s.state != State::running) continue;
+      const bool decoding = int32_t(s.tokens.size()) - s.num_computed == 1;
+      if (decoding == (pass == 0)) schedule(s, false);
+    }
+  }
+  for (const Planned& p : admitted) {
+    Sequence& s = seqs_.at(p.id);
+    if (!schedule(s, true)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
+  }
+  return batch;
+}
+
+std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationResult& result) {
+  free_blocks_ = result.free_blocks;
+  free_host_blocks_ = result.free_host_blocks;
+  copies_.insert(copies_.end(), result.copies.begin(), result.copies.end());
+  for (const SwapOrder& order : result.swaps) swap_orders_.push_back(order);
+  for (const BlockGrant& g : result.swap_in_grants) {
+    Sequence* s = find(g.seq);
+    if (s == nullptr || !g.ok) continue;
+    s->state = State::swapping_in;
+    s->block_table = g.block_table;
+    s->blocks_held = int32_t(g.block_table.size());
+    std::erase(swapped_, g.seq);
+  }
+
+  int32_t shortfall = 0;
+  for (const BlockGrant& g : result.grants) {
+    Sequence* s = find(g.seq);
+    auto planned = std::find_if(plan_.begin(), plan_.end(), [&](const Planned& p) { return p.id == g.seq; });
+    if (s == nullptr || planned == plan_.end()) continue;
+    if (g.ok) {
+      planned->granted = true;
+      s->block_table = g.block_table;
+      s->blocks_held = int32_t(g.block_table.size());
+      if (planned->is_new) {
+        s->slots = int32_t(s->tokens.size());
+        // The last token is always computed, so that its logits exist.
+        const int32_t cap = (int32_t(s->tokens.size()) - 1) / config_.block_size * config_.block_size;
+        s->num_computed = std::min(g.cached_tokens, cap);
+        if (!s->admitted_once) s->cached_prompt_tokens = s->num_computed;
+        s->admitted_once = true;
+        s->state = State::running;
+        running_.push_back(s->id);
+      } else {
+        s->slots = s->num_computed + planned->max_new;
+      }
+      continue;
+    }
+    if (planned->is_new) {  // not admitted after all: back to the queue
+      waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
+      plan_.erase(planned);
+      continue;
+    }
+    plan_.erase(planned);
+    if (blocks_for(int32_t(s->tokens.size()) + 1) > config_.num_blocks) {
+      remove_running(s->id);
+      finish(*s, FinishReason::length, "the sequence outgrew the whole KV cache");
+      continue;
+    }
+    shortfall += g.shortfall;
+    failed_.push_back(g.seq);
+  }
+  // Blocks already on their way to host memory will be free soon: sequences
+  // short of blocks wait for them rather than preempting more.
+  for (seq_id id : swapped_) {
+    const Sequence& s = seqs_.at(id);
+    if (s.state == State::swapping_out) shortfall -= s.blocks_held;
+  }
+  if (failed_.empty() || shortfall <= 0) {
+    failed_.clear();
+    return std::nullopt;
+  }
+
+  PreemptionQuery q;
+  q.shortfall = shortfall;
+  q.free_host_blocks = free_host_blocks_;
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    if (s.state != State::running) continue;
+    q.running.push_back(PreemptionCandidate{s.id, s.priority, s.arrival, s.blocks_held,
+                                            s.num_computed, s.blocks_held});
+  }
+  return q;
+}
+
+AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decision) {
+  AllocationBatch retry;
+  for (const Victim& v : decision.victims) {
+    Sequence* s = find(v.seq);
+    if (s == nullptr || s->state != State::running) continue;
+    std::erase_if(plan_, [&](const Planned& p) { return p.id == v.seq; });
+    std::erase(failed_, v.seq);
+    remove_running(v.seq);
+    if (v.mode == PreemptionMode::swap) {
+      ++preemptions_swap_;
+      s->state = State::swapping_out;
+      swapped_.push_back(s->id);
+      retry.swap_out.push_back(s->id);
+    } else {
+      ++preemptions_recompute_;
+      retry.frees.push_back(s->id);
+      free_blocks_ += s->blocks_held;
+      s->state = State::waiting;
+      s->blocks_held = 0;
+      s->block_table.clear();
+      s->num_computed = 0;
+      s->slots = 0;
+      waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
+    }
+  }
+  // The sequences that were short try once more; if the victims did not free
+  // enough (or are still being copied out), they sit this iteration out.
+  for (seq_id id : failed_) {
+    Sequence& s = seqs_.at(id);
+    const int32_t remaining = int32_t(s.tokens.size()) - s.num_computed;
+    const int32_t n = std::min(remaining, config_.prefill_chunk);
+    plan_.push_back(Planned{id, n, false, false});
+    retry.requests.push_back(BlockRequest{
+        id, false,
+        std::vector<int32_t>(s.tokens.begin() + s.slots, s.tokens.begin() + s.num_computed + n)});
+  }
+  failed_.clear();
+  return retry;
+}
+
+StepPlan SchedulerCore::build_step() {
+  StepPlan plan;
+  plan.iteration = iteration_;
+  plan.copies = std::move(copies_);
+  copies_.clear();
+  for (Planned& p : plan_) {
+    if (!p.granted) continue;
+    Sequence& s = seqs_.at(p.id);
+    const int32_t n = std::min(p.max_new, int32_t(s.tokens.size()) - s.num_computed);
+    p.max_new = n;
+    const bool last = s.num_computed + n == int32_t(s.tokens.size());
+    plan.batch.add_sequence(std::span(s.tokens).subspan(s.num_computed, n), s.num_computed,
+                            s.block_table, last);
+    plan.seq_ids.push_back(s.id);
+    if (!s.sampler_started) {
+      s.sampler_started = true;
+      plan.new_samplers.emplace_back(s.id, s.sampling);
+      plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+    }
+  }
+  plan.retired = std::move(retired_samplers_);
+  retired_samplers_.clear();
+  // KV utilization: tokens with KV (after this step) over the slots of all
+  // device blocks held by running sequences.
+  uint64_t live = 0, slots = 0;
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    if (s.state != State::running) continue;
+    live += uint64_t(s.slots);
+    slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+  }
+  if (slots > 0 && plan.batch.num_seqs() > 0) {
+    kv_live_sum_ += live;
+    kv_slots_sum_ += slots;
+  }
+  return plan;
+}
+
+void SchedulerCore::apply_step(const StepResult& result, double now) {
+  (void)now;
+  for (const Planned& p : plan_) {
+    if (!p.granted) continue;
+    Sequence* s = find(p.id);
+    if (s == nullptr) continue;
+    s->num_computed += p.max_new;
+    pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
+  }
+  for (const SampledToken& t : result.tokens) {
+    Sequence* s = find(t.seq);
+    if (s == nullptr || s->cancelled) continue;
+    const int32_t token = t.result.token;
+    if (is_stop(*s, token)) {
+      remove_running(s->id);
+      finish(*s, FinishReason::stop);
+      continue;
+    }
+    s->tokens.push_back(token);
+    TokenEvent e;
+    e.id = s->id;
+    e.token = token;
+    e.logprob = t.result.logprob;
+    e.top = t.result.top;
+    events_.push_back(std::move(e));
+    if (s->generated() >= s->sampling.max_tokens ||
+        int32_t(s->tokens.size()) >= config_.context_length) {
+      remove_running(s->id);
+      finish(*s, FinishReason::length);
+    }
+  }
+  plan_.clear();
+}
+
+// ---- swap ---------------------------------------------------------------------
+
+std::vector<SwapOrder> SchedulerCore::take_swap_orders() {
+  std::vector<SwapOrder> out = std::move(swap_orders_);
+  swap_orders_.clear();
+  return out;
+}
+
+void SchedulerCore::on_swap_done(const SwapDone& done) {
+  Sequence* s = find(done.seq);
+  if (s == nullptr) return;
+  if (s->cancelled) {  // free() releases device and host blocks alike
+    std::erase(swapped_, s->id);
+    finish(*s, FinishReason::cancelled);
+    return;
+  }
+  if (done.direction == SwapDirection::out) {
+    pending_swap_out_done_.push_back(s->id);
+    s->state = State::swapped;
+  } else {
+    pending_swap_in_done_.push_back(s->id);
+    s->state = State::running;
+    running_.push_back(s->id);
+  }
+}
+
+std::vector<TokenEvent> SchedulerCore::take_events() {
+  std::vector<TokenEvent> out = std::move(events_);
+  events_.clear();
+  return out;
+}
+
+std::vector<FinishedSequence> SchedulerCore::take_finished() {
+  std::vector<FinishedSequence> out = std::move(finished_);
+  finished_.clear();
+  return out;
+}
+
+// ---- introspection ------------------------------------------------------------
+
+size_t SchedulerCore::num_waiting() const { return waiting_.size(); }
+size_t SchedulerCore::num_running() const { return running_.size(); }
+size_t SchedulerCore::num_swapped() const { return swapped_.size(); }
+bool SchedulerCore::idle() const { return seqs_.empty(); }
+
+bool SchedulerCore::has_runnable_work() const {
+  return !running_.empty() || !waiting_.empty() || !cancelled_.empty() ||
+         !pending_swap_out_done_.empty() || !pending_swap_in_done_.empty() ||
+         std::any_of(swapped_.begin(), swapped_.end(),
+                     [this](seq_id id) { return seqs_.at(id).state == State::swapped; });
+}
+
+uint64_t SchedulerCore::preemptions(PreemptionMode mode) const {
+  return mode == PreemptionMode::swap ? preemptions_swap_ : preemptions_recompute_;
+}
+
+}  // namespace conveyor

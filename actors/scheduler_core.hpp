@@ -1,0 +1,175 @@
+// The scheduler's logic without actors: queues, per-sequence token state and
+// the phases of one iteration. The scheduler actor (actors/scheduler.hpp)
+// moves the values each phase returns to the block manager, policy, swap and
+// executor actors and feeds their answers back; tests drive the same phases
+// directly with plain objects.
+//
+// One iteration:
+//   begin_iteration()        retire cancelled work; returns an admission query if
+//                            there is room to admit (ask the admission policy)
+//   apply_admission(...)     move admitted requests into this iteration
+//   build_allocation()       the blocks every scheduled sequence needs now
+//   apply_allocation(...)    returns a preemption query when running sequences
+//                            are short of blocks (ask the preemption policy),
+//   apply_preemption(...)    then retry with the returned batch
+//   build_step()             the executor's step plan (empty: nothing to run)
+//   apply_step(...)          append sampled tokens, finish sequences, emit events
+//
+// Thread-safety: none; the scheduler actor is its only user.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/engine_types.hpp"
+#include "model/status.hpp"
+#include "policies/admission.hpp"
+#include "policies/preemption.hpp"
+#include "policies/waiting_queue.hpp"
+
+namespace conveyor {
+
+enum class BatchingMode : uint8_t {
+  continuous,  // a finished sequence's slot is refilled at the next iteration
+  static_,     // run a batch until its longest member finishes, then admit more
+};
+Expected<BatchingMode> parse_batching_mode(const std::string& name);
+
+struct SchedulerConfig {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;           // device KV blocks
+  int32_t num_host_blocks = 0;      // swap space
+  int32_t max_num_seqs = 256;       // running sequences at once
+  int32_t max_batched_tokens = 2048;  // tokens per iteration
+  int32_t prefill_chunk = 512;      // longest prefill span per sequence per iteration
+  int32_t max_waiting = 4096;       // waiting queue bound: past it, submit fails
+  int32_t context_length = 0;       // the model's
+  int32_t vocab_size = 0;           // the model's
+  std::vector<int32_t> eos_ids;     // the model's end tokens
+  BatchingMode batching = BatchingMode::continuous;
+  double aging_interval_seconds = 5.0;  // waiting priority rises one level per interval
+};
+
+struct FinishedSequence {
+  seq_id seq = 0;
+  int32_t generated = 0;
+  FinishReason reason = FinishReason::none;
+};
+
+class SchedulerCore {
+ public:
+  explicit SchedulerCore(SchedulerConfig config);
+
+  // ---- requests ----------------------------------------------------------
+  // Queues a request. Errors: invalid prompt or parameters, or the waiting
+  // queue is full (Errc::unsupported is not used; see engine_errc below).
+  Status submit(GenerateRequest request, double now);
+  // Marks a request cancelled; it leaves at the next iteration boundary.
+  void cancel(request_id id);
+
+  // ---- one iteration -----------------------------------------------------
+  std::optional<AdmissionQuery> begin_iteration(double now);
+  void apply_admission(const AdmissionDecision& decision);
+  AllocationBatch build_allocation();
+  std::optional<PreemptionQuery> apply_allocation(const AllocationResult& result);
+  AllocationBatch apply_preemption(const PreemptionDecision& decision);
+  StepPlan build_step();
+  void apply_step(const StepResult& result, double now);
+
+  // ---- swap --------------------------------------------------------------
+  // Swap orders produced by the last allocation result (to the swap actor).
+  std::vector<SwapOrder> take_swap_orders();
+  void on_swap_done(const SwapDone& done);
+
+  // Events for clients produced since the last call.
+  std::vector<TokenEvent> take_events();
+  // Sequences that finished since the last call (feeds the profiled admission policy).
+  std::vector<FinishedSequence> take_finished();
+
+  // ---- introspection -----------------------------------------------------
+  size_t num_waiting() const;
+  size_t num_running() const;
+  size_t num_swapped() const;  // swapping out, swapped, or swapping in
+  bool idle() const;           // nothing queued, running or swapping
+  bool has_runnable_work() const;
+  uint64_t iteration() const { return iteration_; }
+  uint64_t preemptions(PreemptionMode mode) const;
+  // Share of the slots of allocated blocks that held live tokens, averaged
+  // over the iterations run so far (the KV utilization benchmark's figure).
+  double kv_live_token_ratio() const {
+    return kv_slots_sum_ > 0 ? double(kv_live_sum_) / double(kv_slots_sum_) : 0.0;
+  }
+
+ private:
+  enum class State : uint8_t { waiting, running, swapping_out, swapped, swapping_in };
+
+  struct Sequence {
+    seq_id id = 0;
+    int32_t priority = 0;
+    uint64_t arrival = 0;             // submission order
+    double arrival_time = 0.0;
+    std::vector<int32_t> tokens;      // prompt, then generated tokens
+    int32_t prompt_len = 0;
+    int32_t num_computed = 0;         // leading tokens whose KV is in the cache
+    int32_t cached_prompt_tokens = 0; // prefix-cache hit at first admission
+    int32_t slots = 0;                // tokens the block manager holds slots for
+    int32_t blocks_held = 0;
+    std::vector<int32_t> block_table;
+    SamplingParams sampling;
+    State state = State::waiting;
+    bool needs_allocation = true;     // waiting: next admission is a fresh allocation
+    bool sampler_started = false;
+    bool cancelled = false;
+    bool admitted_once = false;
+    int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
+  };
+
+  // A sequence's part of the iteration being built.
+  struct Planned {
+    seq_id id = 0;
+    int32_t max_new = 0;   // tokens it may compute (budget)
+    bool is_new = false;
+    bool granted = false;
+  };
+
+  Sequence* find(seq_id id);
+  void finish(Sequence& s, FinishReason reason, std::string message = {});
+  void remove_running(seq_id id);
+  int32_t blocks_for(int32_t tokens) const;
+  // Free device blocks once this iteration's pending releases are applied.
+  int32_t free_estimate() const;
+  bool is_stop(const Sequence& s, int32_t token) const;
+
+  SchedulerConfig config_;
+  std::unordered_map<seq_id, Sequence> seqs_;
+  WaitingQueue waiting_;
+  std::vector<seq_id> running_;              // admission order
+  std::vector<seq_id> swapped_;              // swapped out, oldest first
+  std::vector<Planned> plan_;                // this iteration's sequences
+  std::vector<seq_id> pending_frees_;        // go back to the block manager next batch
+  std::vector<seq_id> pending_swap_out_done_;
+  std::vector<seq_id> pending_swap_in_done_;
+  std::vector<seq_id> pending_swap_in_;      // asked of the block manager this batch
+  std::vector<seq_id> retired_samplers_;
+  std::vector<seq_id> cancelled_;            // cancelled, still holding something
+  std::vector<seq_id> failed_;               // running, short of blocks this iteration
+  std::vector<std::pair<int32_t, int32_t>> copies_;  // copy-on-write for the next step
+  std::vector<SeqProgress> pending_computed_;
+  std::vector<FinishedSequence> finished_;
+  int32_t pending_free_blocks_ = 0;          // held by pending_frees_
+  uint64_t kv_live_sum_ = 0;                 // live tokens, summed over steps
+  uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps
+  std::vector<SwapOrder> swap_orders_;
+  std::vector<TokenEvent> events_;
+  int32_t free_blocks_ = 0;                  // as of the last allocation result
+  int32_t free_host_blocks_ = 0;
+  uint64_t iteration_ = 0;
+  uint64_t next_arrival_ = 0;
+  uint64_t preemptions_recompute_ = 0;
+  uint64_t preemptions_swap_ = 0;
+};
+
+}  // namespace conveyor

@@ -1,0 +1,48 @@
+#include "actors/step_runner.hpp"
+
+#include <chrono>
+#include <cstring>
+
+namespace conveyor {
+
+void SamplerTable::apply(const StepPlan& plan) {
+  for (seq_id id : plan.retired) samplers_.erase(id);
+  for (size_t i = 0; i < plan.new_samplers.size(); ++i) {
+    const auto& [id, params] = plan.new_samplers[i];
+    samplers_[id] = std::make_unique<Sampler>(params, plan.new_sampler_prompts[i]);
+  }
+}
+
+Sampler* SamplerTable::find(seq_id id) {
+  auto it = samplers_.find(id);
+  return it == samplers_.end() ? nullptr : it->second.get();
+}
+
+CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
+    : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
+
+StepResult CpuStepRunner::run(const StepPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  samplers_.apply(plan);
+  for (const auto& [src, dst] : plan.copies)
+    std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
+
+  StepResult result;
+  result.iteration = plan.iteration;
+  if (plan.batch.num_seqs() > 0) transformer_->forward(plan.batch, *kv_, logits_);
+  const int32_t vocab = transformer_->config().vocab_size;
+  int32_t row = 0;
+  for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
+    if (!plan.batch.want_logits[s]) continue;
+    std::span<float> logits(logits_.data() + size_t(row) * vocab, size_t(vocab));
+    ++row;
+    Sampler* sampler = samplers_.find(plan.seq_ids[s]);
+    if (sampler == nullptr) continue;  // retired while the plan was built: nothing to report
+    result.tokens.push_back(SampledToken{plan.seq_ids[s], sampler->sample(logits)});
+  }
+  result.forward_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,53 @@
+// What the executor actor runs: a StepPlan in, sampled tokens out.
+//
+// StepRunner is the seam between the engine and a backend. The CPU runner
+// owns the Transformer, the paged KV cache and one Sampler per sequence; a
+// CUDA runner implements the same interface; tests use a fake. A runner is
+// used from one thread at a time (the executor actor's).
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/engine_types.hpp"
+#include "model/forward/transformer.hpp"
+#include "model/kv_cache.hpp"
+#include "model/sampling/sampler.hpp"
+
+namespace conveyor {
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  // Runs one iteration: block copies, the forward pass, sampling.
+  virtual StepResult run(const StepPlan& plan) = 0;
+};
+
+// Keeps the per-sequence samplers that every runner needs: created when a
+// plan starts a sequence, dropped when it retires.
+class SamplerTable {
+ public:
+  void apply(const StepPlan& plan);  // new_samplers and retired
+  Sampler* find(seq_id id);
+  size_t size() const { return samplers_.size(); }
+
+ private:
+  std::unordered_map<seq_id, std::unique_ptr<Sampler>> samplers_;
+};
+
+// The CPU backend. The KV cache is shared with the swap engine, which copies
+// blocks of sequences that are not in any plan while this runs.
+class CpuStepRunner final : public StepRunner {
+ public:
+  CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
+  StepResult run(const StepPlan& plan) override;
+
+ private:
+  std::unique_ptr<Transformer> transformer_;
+  std::shared_ptr<KvCache> kv_;
+  SamplerTable samplers_;
+  std::vector<float> logits_;
+};
+
+}  // namespace conveyor

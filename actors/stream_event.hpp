@@ -1,0 +1,30 @@
+// What a client of the engine receives for its request: text as it is
+// produced, and a last event that says why the request ended.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/engine_types.hpp"
+#include "model/status.hpp"
+
+namespace conveyor {
+
+struct StreamEvent {
+  request_id id = 0;
+  std::string text;                   // new text, always whole UTF-8 characters
+  std::vector<int32_t> token_ids;     // the tokens behind `text` (may be more than one)
+  std::vector<SampleResult> logprobs; // per token, when logprobs were asked for
+  FinishReason finish = FinishReason::none;  // none: more events follow
+  // On the last event:
+  int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  Errc error_code = Errc::invalid_argument;  // meaningful when finish == error
+  std::string message;                // why, when finish == error
+
+  bool last() const { return finish != FinishReason::none; }
+};
+
+}  // namespace conveyor

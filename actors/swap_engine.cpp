@@ -1,0 +1,27 @@
+#include "actors/swap_engine.hpp"
+
+#include <cstring>
+
+namespace conveyor {
+
+namespace {
+KvCacheShape with_blocks(KvCacheShape shape, int32_t n) {
+  shape.n_blocks = n;
+  return shape;
+}
+}  // namespace
+
+CpuSwapEngine::CpuSwapEngine(std::shared_ptr<KvCache> device, int32_t num_host_blocks)
+    : device_(std::move(device)), host_(with_blocks(device_->shape(), num_host_blocks)) {}
+
+void CpuSwapEngine::copy(const SwapOrder& order) {
+  const size_t bytes = device_->shape().block_bytes();
+  for (const auto& [from, to] : order.blocks) {
+    if (order.direction == SwapDirection::out)
+      std::memcpy(host_.block_data(to), device_->block_data(from), bytes);
+    else
+      std::memcpy(device_->block_data(to), host_.block_data(from), bytes);
+  }
+}
+
+}  // namespace conveyor
