@@ -28,14 +28,10 @@ const char* to_string(SeqLocation where) {
   return "?";
 }
 
-namespace {
-
-Error status_error(GrantStatus s, uint64_t seq_id) {
+Error BlockManager::sequence_error(GrantStatus s, uint64_t seq_id) {
   return make_error(Errc::invalid_argument,
                     "block manager: sequence " + std::to_string(seq_id) + ": " + to_string(s));
 }
-
-}  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
                            int32_t num_host_blocks)
@@ -207,11 +203,14 @@ BlockManager::Outcome BlockManager::do_commit(Seq& seq, int32_t num_computed) {
   if (num_computed < seq.num_computed || num_computed > seq.num_tokens)
     return {GrantStatus::invalid_argument};
   seq.num_computed = num_computed;
-  if (prefix_caching_) {
-    int32_t full = num_computed / block_size_;
-    while (seq.num_registered < full) register_block(seq, seq.num_registered++);
-  }
+  register_computed(seq);
   return {};
+}
+
+void BlockManager::register_computed(Seq& seq) {
+  if (!prefix_caching_) return;
+  int32_t full = seq.num_computed / block_size_;
+  while (seq.num_registered < full) register_block(seq, seq.num_registered++);
 }
 
 BlockManager::Outcome BlockManager::do_append(uint64_t seq_id, std::span<const int32_t> tokens,
@@ -276,7 +275,7 @@ Expected<PromptAllocation> BlockManager::allocate_prompt(uint64_t seq_id,
     result.shortfall = o.shortfall;
     return result;
   }
-  if (o.status != GrantStatus::ok) return status_error(o.status, seq_id);
+  if (o.status != GrantStatus::ok) return sequence_error(o.status, seq_id);
   result.num_cached_tokens = o.num_cached_tokens;
   return result;
 }
@@ -290,7 +289,7 @@ Expected<AppendResult> BlockManager::append_slots(uint64_t seq_id,
     result.shortfall = o.shortfall;
     return result;
   }
-  if (o.status != GrantStatus::ok) return status_error(o.status, seq_id);
+  if (o.status != GrantStatus::ok) return sequence_error(o.status, seq_id);
   result.table_begin = o.table_begin;
   if (!copies.empty()) result.copy = copies.front();
   return result;
@@ -298,9 +297,9 @@ Expected<AppendResult> BlockManager::append_slots(uint64_t seq_id,
 
 Status BlockManager::commit_computed(uint64_t seq_id, int32_t num_computed) {
   auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, seq_id);
+  if (it == seqs_.end()) return sequence_error(GrantStatus::unknown_sequence, seq_id);
   Outcome o = do_commit(it->second, num_computed);
-  if (o.status != GrantStatus::ok) return status_error(o.status, seq_id);
+  if (o.status != GrantStatus::ok) return sequence_error(o.status, seq_id);
   return Status::ok();
 }
 
@@ -347,10 +346,10 @@ void BlockManager::allocate_batch(std::span<const SlotRequest> requests, SlotBat
 
 Status BlockManager::fork(uint64_t parent_seq_id, uint64_t child_seq_id) {
   auto it = seqs_.find(parent_seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, parent_seq_id);
+  if (it == seqs_.end()) return sequence_error(GrantStatus::unknown_sequence, parent_seq_id);
   if (it->second.where != SeqLocation::device)
-    return status_error(GrantStatus::not_on_device, parent_seq_id);
-  if (seqs_.count(child_seq_id)) return status_error(GrantStatus::sequence_exists, child_seq_id);
+    return sequence_error(GrantStatus::not_on_device, parent_seq_id);
+  if (seqs_.count(child_seq_id)) return sequence_error(GrantStatus::sequence_exists, child_seq_id);
   Seq child = it->second;  // copy before inserting: the insert may rehash
   for (BlockId b : child.table) ++blocks_[b].ref;
   seqs_.emplace(child_seq_id, std::move(child));
@@ -359,7 +358,7 @@ Status BlockManager::fork(uint64_t parent_seq_id, uint64_t child_seq_id) {
 
 Status BlockManager::free(uint64_t seq_id) {
   auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, seq_id);
+  if (it == seqs_.end()) return sequence_error(GrantStatus::unknown_sequence, seq_id);
   Seq& seq = it->second;
   // Last block first: among one sequence's cached blocks, the tail of the
   // prefix becomes least recent and is evicted before the blocks it extends.
@@ -367,102 +366,6 @@ Status BlockManager::free(uint64_t seq_id) {
   for (auto h = seq.host_table.rbegin(); h != seq.host_table.rend(); ++h) host_free_.push_back(*h);
   seqs_.erase(it);
   return Status::ok();
-}
-
-// ---- swap ------------------------------------------------------------------
-
-namespace {
-
-Error location_error(uint64_t seq_id, SeqLocation where, const char* wanted) {
-  return make_error(Errc::invalid_argument, "block manager: sequence " + std::to_string(seq_id) +
-                                                " is " + to_string(where) + ", not " + wanted);
-}
-
-}  // namespace
-
-Expected<SwapResult> BlockManager::swap_out(uint64_t seq_id) {
-  auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, seq_id);
-  Seq& seq = it->second;
-  if (seq.where != SeqLocation::device) return location_error(seq_id, seq.where, "on the device");
-  SwapResult result;
-  int32_t need = int32_t(seq.table.size());
-  if (need > num_free_host_blocks()) {
-    result.shortfall = need - num_free_host_blocks();
-    return result;
-  }
-  result.copies.reserve(size_t(need));
-  seq.host_table.reserve(size_t(need));
-  for (BlockId b : seq.table) {
-    BlockId h = host_free_.back();
-    host_free_.pop_back();
-    std::memcpy(host_tokens_.data() + size_t(h) * size_t(block_size_), tokens_of(b).data(),
-                size_t(block_size_) * sizeof(int32_t));
-    seq.host_table.push_back(h);
-    result.copies.push_back({b, h});
-  }
-  seq.where = SeqLocation::swapping_out;
-  counters_.swapped_out_blocks += uint64_t(need);
-  return result;
-}
-
-Status BlockManager::complete_swap_out(uint64_t seq_id) {
-  auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, seq_id);
-  Seq& seq = it->second;
-  if (seq.where != SeqLocation::swapping_out)
-    return location_error(seq_id, seq.where, "swapping out");
-  for (auto b = seq.table.rbegin(); b != seq.table.rend(); ++b) release(*b);
-  seq.table.clear();
-  seq.num_registered = 0;
-  seq.where = SeqLocation::host;
-  return Status::ok();
-}
-
-Expected<SwapResult> BlockManager::swap_in(uint64_t seq_id) {
-  auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, seq_id);
-  Seq& seq = it->second;
-  if (seq.where != SeqLocation::host) return location_error(seq_id, seq.where, "on host");
-  SwapResult result;
-  int32_t need = int32_t(seq.host_table.size());
-  if (need > num_available_blocks()) {
-    result.shortfall = need - num_available_blocks();
-    return result;
-  }
-  result.copies.reserve(size_t(need));
-  seq.table.reserve(size_t(need));
-  for (BlockId h : seq.host_table) {
-    BlockId d = take_fresh();
-    std::memcpy(tokens_of(d).data(), host_tokens_.data() + size_t(h) * size_t(block_size_),
-                size_t(block_size_) * sizeof(int32_t));
-    seq.table.push_back(d);
-    result.copies.push_back({h, d});
-  }
-  seq.where = SeqLocation::swapping_in;
-  counters_.swapped_in_blocks += uint64_t(need);
-  return result;
-}
-
-Status BlockManager::complete_swap_in(uint64_t seq_id) {
-  auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return status_error(GrantStatus::unknown_sequence, seq_id);
-  Seq& seq = it->second;
-  if (seq.where != SeqLocation::swapping_in) return location_error(seq_id, seq.where, "swapping in");
-  for (auto h = seq.host_table.rbegin(); h != seq.host_table.rend(); ++h) host_free_.push_back(*h);
-  seq.host_table.clear();
-  seq.where = SeqLocation::device;
-  if (prefix_caching_) {
-    int32_t full = seq.num_computed / block_size_;
-    while (seq.num_registered < full) register_block(seq, seq.num_registered++);
-  }
-  return Status::ok();
-}
-
-bool BlockManager::can_swap_in(uint64_t seq_id) const {
-  auto it = seqs_.find(seq_id);
-  return it != seqs_.end() && it->second.where == SeqLocation::host &&
-         int32_t(it->second.host_table.size()) <= num_available_blocks();
 }
 
 // ---- queries ---------------------------------------------------------------

@@ -329,7 +329,10 @@ class BlockManager {
   Outcome do_commit(Seq& seq, int32_t num_computed);
   // Finds cached blocks for the prompt's leading full blocks into hits_.
   void match_prefix(std::span<const int32_t> tokens);
+  // Registers the full computed blocks not registered yet.
+  void register_computed(Seq& seq);
   void register_block(Seq& seq, int32_t index);
+  static Error sequence_error(GrantStatus s, uint64_t seq_id);
   void release(BlockId b);
   BlockId take_fresh();
   BlockId find_in_index(uint64_t hash, uint64_t parent_id, std::span<const int32_t> tokens) const;

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct Config {
   int32_t num_host_blocks;
   uint64_t seed;
 };
+
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.num_blocks << " blocks of " << c.block_size << ", prefix caching "
+      << (c.prefix_caching ? "on" : "off") << ", " << c.num_host_blocks << " host blocks, seed "
+      << c.seed;
+}
 
 int64_t ops_per_config() {
   const char* env = std::getenv("CONVEYOR_STRESS_OPS");
