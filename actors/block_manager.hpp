@@ -222,13 +222,13 @@ class BlockManager {
 
   // Reserves slots for `tokens` after the sequence's current tokens (a decode
   // token, or tokens of a grown chunk), with copy-on-write of a shared partly
-  // filled last block. Errors: unknown id, sequence on host.
+  // filled last block. Errors: unknown id, sequence not on the device.
   Expected<AppendResult> append_slots(uint64_t seq_id, std::span<const int32_t> tokens);
 
   // The sequence's first num_computed tokens now have their KV written; full
   // blocks among them become reusable by later prompts. Never decreases.
   // O(blocks that became full). Errors: unknown id, num_computed beyond the
-  // sequence's tokens or below an earlier commit, sequence on host.
+  // sequence's tokens or below an earlier commit, sequence not on the device.
   Status commit_computed(uint64_t seq_id, int32_t num_computed);
 
   // One iteration's allocations, all-or-nothing per request, in order.
@@ -238,7 +238,7 @@ class BlockManager {
 
   // child gets parent's table (every block's reference count + 1) and token
   // state; their writes diverge by copy-on-write. Errors: unknown parent,
-  // parent on host, child already live.
+  // parent not on the device, child already live.
   Status fork(uint64_t parent_seq_id, uint64_t child_seq_id);
 
   // Releases every block the sequence holds, on device and host, in any
