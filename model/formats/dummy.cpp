@@ -64,15 +64,31 @@ Status read_float(const toml::table& t, const char* key, float& out, const std::
 
 }  // namespace
 
+// UTF-8 of GPT-2's bytes_to_unicode stand-in for byte b: printable Latin-1
+// bytes stand for themselves, the other 68 take code points 256, 257, ...
+std::string gpt2_byte_piece(int b) {
+  int extra = 0;
+  auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174; };
+  for (int x = 0; x < b; ++x) extra += printable(x) ? 0 : 1;
+  const uint32_t cp = printable(b) ? uint32_t(b) : uint32_t(256 + extra);
+  std::string out;
+  if (cp < 0x80) {
+    out.push_back(char(cp));
+  } else {  // all stand-ins are below U+0800: two bytes
+    out.push_back(char(0xC0 | (cp >> 6)));
+    out.push_back(char(0x80 | (cp & 0x3F)));
+  }
+  return out;
+}
+
 Vocabulary byte_vocabulary(int32_t vocab_size) {
-  static const char* hex = "0123456789ABCDEF";
   Vocabulary v;
   const size_t n = size_t(std::max(vocab_size, kByteVocab));
   v.pieces.reserve(n);
   v.types.reserve(n);
   for (int b = 0; b < 256; ++b) {
-    v.pieces.push_back(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
-    v.types.push_back(TokenType::byte);
+    v.pieces.push_back(gpt2_byte_piece(b));
+    v.types.push_back(TokenType::normal);
   }
   v.pieces.push_back("<s>");
   v.pieces.push_back("</s>");
@@ -82,7 +98,6 @@ Vocabulary byte_vocabulary(int32_t vocab_size) {
     v.pieces.push_back("<extra_" + std::to_string(i) + ">");
     v.types.push_back(TokenType::unused);
   }
-  v.scores.assign(n, 0.0f);
   v.bos_id = kByteBos;
   v.eos_id = kByteEos;
   v.add_bos = true;
@@ -191,6 +206,7 @@ Expected<LoadedModel> load_dummy(std::string_view name, const LoadOptions& optio
   } else if (config->tokenizer == DummyTokenizer::bytes) {
     m.tokenizer = std::shared_ptr<const Tokenizer>(make_byte_tokenizer());
     m.vocabulary = byte_vocabulary(m.config.vocab_size);
+    m.tokenizer_model = "gpt2";
     m.eos_ids = {kByteEos};
   }
   return m;
@@ -214,6 +230,7 @@ LoadedModel embedded_default_model() {
   m.weights = make_random_weights(c, kEmbeddedSeed);
   m.tokenizer = std::shared_ptr<const Tokenizer>(make_byte_tokenizer());
   m.vocabulary = byte_vocabulary(kByteVocab);
+  m.tokenizer_model = "gpt2";
   m.eos_ids = {kByteEos};
   m.source = "embedded default conveyor-tiny";
   return m;

@@ -48,11 +48,12 @@ Expected<LoadedModel> load_dummy(std::string_view name, const LoadOptions& optio
 // weights from a fixed seed; eos_ids {257}.
 LoadedModel embedded_default_model();
 
-// A SentencePiece vocabulary equivalent to the byte tokenizer: pieces
-// <0x00>..<0xFF> (byte tokens), <s> (256), </s> (257), then unused
-// "<extra_N>" pieces up to `vocab_size` (>= 258); no space prefix. It is what
-// byte-tokenizer models carry as LoadedModel::vocabulary, so write_gguf stores
-// a tokenizer that turns text into the same ids.
+// A byte-level BPE ("gpt2") vocabulary equivalent to the byte tokenizer: id b
+// < 256 is GPT-2's printable stand-in for byte b, 256 is <s> (BOS), 257 </s>
+// (EOS), then unused "<extra_N>" pieces up to `vocab_size` (>= 258); no
+// merges, so every byte stays one token. It is what byte-tokenizer models carry
+// as LoadedModel::vocabulary (tokenizer_model "gpt2"), so write_gguf stores a
+// tokenizer that turns text into the same ids.
 Vocabulary byte_vocabulary(int32_t vocab_size);
 
 }  // namespace conveyor

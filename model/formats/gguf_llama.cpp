@@ -284,6 +284,7 @@ Expected<GgufTokenizer> tokenizer_from_gguf(const GgufFile& file) {
     return file_error(file, "tokenizer: " + tokenizer.error().message, tokenizer.error().code);
   out.tokenizer = std::shared_ptr<const Tokenizer>(std::move(tokenizer).value());
   out.vocabulary = std::move(vocab);
+  out.model = *model;
   return out;
 }
 
@@ -308,6 +309,7 @@ Expected<LoadedModel> llama_from_gguf(const GgufFile& file) {
   m.weights = std::move(weights).value();
   m.tokenizer = std::move(tokenizer->tokenizer);
   m.vocabulary = std::move(tokenizer->vocabulary);
+  m.tokenizer_model = std::move(tokenizer->model);
   m.eos_ids = std::move(tokenizer->eos_ids);
   m.chat_template = std::move(tokenizer->chat_template);
   m.source = file.name;

@@ -34,6 +34,7 @@ Expected<LoadedModel> llama_from_gguf(const GgufFile& file);
 // present) and the chat template. vocabulary and tokenizer are empty when
 // tokenizer.ggml.model is absent, "none" or "no_vocab".
 struct GgufTokenizer {
+  std::string model;  // tokenizer.ggml.model: "llama", "gpt2", or "" for none
   std::optional<Vocabulary> vocabulary;
   std::shared_ptr<const Tokenizer> tokenizer;
   std::vector<int32_t> eos_ids;

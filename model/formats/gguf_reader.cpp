@@ -170,7 +170,7 @@ Status Parser::read_array(GgufArray& array, const std::string& key, int depth) {
   if (count > remaining() / elem_bytes)
     return fail("array '" + key + "' claims " + std::to_string(count) + " elements of type " +
                 value_type_name(elem_type) + ", more than the remaining " +
-                std::to_string(remaining()) + " bytes can hold");
+                std::to_string(remaining()) + " bytes can hold (truncated or corrupt)");
   if (array.elem_type == GgufValueType::string) {
     array.strings.resize(size_t(count));
     for (uint64_t i = 0; i < count; ++i)
@@ -246,11 +246,24 @@ Status Parser::place_tensor_data(GgufFile& file) {
   file.data_offset = (pos + file.alignment - 1) / file.alignment * file.alignment;
   const uint64_t size = bytes_.size();
   const uint64_t data_size = size > file.data_offset ? size - file.data_offset : 0;
+  // Like llama.cpp, require the tensors to be laid out one after the other in
+  // file order, each padded to the alignment: a description whose type or
+  // shape was corrupted then shows as an offset mismatch.
+  uint64_t expected_offset = 0;
   for (GgufTensorInfo& t : file.tensors) {
     const GgmlTypeTraits traits = ggml_type_traits(t.type);
     uint64_t n_bytes = 0;
-    if (mul_overflows(t.n_elements / traits.block_size, traits.type_size, &n_bytes))
-      return fail("tensor '" + t.name + "' is absurdly large");
+    if (mul_overflows(t.n_elements / traits.block_size, traits.type_size, &n_bytes) ||
+        n_bytes > UINT64_MAX - file.alignment)
+      return fail("tensor '" + t.name + "' is absurdly large (" + std::to_string(t.n_elements) +
+                  " elements)");
+    if (t.offset != expected_offset)
+      return fail("tensor '" + t.name + "' has data offset " + std::to_string(t.offset) +
+                  ", expected " + std::to_string(expected_offset) +
+                  " (tensors must follow each other in order; a corrupt type or shape?)");
+    const uint64_t padded = (n_bytes + file.alignment - 1) / file.alignment * file.alignment;
+    if (padded > UINT64_MAX - expected_offset) return fail("tensor data section is absurdly large");
+    expected_offset += padded;
     if (t.offset > data_size || n_bytes > data_size - t.offset)
       return fail("tensor '" + t.name + "' data (" + std::to_string(n_bytes) +
                   " bytes at data offset " + std::to_string(t.offset) +

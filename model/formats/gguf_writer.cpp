@@ -49,13 +49,16 @@ void add_tokenizer(GgufBuilder& b, const LoadedModel& m) {
     return;
   }
   const Vocabulary& v = *m.vocabulary;
-  const bool bpe = !v.merges.empty();
+  const bool bpe = m.tokenizer_model.empty() ? !v.merges.empty() : m.tokenizer_model == "gpt2";
   b.add("tokenizer.ggml.model", GgufValue::of_string(bpe ? "gpt2" : "llama"));
   b.add("tokenizer.ggml.tokens", GgufValue::of_array(GgufArray::of_strings(v.pieces)));
   if (!v.scores.empty())
     b.add("tokenizer.ggml.scores", GgufValue::of_array(GgufArray::of_float32(v.scores)));
   b.add("tokenizer.ggml.token_type", GgufValue::of_array(GgufArray::of_int32(token_types(v))));
-  if (bpe) b.add("tokenizer.ggml.merges", GgufValue::of_array(GgufArray::of_strings(v.merges)));
+  if (bpe) {
+    b.add("tokenizer.ggml.merges", GgufValue::of_array(GgufArray::of_strings(v.merges)));
+    b.add("tokenizer.ggml.pre", GgufValue::of_string("gpt-2"));
+  }
   if (v.bos_id >= 0) b.add("tokenizer.ggml.bos_token_id", GgufValue::of_uint32(v.bos_id));
   const int32_t eos = v.eos_id >= 0 ? v.eos_id : first_eos;
   if (eos >= 0) b.add("tokenizer.ggml.eos_token_id", GgufValue::of_uint32(eos));
@@ -92,6 +95,10 @@ std::vector<float> to_adjacent_pairs(const std::vector<float>& w, int32_t n_head
 Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
                             std::vector<std::vector<float>>& permuted) {
   const ModelConfig& c = m.config;
+  if (m.vocabulary && !m.tokenizer_model.empty() && m.tokenizer_model != "llama" &&
+      m.tokenizer_model != "gpt2")
+    return make_error(Errc::unsupported, "model '" + c.name + "': tokenizer model '" +
+                                             m.tokenizer_model + "' cannot be written");
   if (!is_convertible_type(o.tensor_type))
     return make_error(Errc::invalid_argument, "GGUF tensor type " +
                                                   ggml_type_description(uint32_t(o.tensor_type)) +

@@ -163,6 +163,7 @@ Status attach_llama2c_tokenizer(LoadedModel& model, const std::string& path) {
   if (!tokenizer) return tokenizer.error();
   model.tokenizer = std::shared_ptr<const Tokenizer>(std::move(tokenizer).value());
   model.vocabulary = std::move(vocab).value();
+  model.tokenizer_model = "llama";
   return Status::ok();
 }
 

@@ -48,6 +48,10 @@ struct LoadedModel {
   // files), or for the byte tokenizer an equivalent one (byte_vocabulary in
   // dummy.hpp); what write_gguf stores. nullopt when there is no tokenizer.
   std::optional<Vocabulary> vocabulary;
+  // How `vocabulary` tokenizes, named as GGUF's tokenizer.ggml.model does:
+  // "llama" (SentencePiece) or "gpt2" (byte-level BPE). "" = "gpt2" when the
+  // vocabulary has merges, else "llama".
+  std::string tokenizer_model;
 };
 
 Expected<LoadedModel> load_model(std::string_view spec, const LoadOptions& options = {});

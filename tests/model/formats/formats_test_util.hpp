@@ -42,9 +42,10 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    static int counter = 0;
     path_ = std::filesystem::temp_directory_path() /
             ("conveyor_formats_" + std::string(info->test_suite_name()) + "_" + info->name() +
-             "_" + std::to_string(::getpid()));
+             "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "model/formats/gguf_writer.hpp"
 #include "model/formats/tensor_convert.hpp"
 #include "tests/model/formats/formats_test_util.hpp"
 
@@ -138,6 +139,50 @@ TEST_F(TinyRandomLlama, Q8_0IsWithinOneQuantizationStep) {
                       EXPECT_EQ(differ, 0u) << name;
                     }
                   });
+}
+
+TEST(GgufTokenizer, Gpt2VocabularyWithMerges) {
+  // Byte-level BPE: "Ġ" is GPT-2's stand-in for a space.
+  GgufBuilder b;
+  b.add("tokenizer.ggml.model", GgufValue::of_string("gpt2"));
+  b.add("tokenizer.ggml.tokens",
+        GgufValue::of_array(GgufArray::of_strings({"h", "i", "\xC4\xA0", "hi", "\xC4\xA0hi",
+                                                   "<|end|>"})));
+  const std::vector<int32_t> types = {1, 1, 1, 1, 1, 3};
+  b.add("tokenizer.ggml.token_type", GgufValue::of_array(GgufArray::of_int32(types)));
+  b.add("tokenizer.ggml.merges",
+        GgufValue::of_array(GgufArray::of_strings({"h i", "\xC4\xA0 hi"})));
+  b.add("tokenizer.ggml.eos_token_id", GgufValue::of_uint32(5));
+  b.add("tokenizer.ggml.eot_token_id", GgufValue::of_uint32(4));
+  b.add("tokenizer.chat_template", GgufValue::of_string("{% for m in messages %}{% endfor %}"));
+  auto bytes = b.to_bytes();
+  ASSERT_TRUE(bytes);
+  auto file = parse_gguf(*bytes, "bpe.gguf");
+  ASSERT_TRUE(file);
+  auto tok = tokenizer_from_gguf(*file);
+  ASSERT_TRUE(tok) << tok.error().message;
+  EXPECT_EQ(tok->model, "gpt2");
+  ASSERT_NE(tok->tokenizer, nullptr);
+  EXPECT_EQ(tok->eos_ids, (std::vector<int32_t>{5, 4}));
+  EXPECT_EQ(tok->chat_template, "{% for m in messages %}{% endfor %}");
+  EXPECT_FALSE(tok->vocabulary->add_bos);  // gpt2 default
+  EXPECT_EQ(tok->vocabulary->merges.size(), 2u);
+  EXPECT_EQ(tok->tokenizer->encode("hi hi", false), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(tok->tokenizer->decode(std::vector<int32_t>{3, 4}), "hi hi");
+}
+
+TEST(GgufTokenizer, NoVocabulary) {
+  GgufBuilder b;
+  b.add("tokenizer.ggml.model", GgufValue::of_string("no_vocab"));
+  b.add("tokenizer.ggml.eos_token_id", GgufValue::of_uint32(7));
+  auto bytes = b.to_bytes();
+  auto file = parse_gguf(*bytes, "none.gguf");
+  ASSERT_TRUE(file);
+  auto tok = tokenizer_from_gguf(*file);
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->tokenizer, nullptr);
+  EXPECT_FALSE(tok->vocabulary);
+  EXPECT_EQ(tok->eos_ids, std::vector<int32_t>{7});
 }
 
 }  // namespace
