@@ -228,10 +228,11 @@ AllocationBatch SchedulerCore::build_allocation() {
     const int32_t n = std::min({remaining, config_.prefill_chunk, budget});
     if (n <= 0) return false;
     budget -= n;
-    plan_.push_back(Planned{s.id, n, is_new, false});
+    const bool needs_slots = is_new || s.slots < s.num_computed + n;
+    plan_.push_back(Planned{s.id, n, is_new, /*granted=*/!needs_slots});
     if (is_new) {
       batch.requests.push_back(BlockRequest{s.id, true, s.tokens});
-    } else if (s.slots < s.num_computed + n) {
+    } else if (needs_slots) {
       batch.requests.push_back(BlockRequest{
           s.id, false,
           std::vector<int32_t>(s.tokens.begin() + s.slots, s.tokens.begin() + s.num_computed + n)});
@@ -286,7 +287,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
         s->state = State::running;
         running_.push_back(s->id);
       } else {
-        s->slots = s->num_computed + planned->max_new;
+        s->slots = std::max(s->slots, s->num_computed + planned->max_new);
       }
       continue;
     }
@@ -482,7 +483,11 @@ std::vector<FinishedSequence> SchedulerCore::take_finished() {
 size_t SchedulerCore::num_waiting() const { return waiting_.size(); }
 size_t SchedulerCore::num_running() const { return running_.size(); }
 size_t SchedulerCore::num_swapped() const { return swapped_.size(); }
-bool SchedulerCore::idle() const { return seqs_.empty(); }
+bool SchedulerCore::idle() const {
+  return seqs_.empty() && pending_frees_.empty() && pending_computed_.empty() &&
+         pending_swap_out_done_.empty() && pending_swap_in_done_.empty() &&
+         retired_samplers_.empty();
+}
 
 bool SchedulerCore::has_runnable_work() const {
   return !running_.empty() || !waiting_.empty() || !cancelled_.empty() ||

@@ -93,7 +93,7 @@ class SchedulerCore {
   size_t num_waiting() const;
   size_t num_running() const;
   size_t num_swapped() const;  // swapping out, swapped, or swapping in
-  bool idle() const;           // nothing queued, running or swapping
+  bool idle() const;           // nothing queued, running, swapping or left to tell the block manager
   bool has_runnable_work() const;
   uint64_t iteration() const { return iteration_; }
   uint64_t preemptions(PreemptionMode mode) const;

@@ -1,0 +1,121 @@
+// A fake backend for engine tests: a StepRunner and a SwapEngine over a
+// "KV cache" that stores, in each slot, the token id written there.
+//
+// The next token of a sequence is a hash of every token read back through
+// its block table, so a wrong block table, a prefix-cache hit on a block
+// whose KV was never written, a lost swap copy or a missing copy-on-write
+// changes the output. expected_tokens() computes the same function from the
+// token list alone: a request's output must equal it whatever the batching,
+// preemption or caching did.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "actors/step_runner.hpp"
+#include "actors/swap_engine.hpp"
+
+namespace conveyor::testing {
+
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+// The fake model: next token after `tokens` (all of them, in order).
+inline int32_t fake_next_token(std::span<const int32_t> tokens, int32_t vocab) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int32_t t : tokens) h = mix(h, uint64_t(uint32_t(t)));
+  return int32_t(h % uint64_t(vocab));
+}
+
+// What a request must produce: tokens until a stop token or max_tokens.
+inline std::vector<int32_t> expected_tokens(std::vector<int32_t> tokens, int32_t vocab,
+                                            int32_t max_tokens, std::span<const int32_t> eos,
+                                            int32_t context_length) {
+  std::vector<int32_t> out;
+  while (int32_t(out.size()) < max_tokens && int32_t(tokens.size()) < context_length) {
+    const int32_t t = fake_next_token(tokens, vocab);
+    if (std::find(eos.begin(), eos.end(), t) != eos.end()) break;
+    out.push_back(t);
+    tokens.push_back(t);
+  }
+  return out;
+}
+
+struct FakeKv {
+  FakeKv(int32_t block_size, int32_t num_blocks, int32_t num_host_blocks)
+      : block_size(block_size),
+        device(size_t(block_size) * num_blocks, -1),
+        host(size_t(block_size) * std::max(num_host_blocks, 1), -1) {}
+  int32_t block_size;
+  std::vector<int32_t> device;
+  std::vector<int32_t> host;
+  std::mutex mutex;  // the swap engine runs on another thread in actor tests
+};
+
+class FakeRunner final : public StepRunner {
+ public:
+  FakeRunner(std::shared_ptr<FakeKv> kv, int32_t vocab) : kv_(std::move(kv)), vocab_(vocab) {}
+
+  StepResult run(const StepPlan& plan) override {
+    std::lock_guard lock(kv_->mutex);
+    const int32_t bs = kv_->block_size;
+    auto& d = kv_->device;
+    for (const auto& [src, dst] : plan.copies)
+      std::copy_n(d.begin() + size_t(src) * bs, bs, d.begin() + size_t(dst) * bs);
+    StepResult result;
+    result.iteration = plan.iteration;
+    const ForwardBatch& b = plan.batch;
+    for (int32_t s = 0; s < b.num_seqs(); ++s) {
+      auto tokens = b.seq_tokens(s);
+      auto table = b.block_table(s);
+      const int32_t start = b.seq_start_pos[s];
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        const int32_t pos = start + int32_t(j);
+        d[size_t(table[pos / bs]) * bs + pos % bs] = tokens[j];
+      }
+      if (!b.want_logits[s]) continue;
+      const int32_t len = start + int32_t(tokens.size());
+      read_.resize(size_t(len));
+      for (int32_t pos = 0; pos < len; ++pos) read_[pos] = d[size_t(table[pos / bs]) * bs + pos % bs];
+      SampledToken t;
+      t.seq = plan.seq_ids[s];
+      t.result.token = fake_next_token(read_, vocab_);
+      result.tokens.push_back(t);
+    }
+    ++steps_;
+    return result;
+  }
+
+  int64_t steps() const { return steps_; }
+
+ private:
+  std::shared_ptr<FakeKv> kv_;
+  int32_t vocab_;
+  std::vector<int32_t> read_;
+  int64_t steps_ = 0;
+};
+
+class FakeSwapEngine final : public SwapEngine {
+ public:
+  explicit FakeSwapEngine(std::shared_ptr<FakeKv> kv) : kv_(std::move(kv)) {}
+  void copy(const SwapOrder& order) override {
+    std::lock_guard lock(kv_->mutex);
+    const int32_t bs = kv_->block_size;
+    for (const auto& [from, to] : order.blocks) {
+      if (order.direction == SwapDirection::out)
+        std::copy_n(kv_->device.begin() + size_t(from) * bs, bs, kv_->host.begin() + size_t(to) * bs);
+      else
+        std::copy_n(kv_->host.begin() + size_t(from) * bs, bs, kv_->device.begin() + size_t(to) * bs);
+    }
+  }
+
+ private:
+  std::shared_ptr<FakeKv> kv_;
+};
+
+}  // namespace conveyor::testing

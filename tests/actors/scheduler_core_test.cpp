@@ -1,0 +1,386 @@
+// Deterministic tests of the scheduler and the block manager: the same
+// SchedulerCore, BlockManager adapter and policies the actors run, driven
+// step by step in one thread with the fake backend (tests/actors/fake_backend.hpp).
+// Swap copies complete a random number of iterations after they were ordered.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <random>
+
+#include "actors/block_manager_actor.hpp"
+#include "actors/scheduler_core.hpp"
+#include "tests/actors/fake_backend.hpp"
+
+namespace conveyor {
+namespace {
+
+using testing::FakeKv;
+using testing::FakeRunner;
+using testing::FakeSwapEngine;
+
+constexpr int32_t kVocab = 97;
+constexpr int32_t kContext = 256;
+
+struct Record {
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 0;
+  std::vector<int32_t> tokens;
+  int finals = 0;
+  FinishReason finish = FinishReason::none;
+  bool cancelled = false;
+};
+
+struct SimOptions {
+  int32_t block_size = 4;
+  int32_t num_blocks = 24;
+  int32_t num_host_blocks = 24;
+  int32_t max_num_seqs = 8;
+  int32_t max_batched_tokens = 32;
+  int32_t prefill_chunk = 8;
+  PreemptionMode preemption = PreemptionMode::recompute;
+  AdmissionMode admission = AdmissionMode::watermark;
+  BatchingMode batching = BatchingMode::continuous;
+  bool prefix_caching = true;
+  std::vector<int32_t> eos = {0};
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimOptions& o, uint64_t seed = 1)
+      : options_(o),
+        bm_(o.num_blocks, o.block_size, o.prefix_caching, o.num_host_blocks),
+        core_(config(o)),
+        admission_(make_admission_policy(o.admission)),
+        preemption_(o.preemption),
+        kv_(std::make_shared<FakeKv>(o.block_size, o.num_blocks, o.num_host_blocks)),
+        runner_(kv_, kVocab),
+        swap_(kv_),
+        rng_(seed) {}
+
+  static SchedulerConfig config(const SimOptions& o) {
+    SchedulerConfig c;
+    c.block_size = o.block_size;
+    c.num_blocks = o.num_blocks;
+    c.num_host_blocks = o.num_host_blocks;
+    c.max_num_seqs = o.max_num_seqs;
+    c.max_batched_tokens = o.max_batched_tokens;
+    c.prefill_chunk = o.prefill_chunk;
+    c.max_waiting = 100000;
+    c.context_length = kContext;
+    c.vocab_size = kVocab;
+    c.eos_ids = o.eos;
+    c.batching = o.batching;
+    c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
+    return c;
+  }
+
+  Status submit(request_id id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = 0) {
+    GenerateRequest r;
+    r.id = id;
+    r.prompt = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = max_tokens;
+    r.priority = priority;
+    Status s = core_.submit(std::move(r), now_);
+    if (s) records_[id] = Record{std::move(prompt), max_tokens, {}, 0, FinishReason::none, false};
+    return s;
+  }
+
+  void cancel(request_id id) {
+    records_[id].cancelled = true;
+    core_.cancel(id);
+  }
+
+  // One iteration, exactly as the scheduler actor sequences it.
+  void iterate() {
+    now_ += 1.0;
+    if (auto q = core_.begin_iteration(now_)) core_.apply_admission((*admission_)(*q));
+    collect();
+    AllocationBatch batch = core_.build_allocation();
+    for (int round = 0;; ++round) {
+      ASSERT_LT(round, 1000) << "preemption does not converge";
+      AllocationResult r = apply_allocation_batch(bm_, batch);
+      auto q = core_.apply_allocation(r);
+      for (SwapOrder& o : core_.take_swap_orders())
+        in_flight_.push_back({iteration_ + int(rng_() % 3), std::move(o)});
+      if (!q) break;
+      batch = core_.apply_preemption(preemption_(*q));
+    }
+    StepPlan plan = core_.build_step();
+    if (plan.batch.num_seqs() > 0) core_.apply_step(runner_.run(plan), now_);
+    ++iteration_;
+    // Swap copies land a few iterations later, as they do on a copy thread.
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (it->first > iteration_) {
+        ++it;
+        continue;
+      }
+      swap_.copy(it->second);
+      core_.on_swap_done(SwapDone{it->second.seq, it->second.direction, 0.0});
+      it = in_flight_.erase(it);
+    }
+    for (const FinishedSequence& f : core_.take_finished()) admission_->record_finished(f.generated);
+    collect();
+    ASSERT_TRUE(bm_.check_invariants().is_ok()) << bm_.check_invariants().error().message;
+  }
+
+  void collect() {
+    for (const TokenEvent& e : core_.take_events()) {
+      Record& r = records_.at(e.id);
+      ASSERT_EQ(r.finals, 0) << "event after the final one for " << e.id;
+      if (e.token >= 0) r.tokens.push_back(e.token);
+      if (e.finish != FinishReason::none) {
+        ++r.finals;
+        r.finish = e.finish;
+      }
+    }
+  }
+
+  bool run_until_idle(int max_iterations) {
+    for (int i = 0; i < max_iterations && !(core_.idle() && in_flight_.empty()); ++i) {
+      iterate();
+      if (::testing::Test::HasFatalFailure()) return false;
+    }
+    return core_.idle() && in_flight_.empty();
+  }
+
+  // Every request ended exactly once; uncancelled ones with the fake model's tokens.
+  void check_outputs() const {
+    for (const auto& [id, r] : records_) {
+      ASSERT_EQ(r.finals, 1) << "request " << id;
+      if (r.cancelled && r.finish == FinishReason::cancelled) continue;
+      ASSERT_NE(r.finish, FinishReason::error) << "request " << id;
+      EXPECT_EQ(r.tokens, testing::expected_tokens(r.prompt, kVocab, r.max_tokens, options_.eos,
+                                                   kContext))
+          << "request " << id;
+    }
+  }
+
+  void check_all_free() const {
+    const BlockManagerStats s = bm_.stats();
+    EXPECT_EQ(s.used_blocks, 0);
+    EXPECT_EQ(s.host_used_blocks, 0);
+    EXPECT_EQ(s.free_blocks + s.cached_blocks, s.total_blocks);
+    EXPECT_TRUE(bm_.check_invariants().is_ok());
+  }
+
+  SchedulerCore& core() { return core_; }
+  BlockManager& bm() { return bm_; }
+  const std::map<request_id, Record>& records() const { return records_; }
+  int64_t iterations() const { return iteration_; }
+  std::mt19937_64& rng() { return rng_; }
+
+ private:
+  SimOptions options_;
+  BlockManager bm_;
+  SchedulerCore core_;
+  std::unique_ptr<AdmissionPolicy> admission_;
+  PreemptionPolicy preemption_;
+  std::shared_ptr<FakeKv> kv_;
+  FakeRunner runner_;
+  FakeSwapEngine swap_;
+  std::mt19937_64 rng_;
+  std::deque<std::pair<int64_t, SwapOrder>> in_flight_;
+  std::map<request_id, Record> records_;
+  double now_ = 0.0;
+  int64_t iteration_ = 0;
+};
+
+std::vector<int32_t> random_prompt(std::mt19937_64& rng, int32_t min_len, int32_t max_len) {
+  std::vector<int32_t> p(size_t(min_len + int32_t(rng() % uint64_t(max_len - min_len + 1))));
+  for (int32_t& t : p) t = 1 + int32_t(rng() % (kVocab - 1));
+  return p;
+}
+
+TEST(SchedulerCore, SingleRequestMatchesTheModel) {
+  Simulation sim(SimOptions{});
+  ASSERT_TRUE(sim.submit(1, {5, 6, 7, 8, 9}, 20).is_ok());
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+  sim.check_all_free();
+}
+
+TEST(SchedulerCore, RejectsBadRequests) {
+  Simulation sim(SimOptions{});
+  EXPECT_EQ(sim.submit(1, {}, 4).error().code, Errc::invalid_argument);
+  EXPECT_EQ(sim.submit(2, {kVocab}, 4).error().code, Errc::invalid_argument);
+  EXPECT_EQ(sim.submit(3, std::vector<int32_t>(kContext, 1), 4).error().code, Errc::invalid_argument);
+  // More blocks than the whole cache holds.
+  EXPECT_EQ(sim.submit(4, std::vector<int32_t>(24 * 4, 1), 4).error().code, Errc::invalid_argument);
+}
+
+TEST(SchedulerCore, WaitingQueueIsBounded) {
+  SimOptions o;
+  Simulation sim(o);
+  SchedulerConfig c = Simulation::config(o);
+  c.max_waiting = 2;
+  SchedulerCore core(c);
+  GenerateRequest r;
+  r.prompt = {1, 2};
+  for (request_id id = 1; id <= 2; ++id) {
+    r.id = id;
+    ASSERT_TRUE(core.submit(r, 0).is_ok());
+  }
+  r.id = 3;
+  Status s = core.submit(r, 0);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().code, Errc::resource_exhausted);
+}
+
+TEST(SchedulerCore, FinishedSlotIsRefilledAtTheNextIteration) {
+  SimOptions o;
+  o.max_num_seqs = 2;
+  o.num_blocks = 64;
+  Simulation sim(o);
+  ASSERT_TRUE(sim.submit(1, {3, 4}, 1).is_ok());   // finishes after its first token
+  ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
+  ASSERT_TRUE(sim.submit(3, {7, 8}, 10).is_ok());  // waits for a slot
+  sim.iterate();  // 1 and 2 prefill and sample; 1 finishes
+  EXPECT_EQ(sim.records().at(1).finals, 1);
+  EXPECT_EQ(sim.core().num_running(), 1u);
+  sim.iterate();  // 3 is admitted at once
+  EXPECT_EQ(sim.core().num_running(), 2u);
+  EXPECT_EQ(sim.records().at(3).tokens.size(), 1u);
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+}
+
+TEST(SchedulerCore, LongPromptIsChunkedAndDecodesKeepRunning) {
+  SimOptions o;
+  o.num_blocks = 64;
+  o.prefill_chunk = 8;
+  o.max_batched_tokens = 10;
+  Simulation sim(o);
+  ASSERT_TRUE(sim.submit(1, {1, 2, 3}, 30).is_ok());
+  sim.iterate();
+  ASSERT_TRUE(sim.submit(2, random_prompt(sim.rng(), 100, 100), 5).is_ok());
+  // While the 100-token prompt prefills in chunks, request 1 gets a token every iteration.
+  for (int i = 0; i < 10; ++i) {
+    const size_t before = sim.records().at(1).tokens.size();
+    sim.iterate();
+    EXPECT_EQ(sim.records().at(1).tokens.size(), before + 1) << "iteration " << i;
+  }
+  ASSERT_TRUE(sim.run_until_idle(200));
+  sim.check_outputs();
+  sim.check_all_free();
+}
+
+TEST(SchedulerCore, PrefixCacheSkipsTheSharedPrefix) {
+  SimOptions o;
+  o.num_blocks = 64;
+  Simulation sim(o);
+  std::vector<int32_t> prompt = random_prompt(sim.rng(), 40, 40);
+  ASSERT_TRUE(sim.submit(1, prompt, 5).is_ok());
+  ASSERT_TRUE(sim.run_until_idle(100));
+  const uint64_t hits_before = sim.bm().stats().hit_tokens;
+  prompt.push_back(11);
+  ASSERT_TRUE(sim.submit(2, prompt, 5).is_ok());
+  ASSERT_TRUE(sim.run_until_idle(100));
+  // 41 tokens: the first 40 (ten full blocks) were cached, all but the last block's worth
+  // that must be recomputed for logits.
+  EXPECT_EQ(sim.bm().stats().hit_tokens - hits_before, 40u);
+  sim.check_outputs();
+  sim.check_all_free();
+}
+
+TEST(SchedulerCore, StaticBatchingWaitsForTheLongest) {
+  SimOptions o;
+  o.batching = BatchingMode::static_;
+  o.max_num_seqs = 2;
+  o.num_blocks = 64;
+  o.eos = {};
+  Simulation sim(o);
+  ASSERT_TRUE(sim.submit(1, {3, 4}, 2).is_ok());
+  ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
+  ASSERT_TRUE(sim.submit(3, {7, 8}, 2).is_ok());
+  for (int i = 0; i < 9; ++i) sim.iterate();
+  EXPECT_TRUE(sim.records().at(3).tokens.empty()) << "admitted before the batch finished";
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+}
+
+TEST(SchedulerCore, PriorityRunsFirst) {
+  SimOptions o;
+  o.max_num_seqs = 1;
+  o.num_blocks = 64;
+  o.eos = {};
+  Simulation sim(o);
+  ASSERT_TRUE(sim.submit(1, {1, 2}, 3, 0).is_ok());
+  ASSERT_TRUE(sim.submit(2, {3, 4}, 3, 0).is_ok());
+  ASSERT_TRUE(sim.submit(3, {5, 6}, 3, 5).is_ok());
+  sim.iterate();
+  EXPECT_EQ(sim.records().at(3).tokens.size(), 1u);
+  EXPECT_TRUE(sim.records().at(1).tokens.empty());
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+}
+
+struct Workload {
+  const char* name;
+  PreemptionMode preemption;
+  AdmissionMode admission;
+  BatchingMode batching;
+  int32_t num_blocks;
+  int32_t num_host_blocks;
+};
+
+class RandomizedWorkload : public ::testing::TestWithParam<Workload> {};
+
+// Thousands of requests over a tiny pool, random priorities, cancellations
+// at every stage: each request ends exactly once with the model's tokens,
+// nothing starves, and every block is free at the end.
+TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
+  const Workload w = GetParam();
+  SimOptions o;
+  o.preemption = w.preemption;
+  o.admission = w.admission;
+  o.batching = w.batching;
+  o.num_blocks = w.num_blocks;
+  o.num_host_blocks = w.num_host_blocks;
+  Simulation sim(o, 42);
+  auto& rng = sim.rng();
+  const int kRequests = 2000;
+  request_id next = 1;
+  std::vector<request_id> live;
+  for (int it = 0; it < 200000 && (next <= kRequests || !sim.core().idle()); ++it) {
+    for (int k = int(rng() % 3); k > 0 && next <= kRequests; --k) {
+      // A few long prompts share prefixes to exercise the prefix cache.
+      std::vector<int32_t> prompt = random_prompt(rng, 1, 30);
+      if (rng() % 4 == 0) prompt.insert(prompt.begin(), {7, 7, 7, 7, 8, 8, 8, 8});
+      ASSERT_TRUE(sim.submit(next, prompt, 1 + int32_t(rng() % 40), int32_t(rng() % 3)).is_ok());
+      live.push_back(next++);
+    }
+    if (!live.empty() && rng() % 10 == 0) sim.cancel(live[rng() % live.size()]);
+    sim.iterate();
+    if (HasFatalFailure()) return;
+  }
+  ASSERT_TRUE(sim.run_until_idle(100000)) << "work left: starvation or a stall";
+  EXPECT_EQ(sim.records().size(), size_t(kRequests));
+  sim.check_outputs();
+  sim.check_all_free();
+  if (w.preemption != PreemptionMode::cost && w.num_blocks < 64)
+    EXPECT_GT(sim.core().preemptions(w.preemption), 0u) << "the pool was meant to force preemption";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engine, RandomizedWorkload,
+    ::testing::Values(
+        Workload{"recompute", PreemptionMode::recompute, AdmissionMode::watermark,
+                 BatchingMode::continuous, 24, 0},
+        Workload{"swap", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::continuous,
+                 24, 32},
+        Workload{"swap_small_host", PreemptionMode::swap, AdmissionMode::watermark,
+                 BatchingMode::continuous, 24, 6},
+        Workload{"cost", PreemptionMode::cost, AdmissionMode::watermark, BatchingMode::continuous,
+                 24, 32},
+        Workload{"conservative", PreemptionMode::recompute, AdmissionMode::conservative,
+                 BatchingMode::continuous, 64, 0},
+        Workload{"profiled", PreemptionMode::swap, AdmissionMode::profiled,
+                 BatchingMode::continuous, 24, 32},
+        Workload{"static", PreemptionMode::recompute, AdmissionMode::watermark,
+                 BatchingMode::static_, 24, 0}),
+    [](const ::testing::TestParamInfo<Workload>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace conveyor
