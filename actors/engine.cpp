@@ -46,12 +46,15 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   auto transformer =
       std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
   auto runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
-  return create(sys, config, std::move(info), std::move(runner), std::move(kv));
+  std::shared_ptr<SwapEngine> swap;
+  if (config.swap_space_tokens >= config.block_size)
+    swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
+  return create(sys, config, std::move(info), std::move(runner), std::move(swap));
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
                                                  ModelInfo info, std::shared_ptr<StepRunner> runner,
-                                                 std::shared_ptr<KvCache> kv) {
+                                                 std::shared_ptr<SwapEngine> swap) {
   if (Status s = validate(config); !s) return s.error();
   auto preemption_mode = parse_preemption_mode(config.preemption);
   auto admission = make_admission_policy(config.admission, config.admission_config);
@@ -60,7 +63,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   std::unique_ptr<Engine> engine(new Engine(sys, config, std::move(info)));
   const ModelConfig& mc = engine->info_.config;
   engine->num_blocks_ = int32_t(config.kv_cache_tokens / config.block_size);
-  const int32_t host_blocks = kv ? int32_t(config.swap_space_tokens / config.block_size) : 0;
+  const int32_t host_blocks = swap ? int32_t(config.swap_space_tokens / config.block_size) : 0;
 
   SchedulerConfig sc;
   sc.block_size = config.block_size;
@@ -80,9 +83,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   a.block_manager = spawn_block_manager(
       sys, BlockManagerOptions{engine->num_blocks_, config.block_size, host_blocks, config.prefix_caching});
   a.executor = spawn_executor(sys, std::move(runner));
-  std::shared_ptr<SwapEngine> swap_engine;
-  if (kv) swap_engine = std::make_shared<CpuSwapEngine>(kv, host_blocks);
-  a.swap = spawn_swap(sys, std::move(swap_engine));
+  a.swap = spawn_swap(sys, std::move(swap));
   a.admission = spawn_admission_policy(sys, std::move(admission).value());
   a.preemption = spawn_preemption_policy(sys, PreemptionPolicy(*preemption_mode));
   engine->scheduler_ = spawn_scheduler(sys, std::move(sc), a);

@@ -22,6 +22,7 @@
 #include "actors/request_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/step_runner.hpp"
+#include "actors/swap_engine.hpp"
 #include "model/formats/loader.hpp"
 
 namespace conveyor {
@@ -52,11 +53,11 @@ class Engine {
   // Loads `model` into a CPU runner with a KV cache of config.kv_cache_tokens.
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   LoadedModel model);
-  // With any runner (a fake one in tests); `kv` is what swap copies touch
-  // (null: swap space is unused and swap preemption falls back to recompute).
+  // With any runner and swap engine (fakes in tests). A null swap engine
+  // means no swap space: swap preemption falls back to recompute.
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   ModelInfo info, std::shared_ptr<StepRunner> runner,
-                                                  std::shared_ptr<KvCache> kv);
+                                                  std::shared_ptr<SwapEngine> swap);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

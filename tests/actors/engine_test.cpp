@@ -1,0 +1,317 @@
+// The whole actor engine on a real actor system: first with the fake backend
+// (exact expected tokens, cancellation, policy replacement, the queue bound),
+// then with the real model ../shared/models/stories260K.bin (greedy outputs
+// that must not depend on pool size, preemption mode, batching or the prefix
+// cache).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "tests/actors/engine_test_util.hpp"
+#include "tests/actors/fake_backend.hpp"
+
+namespace conveyor {
+namespace {
+
+using testing::Collector;
+using testing::EngineSystemConfig;
+using testing::Outcome;
+
+constexpr int32_t kFakeVocab = 97;
+constexpr int32_t kFakeContext = 256;
+
+std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, const EngineConfig& config) {
+  ModelInfo info;
+  info.config.vocab_size = kFakeVocab;
+  info.config.context_length = kFakeContext;
+  info.eos_ids = {0};
+  const int32_t blocks = int32_t(config.kv_cache_tokens / config.block_size);
+  const int32_t host = int32_t(config.swap_space_tokens / config.block_size);
+  auto kv = std::make_shared<testing::FakeKv>(config.block_size, blocks, host);
+  auto engine = Engine::create(sys, config, info, std::make_shared<testing::FakeRunner>(kv, kFakeVocab),
+                               std::make_shared<testing::FakeSwapEngine>(kv));
+  EXPECT_TRUE(engine.has_value());
+  return std::move(engine).value();
+}
+
+std::vector<std::vector<int32_t>> random_prompts(size_t n, int32_t vocab, uint64_t seed,
+                                                 int32_t min_len = 1, int32_t max_len = 30) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> prompts(n);
+  for (auto& p : prompts) {
+    p.resize(size_t(min_len + int32_t(rng() % uint64_t(max_len - min_len + 1))));
+    for (int32_t& t : p) t = 1 + int32_t(rng() % uint64_t(vocab - 1));
+  }
+  return prompts;
+}
+
+void expect_fake_outputs(const std::map<request_id, Outcome>& outcomes,
+                         const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
+  ASSERT_EQ(outcomes.size(), prompts.size());
+  const std::vector<int32_t> eos = {0};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Outcome& o = outcomes.at(i + 1);
+    EXPECT_EQ(o.finals, 1) << "request " << i + 1;
+    EXPECT_NE(o.finish, FinishReason::error) << o.message;
+    EXPECT_EQ(o.tokens, testing::expected_tokens(prompts[i], kFakeVocab, max_tokens, eos, kFakeContext))
+        << "request " << i + 1;
+  }
+}
+
+void expect_all_blocks_free(Engine& engine) {
+  // The last releases travel with the iteration after the last token.
+  for (int i = 0; i < 200; ++i) {
+    auto stats = engine.stats();
+    ASSERT_TRUE(stats.has_value());
+    if (stats->blocks.used == 0 && stats->blocks.host_used == 0 && stats->num_running == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto stats = engine.stats();
+  EXPECT_EQ(stats->blocks.used, 0);
+  EXPECT_EQ(stats->blocks.host_used, 0);
+}
+
+TEST(FakeEngine, ConcurrentRequestsUnderSwapPressureGetTheirTokens) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.block_size = 4;
+  config.kv_cache_tokens = 4 * 40;
+  config.swap_space_tokens = 4 * 64;
+  config.max_num_seqs = 16;
+  config.max_batched_tokens = 64;
+  config.prefill_chunk = 16;
+  config.preemption = "swap";
+  auto engine = make_fake_engine(sys, config);
+  const auto prompts = random_prompts(400, kFakeVocab, 7);
+  auto outcomes = testing::run_greedy(*engine, prompts, 40);
+  expect_fake_outputs(outcomes, prompts, 40);
+  auto stats = engine->stats();
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_GT(stats->preemptions_swap, 0u) << "the pool was meant to force swapping";
+  expect_all_blocks_free(*engine);
+}
+
+TEST(FakeEngine, CancelAtAnyTimeFreesEverything) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.block_size = 4;
+  config.kv_cache_tokens = 4 * 32;
+  config.swap_space_tokens = 4 * 32;
+  config.max_num_seqs = 8;
+  config.preemption = "swap";
+  auto engine = make_fake_engine(sys, config);
+  Collector collector;
+  std::vector<RequestHandle> handles;
+  const auto prompts = random_prompts(200, kFakeVocab, 11);
+  std::mt19937_64 rng(3);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec;
+    spec.request.id = i + 1;
+    spec.request.prompt = prompts[i];
+    spec.request.sampling.max_tokens = 200;
+    spec.request.sampling.ignore_eos = true;
+    handles.push_back(engine->submit(std::move(spec), collector.callback_for(i + 1)));
+    if (rng() % 2) handles[rng() % handles.size()].cancel();
+    if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+  }
+  for (auto& h : handles) h.cancel();
+  ASSERT_TRUE(collector.wait_for(prompts.size()));
+  for (const auto& [id, o] : collector.outcomes()) {
+    EXPECT_EQ(o.finals, 1) << id;
+    EXPECT_TRUE(o.finish == FinishReason::cancelled || o.finish == FinishReason::length) << id;
+  }
+  expect_all_blocks_free(*engine);
+}
+
+TEST(FakeEngine, ReplacingPoliciesUnderLoadLosesNothing) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.block_size = 4;
+  config.kv_cache_tokens = 4 * 40;
+  config.swap_space_tokens = 4 * 40;
+  config.max_num_seqs = 12;
+  auto engine = make_fake_engine(sys, config);
+  const auto prompts = random_prompts(300, kFakeVocab, 5);
+  Collector collector;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec;
+    spec.request.id = i + 1;
+    spec.request.prompt = prompts[i];
+    spec.request.sampling.max_tokens = 30;
+    engine->submit(std::move(spec), collector.callback_for(i + 1));
+    if (i % 10 == 0) {
+      const char* admission[] = {"conservative", "watermark", "profiled"};
+      const char* preemption[] = {"recompute", "swap", "cost"};
+      ASSERT_TRUE(engine->set_admission_policy(admission[(i / 10) % 3]).is_ok());
+      ASSERT_TRUE(engine->set_preemption_policy(preemption[(i / 10) % 3]).is_ok());
+    }
+  }
+  ASSERT_TRUE(collector.wait_for(prompts.size()));
+  expect_fake_outputs(collector.outcomes(), prompts, 30);
+  EXPECT_FALSE(engine->set_admission_policy("fastest").is_ok());
+  expect_all_blocks_free(*engine);
+}
+
+TEST(FakeEngine, FullWaitingQueueRefusesAtOnce) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.block_size = 4;
+  config.kv_cache_tokens = 4 * 8;
+  config.max_num_seqs = 1;
+  config.max_waiting = 2;
+  auto engine = make_fake_engine(sys, config);
+  const auto prompts = random_prompts(50, kFakeVocab, 1);
+  Collector collector;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec;
+    spec.request.id = i + 1;
+    spec.request.prompt = prompts[i];
+    spec.request.sampling.max_tokens = 50;
+    spec.request.sampling.ignore_eos = true;
+    engine->submit(std::move(spec), collector.callback_for(i + 1));
+  }
+  ASSERT_TRUE(collector.wait_for(prompts.size()));
+  int refused = 0;
+  for (const auto& [id, o] : collector.outcomes()) {
+    if (o.finish == FinishReason::error) {
+      EXPECT_EQ(o.error_code, Errc::resource_exhausted) << o.message;
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_LT(refused, 50);
+}
+
+TEST(FakeEngine, InvalidRequestIsAnErrorEvent) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  Collector collector;
+  RequestSpec spec;
+  spec.request.prompt = {1, kFakeVocab + 5};
+  engine->submit(std::move(spec), collector.callback_for(1));
+  ASSERT_TRUE(collector.wait_for(1));
+  const Outcome o = collector.outcomes().at(1);
+  EXPECT_EQ(o.finish, FinishReason::error);
+  EXPECT_EQ(o.error_code, Errc::invalid_argument);
+  EXPECT_NE(o.message.find("outside the vocabulary"), std::string::npos) << o.message;
+}
+
+// ---- the real model --------------------------------------------------------------
+
+class Stories : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+    if (!std::filesystem::exists(path)) return;
+    auto m = load_model(path);
+    ASSERT_TRUE(m.has_value()) << m.error().message;
+    model_ = new LoadedModel(std::move(m).value());
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    if (model_ == nullptr) GTEST_SKIP() << "../shared/models/stories260K.bin not found";
+  }
+
+  // Greedy outputs of `prompts` under `config`.
+  std::map<request_id, Outcome> run(EngineConfig config, const std::vector<std::vector<int32_t>>& prompts,
+                                    int32_t max_tokens, EngineStats* stats_out = nullptr) {
+    EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    config.threads = 1;
+    auto engine = Engine::create(sys, config, *model_);
+    EXPECT_TRUE(engine.has_value());
+    auto out = testing::run_greedy(**engine, prompts, max_tokens);
+    if (stats_out != nullptr) *stats_out = *(*engine)->stats();
+    expect_all_blocks_free(**engine);
+    return out;
+  }
+
+  static std::vector<std::vector<int32_t>> prompts(size_t n) {
+    auto p = random_prompts(n, 512, 99, 2, 40);
+    for (auto& x : p) x[0] = 1;  // BOS
+    return p;
+  }
+
+  static std::vector<std::vector<int32_t>> tokens_of(const std::map<request_id, Outcome>& o) {
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& [id, x] : o) {
+      EXPECT_EQ(x.finals, 1);
+      EXPECT_NE(x.finish, FinishReason::error) << x.message;
+      out.push_back(x.tokens);
+    }
+    return out;
+  }
+
+  static inline LoadedModel* model_ = nullptr;
+};
+
+TEST_F(Stories, GreedyOutputsDoNotDependOnPoolSizeOrPreemptionMode) {
+  const auto p = prompts(32);
+  EngineConfig large;
+  large.kv_cache_tokens = 32 * 512;
+  EngineStats stats;
+  const auto reference = tokens_of(run(large, p, 64, &stats));
+  EXPECT_EQ(stats.preemptions_recompute + stats.preemptions_swap, 0u);
+  for (const char* mode : {"recompute", "swap", "cost"}) {
+    EngineConfig small;
+    small.kv_cache_tokens = 16 * 12;  // 12 blocks for 32 sequences of up to ~100 tokens
+    small.swap_space_tokens = 16 * 64;
+    small.preemption = mode;
+    EXPECT_EQ(tokens_of(run(small, p, 64, &stats)), reference) << mode;
+    EXPECT_GT(stats.preemptions_recompute + stats.preemptions_swap, 0u) << mode;
+  }
+}
+
+TEST_F(Stories, StaticAndContinuousBatchingAgree) {
+  const auto p = prompts(24);
+  EngineConfig continuous;
+  continuous.max_num_seqs = 8;
+  EngineConfig static_batching = continuous;
+  static_batching.batching = "static";
+  EXPECT_EQ(tokens_of(run(continuous, p, 48)), tokens_of(run(static_batching, p, 48)));
+}
+
+TEST_F(Stories, SharedPrefixIsComputedOnce) {
+  std::vector<int32_t> prefix = prompts(1)[0];
+  prefix.resize(1);
+  for (int i = 0; i < 200; ++i) prefix.push_back(2 + (i * 37) % 500);
+  std::vector<int32_t> second = prefix;
+  second.push_back(42);
+
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  auto engine = Engine::create(sys, config, *model_);
+  ASSERT_TRUE(engine.has_value());
+  testing::run_greedy(**engine, {prefix}, 16);
+  auto stats_before = *(*engine)->stats();
+  auto warm = testing::run_greedy(**engine, {second}, 16);
+  auto stats_after = *(*engine)->stats();
+  // 202 tokens in 16-token blocks: the 12 full blocks inside the shared
+  // 201-token prefix are reused; only the rest is computed.
+  EXPECT_EQ(warm.at(1).cached_prompt_tokens, 192);
+  EXPECT_EQ(stats_after.blocks.prefix_hit_tokens - stats_before.blocks.prefix_hit_tokens, 192u);
+  // Computed: the 10 uncached prompt tokens, then one decode per emitted token
+  // but the last when the request ended by length.
+  const Outcome& w = warm.at(1);
+  const uint64_t decodes = w.tokens.size() - (w.finish == FinishReason::length ? 1 : 0);
+  EXPECT_EQ(stats_after.computed_tokens - stats_before.computed_tokens, second.size() - 192 + decodes);
+
+  EngineConfig cold = config;
+  cold.prefix_caching = false;
+  EXPECT_EQ(tokens_of(warm), tokens_of(run(cold, {second}, 16)));
+}
+
+}  // namespace
+}  // namespace conveyor

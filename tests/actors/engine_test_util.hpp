@@ -1,0 +1,91 @@
+// Helpers for tests that run the whole actor engine: an actor system sized
+// for a 2-core machine, and a collector that waits for requests to end.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/engine.hpp"
+
+namespace conveyor::testing {
+
+struct EngineSystemConfig : caf::actor_system_config {
+  EngineSystemConfig() {
+    add_engine_types(*this);
+    set("scheduler.max-threads", 2);
+  }
+};
+
+// What one request produced.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason finish = FinishReason::none;
+  int finals = 0;
+  int32_t cached_prompt_tokens = 0;
+  Errc error_code = Errc::invalid_argument;
+  std::string message;
+};
+
+// Collects the events of many requests; thread-safe (events arrive on actor threads).
+class Collector {
+ public:
+  EventCallback callback_for(request_id id) {
+    return [this, id](const StreamEvent& e) {
+      std::lock_guard lock(mutex_);
+      Outcome& o = outcomes_[id];
+      o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      o.text += e.text;
+      if (e.last()) {
+        o.finish = e.finish;
+        o.cached_prompt_tokens = e.cached_prompt_tokens;
+        o.error_code = e.error_code;
+        o.message = e.message;
+        ++o.finals;
+        ++finished_;
+        cv_.notify_all();
+      }
+    };
+  }
+
+  // Waits until `n` requests have ended; false on timeout.
+  bool wait_for(size_t n, std::chrono::seconds timeout = std::chrono::seconds(120)) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return finished_ >= n; });
+  }
+
+  std::map<request_id, Outcome> outcomes() {
+    std::lock_guard lock(mutex_);
+    return outcomes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<request_id, Outcome> outcomes_;
+  size_t finished_ = 0;
+};
+
+// Submits every prompt (greedy, max_tokens each) and waits for all of them.
+inline std::map<request_id, Outcome> run_greedy(Engine& engine,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                int32_t max_tokens, bool ignore_eos = false) {
+  Collector collector;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec;
+    spec.request.id = i + 1;
+    spec.request.prompt = prompts[i];
+    spec.request.sampling.temperature = 0;
+    spec.request.sampling.max_tokens = max_tokens;
+    spec.request.sampling.ignore_eos = ignore_eos;
+    engine.submit(std::move(spec), collector.callback_for(i + 1));
+  }
+  collector.wait_for(prompts.size());
+  return collector.outcomes();
+}
+
+}  // namespace conveyor::testing
