@@ -80,6 +80,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.aging_interval_seconds = config.aging_interval_seconds;
 
   SchedulerActors& a = engine->actors_;
+  a.metrics = std::make_shared<EngineMetrics>();
   a.block_manager = spawn_block_manager(
       sys, BlockManagerOptions{engine->num_blocks_, config.block_size, host_blocks, config.prefix_caching});
   a.executor = spawn_executor(sys, std::move(runner));
@@ -103,6 +104,7 @@ Engine::~Engine() {
 RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   if (spec.request.id == 0) spec.request.id = next_id_++;
   if (!spec.tokenizer) spec.tokenizer = info_.tokenizer;
+  spec.metrics = actors_.metrics;
   const request_id id = spec.request.id;
   auto actor = spawn_request(sys_, scheduler_, std::move(spec), std::move(on_event));
   return RequestHandle(id, std::move(actor));

@@ -74,6 +74,8 @@ class Engine {
   const ModelInfo& model() const { return info_; }
   const EngineConfig& config() const { return config_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
+  // Latency histograms and finish counters (for /metrics).
+  const EngineMetrics& metrics() const { return *actors_.metrics; }
   int32_t num_blocks() const { return num_blocks_; }
   caf::actor_system& system() { return sys_; }
 

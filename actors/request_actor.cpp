@@ -1,6 +1,7 @@
 #include "actors/request_actor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "model/tokenizer/detokenizer.hpp"
@@ -49,6 +50,9 @@ struct request_state {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::optional<IncrementalDetokenizer> detok;
   std::optional<StopMatcher> stops;
+  std::shared_ptr<EngineMetrics> metrics;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_token{};
   request_id id = 0;
   bool done = false;
   int32_t completion_tokens = 0;
@@ -57,10 +61,19 @@ struct request_state {
 
 using self_ptr = request_actor::stateful_pointer<request_state>;
 
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 void emit_final(self_ptr self, StreamEvent e) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
+  if (st.metrics) {
+    st.metrics->e2e_request_latency.observe(seconds_between(st.start, std::chrono::steady_clock::now()));
+    st.metrics->count_finished(e.finish);
+  }
   st.on_event(e);
   self->quit();
 }
@@ -71,6 +84,14 @@ void on_token(self_ptr self, TokenEvent& t) {
   StreamEvent e;
   e.id = st.id;
   if (t.token >= 0) {
+    if (st.metrics) {
+      const auto now = std::chrono::steady_clock::now();
+      if (st.completion_tokens == 0)
+        st.metrics->time_to_first_token.observe(seconds_between(st.start, now));
+      else
+        st.metrics->inter_token_latency.observe(seconds_between(st.last_token, now));
+      st.last_token = now;
+    }
     ++st.completion_tokens;
     e.token_ids.push_back(t.token);
     if (!t.top.empty() || t.logprob != 0.0f)
@@ -113,6 +134,7 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
   st.scheduler = std::move(scheduler);
   st.on_event = std::move(on_event);
   st.tokenizer = std::move(spec.tokenizer);
+  st.metrics = std::move(spec.metrics);
   st.id = spec.request.id;
   if (st.tokenizer) st.detok.emplace(*st.tokenizer);
   if (!spec.stop.empty()) st.stops.emplace(std::move(spec.stop));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/metrics.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor {
@@ -25,6 +26,7 @@ struct RequestSpec {
   GenerateRequest request;
   std::vector<std::string> stop;                // stop strings (not included in the text)
   std::shared_ptr<const Tokenizer> tokenizer;   // null: token ids only, no text
+  std::shared_ptr<EngineMetrics> metrics;       // null: not measured
 };
 
 request_actor spawn_request(caf::actor_system& sys, scheduler_actor scheduler, RequestSpec spec,

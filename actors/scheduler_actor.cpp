@@ -50,6 +50,9 @@ void deliver_events(self_ptr self) {
       st.sinks.erase(it);
     }
   }
+  if (st.actors.metrics) {
+    for (double q : st.core->take_queue_times()) st.actors.metrics->request_queue_time.observe(q);
+  }
   for (const FinishedSequence& f : st.core->take_finished()) {
     if (f.reason == FinishReason::stop || f.reason == FinishReason::length)
       self->send(st.actors.admission, finished_atom_v, f.generated);
@@ -121,6 +124,7 @@ void run_step(self_ptr self) {
             st.last_step_done = now;
             st.stats.forward_seconds += result.forward_seconds;
             st.stats.computed_tokens += uint64_t(tokens);
+            if (st.actors.metrics) st.actors.metrics->iteration_tokens.observe(tokens);
             if (tokens > 0)
               self->send(st.actors.preemption, costs_atom_v, result.forward_seconds / tokens, 0.0);
             st.core->apply_step(result, st.now());

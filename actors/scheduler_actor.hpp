@@ -15,6 +15,7 @@
 #pragma once
 
 #include "actors/messages.hpp"
+#include "actors/metrics.hpp"
 #include "actors/scheduler_core.hpp"
 
 namespace conveyor {
@@ -25,6 +26,7 @@ struct SchedulerActors {
   swap_actor swap;
   admission_actor admission;
   preemption_actor preemption;
+  std::shared_ptr<EngineMetrics> metrics;  // may be null
 };
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, SchedulerConfig config,

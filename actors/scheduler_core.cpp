@@ -129,6 +129,7 @@ void SchedulerCore::remove_running(seq_id id) {
 
 std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   ++iteration_;
+  now_ = now;
   plan_.clear();
   failed_.clear();
   pending_swap_in_.clear();
@@ -282,7 +283,10 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
         // The last token is always computed, so that its logits exist.
         const int32_t cap = (int32_t(s->tokens.size()) - 1) / config_.block_size * config_.block_size;
         s->num_computed = std::min(g.cached_tokens, cap);
-        if (!s->admitted_once) s->cached_prompt_tokens = s->num_computed;
+        if (!s->admitted_once) {
+          s->cached_prompt_tokens = s->num_computed;
+          queue_times_.push_back(now_ - s->arrival_time);
+        }
         s->admitted_once = true;
         s->state = State::running;
         running_.push_back(s->id);
@@ -475,6 +479,12 @@ std::vector<TokenEvent> SchedulerCore::take_events() {
 std::vector<FinishedSequence> SchedulerCore::take_finished() {
   std::vector<FinishedSequence> out = std::move(finished_);
   finished_.clear();
+  return out;
+}
+
+std::vector<double> SchedulerCore::take_queue_times() {
+  std::vector<double> out = std::move(queue_times_);
+  queue_times_.clear();
   return out;
 }
 

@@ -88,6 +88,8 @@ class SchedulerCore {
   std::vector<TokenEvent> take_events();
   // Sequences that finished since the last call (feeds the profiled admission policy).
   std::vector<FinishedSequence> take_finished();
+  // Seconds each newly admitted request waited in the queue, since the last call.
+  std::vector<double> take_queue_times();
 
   // ---- introspection -----------------------------------------------------
   size_t num_waiting() const;
@@ -159,6 +161,8 @@ class SchedulerCore {
   std::vector<std::pair<int32_t, int32_t>> copies_;  // copy-on-write for the next step
   std::vector<SeqProgress> pending_computed_;
   std::vector<FinishedSequence> finished_;
+  std::vector<double> queue_times_;
+  double now_ = 0.0;                         // as of begin_iteration
   int32_t pending_free_blocks_ = 0;          // held by pending_frees_
   uint64_t kv_live_sum_ = 0;                 // live tokens, summed over steps
   uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps

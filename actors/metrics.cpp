@@ -1,0 +1,54 @@
+#include "actors/metrics.hpp"
+
+#include <algorithm>
+
+namespace conveyor {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
+  std::sort(bounds_.begin(), bounds_.end());
+}
+
+void Histogram::observe(double value) {
+  const size_t bucket = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  std::lock_guard lock(mutex_);
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+Histogram::Snapshot Histogram::snapshot() const {
+  std::lock_guard lock(mutex_);
+  Snapshot s;
+  s.upper_bounds = bounds_;
+  s.cumulative.resize(counts_.size());
+  uint64_t running = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) s.cumulative[i] = (running += counts_[i]);
+  s.sum = sum_;
+  s.count = count_;
+  return s;
+}
+
+std::vector<double> latency_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+          0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+}
+
+EngineMetrics::EngineMetrics()
+    : time_to_first_token(latency_buckets()),
+      inter_token_latency(latency_buckets()),
+      e2e_request_latency(latency_buckets()),
+      request_queue_time(latency_buckets()),
+      iteration_tokens({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}) {}
+
+void EngineMetrics::count_finished(FinishReason reason) {
+  std::lock_guard lock(mutex_);
+  ++finished_[size_t(reason)];
+}
+
+uint64_t EngineMetrics::finished(FinishReason reason) const {
+  std::lock_guard lock(mutex_);
+  return finished_[size_t(reason)];
+}
+
+}  // namespace conveyor

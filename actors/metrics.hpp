@@ -1,0 +1,61 @@
+// Engine metrics that are events rather than state: latency histograms and
+// counters, fed by the scheduler and the request actors, read by /metrics.
+// State (queue lengths, KV usage, token totals) comes from EngineStats.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/engine_types.hpp"
+
+namespace conveyor {
+
+// A Prometheus histogram: cumulative counts per upper bound, plus sum and count.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf last
+    double sum = 0.0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative), +Inf last
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+class EngineMetrics {
+ public:
+  EngineMetrics();
+
+  Histogram time_to_first_token;  // seconds, submit to first token
+  Histogram inter_token_latency;  // seconds between tokens of one request
+  Histogram e2e_request_latency;  // seconds, submit to last event
+  Histogram request_queue_time;   // seconds, submit to first scheduled
+  Histogram iteration_tokens;     // tokens per iteration
+
+  void count_finished(FinishReason reason);
+  uint64_t finished(FinishReason reason) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::array<uint64_t, 5> finished_{};  // by FinishReason
+};
+
+// Bounds shared by the latency histograms (vLLM's, in seconds).
+std::vector<double> latency_buckets();
+
+}  // namespace conveyor
