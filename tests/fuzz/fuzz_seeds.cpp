@@ -1,0 +1,153 @@
+// Writes a small seed corpus for the fuzz targets:
+//   fuzz_seeds DIR  ->  DIR/gguf/*, DIR/llama2c/*, DIR/tokenizer/*
+// Seeds are tiny but valid, so mutations start from deep inside the parsers.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/formats/dummy.hpp"
+#include "model/formats/gguf_writer.hpp"
+
+namespace {
+
+using namespace conveyor;
+
+void save(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+Vocabulary small_spm_vocabulary(int32_t n) {
+  Vocabulary v;
+  v.pieces = {"<unk>", "<s>", "</s>", "<0x0A>", "<0x20>", "<0xE2>", "\xE2\x96\x81"};
+  const char* words[] = {"\xE2\x96\x81H", "e", "l", "o", "\xE2\x96\x81w", "r", "d", "ll", "llo",
+                         "\xE2\x96\x81He", "\xE2\x96\x81Hello"};
+  for (const char* w : words) v.pieces.push_back(w);
+  while (int32_t(v.pieces.size()) < n) v.pieces.push_back("x" + std::to_string(v.pieces.size()));
+  v.pieces.resize(size_t(n));
+  for (size_t i = 0; i < v.pieces.size(); ++i) v.scores.push_back(-float(i));
+  v.unk_id = 0;
+  v.bos_id = 1;
+  v.eos_id = 2;
+  return v;
+}
+
+LoadedModel tiny_model(int32_t dim, int32_t vocab, bool tied) {
+  LoadedModel m;
+  ModelConfig& c = m.config;
+  c.name = "seed";
+  c.dim = dim;
+  c.hidden_dim = 2 * dim;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.vocab_size = vocab;
+  c.context_length = 16;
+  c.tied_embeddings = tied;
+  m.weights = make_random_weights(c, 1);
+  m.eos_ids = {2};
+  return m;
+}
+
+std::vector<uint8_t> with_prefix(std::vector<uint8_t> prefix, const std::vector<uint8_t>& body) {
+  prefix.insert(prefix.end(), body.begin(), body.end());
+  return prefix;
+}
+
+std::vector<uint8_t> llama2c_checkpoint(const LoadedModel& m) {
+  const ModelConfig& c = m.config;
+  std::vector<uint8_t> out;
+  auto put = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  const int32_t header[7] = {c.dim,        c.hidden_dim,
+                             c.n_layers,   c.n_heads,
+                             c.n_kv_heads, c.tied_embeddings ? c.vocab_size : -c.vocab_size,
+                             c.context_length};
+  put(header, sizeof header);
+  auto tensor = [&](const std::vector<float>& t) { put(t.data(), t.size() * 4); };
+  const ModelWeights& w = m.weights;
+  tensor(w.token_embedding);
+  for (auto member : {&LayerWeights::attn_norm, &LayerWeights::wq, &LayerWeights::wk,
+                      &LayerWeights::wv, &LayerWeights::wo, &LayerWeights::ffn_norm,
+                      &LayerWeights::w1, &LayerWeights::w2, &LayerWeights::w3})
+    for (const LayerWeights& l : w.layers) tensor(l.*member);
+  tensor(w.final_norm);
+  tensor(std::vector<float>(size_t(c.context_length) * c.head_dim(), 0.0f));  // both RoPE tables
+  if (!c.tied_embeddings) tensor(w.classifier);
+  return out;
+}
+
+std::vector<uint8_t> llama2c_tokenizer(const Vocabulary& v) {
+  std::vector<uint8_t> out(4, 0);
+  out[0] = 8;
+  for (size_t i = 0; i < v.pieces.size(); ++i) {
+    std::string piece = v.pieces[i];
+    if (i == 1) piece = "\n<s>\n";
+    if (i == 2) piece = "\n</s>\n";
+    const float score = v.scores[i];
+    const int32_t len = int32_t(piece.size());
+    const auto* s = reinterpret_cast<const uint8_t*>(&score);
+    const auto* l = reinterpret_cast<const uint8_t*>(&len);
+    out.insert(out.end(), s, s + 4);
+    out.insert(out.end(), l, l + 4);
+    out.insert(out.end(), piece.begin(), piece.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz_seeds DIR\n");
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  for (const char* sub : {"gguf", "llama2c", "tokenizer"})
+    std::filesystem::create_directories(dir / sub);
+
+  LoadedModel spm = tiny_model(8, 24, false);
+  spm.vocabulary = small_spm_vocabulary(24);
+  spm.tokenizer_model = "llama";
+  spm.chat_template = "{{ bos_token }}";
+  LoadedModel bytes = tiny_model(8, 258, true);
+  bytes.vocabulary = byte_vocabulary(258);
+  bytes.tokenizer_model = "gpt2";
+  bytes.eos_ids = {257};
+  LoadedModel q8 = tiny_model(32, 24, true);
+  q8.vocabulary = spm.vocabulary;
+  LoadedModel none = tiny_model(8, 16, true);
+
+  struct Seed {
+    const char* name;
+    const LoadedModel* model;
+    GgmlType type;
+  };
+  for (const Seed& s : {Seed{"spm_f32.gguf", &spm, GgmlType::F32},
+                        Seed{"spm_f16.gguf", &spm, GgmlType::F16},
+                        Seed{"spm_bf16.gguf", &spm, GgmlType::BF16},
+                        Seed{"q8_0.gguf", &q8, GgmlType::Q8_0},
+                        Seed{"bytes_gpt2.gguf", &bytes, GgmlType::F16},
+                        Seed{"no_vocab.gguf", &none, GgmlType::F32}}) {
+    GgufWriteOptions options;
+    options.tensor_type = s.type;
+    auto b = serialize_gguf(*s.model, options);
+    if (!b) {
+      std::fprintf(stderr, "%s: %s\n", s.name, b.error().message.c_str());
+      return 1;
+    }
+    save(dir / "gguf" / s.name, *b);
+    if (s.model->vocabulary) save(dir / "tokenizer" / (std::string(s.name) + ".tok"), with_prefix({1}, *b));
+  }
+  save(dir / "llama2c" / "unshared.bin", llama2c_checkpoint(spm));
+  save(dir / "llama2c" / "shared.bin", llama2c_checkpoint(none));
+  save(dir / "tokenizer" / "llama2c.tok",
+       with_prefix({0, 24, 0}, llama2c_tokenizer(*spm.vocabulary)));
+  std::printf("seeds written to %s\n", dir.c_str());
+  return 0;
+}
