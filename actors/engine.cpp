@@ -110,6 +110,12 @@ RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   return RequestHandle(id, std::move(actor));
 }
 
+RequestHandle Engine::submit(RequestSpec spec, caf::actor sink) {
+  return submit(std::move(spec), [sink = std::move(sink)](const StreamEvent& e) {
+    caf::anon_send(sink, e);
+  });
+}
+
 Status Engine::set_admission_policy(const std::string& name) {
   auto policy = make_admission_policy(name, config_.admission_config);
   if (!policy) return policy.error();

@@ -63,6 +63,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   RequestHandle submit(RequestSpec spec, EventCallback on_event);
+  // The same, delivering each StreamEvent as a message to `sink` (an actor of
+  // the caller's; its behavior handles `const StreamEvent&`).
+  RequestHandle submit(RequestSpec spec, caf::actor sink);
 
   // Replaces a policy while the engine runs; nothing in flight is dropped.
   Status set_admission_policy(const std::string& name);
