@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace conveyor {
 
 static_assert(std::endian::native == std::endian::little,
@@ -18,7 +22,9 @@ float half_to_float(uint16_t h) {
     const float magnitude = float(mant) * 0x1p-24f;  // zero or subnormal
     return sign ? -magnitude : magnitude;
   }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 31) {  // infinity, or NaN made quiet (as F16C hardware does)
+    return std::bit_cast<float>(sign | 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0u));
+  }
   return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
@@ -111,9 +117,19 @@ bool decode_to_f32(GgmlType type, std::span<const uint8_t> src, std::span<float>
     case GgmlType::F32:
       if (n > 0) std::memcpy(dst.data(), src.data(), n * 4);
       return true;
-    case GgmlType::F16:
-      for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(load_u16(src.data() + 2 * i));
+    case GgmlType::F16: {
+      size_t i = 0;
+#if defined(__F16C__)
+      // Every half is exactly representable as a float, so the hardware
+      // conversion gives the same bits as half_to_float.
+      for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data() + 2 * i));
+        _mm256_storeu_ps(dst.data() + i, _mm256_cvtph_ps(h));
+      }
+#endif
+      for (; i < n; ++i) dst[i] = half_to_float(load_u16(src.data() + 2 * i));
       return true;
+    }
     case GgmlType::BF16:
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_u16(src.data() + 2 * i));
       return true;

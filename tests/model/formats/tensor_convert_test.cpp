@@ -40,6 +40,21 @@ TEST(TensorConvert, EveryHalfRoundTrips) {
   }
 }
 
+TEST(TensorConvert, BulkHalfDecodeMatchesScalar) {
+  // decode_to_f32 may use a vectorized path; it must agree with half_to_float
+  // on every half, including subnormals, infinities and NaN payloads.
+  std::vector<uint8_t> src(2 * 0x10000 + 2 * 3);  // odd tail after full vectors
+  for (uint32_t h = 0; h < 0x10003; ++h) {
+    src[2 * h] = uint8_t(h & 0xff);
+    src[2 * h + 1] = uint8_t((h >> 8) & 0xff);
+  }
+  std::vector<float> dst(0x10003);
+  ASSERT_TRUE(decode_to_f32(GgmlType::F16, src, dst));
+  for (uint32_t h = 0; h < 0x10003; ++h)
+    ASSERT_EQ(std::bit_cast<uint32_t>(dst[h]), std::bit_cast<uint32_t>(half_to_float(uint16_t(h))))
+        << std::hex << h;
+}
+
 TEST(TensorConvert, HalfRoundingIsNearest) {
   // For floats between neighbouring halves, the result is the closer one.
   for (float x = -70000.0f; x < 70000.0f; x += 13.37f) {
