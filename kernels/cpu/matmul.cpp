@@ -37,14 +37,22 @@ constexpr int kMaxTileRows = 12;
 
 // y[0..NR)[0..16·NP) (+)= x[0..NR)·(panels p, p+1)ᵀ. `valid` is how many of
 // the 16·NP columns exist in y (the last panel may be padding).
+//
+// While it computes, the kernel prefetches `prefetch_step` floats per k step
+// from `prefetch` (the part of the next panel pair that this tile is to pull
+// into cache), so that W streams from memory under the arithmetic instead of
+// stalling the first tile of every pair.
 template <int NR, int NP>
 void micro_kernel(const float* x, int64_t ldx, const float* p, int32_t k, float* y, int64_t ldy,
-                  int valid, bool accumulate) {
+                  int valid, bool accumulate, const float* prefetch, int32_t prefetch_step) {
   simd::f32x16 c[NR][NP];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NP; ++j) c[r][j] = simd::f32x16{};
   const float* p1 = p + size_t(k) * kPanelRows;
   for (int32_t kk = 0; kk < k; ++kk) {
+    // Two prefetches a step cover up to two cache lines (32 floats) a step.
+    __builtin_prefetch(prefetch + size_t(kk) * prefetch_step);
+    __builtin_prefetch(prefetch + size_t(kk) * prefetch_step + prefetch_step / 2);
     simd::f32x16 w[NP];
     w[0] = simd::load(p + size_t(kk) * kPanelRows);
     if constexpr (NP == 2) w[1] = simd::load(p1 + size_t(kk) * kPanelRows);
@@ -70,7 +78,7 @@ void micro_kernel(const float* x, int64_t ldx, const float* p, int32_t k, float*
 }
 
 using MicroKernel = void (*)(const float*, int64_t, const float*, int32_t, float*, int64_t, int,
-                             bool);
+                             bool, const float*, int32_t);
 
 template <int NP, int... NRs>
 constexpr auto make_table(std::integer_sequence<int, NRs...>) {
@@ -108,8 +116,16 @@ void matmul_packed(const float* x, int64_t ldx, int32_t n, const float* packed_w
       const int32_t p = pair * 2, np = std::min(2, panels - p);
       const int32_t col = p * kPanelRows;
       const int valid = std::min(np * kPanelRows, m - col);
-      pick_kernel(r1 - r0, np)(x + r0 * ldx, ldx, packed_w + size_t(p) * k * kPanelRows, k,
-                               y + r0 * ldy + col, ldy, valid, accumulate);
+      const float* panel = packed_w + size_t(p) * k * kPanelRows;
+      // The tiles of this pair share the prefetch of the next pair (the
+      // panels are contiguous, so it starts where this pair ends); the last
+      // pair of the thread's range prefetches its own, cached, lines.
+      const bool next = it + tiles - tile < end && pair + 1 < pairs;
+      const int32_t step = 2 * kPanelRows / tiles;
+      const float* prefetch =
+          next ? panel + size_t(2 * k) * kPanelRows + size_t(tile) * step * k : panel;
+      pick_kernel(r1 - r0, np)(x + r0 * ldx, ldx, panel, k, y + r0 * ldy + col, ldy, valid,
+                               accumulate, prefetch, next ? step : 0);
     }
   }
 }

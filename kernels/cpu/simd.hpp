@@ -17,10 +17,29 @@ typedef float f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
 inline f32x16 load(const float* p) { return *reinterpret_cast<const f32x16u*>(p); }
 inline void store(float* p, f32x16 v) { *reinterpret_cast<f32x16u*>(p) = v; }
 
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+
+// Horizontal sum and max as a tree of halvings (a plain loop over the lanes
+// compiles to 16 dependent scalar adds).
 inline float hsum(f32x16 v) {
-  float s = 0.0f;
-  for (int i = 0; i < 16; ++i) s += v[i];
-  return s;
+  const f32x8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const f32x4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  const f32x4 c = b + __builtin_shufflevector(b, b, 2, 3, 0, 1);
+  return c[0] + c[1];
+}
+
+inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
+inline f32x4 max4(f32x4 a, f32x4 b) { return a > b ? a : b; }
+inline f32x16 max16(f32x16 a, f32x16 b) { return a > b ? a : b; }
+
+inline float hmax(f32x16 v) {
+  const f32x8 a = max8(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                       __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  const f32x4 b = max4(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(a, a, 4, 5, 6, 7));
+  const f32x4 c = max4(b, __builtin_shufflevector(b, b, 2, 3, 0, 1));
+  return c[0] > c[1] ? c[0] : c[1];
 }
 
 // e^x, Cephes' expf polynomial (about 2 ulp) with no branches, so loops over
@@ -29,7 +48,10 @@ inline float hsum(f32x16 v) {
 #pragma omp declare simd notinbranch
 inline float exp_fast(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = __builtin_roundf(x * 1.44269504088896341f);
+  // Round to nearest by adding and subtracting 1.5·2^23 (roundf would be a
+  // libm call, which stops the loop from vectorizing).
+  constexpr float kRound = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
   // Cody-Waite: r = x - n·ln2 with ln2 split into an exact and a small part.
   float r = x - n * 0.693145751953125f;
   r = r - n * 1.428606765330187045e-06f;
@@ -41,6 +63,27 @@ inline float exp_fast(float x) {
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
   return e * std::bit_cast<float>((int32_t(n) + 127) << 23);
+}
+
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+// exp_fast on 16 lanes at once; the same arithmetic as the scalar version.
+inline f32x16 exp_fast(f32x16 x) {
+  const f32x16 lo = f32x16{} - 87.0f, hi = f32x16{} + 88.0f;
+  x = x < lo ? lo : (x > hi ? hi : x);
+  constexpr float kRound = 12582912.0f;
+  const f32x16 n = (x * 1.44269504088896341f + kRound) - kRound;
+  f32x16 r = x - n * 0.693145751953125f;
+  r = r - n * 1.428606765330187045e-06f;
+  f32x16 p = f32x16{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const f32x16 e = p * r * r + r + 1.0f;
+  const i32x16 bits = (__builtin_convertvector(n, i32x16) + 127) << 23;
+  return e * std::bit_cast<f32x16>(bits);
 }
 
 }  // namespace conveyor::kernels::simd

@@ -88,6 +88,7 @@ struct Transformer::Impl {
   std::vector<int32_t> positions;   // [n_tokens]
   std::vector<int32_t> logit_rows;  // [n_logit_rows] token index of each logits row
   kernels::AttentionWorkspace attention;
+  ForwardProfile* profile = nullptr;
 
   void ensure_rope_table(const ModelConfig& c, int32_t n_positions) {
     if (n_positions <= rope_positions) return;
@@ -130,6 +131,28 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
 
 Transformer::~Transformer() { delete impl_; }
 
+void Transformer::set_profile(ForwardProfile* profile) { impl_->profile = profile; }
+
+namespace {
+
+// Adds the time since the last mark to a profile field (when profiling).
+class PhaseClock {
+ public:
+  explicit PhaseClock(ForwardProfile* p) : p_(p), last_(p ? omp_get_wtime() : 0.0) {}
+  void mark(double ForwardProfile::*field) {
+    if (!p_) return;
+    const double now = omp_get_wtime();
+    p_->*field += now - last_;
+    last_ = now;
+  }
+
+ private:
+  ForwardProfile* p_;
+  double last_;
+};
+
+}  // namespace
+
 void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits) {
   Impl& m = *impl_;
   const ModelConfig& c = config_;
@@ -155,10 +178,13 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   }
   m.ensure_rope_table(c, max_pos + 1);
 
+  PhaseClock clock(m.profile);
+  if (m.profile) ++m.profile->calls;
   if (c.tied_embeddings)
     kernels::embedding_lookup_packed(m.classifier.data(), dim, batch.tokens.data(), n, x, dim);
   else
     kernels::embedding_lookup(m.token_embedding.data(), dim, batch.tokens.data(), n, x, dim);
+  clock.mark(&ForwardProfile::embed);
 
   const kernels::SpanTable spans{n_seqs, batch.seq_token_begin.data(), batch.seq_start_pos.data(),
                                  batch.block_tables.data(), batch.block_table_begin.data()};
@@ -173,19 +199,28 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
                                      kv.shape().block_size, hd};
     // Attention block.
     kernels::rmsnorm(x, dim, n, dim, w.attn_norm.data(), eps, xn, dim);
+    clock.mark(&ForwardProfile::norms);
     kernels::matmul_packed(xn, dim, n, w.wqkv.data(), qkv_dim, dim, qkv, qkv_dim);
+    clock.mark(&ForwardProfile::matmul);
     // Queries and keys are adjacent in a qkv row: one call rotates both.
     kernels::rope_apply(qkv, qkv_dim, n, c.n_heads + c.n_kv_heads, hd, c.rotary_dim(), rope_style,
                         positions, m.rope_table.data());
     kernels::write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, spans, cache);
+    clock.mark(&ForwardProfile::norms);
     kernels::paged_attention(qkv, qkv_dim, c.n_heads, spans, cache, attn, q_dim, m.attention);
+    clock.mark(&ForwardProfile::attention);
     kernels::matmul_packed(attn, q_dim, n, w.wo.data(), dim, q_dim, x, dim, /*accumulate=*/true);
+    clock.mark(&ForwardProfile::matmul);
     // Feed-forward block.
     kernels::rmsnorm(x, dim, n, dim, w.ffn_norm.data(), eps, xn, dim);
+    clock.mark(&ForwardProfile::norms);
     kernels::matmul_packed(xn, dim, n, w.w13.data(), 2 * hidden, dim, ffn, 2 * hidden);
+    clock.mark(&ForwardProfile::matmul);
     kernels::swiglu(ffn, ffn + hidden, 2 * hidden, n, hidden, ffn, 2 * hidden);
+    clock.mark(&ForwardProfile::norms);
     kernels::matmul_packed(ffn, 2 * hidden, n, w.w2.data(), dim, hidden, x, dim,
                            /*accumulate=*/true);
+    clock.mark(&ForwardProfile::matmul);
   }
 
   // Final norm and classifier only for the rows that want logits.
@@ -197,6 +232,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   logits.resize(size_t(rows) * c.vocab_size);
   kernels::matmul_packed(final_x, dim, rows, m.classifier.data(), c.vocab_size, dim,
                          logits.data(), c.vocab_size);
+  clock.mark(&ForwardProfile::logits);
 }
 
 }  // namespace conveyor

@@ -17,6 +17,17 @@
 
 namespace conveyor {
 
+// Seconds spent in each phase of forward(), summed over calls while a
+// profile is attached (Transformer::set_profile). For benchmarks.
+struct ForwardProfile {
+  double embed = 0;      // embedding lookup
+  double norms = 0;      // RMSNorm, RoPE, KV writes, SwiGLU: the small element-wise steps
+  double matmul = 0;     // QKV, output, feed-forward products
+  double attention = 0;  // paged attention
+  double logits = 0;     // final norm and classifier
+  int64_t calls = 0;
+};
+
 class Transformer {
  public:
   // Takes the weights (they may be repacked for speed). n_threads <= 0: all cores.
@@ -33,6 +44,10 @@ class Transformer {
   // The caller guarantees that positions are < context_length and block
   // tables cover every position.
   void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits);
+
+  // Accumulates phase timings into `profile` (null: stop). Timing adds a
+  // clock read per phase, nothing else.
+  void set_profile(ForwardProfile* profile);
 
  private:
   struct Impl;
