@@ -18,6 +18,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
+# tests/integration runs the official openai npm client. A nodesource nodejs
+# ships its own npm (and conflicts with Debian's), so ask apt only when the
+# commands are missing.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 install_missing() {
   local missing=()

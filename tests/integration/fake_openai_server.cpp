@@ -36,6 +36,8 @@ struct FakeOpenAiServer::Impl {
     for (;;) {
       tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
       ++connections;
+      // Small SSE writes must not wait for Nagle + delayed ACK (40 ms stalls).
+      socket.set_option(tcp::no_delay(true));
       asio::co_spawn(ioc, session(std::move(socket)), asio::detached);
     }
   }

@@ -181,6 +181,7 @@ int run_bench(const BenchArgs& args) {
     if (!out) return runtime_error(*args.json_out + ": cannot write the results");
   }
   if (summary.completed == 0) {
+    if (run.interrupted) return runtime_error("interrupted before any request finished");
     std::string first_error;
     for (const auto& r : run.results)
       if (!r.ok) {

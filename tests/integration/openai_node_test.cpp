@@ -1,0 +1,72 @@
+// A real third-party client: the official `openai` npm package (Node.js)
+// streams a chat completion and a completion from `conveyor serve`.
+//
+// The package is installed with `npm ci` from the pinned lockfile in
+// openai_client/ into the build tree on the first run (later runs reuse it).
+// Without node, npm or network access the test is skipped and says why.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "tests/integration/process.hpp"
+
+namespace conveyor::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kConveyor = CONVEYOR_BINARY;
+const std::string kWorkDir = INTEGRATION_WORK_DIR;
+const std::string kClientSource = OPENAI_CLIENT_SOURCE_DIR;
+const std::string kNode = NODE_EXECUTABLE;
+const std::string kNpm = NPM_EXECUTABLE;
+
+std::string tail(const std::string& s, size_t n = 3000) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+bool same_file_contents(const fs::path& a, const fs::path& b) {
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  if (!fa || !fb) return false;
+  return std::string(std::istreambuf_iterator<char>(fa), {}) == std::string(std::istreambuf_iterator<char>(fb), {});
+}
+
+// Copies the client into the build tree and installs its pinned packages;
+// an empty string on success, else why it could not.
+std::string install_client(const fs::path& dir) {
+  if (kNode.empty() || kNode.ends_with("-NOTFOUND")) return "node was not found when configuring";
+  if (kNpm.empty() || kNpm.ends_with("-NOTFOUND")) return "npm was not found when configuring";
+  fs::create_directories(dir);
+  const bool lock_unchanged = same_file_contents(fs::path(kClientSource) / "package-lock.json",
+                                                 dir / "package-lock.json");
+  for (const char* f : {"package.json", "package-lock.json", "stream_check.mjs"})
+    fs::copy_file(fs::path(kClientSource) / f, dir / f, fs::copy_options::overwrite_existing);
+  if (lock_unchanged && fs::exists(dir / "node_modules" / "openai" / "package.json")) return {};
+  const auto r = run_process({kNpm, "ci", "--no-audit", "--no-fund", "--fetch-retries=1", "--fetch-timeout=30000"},
+                             std::chrono::seconds(300), {}, dir.string());
+  if (r.exit_code != 0)
+    return "`npm ci` of the openai package failed (no network?)" + std::string(r.timed_out ? " (timed out)" : "") +
+           ":\n" + tail(r.output, 1500);
+  return {};
+}
+
+TEST(OpenAiNodeClient, StreamsChatAndCompletionFromConveyorServe) {
+  if (!conveyor_has_serve(kConveyor)) GTEST_SKIP() << "`conveyor serve` is not built into " << kConveyor << " yet";
+  const fs::path dir = fs::path(kWorkDir) / "openai_client";
+  if (const std::string why = install_client(dir); !why.empty()) GTEST_SKIP() << why;
+
+  ServeProcess server(kConveyor, {}, kWorkDir + "/openai_node_serve.log");
+  std::string error;
+  ASSERT_TRUE(server.wait_ready(std::chrono::seconds(120), error)) << error;
+
+  const auto r = run_process({kNode, "stream_check.mjs"}, std::chrono::seconds(300),
+                             {"CONVEYOR_URL=" + server.url()}, dir.string());
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << tail(r.output) << "\nserver log:\n" << server.log_tail();
+  EXPECT_NE(r.output.find("\"failures\":[]"), std::string::npos) << tail(r.output);
+  std::cout << tail(r.output, 1000) << "\n";
+  EXPECT_EQ(server.stop(), 0) << "conveyor serve did not exit cleanly on SIGTERM:\n" << server.log_tail();
+}
+
+}  // namespace
+}  // namespace conveyor::testing

@@ -1,0 +1,166 @@
+// `conveyor bench` as a user runs it: the real binary against a real
+// `conveyor serve` (the embedded default model) on a free loopback port, and
+// its exit codes for bad arguments and an unreachable server.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "tests/integration/process.hpp"
+
+namespace conveyor::testing {
+namespace {
+
+const std::string kConveyor = CONVEYOR_BINARY;
+const std::string kWorkDir = INTEGRATION_WORK_DIR;
+
+boost::json::value read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  boost::system::error_code ec;
+  auto v = boost::json::parse(s.str(), ec);
+  return ec ? boost::json::value() : v;
+}
+
+std::vector<std::string> bench_argv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{kConveyor, "bench"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+TEST(BenchCommand, BadArgumentsExitTwo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--input-dist", "normal:3"},
+           {"--output-dist", "uniform:9:2"},
+           {"--url", "localhost:8000"},
+           {"--rate", "-1"},
+           {"--concurrency", "0"},
+           {"--endpoint", "embeddings"},
+           {"--input-len", "4", "--input-dist", "fixed:4"},
+           {"--dataset", "/nonexistent.jsonl"},
+       }) {
+    const auto r = run_process(bench_argv(args), std::chrono::seconds(30));
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.output;
+  }
+}
+
+TEST(BenchCommand, UnreachableServerExitsOneWithAClearMessage) {
+  const uint16_t port = free_loopback_port();
+  const auto r = run_process(bench_argv({"--url", "http://127.0.0.1:" + std::to_string(port), "--num-requests", "1"}),
+                             std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot reach"), std::string::npos) << r.output;
+}
+
+class ServeBench : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!conveyor_has_serve(kConveyor)) {
+      skip_reason_ = "`conveyor serve` is not built into " + kConveyor + " yet";
+      return;
+    }
+    server_ = std::make_unique<ServeProcess>(kConveyor, std::vector<std::string>{}, kWorkDir + "/serve_bench.log");
+    if (!server_->wait_ready(std::chrono::seconds(120), start_error_)) server_.reset();
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      const int code = server_->stop();
+      EXPECT_EQ(code, 0) << "conveyor serve did not exit cleanly on SIGTERM:\n" << server_->log_tail();
+    }
+    server_.reset();
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    ASSERT_TRUE(server_) << start_error_;
+  }
+
+  static inline std::unique_ptr<ServeProcess> server_;
+  static inline std::string skip_reason_;
+  static inline std::string start_error_;
+};
+
+TEST_F(ServeBench, ClosedLoopAgainstTheEmbeddedModel) {
+  const std::string out = kWorkDir + "/serve_bench.json";
+  std::remove(out.c_str());
+  const auto r = run_process(bench_argv({"--url", server_->url(), "--concurrency", "4", "--num-requests", "20",
+                                         "--input-len", "16", "--output-len", "8", "--json", out}),
+                             std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.output << "\nserver log:\n" << server_->log_tail();
+  EXPECT_NE(r.output.find("Successful requests:"), std::string::npos) << r.output;
+
+  const auto json = read_json(out);
+  ASSERT_TRUE(json.is_object()) << out << " is not JSON";
+  const auto& s = json.at("summary");
+  EXPECT_EQ(s.at("completed").to_number<int64_t>(), 20) << r.output;
+  EXPECT_EQ(s.at("failed").to_number<int64_t>(), 0) << r.output;
+  EXPECT_EQ(s.at("total_output_tokens").to_number<int64_t>(), 20 * 8);
+  EXPECT_GE(s.at("total_input_tokens").to_number<int64_t>(), 20 * 16);
+  for (const char* rate : {"request_throughput", "output_throughput", "input_throughput", "duration_s"})
+    EXPECT_GT(s.at(rate).to_number<double>(), 0) << rate;
+  for (const char* metric : {"ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"}) {
+    const auto& d = s.at(metric);
+    EXPECT_GT(d.at("count").to_number<int64_t>(), 0) << metric;
+    EXPECT_GT(d.at("mean").to_number<double>(), 0) << metric;
+    EXPECT_LE(d.at("p50").to_number<double>(), d.at("p90").to_number<double>()) << metric;
+    EXPECT_LE(d.at("p90").to_number<double>(), d.at("p99").to_number<double>()) << metric;
+    EXPECT_LE(d.at("p99").to_number<double>(), d.at("max").to_number<double>()) << metric;
+  }
+  // One gap per token after the first, however the server groups tokens in chunks.
+  EXPECT_LE(s.at("itl_ms").at("count").to_number<int64_t>(), 20 * 7);
+  EXPECT_GE(s.at("e2e_ms").at("mean").to_number<double>(), s.at("ttft_ms").at("mean").to_number<double>());
+  EXPECT_EQ(json.at("config").at("concurrency").to_number<int64_t>(), 4);
+  const auto& requests = json.at("requests").as_array();
+  ASSERT_EQ(requests.size(), 20u);
+  for (const auto& q : requests) {
+    EXPECT_TRUE(q.at("ok").as_bool());
+    EXPECT_EQ(q.at("output_tokens").to_number<int64_t>(), 8);
+    EXPECT_EQ(q.at("finish_reason").as_string(), "length");
+  }
+}
+
+TEST_F(ServeBench, ChatEndpointAndPoissonArrivals) {
+  const std::string out = kWorkDir + "/serve_bench_chat.json";
+  const auto r = run_process(bench_argv({"--url", server_->url(), "--endpoint", "chat", "--rate", "20",
+                                         "--num-requests", "6", "--input-dist", "uniform:4:12", "--output-dist",
+                                         "uniform:2:6", "--seed", "5", "--json", out}),
+                             std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.output << "\nserver log:\n" << server_->log_tail();
+  const auto json = read_json(out);
+  ASSERT_TRUE(json.is_object());
+  EXPECT_EQ(json.at("summary").at("completed").to_number<int64_t>(), 6) << r.output;
+  EXPECT_EQ(json.at("config").at("mode").as_string(), "poisson");
+  for (const auto& q : json.at("requests").as_array()) {
+    const auto n = q.at("output_tokens").to_number<int64_t>();
+    EXPECT_GE(n, 2);
+    EXPECT_LE(n, 6);
+  }
+}
+
+TEST_F(ServeBench, DatasetPromptsAndErrorsByStatus) {
+  // Two good lines and one the server must refuse (token id far outside any
+  // vocabulary): the refusals are counted by status, the rest succeed.
+  const std::string dataset = kWorkDir + "/serve_bench_dataset.jsonl";
+  {
+    std::ofstream f(dataset);
+    f << "{\"prompt\": \"Once upon a time\", \"max_tokens\": 4}\n"
+      << "{\"prompt\": [10, 20, 30], \"max_tokens\": 3}\n"
+      << "{\"prompt\": [2000000000], \"max_tokens\": 3}\n";
+  }
+  const std::string out = kWorkDir + "/serve_bench_dataset.json";
+  const auto r = run_process(bench_argv({"--url", server_->url(), "--dataset", dataset, "--num-requests", "6",
+                                         "--concurrency", "2", "--json", out}),
+                             std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.output << "\nserver log:\n" << server_->log_tail();
+  const auto json = read_json(out);
+  ASSERT_TRUE(json.is_object());
+  EXPECT_EQ(json.at("summary").at("completed").to_number<int64_t>(), 4) << r.output;
+  EXPECT_EQ(json.at("summary").at("failed").to_number<int64_t>(), 2) << r.output;
+  EXPECT_EQ(json.at("errors").at("http 400").to_number<int64_t>(), 2) << r.output;
+}
+
+}  // namespace
+}  // namespace conveyor::testing
