@@ -15,5 +15,6 @@ inline constexpr int kExitUsage = 2;
 void add_generate_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+void add_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace conveyor::cli

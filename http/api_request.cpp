@@ -1,0 +1,368 @@
+#include "http/api_request.hpp"
+
+#include <simdjson.h>
+
+#include <limits>
+
+namespace conveyor::http {
+namespace {
+
+namespace od = simdjson::ondemand;
+using Fail = std::optional<ApiError>;
+
+ApiError type_error(std::string_view field, std::string_view want) {
+  std::string message = "'";  // appended piece by piece: g++ 12 warns (falsely) on a chain of +
+  message.append(field).append("' must be ").append(want);
+  return bad_request(std::move(message), std::string(field));
+}
+
+ApiError invalid_json(simdjson::error_code err) {
+  return bad_request(std::string("the request body is not valid JSON: ") + simdjson::error_message(err));
+}
+
+bool is_null(od::value& v) {
+  od::json_type t;
+  return v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null;
+}
+
+Fail get_string(od::value& v, std::string_view field, std::string& out) {
+  std::string_view s;
+  if (v.get_string().get(s)) return type_error(field, "a string");
+  out.assign(s);  // the view points into the parser's buffer: copy it out now
+  return {};
+}
+
+Fail get_bool(od::value& v, std::string_view field, bool& out) {
+  if (v.get_bool().get(out)) return type_error(field, "a boolean");
+  return {};
+}
+
+Fail get_float(od::value& v, std::string_view field, float& out) {
+  double d = 0;
+  if (v.get_double().get(d)) return type_error(field, "a number");
+  out = float(d);
+  return {};
+}
+
+Fail get_int32(od::value& v, std::string_view field, int32_t& out) {
+  int64_t i = 0;
+  if (v.get_int64().get(i)) return type_error(field, "an integer");
+  if (i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max())
+    return bad_request(std::string(field).append(" is out of range"), std::string(field));
+  out = int32_t(i);
+  return {};
+}
+
+Fail get_token_id(od::value& v, std::vector<int32_t>& out) {
+  int64_t id = 0;
+  if (v.get_int64().get(id) || id < 0 || id > std::numeric_limits<int32_t>::max())
+    return bad_request("prompt token ids must be non-negative integers", "prompt");
+  out.push_back(int32_t(id));
+  return {};
+}
+
+Fail get_id_list(od::value& v, std::vector<int32_t>& out) {
+  od::array arr;
+  if (v.get_array().get(arr)) return type_error("prompt", "a list of token ids");
+  for (auto el : arr) {
+    od::value e;
+    if (auto err = el.get(e)) return invalid_json(err);
+    if (Fail f = get_token_id(e, out)) return f;
+  }
+  return {};
+}
+
+// prompt: "text" | [ids] | ["text", ...] | [[ids], ...] | a mix of the last two.
+Fail parse_prompt(od::value& v, std::vector<Prompt>& out) {
+  constexpr std::string_view want = "a string, an array of token ids, or an array of those";
+  od::json_type t;
+  if (v.type().get(t)) return type_error("prompt", want);
+  if (t == od::json_type::string) {
+    out.emplace_back();
+    out.back().text.emplace();
+    return get_string(v, "prompt", *out.back().text);
+  }
+  if (t != od::json_type::array) return type_error("prompt", want);
+  od::array arr;
+  if (v.get_array().get(arr)) return type_error("prompt", want);
+  bool flat_ids = false;
+  for (auto el : arr) {
+    od::value e;
+    if (auto err = el.get(e)) return invalid_json(err);
+    od::json_type et;
+    if (e.type().get(et)) return type_error("prompt", want);
+    if (et == od::json_type::number) {
+      if (!out.empty() && !flat_ids) return type_error("prompt", want);
+      if (out.empty()) out.emplace_back();
+      flat_ids = true;
+      if (Fail f = get_token_id(e, out.back().ids)) return f;
+      continue;
+    }
+    if (flat_ids || out.size() >= kMaxPrompts) {
+      if (flat_ids) return type_error("prompt", want);
+      return bad_request("at most " + std::to_string(kMaxPrompts) + " prompts per request", "prompt");
+    }
+    out.emplace_back();
+    if (et == od::json_type::string) {
+      out.back().text.emplace();
+      if (Fail f = get_string(e, "prompt", *out.back().text)) return f;
+    } else if (et == od::json_type::array) {
+      if (Fail f = get_id_list(e, out.back().ids)) return f;
+    } else {
+      return type_error("prompt", want);
+    }
+  }
+  if (out.empty()) return bad_request("'prompt' must not be empty", "prompt");
+  return {};
+}
+
+// content: "text" | [{"type": "text", "text": "..."}, ...] | null
+Fail parse_content(od::value& v, std::string& out) {
+  constexpr std::string_view want = "a string or an array of text parts";
+  od::json_type t;
+  if (v.type().get(t)) return type_error("content", want);
+  if (t == od::json_type::null) return {};
+  if (t == od::json_type::string) return get_string(v, "content", out);
+  od::array parts;
+  if (v.get_array().get(parts)) return type_error("content", want);
+  for (auto part : parts) {
+    od::object p;
+    if (part.get_object().get(p)) return type_error("content", want);
+    for (auto field : p) {
+      std::string_view key;
+      if (auto err = field.unescaped_key().get(key)) return invalid_json(err);
+      if (key != "text") continue;
+      od::value text;
+      if (auto err = field.value().get(text)) return invalid_json(err);
+      std::string piece;
+      if (Fail f = get_string(text, "content", piece)) return f;
+      out += piece;
+    }
+  }
+  return {};
+}
+
+Fail parse_messages(od::value& v, std::vector<ChatMessage>& out) {
+  od::array arr;
+  if (v.get_array().get(arr)) return type_error("messages", "an array of messages");
+  for (auto el : arr) {
+    od::object m;
+    if (el.get_object().get(m)) return type_error("messages", "an array of objects");
+    ChatMessage msg;
+    for (auto field : m) {
+      std::string_view key;
+      if (auto err = field.unescaped_key().get(key)) return invalid_json(err);
+      od::value value;
+      if (auto err = field.value().get(value)) return invalid_json(err);
+      if (key == "role") {
+        if (Fail f = get_string(value, "role", msg.role)) return f;
+      } else if (key == "content") {
+        if (Fail f = parse_content(value, msg.content)) return f;
+      }
+    }
+    if (msg.role.empty()) return bad_request("every message needs a 'role'", "messages");
+    out.push_back(std::move(msg));
+  }
+  if (out.empty()) return bad_request("'messages' must not be empty", "messages");
+  return {};
+}
+
+Fail parse_stop(od::value& v, std::vector<std::string>& out) {
+  od::json_type t;
+  if (v.type().get(t)) return type_error("stop", "a string or an array of strings");
+  if (t == od::json_type::string) {
+    out.emplace_back();
+    return get_string(v, "stop", out.back());
+  }
+  od::array arr;
+  if (v.get_array().get(arr)) return type_error("stop", "a string or an array of strings");
+  for (auto el : arr) {
+    od::value e;
+    if (auto err = el.get(e)) return invalid_json(err);
+    out.emplace_back();
+    if (Fail f = get_string(e, "stop", out.back())) return f;
+  }
+  if (out.size() > kMaxStopStrings)
+    return bad_request("at most " + std::to_string(kMaxStopStrings) + " stop strings", "stop");
+  return {};
+}
+
+Fail parse_stream_options(od::value& v, bool& include_usage) {
+  od::object obj;
+  if (v.get_object().get(obj)) return type_error("stream_options", "an object");
+  for (auto field : obj) {
+    std::string_view key;
+    if (auto err = field.unescaped_key().get(key)) return invalid_json(err);
+    od::value value;
+      if (auto err = field.value().get(value)) return invalid_json(err);
+    if (key == "include_usage" && !is_null(value)) {
+      if (Fail f = get_bool(value, "stream_options.include_usage", include_usage)) return f;
+    }
+  }
+  return {};
+}
+
+Fail parse_client_id(od::value& v, ApiRequest& r) {
+  od::json_type t;
+  if (v.type().get(t)) return type_error("id", "a string or an integer");
+  if (t == od::json_type::string) return get_string(v, "id", r.client_id);
+  int64_t n = 0;
+  if (v.get_int64().get(n)) return type_error("id", "a string or an integer");
+  r.client_id = std::to_string(n);
+  r.client_id_is_number = true;
+  return {};
+}
+
+// Fields whose meaning depends on others, resolved after the loop.
+struct Pending {
+  std::optional<int32_t> max_tokens, max_completion_tokens, logprobs_count, top_logprobs;
+  std::optional<bool> logprobs_flag;
+  bool has_prompt = false, has_messages = false, has_id = false;
+  std::string type;
+};
+
+Fail parse_logprobs(od::value& v, Pending& p) {
+  od::json_type t;
+  if (v.type().get(t)) return type_error("logprobs", "a boolean or an integer");
+  if (t == od::json_type::boolean) {
+    p.logprobs_flag.emplace();
+    return get_bool(v, "logprobs", *p.logprobs_flag);
+  }
+  p.logprobs_count.emplace();
+  return get_int32(v, "logprobs", *p.logprobs_count);
+}
+
+Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p) {
+  SamplingParams& s = r.sampling;
+  if (key == "prompt") {
+    p.has_prompt = true;
+    return parse_prompt(v, r.prompts);
+  }
+  if (key == "messages") {
+    p.has_messages = true;
+    return parse_messages(v, r.messages);
+  }
+  if (key == "model") return get_string(v, "model", r.model);
+  if (key == "max_tokens") return get_int32(v, key, p.max_tokens.emplace());
+  if (key == "max_completion_tokens") return get_int32(v, key, p.max_completion_tokens.emplace());
+  if (key == "temperature") return get_float(v, key, s.temperature);
+  if (key == "top_p") return get_float(v, key, s.top_p);
+  if (key == "top_k") return get_int32(v, key, s.top_k);
+  if (key == "min_p") return get_float(v, key, s.min_p);
+  if (key == "presence_penalty") return get_float(v, key, s.presence_penalty);
+  if (key == "frequency_penalty") return get_float(v, key, s.frequency_penalty);
+  if (key == "repetition_penalty") return get_float(v, key, s.repetition_penalty);
+  if (key == "seed") {
+    int64_t seed = 0;
+    if (v.get_int64().get(seed)) return type_error(key, "an integer");
+    s.seed = uint64_t(seed);
+    s.has_seed = true;
+    return {};
+  }
+  if (key == "stop") return parse_stop(v, r.stop);
+  if (key == "n") return get_int32(v, key, r.n);
+  if (key == "logprobs") return parse_logprobs(v, p);
+  if (key == "top_logprobs") return get_int32(v, key, p.top_logprobs.emplace());
+  if (key == "stream") return get_bool(v, key, r.stream);
+  if (key == "stream_options") return parse_stream_options(v, r.include_usage);
+  if (key == "user") return get_string(v, key, r.user);
+  if (key == "ignore_eos") return get_bool(v, key, s.ignore_eos);
+  if (key == "priority") return get_int32(v, key, r.priority);
+  if (key == "return_token_ids") return get_bool(v, key, r.return_token_ids);
+  if (key == "id") {
+    p.has_id = true;
+    return parse_client_id(v, r);
+  }
+  if (key == "type") return get_string(v, key, p.type);
+  return {};  // unknown fields are ignored
+}
+
+Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
+  if (endpoint == Endpoint::websocket) {
+    if (!p.has_id) return bad_request("every message needs an 'id'", "id");
+    if (p.type == "cancel") {
+      r.cancel = true;
+      return {};
+    }
+    if (!p.type.empty() && p.type != "completion" && p.type != "chat")
+      return bad_request("'type' must be \"completion\", \"chat\" or \"cancel\"", "type");
+    if (p.has_prompt == p.has_messages)
+      return bad_request("a request needs either 'prompt' or 'messages'");
+    r.chat = p.has_messages;
+  } else {
+    r.chat = endpoint == Endpoint::chat;
+    if (r.chat && !p.has_messages) return bad_request("'messages' is required", "messages");
+    if (!r.chat && !p.has_prompt) return bad_request("'prompt' is required", "prompt");
+  }
+  if (p.max_completion_tokens) p.max_tokens = p.max_completion_tokens;
+  if (p.max_tokens) {
+    r.sampling.max_tokens = *p.max_tokens;
+    r.max_tokens_given = true;
+  }
+  if (r.n < 1 || r.n > kMaxChoicesPerPrompt)
+    return bad_request("'n' must be between 1 and " + std::to_string(kMaxChoicesPerPrompt), "n");
+  if (r.sampling.top_k < 0) r.sampling.top_k = 0;  // -1 means off, as in vLLM
+  // Chat: logprobs (bool) + top_logprobs (count); completions: logprobs (count).
+  int32_t logprobs = -1;
+  if (p.logprobs_flag) {
+    if (*p.logprobs_flag) logprobs = p.top_logprobs.value_or(0);
+  } else if (p.logprobs_count) {
+    logprobs = *p.logprobs_count;
+  }
+  if (p.top_logprobs && !p.logprobs_flag && !p.logprobs_count && r.chat)
+    return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  if (logprobs < -1 || logprobs > kMaxLogprobs)
+    return bad_request("'logprobs' must be between 0 and " + std::to_string(kMaxLogprobs),
+                       p.top_logprobs ? "top_logprobs" : "logprobs");
+  r.sampling.logprobs = logprobs;
+  if (!r.stream) r.include_usage = false;
+  return {};
+}
+
+}  // namespace
+
+ParseResult parse_api_request(std::string_view body, Endpoint endpoint) {
+  thread_local od::parser parser;
+  ParseResult result;
+  const simdjson::padded_string padded(body);
+  od::document doc;
+  if (auto err = parser.iterate(padded).get(doc)) {
+    result.error = invalid_json(err);
+    return result;
+  }
+  od::object obj;
+  if (auto err = doc.get_object().get(obj)) {
+    result.error = err == simdjson::INCORRECT_TYPE ? bad_request("the request body must be a JSON object")
+                                                   : invalid_json(err);
+    return result;
+  }
+  Pending pending;
+  for (auto field_result : obj) {
+    od::field field;
+    if (auto err = std::move(field_result).get(field)) {
+      result.error = invalid_json(err);
+      return result;
+    }
+    std::string_view key;
+    if (auto err = field.unescaped_key().get(key)) {
+      result.error = invalid_json(err);
+      return result;
+    }
+    od::value value = field.value();
+    if (is_null(value)) continue;
+    if (Fail f = apply_field(key, value, result.request, pending)) {
+      result.error = std::move(f);
+      return result;
+    }
+  }
+  // On-demand parsing stops at the object's end: anything after it is an error.
+  const char* trailing = nullptr;
+  if (doc.current_location().get(trailing) == simdjson::SUCCESS) {
+    result.error = bad_request("the request body is not valid JSON: content after the object");
+    return result;
+  }
+  if (Fail f = resolve(result.request, pending, endpoint)) result.error = std::move(f);
+  return result;
+}
+
+}  // namespace conveyor::http

@@ -1,0 +1,78 @@
+// The OpenAI-format request as the server understands it, after parsing and
+// before tokenization, and the OpenAI-style error every endpoint answers with.
+// Plain data: the parser (simdjson), the planner and the JSON writer share it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/sampling/sampler.hpp"
+#include "model/status.hpp"
+
+namespace conveyor::http {
+
+enum class Endpoint : uint8_t {
+  completions,  // POST /v1/completions: `prompt`
+  chat,         // POST /v1/chat/completions: `messages`
+  websocket,    // one message on /v1/ws: `prompt` or `messages`, plus `id`, or a cancel
+};
+
+struct ChatMessage {
+  std::string role;     // system | user | assistant (others pass through the template as user)
+  std::string content;
+};
+
+// One prompt of a completion request: text, or token ids taken as they are.
+struct Prompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+};
+
+struct ApiRequest {
+  bool chat = false;                 // messages (chat) or prompt (completion)
+  bool cancel = false;               // WebSocket {"type": "cancel", "id": ...}
+  std::string client_id;             // WebSocket: the client's `id` (a string, or an integer's digits)
+  bool client_id_is_number = false;
+  std::string model;                 // "" = the served model
+  std::vector<Prompt> prompts;       // completion: one or more
+  std::vector<ChatMessage> messages; // chat
+  SamplingParams sampling;           // max_tokens, temperature, ..., seed, logprobs (-1: none)
+  bool max_tokens_given = false;     // chat without max_tokens: up to the context length
+  std::vector<std::string> stop;
+  int32_t n = 1;
+  int32_t priority = 0;              // extension: higher runs first
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+  bool return_token_ids = false;     // extension: prompt_token_ids and per-choice token_ids
+  std::string user;
+};
+
+// An OpenAI-style error: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;                  // the HTTP status
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;                 // "" renders as null
+  std::string code;                  // "" renders as null
+};
+
+inline ApiError bad_request(std::string message, std::string param = {}) {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), {}};
+}
+
+// Engine errors to HTTP: invalid_argument 400, resource_exhausted 429 (the
+// waiting queue is full), io_error 503 (the engine stopped), others 500.
+inline ApiError from_engine_error(Errc code, std::string message) {
+  switch (code) {
+    case Errc::invalid_argument: return bad_request(std::move(message));
+    case Errc::resource_exhausted:
+      return ApiError{429, std::move(message), "rate_limit_error", {}, "queue_full"};
+    case Errc::io_error:
+      return ApiError{503, std::move(message), "server_error", {}, "unavailable"};
+    default: return ApiError{500, std::move(message), "server_error", {}, {}};
+  }
+}
+
+}  // namespace conveyor::http

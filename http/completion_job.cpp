@@ -1,0 +1,277 @@
+#include "http/completion_job.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "http/json_detail.hpp"
+
+namespace conveyor::http {
+namespace {
+
+namespace json = boost::json;
+
+// JSON has no infinities; a log-probability that underflowed is shown as very unlikely.
+double finite(float logprob) { return std::isfinite(logprob) ? double(logprob) : -9999.0; }
+
+json::array byte_values(const std::string& bytes) {
+  json::array out;
+  for (unsigned char c : bytes) out.emplace_back(int(c));
+  return out;
+}
+
+// Chat format: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+json::value chat_logprobs(const Tokenizer* tok, std::span<const SampleResult> results) {
+  json::array content;
+  for (const SampleResult& r : results) {
+    json::object entry;
+    entry["token"] = detail::token_text(tok, r.token);
+    entry["logprob"] = finite(r.logprob);
+    entry["bytes"] = byte_values(detail::token_bytes(tok, r.token));
+    json::array top;
+    for (const TokenLogprob& alt : r.top) {
+      top.push_back(json::object{{"token", detail::token_text(tok, alt.token)},
+                                 {"logprob", finite(alt.logprob)},
+                                 {"bytes", byte_values(detail::token_bytes(tok, alt.token))}});
+    }
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return json::object{{"content", std::move(content)}};
+}
+
+// Legacy completions format: parallel lists, text_offset counted in bytes of
+// the completion text.
+json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResult> results,
+                                size_t& text_offset) {
+  json::array tokens, token_logprobs, top_logprobs, offsets;
+  for (const SampleResult& r : results) {
+    tokens.emplace_back(detail::token_text(tok, r.token));
+    token_logprobs.emplace_back(finite(r.logprob));
+    json::object top;
+    for (const TokenLogprob& alt : r.top) top[detail::token_text(tok, alt.token)] = finite(alt.logprob);
+    top_logprobs.push_back(std::move(top));
+    offsets.emplace_back(text_offset);
+    text_offset += detail::token_bytes(tok, r.token).size();
+  }
+  return json::object{{"tokens", std::move(tokens)},
+                      {"token_logprobs", std::move(token_logprobs)},
+                      {"top_logprobs", std::move(top_logprobs)},
+                      {"text_offset", std::move(offsets)}};
+}
+
+json::value finish_value(FinishReason r) {
+  return r == FinishReason::none ? json::value(nullptr) : json::value(to_string(r));
+}
+
+}  // namespace
+
+CompletionJob::CompletionJob(JobSpec spec) : spec_(std::move(spec)) {
+  choices_.resize(spec_.prompts.size() * size_t(spec_.n));
+}
+
+void CompletionJob::append_tokens(Choice& c, const StreamEvent& e) {
+  const bool streaming = spec_.mode != OutputMode::body;
+  if (streaming) {
+    c.token_ids.clear();
+    c.logprobs.clear();
+  }
+  c.received_tokens += int32_t(e.token_ids.size());
+  c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
+  if (spec_.logprobs < 0) return;
+  // The engine may leave out the entry of a token it sampled with certainty
+  // (log-probability 0): keep the lists parallel to the token ids.
+  size_t next = 0;
+  for (int32_t token : e.token_ids) {
+    if (next < e.logprobs.size() && e.logprobs[next].token == token) {
+      c.logprobs.push_back(e.logprobs[next++]);
+    } else {
+      c.logprobs.push_back(SampleResult{token, 0.0f, {}});
+    }
+  }
+}
+
+void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<std::string>& out) {
+  if (done_ || index < 0 || index >= num_choices()) return;
+  Choice& c = choices_[size_t(index)];
+  if (c.finish != FinishReason::none) return;
+  if (e.finish == FinishReason::error) {
+    fail(from_engine_error(e.error_code, e.message), out);
+    return;
+  }
+  const std::string& text = e.text;
+  append_tokens(c, e);
+  if (e.last()) {
+    c.finish = e.finish;
+    c.completion_tokens = std::max(e.completion_tokens, c.received_tokens);
+    c.cached_prompt_tokens = e.cached_prompt_tokens;
+    ++finished_;
+  }
+  if (spec_.mode == OutputMode::body) {
+    c.text += text;
+    if (finished_ == num_choices()) done_ = true;
+    return;
+  }
+  const bool extras = spec_.return_token_ids || spec_.logprobs >= 0;
+  const bool websocket = spec_.mode == OutputMode::websocket;
+  if (!text.empty() || (extras && !e.token_ids.empty()) || (e.last() && !websocket)) {
+    const Tokenizer* tok = spec_.tokenizer.get();
+    json::object choice;
+    choice["index"] = index;
+    if (spec_.chat && !websocket) {
+      json::object delta;
+      if (!c.started) delta["role"] = "assistant";
+      if (!text.empty() || !c.started) delta["content"] = text;
+      choice["delta"] = std::move(delta);
+    } else {
+      choice["text"] = text;
+    }
+    if (spec_.logprobs >= 0) {
+      choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
+                                      : completion_logprobs(tok, c.logprobs, c.text_offset);
+    } else if (!websocket) {
+      choice["logprobs"] = nullptr;
+    }
+    if (!websocket || e.last()) choice["finish_reason"] = finish_value(e.finish);
+    if (spec_.return_token_ids) {
+      choice["token_ids"] = detail::ids_array(c.token_ids);
+      if (!c.started)
+        choice["prompt_token_ids"] = detail::ids_array(spec_.prompts[size_t(index / spec_.n)]);
+    }
+    c.started = true;
+    emitted_ = true;
+    if (websocket) {
+      choice["type"] = "delta";
+      choice["id"] = detail::client_id_value(spec_.client_id, spec_.client_id_is_number);
+      out.push_back(json::serialize(choice));
+    } else {
+      json::object chunk{{"id", spec_.response_id},
+                         {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
+                         {"created", spec_.created},
+                         {"model", spec_.model},
+                         {"choices", json::array{std::move(choice)}}};
+      if (spec_.include_usage) chunk["usage"] = nullptr;
+      out.push_back(json::serialize(chunk));
+    }
+  }
+  if (finished_ == num_choices()) finish_stream(out);
+}
+
+namespace {
+
+json::object usage_object(const std::vector<std::vector<int32_t>>& prompts, int32_t completion,
+                          int32_t cached) {
+  int64_t prompt = 0;
+  for (const auto& p : prompts) prompt += int64_t(p.size());
+  return json::object{{"prompt_tokens", prompt},
+                      {"completion_tokens", completion},
+                      {"total_tokens", prompt + completion},
+                      {"prompt_tokens_details", json::object{{"cached_tokens", cached}}}};
+}
+
+}  // namespace
+
+void CompletionJob::finish_stream(std::vector<std::string>& out) {
+  done_ = true;
+  int32_t completion = 0, cached = 0;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    completion += choices_[i].completion_tokens;
+    if (i % size_t(spec_.n) == 0) cached += choices_[i].cached_prompt_tokens;  // once per prompt
+  }
+  json::object usage = usage_object(spec_.prompts, completion, cached);
+  if (spec_.mode == OutputMode::sse) {
+    if (spec_.include_usage) {
+      out.push_back(json::serialize(json::object{
+          {"id", spec_.response_id},
+          {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", spec_.created},
+          {"model", spec_.model},
+          {"choices", json::array{}},
+          {"usage", std::move(usage)}}));
+    }
+    out.push_back("[DONE]");
+    return;
+  }
+  // WebSocket: one final event. The request's reason: error, else cancelled
+  // if any choice was, else length if any ran out, else stop.
+  FinishReason overall = FinishReason::stop;
+  json::array per_choice;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    FinishReason r = choices_[i].finish == FinishReason::none ? FinishReason::cancelled : choices_[i].finish;
+    if (r == FinishReason::cancelled || (r == FinishReason::length && overall == FinishReason::stop))
+      overall = r;
+    per_choice.push_back(json::object{{"index", i}, {"finish_reason", to_string(r)}});
+  }
+  json::object event{{"type", "final"},
+                     {"id", detail::client_id_value(spec_.client_id, spec_.client_id_is_number)},
+                     {"finish_reason", stream_error_ ? "error" : to_string(overall)},
+                     {"usage", std::move(usage)}};
+  if (choices_.size() > 1) event["choices"] = std::move(per_choice);
+  if (stream_error_) event["error"] = detail::error_object(*stream_error_)["error"];
+  out.push_back(json::serialize(event));
+}
+
+void CompletionJob::fail(const ApiError& error, std::vector<std::string>& out) {
+  if (done_) return;
+  switch (spec_.mode) {
+    case OutputMode::body:
+      done_ = true;
+      failure_ = error;
+      return;
+    case OutputMode::sse:
+      done_ = true;
+      if (!emitted_) {
+        failure_ = error;
+        return;
+      }
+      out.push_back(json::serialize(detail::error_object(error)));
+      out.push_back("[DONE]");
+      return;
+    case OutputMode::websocket:
+      stream_error_ = error;
+      finish_stream(out);
+      return;
+  }
+}
+
+void CompletionJob::abort(const ApiError& why, std::vector<std::string>& out) { fail(why, out); }
+
+std::string CompletionJob::body() const {
+  const Tokenizer* tok = spec_.tokenizer.get();
+  json::array choices;
+  int32_t completion = 0, cached = 0;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    completion += c.completion_tokens;
+    if (i % size_t(spec_.n) == 0) cached += c.cached_prompt_tokens;
+    json::object choice;
+    choice["index"] = i;
+    if (spec_.chat) {
+      choice["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    if (spec_.logprobs >= 0) {
+      size_t offset = 0;
+      choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
+                                      : completion_logprobs(tok, c.logprobs, offset);
+    } else {
+      choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = finish_value(c.finish);
+    if (spec_.return_token_ids) {
+      choice["token_ids"] = detail::ids_array(c.token_ids);
+      choice["prompt_token_ids"] = detail::ids_array(spec_.prompts[i / size_t(spec_.n)]);
+    }
+    choices.push_back(std::move(choice));
+  }
+  json::object doc{{"id", spec_.response_id},
+                   {"object", spec_.chat ? "chat.completion" : "text_completion"},
+                   {"created", spec_.created},
+                   {"model", spec_.model},
+                   {"choices", std::move(choices)},
+                   {"usage", usage_object(spec_.prompts, completion, cached)}};
+  if (spec_.return_token_ids && spec_.chat) doc["prompt_token_ids"] = detail::ids_array(spec_.prompts[0]);
+  return json::serialize(doc);
+}
+
+}  // namespace conveyor::http

@@ -1,0 +1,86 @@
+#include "http/engine_port.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "actors/engine.hpp"
+
+namespace conveyor::http {
+namespace {
+
+using StatsCallback = std::function<void(Expected<EngineStats>)>;
+
+// Callbacks waiting for a stats answer, by ticket (shared with the helper actor).
+struct StatsTickets {
+  std::mutex mutex;
+  uint64_t next = 1;
+  std::map<uint64_t, StatsCallback> waiting;
+
+  StatsCallback take(uint64_t ticket) {
+    std::lock_guard lock(mutex);
+    auto it = waiting.find(ticket);
+    if (it == waiting.end()) return {};
+    StatsCallback cb = std::move(it->second);
+    waiting.erase(it);
+    return cb;
+  }
+};
+
+// Forwards (stats, ticket) to the scheduler and answers the ticket's callback.
+caf::behavior stats_helper(caf::event_based_actor* self, scheduler_actor scheduler,
+                           std::shared_ptr<StatsTickets> tickets) {
+  return {
+      [=](stats_atom, uint64_t ticket) {
+        self->request(scheduler, std::chrono::seconds(10), stats_atom_v)
+            .then(
+                [=](const EngineStats& stats) {
+                  if (auto cb = tickets->take(ticket)) cb(stats);
+                },
+                [=](caf::error& err) {
+                  if (auto cb = tickets->take(ticket)) cb(from_caf_error(err));
+                });
+      },
+  };
+}
+
+}  // namespace
+
+struct EnginePort::Impl {
+  Engine& engine;
+  std::shared_ptr<StatsTickets> tickets = std::make_shared<StatsTickets>();
+  caf::actor helper;
+};
+
+EnginePort::EnginePort(Engine& engine) : impl_(new Impl{engine}) {
+  impl_->helper = engine.system().spawn(stats_helper, engine.scheduler(), impl_->tickets);
+}
+
+EnginePort::~EnginePort() {
+  caf::anon_send_exit(impl_->helper, caf::exit_reason::user_shutdown);
+}
+
+CancelFn EnginePort::submit(GenerateRequest request, std::vector<std::string> stop, EventSink sink) {
+  RequestSpec spec;
+  spec.request = std::move(request);
+  spec.stop = std::move(stop);
+  RequestHandle handle = impl_->engine.submit(std::move(spec), std::move(sink));
+  return [handle] { handle.cancel(); };
+}
+
+void EnginePort::stats_async(StatsCallback done) {
+  uint64_t ticket = 0;
+  {
+    std::lock_guard lock(impl_->tickets->mutex);
+    ticket = impl_->tickets->next++;
+    impl_->tickets->waiting.emplace(ticket, std::move(done));
+  }
+  caf::anon_send(impl_->helper, stats_atom_v, ticket);
+}
+
+const EngineMetrics& EnginePort::metrics() const { return impl_->engine.metrics(); }
+const ModelConfig& EnginePort::model_config() const { return impl_->engine.model().config; }
+std::shared_ptr<const Tokenizer> EnginePort::tokenizer() const { return impl_->engine.model().tokenizer; }
+const EngineConfig& EnginePort::engine_config() const { return impl_->engine.config(); }
+int32_t EnginePort::num_blocks() const { return impl_->engine.num_blocks(); }
+
+}  // namespace conveyor::http

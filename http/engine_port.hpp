@@ -1,0 +1,58 @@
+// The server's one door into the engine's actors, in a header without CAF so
+// that the network code (Beast) and the actor code compile apart.
+//
+// Nothing here blocks: submit() spawns the request's actor and returns;
+// events arrive on actor threads (the caller posts them onward). stats_async()
+// asks the scheduler through a helper actor that this port owns and calls
+// back on an actor thread: Engine::stats() would block an I/O thread for a
+// round trip (35-120 us, longer while an iteration runs), so /metrics never
+// calls it.
+//
+// Thread-safety: every method may be called from any thread. The Engine must
+// outlive the port.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/engine_config.hpp"
+#include "actors/engine_types.hpp"
+#include "actors/metrics.hpp"
+#include "actors/stream_event.hpp"
+#include "model/config.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+namespace conveyor {
+class Engine;
+}
+
+namespace conveyor::http {
+
+using EventSink = std::function<void(const StreamEvent&)>;
+// Cancels one submitted request (any thread, any number of times).
+using CancelFn = std::function<void()>;
+
+class EnginePort {
+ public:
+  explicit EnginePort(Engine& engine);
+  ~EnginePort();
+  EnginePort(const EnginePort&) = delete;
+  EnginePort& operator=(const EnginePort&) = delete;
+
+  CancelFn submit(GenerateRequest request, std::vector<std::string> stop, EventSink sink);
+  void stats_async(std::function<void(Expected<EngineStats>)> done);
+
+  const EngineMetrics& metrics() const;
+  const ModelConfig& model_config() const;
+  std::shared_ptr<const Tokenizer> tokenizer() const;
+  const EngineConfig& engine_config() const;
+  int32_t num_blocks() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace conveyor::http

@@ -1,0 +1,355 @@
+#include "http/http_session.hpp"
+
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <sstream>
+
+#include "http/api_json.hpp"
+#include "http/api_request.hpp"
+#include "http/metrics_text.hpp"
+#include "http/routes.hpp"
+#include "http/websocket_session.hpp"
+
+namespace conveyor::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+
+namespace {
+
+constexpr size_t kMaxPipelinedBytes = 64 * 1024;  // read ahead while a response streams
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(int64_t(seconds * 1000.0));
+}
+
+ApiError shutting_down() {
+  return ApiError{503, "the server is shutting down", "server_error", {}, "shutting_down"};
+}
+
+std::string sse_header() {
+  bhttp::response<bhttp::empty_body> res{bhttp::status::ok, 11};
+  res.set(bhttp::field::server, "conveyor");
+  res.set(bhttp::field::content_type, "text/event-stream");
+  res.set(bhttp::field::cache_control, "no-cache");
+  res.chunked(true);
+  std::ostringstream os;
+  os << res.base();
+  return os.str();
+}
+
+}  // namespace
+
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state)
+    : executor_(socket.get_executor()), stream_(std::move(socket)), state_(std::move(state)) {}
+
+HttpSession::~HttpSession() {
+  for (const CancelFn& cancel : cancels_) cancel();
+  state_->remove_session(registry_id_);
+}
+
+void HttpSession::run() {
+  registry_id_ = state_->add_session(weak_from_this());
+  net::dispatch(executor_, [self = shared_from_this()] {
+    if (self->state_->stopping()) return self->close();
+    self->do_read();
+  });
+}
+
+void HttpSession::shutdown() {
+  net::post(executor_, [self = shared_from_this()] {
+    HttpSession& s = *self;
+    s.shutting_down_ = true;
+    s.keep_alive_ = false;
+    if (!s.busy_) return s.close();  // idle: nothing to say goodbye to
+    if (s.job_) {
+      std::vector<std::string> out;
+      s.job_->abort(shutting_down(), out);
+      s.emit(out);
+      s.finish_job();
+    } else if (!s.response_complete_) {
+      s.send_error(shutting_down());  // /metrics waiting for the engine
+    }
+  });
+}
+
+// ---- reading requests ------------------------------------------------------------
+
+void HttpSession::do_read() {
+  if (closed_) return;
+  busy_ = false;
+  parser_.emplace();
+  parser_->body_limit(state_->options().max_body_bytes);
+  stream_.expires_after(millis(state_->options().idle_timeout_seconds));
+  bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
+}
+
+void HttpSession::on_read(beast::error_code ec, std::size_t) {
+  if (closed_) return;
+  if (ec == bhttp::error::body_limit) {
+    busy_ = true;
+    keep_alive_ = false;  // the rest of the body is still on the wire
+    return send_error(ApiError{413,
+                               "the request body is larger than " +
+                                   std::to_string(state_->options().max_body_bytes) + " bytes",
+                               "invalid_request_error", {}, "request_too_large"});
+  }
+  if (ec && ec != bhttp::error::end_of_stream && ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
+    busy_ = true;
+    keep_alive_ = false;
+    return send_error(bad_request("malformed HTTP request: " + ec.message()));
+  }
+  if (ec) return close();  // end of stream, reset, idle timeout
+  handle_request();
+}
+
+void HttpSession::handle_request() {
+  busy_ = true;
+  stream_.expires_never();
+  auto& req = parser_->get();
+  keep_alive_ = req.keep_alive() && !shutting_down_;
+  const std::string_view target(req.target().data(), req.target().size());
+  const RouteMatch m = match_route(std::string_view(req.method_string().data(), req.method_string().size()), target);
+  if (m.route == Route::not_found)
+    return send_error(ApiError{404, "no such path: " + std::string(target), "not_found_error", {}, "not_found"});
+  if (m.route == Route::wrong_method)
+    return send_error(ApiError{405,
+                               std::string(req.method_string()) + " is not allowed here; use " + m.allow,
+                               "invalid_request_error", {}, "method_not_allowed"},
+                      m.allow);
+  const auto auth = req[bhttp::field::authorization];
+  if (m.needs_key && !authorized(std::string_view(auth.data(), auth.size()), state_->options().api_key))
+    return send_error(ApiError{401, "missing or wrong API key (Authorization: Bearer KEY)",
+                               "authentication_error", {}, "invalid_api_key"});
+  const ModelContext& model = state_->model();
+  switch (m.route) {
+    case Route::health: return send_response(200, health_json(), "application/json");
+    case Route::models:
+      return send_response(200, models_json(model.served_name, unix_seconds_now(), model.config.context_length),
+                           "application/json");
+    case Route::metrics: return start_metrics();
+    case Route::completions: return start_completion(false);
+    case Route::chat: return start_completion(true);
+    case Route::websocket: {
+      if (!beast::websocket::is_upgrade(req))
+        return send_error(bad_request("GET /v1/ws expects a WebSocket upgrade"));
+      closed_ = true;  // the socket moves to the WebSocket session
+      std::make_shared<WebSocketSession>(stream_.release_socket(), state_)->run(parser_->release());
+      return;
+    }
+    default: return;
+  }
+}
+
+// ---- completions ------------------------------------------------------------------
+
+EventSink HttpSession::make_sink(int32_t choice) {
+  std::weak_ptr<HttpSession> weak = weak_from_this();
+  const uint64_t serial = serial_;
+  return [state = state_, weak, serial, choice](const StreamEvent& event) {
+    state->post_to(weak, [serial, choice, event](HttpSession& s) { s.on_engine_event(serial, choice, event); });
+  };
+}
+
+void HttpSession::start_completion(bool chat) {
+  ParseResult parsed = parse_api_request(parser_->get().body(), chat ? Endpoint::chat : Endpoint::completions);
+  if (parsed.error) return send_error(*parsed.error);
+  auto planned = plan_request(parsed.request, state_->model());
+  if (auto* error = std::get_if<ApiError>(&planned)) return send_error(*error);
+  RequestPlan& plan = std::get<RequestPlan>(planned);
+  const ApiRequest& r = parsed.request;
+
+  JobSpec spec;
+  spec.mode = r.stream ? OutputMode::sse : OutputMode::body;
+  spec.chat = chat;
+  spec.response_id = make_response_id(chat ? "chatcmpl-" : "cmpl-");
+  spec.created = unix_seconds_now();
+  spec.model = state_->model().served_name;
+  spec.prompts = plan.prompts;
+  spec.n = plan.n;
+  spec.logprobs = plan.sampling.logprobs;
+  spec.include_usage = r.include_usage;
+  spec.return_token_ids = r.return_token_ids;
+  spec.tokenizer = state_->model().tokenizer;
+  job_ = std::make_unique<CompletionJob>(std::move(spec));
+  ++serial_;
+  sse_started_ = false;
+  for (int32_t c = 0; c < plan.num_choices(); ++c)
+    cancels_.push_back(state_->engine().submit(plan.request_for(c), plan.stop, make_sink(c)));
+  start_probe();
+}
+
+void HttpSession::on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event) {
+  if (serial != serial_ || !job_) return;  // a finished request's late events
+  std::vector<std::string> out;
+  job_->on_event(choice, event, out);
+  emit(out);
+  if (job_ && job_->done()) finish_job();
+}
+
+void HttpSession::emit(std::vector<std::string>& payloads) {
+  if (payloads.empty() || !job_ || job_->spec().mode != OutputMode::sse) return;
+  if (!sse_started_) {
+    sse_started_ = true;
+    queue_output(sse_header());
+  }
+  queue_output(sse_chunk(payloads));
+}
+
+void HttpSession::finish_job() {
+  cancel_job();  // choices still running (after an error) stop now
+  std::unique_ptr<CompletionJob> job = std::move(job_);
+  if (job->failure()) return send_error(*job->failure());
+  if (job->spec().mode == OutputMode::body) return send_response(200, job->body(), "application/json");
+  response_complete_ = true;
+  queue_output(std::string(kLastChunk));
+}
+
+void HttpSession::cancel_job() {
+  for (const CancelFn& cancel : cancels_) cancel();
+  cancels_.clear();
+}
+
+// ---- metrics ----------------------------------------------------------------------
+
+void HttpSession::start_metrics() {
+  std::weak_ptr<HttpSession> weak = weak_from_this();
+  const uint64_t serial = ++serial_;
+  state_->engine().stats_async([state = state_, weak, serial](Expected<EngineStats> stats) {
+    state->post_to(weak, [serial, stats = std::move(stats)](HttpSession& s) {
+      if (serial != s.serial_ || s.response_complete_ || s.closed_) return;
+      if (!stats) return s.send_error(from_engine_error(Errc::io_error, stats.error().message));
+      s.send_response(200, render_metrics(*stats, s.state_->engine().metrics()),
+                      "text/plain; version=0.0.4; charset=utf-8");
+    });
+  });
+}
+
+// ---- writing ----------------------------------------------------------------------
+
+void HttpSession::send_error(const ApiError& error, const char* allow) {
+  send_response(unsigned(error.status), error_json(error), "application/json", allow, error.status == 429);
+}
+
+void HttpSession::send_response(unsigned status, std::string body, const char* content_type,
+                                const char* allow, bool retry_after) {
+  bhttp::response<bhttp::string_body> res{bhttp::int_to_status(status), 11};
+  res.set(bhttp::field::server, "conveyor");
+  res.set(bhttp::field::content_type, content_type);
+  if (allow) res.set(bhttp::field::allow, allow);
+  if (retry_after) res.set(bhttp::field::retry_after, "1");
+  if (status == 401) res.set(bhttp::field::www_authenticate, "Bearer");
+  res.keep_alive(keep_alive_);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  std::ostringstream os;
+  os << res;
+  response_complete_ = true;
+  queue_output(os.str());
+}
+
+void HttpSession::queue_output(std::string bytes) {
+  if (closed_) return;
+  queued_bytes_ += bytes.size();
+  queue_.push_back(std::move(bytes));
+  if (job_ && queued_bytes_ > state_->options().max_output_bytes) {
+    // The client reads slower than the engine writes: drop it rather than
+    // buffer without bound or slow the engine down.
+    cancel_job();
+    job_.reset();
+    return close();
+  }
+  if (!write_in_flight_) do_write();
+}
+
+void HttpSession::do_write() {
+  if (queue_.empty() || closed_) return;
+  // Everything queued goes out in one write: under load this turns many small
+  // chunks into one system call.
+  writing_.clear();
+  for (std::string& s : queue_) writing_ += s;
+  queue_.clear();
+  write_in_flight_ = true;
+  stream_.expires_after(millis(state_->options().idle_timeout_seconds));
+  net::async_write(stream_, net::buffer(writing_),
+                   beast::bind_front_handler(&HttpSession::on_write, shared_from_this()));
+}
+
+void HttpSession::on_write(beast::error_code ec, std::size_t bytes) {
+  write_in_flight_ = false;
+  queued_bytes_ -= std::min(queued_bytes_, bytes);
+  if (ec) return close();  // the client went away: its request is cancelled in close()
+  if (!queue_.empty()) return do_write();
+  stream_.expires_never();
+  if (response_complete_ && !job_) after_response();
+}
+
+void HttpSession::after_response() {
+  response_complete_ = false;
+  busy_ = false;
+  if (!keep_alive_) {
+    lingering_ = true;
+    beast::error_code ignored;
+    stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+  }
+  // The probe read shares buffer_ with what comes next: stop it first; its
+  // handler goes on.
+  if (probing_) return stream_.socket().cancel();
+  if (lingering_) return do_linger();
+  do_read();
+}
+
+// Closing a socket with unread input resets the connection, and a reset can
+// destroy the response before the client reads it (a 413 whose body is still
+// on the wire). So: our side is shut, and what the client still sends is read
+// and dropped until it closes too, for at most a second.
+void HttpSession::do_linger() {
+  if (closed_) return;
+  buffer_.consume(buffer_.size());
+  stream_.expires_after(std::chrono::seconds(1));
+  stream_.async_read_some(buffer_.prepare(16384), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec) return self->close();
+    self->do_linger();
+  });
+}
+
+// ---- noticing a client that goes away ---------------------------------------------
+
+void HttpSession::start_probe() {
+  if (probing_ || closed_ || buffer_.size() >= kMaxPipelinedBytes) return;
+  probing_ = true;
+  stream_.socket().async_read_some(buffer_.prepare(4096),
+                                   beast::bind_front_handler(&HttpSession::on_probe, shared_from_this()));
+}
+
+void HttpSession::on_probe(beast::error_code ec, std::size_t bytes) {
+  probing_ = false;
+  if (closed_) return;
+  if (ec == net::error::operation_aborted) {
+    if (lingering_) return do_linger();
+    if (!busy_) do_read();  // cancelled by after_response: the next request
+    return;
+  }
+  if (ec) {
+    // End of stream or reset while a request runs: the client is gone.
+    cancel_job();
+    job_.reset();
+    return close();
+  }
+  buffer_.commit(bytes);  // a pipelined request: kept for the next read
+  if (lingering_) return do_linger();
+  if (busy_) return start_probe();
+  do_read();
+}
+
+void HttpSession::close() {
+  if (closed_) return;
+  closed_ = true;
+  cancel_job();
+  job_.reset();
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+}
+
+}  // namespace conveyor::http

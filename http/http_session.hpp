@@ -1,0 +1,84 @@
+// One HTTP connection: reads requests one at a time, answers them, streams
+// completions as Server-Sent Events, and hands a WebSocket upgrade over to a
+// websocket_session.
+//
+// All state lives on the connection's strand; engine events come in through
+// ServerState::post. Output goes through one byte queue with a single write
+// outstanding ("already writing?"); queued bytes are bounded by
+// max_output_bytes, past which the streaming request is cancelled and the
+// connection closed (a client that stops reading never holds the engine).
+// While a completion runs, a read stays pending on the socket so that a
+// client that goes away cancels its request at once, not at the next write.
+#pragma once
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "http/completion_job.hpp"
+#include "http/server_state.hpp"
+
+namespace conveyor::http {
+
+class HttpSession : public SessionBase, public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state);
+  ~HttpSession() override;
+
+  void run();
+  void shutdown() override;
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+
+ private:
+  void do_read();
+  void on_read(boost::beast::error_code ec, std::size_t bytes);
+  void handle_request();
+  void start_completion(bool chat);
+  void start_metrics();
+  void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
+  void emit(std::vector<std::string>& payloads);
+  void finish_job();
+  void cancel_job();
+
+  void send_error(const ApiError& error, const char* allow = nullptr);
+  void send_response(unsigned status, std::string body, const char* content_type,
+                     const char* allow = nullptr, bool retry_after = false);
+  void queue_output(std::string bytes);
+  void do_write();
+  void on_write(boost::beast::error_code ec, std::size_t bytes);
+  void after_response();
+  void do_linger();
+  EventSink make_sink(int32_t choice);
+  void start_probe();
+  void on_probe(boost::beast::error_code ec, std::size_t bytes);
+  void close();
+
+  const boost::asio::any_io_executor executor_;  // the connection's strand
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::shared_ptr<ServerState> state_;
+  uint64_t registry_id_ = 0;
+
+  std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;
+  std::string writing_;      // the bytes of the write in flight (must outlive it)
+  bool write_in_flight_ = false;
+
+  bool keep_alive_ = true;
+  bool response_complete_ = false;  // the whole response is queued
+  bool busy_ = false;               // a request is being answered
+  bool probing_ = false;            // the disconnect probe read is pending
+  bool closed_ = false;
+  bool shutting_down_ = false;
+  bool lingering_ = false;          // answered and closing: draining the client's input
+
+  uint64_t serial_ = 0;             // tells this request's events from a previous one's
+  std::unique_ptr<CompletionJob> job_;
+  std::vector<CancelFn> cancels_;
+  bool sse_started_ = false;
+};
+
+}  // namespace conveyor::http

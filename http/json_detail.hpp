@@ -1,0 +1,24 @@
+// Boost.JSON pieces shared by the TUs that write API JSON (api_json.cpp,
+// completion_job.cpp). Internal to http/.
+#pragma once
+
+#include <boost/json.hpp>
+#include <span>
+#include <string>
+
+#include "http/api_types.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+namespace conveyor::http::detail {
+
+boost::json::object error_object(const ApiError& error);
+// The client's id as it sent it: a string or an integer (null when empty).
+boost::json::value client_id_value(const std::string& id, bool is_number);
+boost::json::array ids_array(std::span<const int32_t> ids);
+// The text of one token for logprobs. Not every token is whole UTF-8 (byte
+// tokens): those are spelled "bytes:\xNN..." as vLLM does, so the JSON stays
+// valid UTF-8. Without a tokenizer: "token_id:N".
+std::string token_text(const Tokenizer* tokenizer, int32_t id);
+std::string token_bytes(const Tokenizer* tokenizer, int32_t id);
+
+}  // namespace conveyor::http::detail

@@ -1,0 +1,33 @@
+// Accepts TCP connections and starts an HttpSession on each, each on its own
+// strand (so a session's handlers never run concurrently).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <memory>
+
+#include "http/server_state.hpp"
+
+namespace conveyor::http {
+
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(boost::asio::io_context& ioc, std::shared_ptr<ServerState> state);
+
+  // Binds and listens (before the io_context runs).
+  Status open(const boost::asio::ip::tcp::endpoint& endpoint);
+  uint16_t port() const;
+  void run();
+  // Stops accepting (any thread).
+  void stop();
+
+ private:
+  void do_accept();
+  void on_accept(boost::system::error_code ec, boost::asio::ip::tcp::socket socket);
+
+  boost::asio::io_context& ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::shared_ptr<ServerState> state_;
+};
+
+}  // namespace conveyor::http

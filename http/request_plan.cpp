@@ -1,0 +1,97 @@
+#include "http/request_plan.hpp"
+
+namespace conveyor::http {
+namespace {
+
+std::optional<ApiError> check_prompt(const std::vector<int32_t>& ids, const ModelContext& model,
+                                     const char* param) {
+  if (ids.empty()) return bad_request("the prompt is empty", param);
+  for (int32_t id : ids) {
+    if (id >= model.config.vocab_size)
+      return bad_request("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(model.config.vocab_size) + ")",
+                         param);
+  }
+  if (int32_t(ids.size()) >= model.config.context_length) {
+    ApiError e = bad_request("the prompt has " + std::to_string(ids.size()) +
+                                 " tokens; the model's context is " +
+                                 std::to_string(model.config.context_length) + " tokens",
+                             param);
+    e.code = "context_length_exceeded";
+    return e;
+  }
+  return std::nullopt;
+}
+
+// validate()'s messages start with the parameter's name ("top_p must be ...").
+std::string param_of(const std::string& message) { return message.substr(0, message.find(' ')); }
+
+}  // namespace
+
+Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
+                                          std::string served_name, std::string_view template_name,
+                                          std::string_view gguf_template) {
+  ChatTemplateKind kind = detect_chat_template(gguf_template);
+  if (template_name != "auto") {
+    auto parsed = parse_chat_template_kind(template_name);
+    if (!parsed) return parsed.error();
+    kind = *parsed;
+  }
+  ModelContext m;
+  m.served_name = served_name.empty() ? config.name : std::move(served_name);
+  m.config = std::move(config);
+  m.tokenizer = std::move(tokenizer);
+  if (m.tokenizer) m.chat = std::make_shared<const ChatTemplate>(kind, m.tokenizer);
+  return m;
+}
+
+GenerateRequest RequestPlan::request_for(int32_t choice) const {
+  GenerateRequest r;
+  r.prompt = prompts[size_t(prompt_of(choice))];
+  r.sampling = sampling;
+  if (sampling.has_seed) r.sampling.seed = sampling.seed + uint64_t(choice % n);
+  r.priority = priority;
+  return r;
+}
+
+std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, const ModelContext& model) {
+  if (!request.model.empty() && request.model != model.served_name) {
+    ApiError e = bad_request("the model '" + request.model + "' does not exist; this server serves '" +
+                                 model.served_name + "'",
+                             "model");
+    e.code = "model_not_found";
+    return e;
+  }
+  RequestPlan plan;
+  const char* param = request.chat ? "messages" : "prompt";
+  if (request.chat) {
+    if (!model.chat) return bad_request("the model has no tokenizer: use /v1/completions with token ids", param);
+    plan.prompts.push_back(model.chat->encode(request.messages));
+  } else {
+    for (const Prompt& p : request.prompts) {
+      if (!p.text) {
+        plan.prompts.push_back(p.ids);
+        continue;
+      }
+      if (!model.tokenizer)
+        return bad_request("the model has no tokenizer: send the prompt as token ids", param);
+      plan.prompts.push_back(model.tokenizer->encode(*p.text, /*add_bos=*/true));
+    }
+  }
+  for (const auto& ids : plan.prompts) {
+    if (auto e = check_prompt(ids, model, param)) return *e;
+  }
+  plan.sampling = request.sampling;
+  // Chat without a limit runs to the end of the context (the engine clamps it).
+  if (request.chat && !request.max_tokens_given) plan.sampling.max_tokens = model.config.context_length;
+  if (Status s = validate(plan.sampling, model.config.vocab_size); !s) {
+    const std::string& message = s.error().message;
+    return bad_request(message, param_of(message));
+  }
+  plan.stop = request.stop;
+  plan.n = request.n;
+  plan.priority = request.priority;
+  return plan;
+}
+
+}  // namespace conveyor::http

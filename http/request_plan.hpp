@@ -1,0 +1,53 @@
+// From a parsed request to what the engine runs: prompts tokenized (text
+// through the tokenizer, chat through the chat template), checked against the
+// model (name, vocabulary, context length, sampling ranges), and split into
+// one engine request per choice.
+//
+// Choice c of a request with n choices per prompt runs prompt c / n with seed
+// seed + c % n (when a seed was given), so choice 0 of a seeded request
+// repeats a single-choice request with the same seed.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "actors/engine_types.hpp"
+#include "http/api_types.hpp"
+#include "http/chat_template.hpp"
+#include "model/config.hpp"
+
+namespace conveyor::http {
+
+// What the server knows of its model (immutable while it serves).
+struct ModelContext {
+  std::string served_name;                      // the `model` clients name
+  ModelConfig config;
+  std::shared_ptr<const Tokenizer> tokenizer;   // null: token-id prompts only
+  std::shared_ptr<const ChatTemplate> chat;     // null when there is no tokenizer
+};
+
+struct RequestPlan {
+  std::vector<std::vector<int32_t>> prompts;    // token ids, one per prompt
+  SamplingParams sampling;                      // validated
+  std::vector<std::string> stop;
+  int32_t n = 1;
+  int32_t priority = 0;
+
+  int32_t num_choices() const { return int32_t(prompts.size()) * n; }
+  int32_t prompt_of(int32_t choice) const { return choice / n; }
+  // The engine request of one choice (id 0: the engine assigns it).
+  GenerateRequest request_for(int32_t choice) const;
+};
+
+// The context for a model: `template_name` is auto | plain | llama2 | chatml
+// (auto: detected from `gguf_template`, the GGUF tokenizer.chat_template).
+Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
+                                          std::string served_name, std::string_view template_name,
+                                          std::string_view gguf_template);
+
+std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, const ModelContext& model);
+
+}  // namespace conveyor::http

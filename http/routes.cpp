@@ -1,0 +1,62 @@
+#include "http/routes.hpp"
+
+#include <cstdio>
+
+namespace conveyor::http {
+
+RouteMatch match_route(std::string_view method, std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  struct Entry {
+    std::string_view path;
+    std::string_view method;
+    Route route;
+  };
+  static constexpr Entry table[] = {
+      {"/health", "GET", Route::health},
+      {"/metrics", "GET", Route::metrics},
+      {"/v1/models", "GET", Route::models},
+      {"/v1/completions", "POST", Route::completions},
+      {"/v1/chat/completions", "POST", Route::chat},
+      {"/v1/ws", "GET", Route::websocket},
+  };
+  for (const Entry& e : table) {
+    if (e.path != path) continue;
+    RouteMatch m;
+    m.needs_key = path.starts_with("/v1/");
+    m.allow = e.method.data();
+    m.route = method == e.method ? e.route : Route::wrong_method;
+    return m;
+  }
+  return RouteMatch{};
+}
+
+bool authorized(std::string_view authorization, const std::string& api_key) {
+  if (api_key.empty()) return true;
+  constexpr std::string_view prefix = "Bearer ";
+  if (!authorization.starts_with(prefix)) return false;
+  const std::string_view given = authorization.substr(prefix.size());
+  // Constant time in the key's content, so timing does not reveal a prefix.
+  unsigned diff = given.size() == api_key.size() ? 0u : 1u;
+  for (size_t i = 0; i < api_key.size(); ++i)
+    diff |= unsigned(uint8_t(api_key[i]) ^ uint8_t(i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
+std::string sse_chunk(const std::vector<std::string>& payloads) {
+  size_t size = 0;
+  for (const std::string& p : payloads) size += p.size() + 8;  // "data: " + "\n\n"
+  char head[24];
+  const int n = std::snprintf(head, sizeof head, "%zx\r\n", size);
+  std::string out;
+  out.reserve(size + size_t(n) + 2);
+  out.append(head, size_t(n));
+  for (const std::string& p : payloads) {
+    out += "data: ";
+    out += p;
+    out += "\n\n";
+  }
+  out += "\r\n";
+  return out;
+}
+
+}  // namespace conveyor::http

@@ -1,0 +1,39 @@
+// The HTTP surface in one table, and the wire details that need no Beast:
+// routing, the API key check, Server-Sent Events framing.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor::http {
+
+enum class Route : uint8_t {
+  health,       // GET  /health
+  metrics,      // GET  /metrics
+  models,       // GET  /v1/models
+  completions,  // POST /v1/completions
+  chat,         // POST /v1/chat/completions
+  websocket,    // GET  /v1/ws (upgrade)
+  not_found,
+  wrong_method,
+};
+
+struct RouteMatch {
+  Route route = Route::not_found;
+  const char* allow = "";   // the allowed method, for 405's Allow header
+  bool needs_key = false;   // /v1/*: with --api-key, needs "Authorization: Bearer KEY"
+};
+
+// `target` may carry a query string; it is ignored.
+RouteMatch match_route(std::string_view method, std::string_view target);
+
+// True when no key is configured, or `authorization` is "Bearer KEY"
+// (compared in constant time).
+bool authorized(std::string_view authorization, const std::string& api_key);
+
+// One HTTP/1.1 chunk holding `payloads` as SSE events: "data: P\n\n" each.
+std::string sse_chunk(const std::vector<std::string>& payloads);
+inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
+}  // namespace conveyor::http

@@ -1,0 +1,128 @@
+#include "http/serve_settings.hpp"
+
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace conveyor::http {
+namespace {
+
+using Setter = std::function<Status(const toml::node&, const std::string& where)>;
+
+Status type_error(const std::string& where, const char* want) {
+  return make_error(Errc::invalid_argument, where + " must be " + want);
+}
+
+template <class Int>
+Setter integer(Int& out) {
+  return [&out](const toml::node& n, const std::string& where) -> Status {
+    const auto v = n.value<int64_t>();
+    if (!n.is_integer() || !v) return type_error(where, "an integer");
+    if (*v < int64_t(std::numeric_limits<Int>::min()) || uint64_t(*v) > uint64_t(std::numeric_limits<Int>::max()))
+      return type_error(where, "in range");
+    out = Int(*v);
+    return Status::ok();
+  };
+}
+
+Setter real(double& out) {
+  return [&out](const toml::node& n, const std::string& where) -> Status {
+    const auto v = n.value<double>();  // integers convert too
+    if (!v) return type_error(where, "a number");
+    out = *v;
+    return Status::ok();
+  };
+}
+
+Setter text(std::string& out) {
+  return [&out](const toml::node& n, const std::string& where) -> Status {
+    if (!n.is_string()) return type_error(where, "a string");
+    out = *n.value<std::string>();
+    return Status::ok();
+  };
+}
+
+Setter boolean(bool& out) {
+  return [&out](const toml::node& n, const std::string& where) -> Status {
+    if (!n.is_boolean()) return type_error(where, "true or false");
+    out = *n.value<bool>();
+    return Status::ok();
+  };
+}
+
+Status apply(const toml::table& table, const std::map<std::string, Setter>& setters,
+             const std::string& prefix) {
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    const std::string where = prefix + name;
+    auto it = setters.find(name);
+    if (it == setters.end()) return make_error(Errc::invalid_argument, "unknown key '" + where + "'");
+    if (Status s = it->second(node, where); !s) return s;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status parse_serve_config(std::string_view toml_text, const std::string& source, ServeSettings& s) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source << ": " << e.description() << " (line " << e.source().begin.line << ")";
+    return make_error(Errc::invalid_argument, msg.str());
+  }
+  ServerOptions& o = s.server;
+  EngineConfig& e = s.engine;
+  const std::map<std::string, Setter> server{
+      {"host", text(o.host)},
+      {"port", integer(o.port)},
+      {"api_key", text(o.api_key)},
+      {"served_model_name", text(o.served_model_name)},
+      {"chat_template", text(o.chat_template)},
+      {"max_body_bytes", integer(o.max_body_bytes)},
+      {"max_output_bytes", integer(o.max_output_bytes)},
+      {"io_threads", integer(o.io_threads)},
+      {"idle_timeout_seconds", real(o.idle_timeout_seconds)},
+      {"shutdown_grace_seconds", real(o.shutdown_grace_seconds)},
+  };
+  const std::map<std::string, Setter> engine{
+      {"block_size", integer(e.block_size)},
+      {"kv_cache_tokens", integer(e.kv_cache_tokens)},
+      {"swap_space_tokens", integer(e.swap_space_tokens)},
+      {"max_num_seqs", integer(e.max_num_seqs)},
+      {"max_batched_tokens", integer(e.max_batched_tokens)},
+      {"prefill_chunk", integer(e.prefill_chunk)},
+      {"max_waiting", integer(e.max_waiting)},
+      {"preemption", text(e.preemption)},
+      {"admission", text(e.admission)},
+      {"batching", text(e.batching)},
+      {"prefix_caching", boolean(e.prefix_caching)},
+      {"aging_interval_seconds", real(e.aging_interval_seconds)},
+      {"threads", integer(e.threads)},
+  };
+  std::map<std::string, Setter> top{{"model", text(s.model)}, {"tokenizer", text(s.tokenizer)}};
+  for (const auto& [name, table] : {std::pair{"server", &server}, std::pair{"engine", &engine}}) {
+    top[name] = [table = table, name = std::string(name)](const toml::node& n, const std::string& where) -> Status {
+      if (!n.is_table()) return type_error(where, "a table");
+      return apply(*n.as_table(), *table, name + ".");
+    };
+  }
+  if (Status st = apply(root, top, ""); !st)
+    return make_error(Errc::invalid_argument, source + ": " + st.error().message);
+  return Status::ok();
+}
+
+Status load_serve_config(const std::string& path, ServeSettings& settings) {
+  std::ifstream in(path);
+  if (!in) return make_error(Errc::io_error, "--config: cannot open '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_serve_config(text.str(), path, settings);
+}
+
+}  // namespace conveyor::http

@@ -1,0 +1,37 @@
+// Everything `conveyor serve` is configured with: the model, the server's
+// options and the engine's limits and policies, loadable from a TOML file
+// (examples in configs/serve*.toml) and overridden by command-line flags.
+//
+//   model = "dummy:llama-15m"          # top level: model, tokenizer
+//   [server]  host, port, api_key, served_model_name, chat_template,
+//             max_body_bytes, max_output_bytes, io_threads,
+//             idle_timeout_seconds, shutdown_grace_seconds
+//   [engine]  block_size, kv_cache_tokens, swap_space_tokens, max_num_seqs,
+//             max_batched_tokens, prefill_chunk, max_waiting, preemption,
+//             admission, batching, prefix_caching, aging_interval_seconds, threads
+//
+// Keys use underscores where the flags use dashes. An unknown key or table,
+// or a value of the wrong type or out of range, is an error naming it.
+#pragma once
+
+#include <string>
+
+#include "actors/engine_config.hpp"
+#include "http/server_options.hpp"
+#include "model/status.hpp"
+
+namespace conveyor::http {
+
+struct ServeSettings {
+  std::string model;      // as for `conveyor generate --model` ("": the embedded default)
+  std::string tokenizer;  // llama2.c tokenizer file ("": none)
+  ServerOptions server;
+  EngineConfig engine;
+};
+
+// Keys present in the file replace the values in `settings`.
+Status load_serve_config(const std::string& path, ServeSettings& settings);
+// The same from TOML text (`source` names it in messages).
+Status parse_serve_config(std::string_view toml_text, const std::string& source, ServeSettings& settings);
+
+}  // namespace conveyor::http

@@ -1,0 +1,208 @@
+#include "http/websocket_session.hpp"
+
+#include "http/api_json.hpp"
+#include "http/api_request.hpp"
+
+namespace conveyor::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace websocket = boost::beast::websocket;
+namespace net = boost::asio;
+
+namespace {
+
+// Client ids of both kinds in one map: strings and numbers must not collide.
+std::string id_key(const std::string& id, bool is_number) { return (is_number ? "n:" : "s:") + id; }
+
+}  // namespace
+
+WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state)
+    : executor_(socket.get_executor()), ws_(std::move(socket)), state_(std::move(state)) {}
+
+WebSocketSession::~WebSocketSession() {
+  for (auto& [serial, r] : running_) cancel(r);
+  state_->remove_session(registry_id_);
+}
+
+void WebSocketSession::run(bhttp::request<bhttp::string_body> request) {
+  registry_id_ = state_->add_session(weak_from_this());
+  beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timeouts
+  auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+  timeouts.keep_alive_pings = true;  // a client that only listens is not idle
+  ws_.set_option(timeouts);
+  ws_.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& res) { res.set(bhttp::field::server, "conveyor"); }));
+  ws_.read_message_max(state_->options().max_body_bytes);
+  ws_.text(true);
+  ws_.async_accept(request, beast::bind_front_handler(&WebSocketSession::on_accept, shared_from_this()));
+}
+
+void WebSocketSession::on_accept(beast::error_code ec) {
+  if (ec) return;
+  if (state_->stopping()) return shutdown();
+  do_read();
+}
+
+void WebSocketSession::shutdown() {
+  net::post(executor_, [self = shared_from_this()] {
+    WebSocketSession& s = *self;
+    if (s.closed_ || s.closing_) return;
+    const ApiError why{503, "the server is shutting down", "server_error", {}, "shutting_down"};
+    for (auto& [serial, r] : s.running_) {
+      std::vector<std::string> out;
+      r.job->abort(why, out);
+      for (std::string& m : out) s.send(std::move(m));
+      s.cancel(r);
+    }
+    s.running_.clear();
+    s.by_client_id_.clear();
+    s.closing_ = true;
+    if (!s.write_in_flight_) s.do_write();
+  });
+}
+
+void WebSocketSession::do_read() {
+  ws_.async_read(buffer_, beast::bind_front_handler(&WebSocketSession::on_read, shared_from_this()));
+}
+
+void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
+  if (ec) {
+    // Closed by the client, reset, or too big a message: its requests end here.
+    closed_ = true;
+    return cancel_all();
+  }
+  const std::string text = beast::buffers_to_string(buffer_.data());
+  buffer_.consume(buffer_.size());
+  handle_message(text);
+  if (!closing_) do_read();
+}
+
+void WebSocketSession::handle_message(std::string_view text) {
+  ParseResult parsed = parse_api_request(text, Endpoint::websocket);
+  ApiRequest& r = parsed.request;
+  if (parsed.error) return send(ws_error_json(*parsed.error, r.client_id, r.client_id_is_number));
+  const std::string key = id_key(r.client_id, r.client_id_is_number);
+  auto running = by_client_id_.find(key);
+  if (r.cancel) {
+    if (running != by_client_id_.end()) cancel(running_.at(running->second));
+    return;
+  }
+  if (running != by_client_id_.end())
+    return send(ws_error_json(bad_request("a request with this id is still running", "id"), r.client_id,
+                              r.client_id_is_number));
+  start(std::move(r));
+}
+
+void WebSocketSession::start(ApiRequest r) {
+  auto planned = plan_request(r, state_->model());
+  if (auto* error = std::get_if<ApiError>(&planned))
+    return send(ws_error_json(*error, r.client_id, r.client_id_is_number));
+  RequestPlan& plan = std::get<RequestPlan>(planned);
+
+  JobSpec spec;
+  spec.mode = OutputMode::websocket;
+  spec.chat = r.chat;
+  spec.model = state_->model().served_name;
+  spec.prompts = plan.prompts;
+  spec.n = plan.n;
+  spec.logprobs = plan.sampling.logprobs;
+  spec.return_token_ids = r.return_token_ids;
+  spec.tokenizer = state_->model().tokenizer;
+  spec.client_id = r.client_id;
+  spec.client_id_is_number = r.client_id_is_number;
+
+  const uint64_t serial = next_serial_++;
+  Running& running = running_[serial];
+  running.job = std::make_unique<CompletionJob>(std::move(spec));
+  by_client_id_[id_key(r.client_id, r.client_id_is_number)] = serial;
+  std::weak_ptr<WebSocketSession> weak = weak_from_this();
+  for (int32_t c = 0; c < plan.num_choices(); ++c) {
+    EventSink sink = [state = state_, weak, serial, c](const StreamEvent& event) {
+      state->post_to(weak, [serial, c, event](WebSocketSession& s) { s.on_engine_event(serial, c, event); });
+    };
+    running.cancels.push_back(state_->engine().submit(plan.request_for(c), plan.stop, std::move(sink)));
+  }
+}
+
+void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event) {
+  auto it = running_.find(serial);
+  if (it == running_.end()) return;
+  Running& r = it->second;
+  std::vector<std::string> out;
+  r.job->on_event(choice, event, out);
+  const bool done = r.job->done();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const bool is_final = done && i + 1 == out.size();
+    if (!is_final && r.overflowed) continue;
+    send(std::move(out[i]));
+    if (!is_final && queued_bytes_ > state_->options().max_output_bytes && !r.overflowed) {
+      r.overflowed = true;  // the client reads too slowly: cancel, keep the final event
+      cancel(r);
+    }
+  }
+  if (done) {
+    cancel(r);
+    const JobSpec& spec = r.job->spec();
+    by_client_id_.erase(id_key(spec.client_id, spec.client_id_is_number));
+    running_.erase(it);
+  }
+}
+
+void WebSocketSession::cancel(Running& r) {
+  for (const CancelFn& c : r.cancels) c();
+  r.cancels.clear();
+}
+
+void WebSocketSession::cancel_all() {
+  for (auto& [serial, r] : running_) cancel(r);
+  running_.clear();
+  by_client_id_.clear();
+}
+
+// ---- writing ----------------------------------------------------------------------
+
+void WebSocketSession::send(std::string message) {
+  if (closed_) return;
+  if (queued_bytes_ > 2 * state_->options().max_output_bytes) {
+    // Not even final events get through: the client has stopped reading.
+    closed_ = true;
+    cancel_all();
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    return;
+  }
+  queued_bytes_ += message.size();
+  queue_.push_back(std::move(message));
+  if (!write_in_flight_) do_write();
+}
+
+void WebSocketSession::do_write() {
+  if (closed_) return;
+  if (queue_.empty()) {
+    if (closing_) {
+      closed_ = true;
+      ws_.async_close(websocket::close_code::going_away,
+                      beast::bind_front_handler(&WebSocketSession::on_close, shared_from_this()));
+    }
+    return;
+  }
+  write_in_flight_ = true;
+  ws_.async_write(net::buffer(queue_.front()),
+                  beast::bind_front_handler(&WebSocketSession::on_write, shared_from_this()));
+}
+
+void WebSocketSession::on_write(beast::error_code ec, std::size_t) {
+  write_in_flight_ = false;
+  queued_bytes_ -= std::min(queued_bytes_, queue_.front().size());
+  queue_.pop_front();
+  if (ec) {
+    closed_ = true;
+    return cancel_all();
+  }
+  do_write();
+}
+
+void WebSocketSession::on_close(beast::error_code) {}
+
+}  // namespace conveyor::http

@@ -1,0 +1,81 @@
+// One WebSocket connection on /v1/ws: many requests in flight at once.
+//
+// Client -> server, one JSON text message each:
+//   {"id": ID, "prompt": ... | "messages": [...], <the HTTP endpoints' fields>}
+//   {"type": "cancel", "id": ID}
+// Server -> client:
+//   {"type": "delta", "id": ID, "index": i, "text": "...", ...}   as text is produced
+//   {"type": "final", "id": ID, "finish_reason": "stop"|"length"|"cancelled"|"error",
+//    "usage": {...}, ["error": {...}], ["choices": [...] when n > 1]}   once per request
+//   {"type": "error", "id": ID|null, "error": {...}}   a message that could not be run
+//       (malformed JSON, bad fields, a duplicate id); the socket and the other
+//       requests carry on
+// Closing the socket cancels all of its requests; a cancel for an id that is
+// not running (already finished) is ignored.
+//
+// Backpressure: output queued but not sent is bounded by max_output_bytes;
+// a delta that would pass it cancels its request (whose final event then
+// says `cancelled`); past twice the bound the socket is closed.
+#pragma once
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <deque>
+#include <map>
+#include <memory>
+
+#include "http/completion_job.hpp"
+#include "http/server_state.hpp"
+
+namespace conveyor::http {
+
+class WebSocketSession : public SessionBase, public std::enable_shared_from_this<WebSocketSession> {
+ public:
+  WebSocketSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state);
+  ~WebSocketSession() override;
+
+  // Accepts the upgrade `request` (already read by the HTTP session).
+  void run(boost::beast::http::request<boost::beast::http::string_body> request);
+  void shutdown() override;
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+
+ private:
+  struct Running {
+    std::unique_ptr<CompletionJob> job;
+    std::vector<CancelFn> cancels;
+    bool overflowed = false;  // deltas are dropped; the final event still goes
+  };
+
+  void on_accept(boost::beast::error_code ec);
+  void do_read();
+  void on_read(boost::beast::error_code ec, std::size_t bytes);
+  void handle_message(std::string_view text);
+  void start(ApiRequest request);
+  void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
+  void cancel(Running& r);
+  void cancel_all();
+
+  void send(std::string message);
+  void do_write();
+  void on_write(boost::beast::error_code ec, std::size_t bytes);
+  void on_close(boost::beast::error_code ec);
+
+  const boost::asio::any_io_executor executor_;
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::flat_buffer buffer_;
+  std::shared_ptr<ServerState> state_;
+  uint64_t registry_id_ = 0;
+
+  std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;
+  bool write_in_flight_ = false;
+  bool closing_ = false;   // close after the queue drains
+  bool closed_ = false;
+
+  uint64_t next_serial_ = 1;
+  std::map<uint64_t, Running> running_;       // by serial
+  std::map<std::string, uint64_t> by_client_id_;
+};
+
+}  // namespace conveyor::http

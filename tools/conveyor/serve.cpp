@@ -1,0 +1,169 @@
+// `conveyor serve`: the OpenAI-compatible HTTP/SSE and WebSocket server in
+// front of one engine (http/server.hpp).
+//
+// Settings come from defaults, then --config FILE (TOML, see
+// configs/serve.toml), then the flags given on the command line. SIGINT and
+// SIGTERM stop it: no new connections, in-flight requests end with an error
+// event, then the engine and the actor system shut down.
+#include <pthread.h>
+
+#include <algorithm>
+#include <csignal>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "actors/engine.hpp"
+#include "http/engine_port.hpp"
+#include "http/serve_settings.hpp"
+#include "http/server.hpp"
+#include "model/formats/loader.hpp"
+#include "tools/conveyor/commands.hpp"
+
+namespace conveyor::cli {
+namespace {
+
+// Flags as given; unset ones leave the config file's (or the default) value.
+struct ServeFlags {
+  std::optional<std::string> config, model, tokenizer, host, api_key, served_model_name, chat_template;
+  std::optional<uint16_t> port;
+  std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
+  std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
+  std::optional<std::string> preemption, admission, batching;
+  std::optional<int> threads;
+  std::optional<size_t> max_body_bytes, max_output_bytes;
+};
+
+template <class T>
+void override_with(T& value, const std::optional<T>& flag) {
+  if (flag) value = *flag;
+}
+
+int fail(int code, const std::string& message) {
+  std::cerr << "conveyor serve: " << message << "\n";
+  return code;
+}
+
+int run_serve(const ServeFlags& f) {
+  http::ServeSettings s;
+  if (f.config) {
+    if (Status st = http::load_serve_config(*f.config, s); !st) return fail(kExitUsage, st.error().message);
+  }
+  override_with(s.model, f.model);
+  override_with(s.tokenizer, f.tokenizer);
+  override_with(s.server.host, f.host);
+  override_with(s.server.port, f.port);
+  override_with(s.server.api_key, f.api_key);
+  override_with(s.server.served_model_name, f.served_model_name);
+  override_with(s.server.chat_template, f.chat_template);
+  override_with(s.server.max_body_bytes, f.max_body_bytes);
+  override_with(s.server.max_output_bytes, f.max_output_bytes);
+  EngineConfig& e = s.engine;
+  override_with(e.block_size, f.block_size);
+  override_with(e.kv_cache_tokens, f.kv_cache_tokens);
+  override_with(e.swap_space_tokens, f.swap_space_tokens);
+  override_with(e.max_num_seqs, f.max_num_seqs);
+  override_with(e.max_batched_tokens, f.max_batched_tokens);
+  override_with(e.prefill_chunk, f.prefill_chunk);
+  override_with(e.max_waiting, f.max_waiting);
+  override_with(e.preemption, f.preemption);
+  override_with(e.admission, f.admission);
+  override_with(e.batching, f.batching);
+  override_with(e.threads, f.threads);
+  if (Status st = validate(e); !st) return fail(kExitUsage, st.error().message);
+  if (s.server.chat_template != "auto") {
+    if (auto kind = http::parse_chat_template_kind(s.server.chat_template); !kind)
+      return fail(kExitUsage, "--chat-template: " + kind.error().message);
+  }
+
+  // Every thread started from here on inherits the mask, so the signals
+  // reach only sigwait below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  LoadOptions load;
+  load.tokenizer_path = s.tokenizer;
+  auto loaded = load_model(s.model, load);
+  if (!loaded) {
+    const Errc code = loaded.error().code;
+    return fail(code == Errc::io_error || code == Errc::invalid_argument ? kExitUsage : kExitFailure,
+                loaded.error().message);
+  }
+  LoadedModel model = std::move(loaded).value();
+  const ModelConfig mc = model.config;
+  const std::string gguf_template = model.chat_template;
+  const std::string source = model.source;
+
+  caf::actor_system_config cfg;
+  add_engine_types(cfg);
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  cfg.set("scheduler.max-threads", std::clamp(hw, 2, 4));
+  caf::actor_system sys{cfg};
+  auto engine = Engine::create(sys, e, std::move(model));
+  if (!engine) return fail(kExitUsage, engine.error().message);
+  http::EnginePort port(**engine);
+
+  std::string served = s.server.served_model_name;
+  if (served.empty()) served = s.model.empty() ? mc.name : s.model;
+  auto context = http::make_model_context(mc, port.tokenizer(), served, s.server.chat_template, gguf_template);
+  if (!context) return fail(kExitUsage, context.error().message);
+  const std::string template_name = context->chat ? to_string(context->chat->kind()) : "none (no tokenizer)";
+
+  const int32_t blocks = (*engine)->num_blocks();
+  std::cout << "conveyor serve: model " << source << " served as '" << served << "'\n"
+            << "conveyor serve: shape dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers
+            << " layers, " << mc.n_heads << " heads (" << mc.n_kv_heads << " KV), vocab " << mc.vocab_size
+            << ", context " << mc.context_length << ", " << mc.parameter_count() << " parameters\n"
+            << "conveyor serve: KV cache " << int64_t(blocks) * e.block_size << " tokens in " << blocks
+            << " blocks of " << e.block_size << "; swap " << e.swap_space_tokens << " tokens; chat template "
+            << template_name << "\n";
+
+  http::Server server(port, s.server, std::move(context).value());
+  auto bound = server.start();
+  if (!bound) return fail(kExitFailure, bound.error().message);
+  std::cout << "conveyor serve: listening on http://" << s.server.host << ":" << *bound
+            << (s.server.api_key.empty() ? "" : " (API key required)") << std::endl;
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  std::cout << "conveyor serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
+  server.stop();
+  return 0;  // the server, the port, the engine, then the actor system go, in that order
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over HTTP (OpenAI API, SSE) and WebSocket");
+  cmd->add_option("--config", f->config, "TOML settings file (flags override it; see configs/serve.toml)");
+  cmd->add_option("--model", f->model,
+                  "GGUF file, llama2.c checkpoint, or dummy:NAME (default: the embedded tiny model)");
+  cmd->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
+  cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
+  cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
+  cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml (default auto)");
+  cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (default 1 MiB)");
+  cmd->add_option("--max-output-bytes", f->max_output_bytes,
+                  "unsent output per connection before its request is cancelled (default 1 MiB)");
+  cmd->add_option("--block-size", f->block_size, "tokens per KV block, a power of two (default 16)");
+  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens, "KV cache capacity in tokens (default 65536)");
+  cmd->add_option("--swap-space-tokens", f->swap_space_tokens, "host swap capacity in tokens (default 0)");
+  cmd->add_option("--max-num-seqs", f->max_num_seqs, "running sequences at once (default 256)");
+  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "tokens per iteration (default 2048)");
+  cmd->add_option("--prefill-chunk", f->prefill_chunk, "longest prefill span per sequence per iteration (default 512)");
+  cmd->add_option("--preemption", f->preemption, "recompute | swap | cost (default recompute)");
+  cmd->add_option("--admission", f->admission, "conservative | watermark | profiled (default watermark)");
+  cmd->add_option("--batching", f->batching, "continuous | static (default continuous)");
+  cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
+  cmd->add_option("--threads", f->threads, "compute threads (default 0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->callback([f, &exit_code] { exit_code = run_serve(*f); });
+}
+
+}  // namespace conveyor::cli
