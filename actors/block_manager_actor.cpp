@@ -29,28 +29,27 @@ AllocationResult apply_allocation_batch(BlockManager& bm, const AllocationBatch&
     if (!r || !r->ok()) continue;
     result.swaps.push_back(SwapOrder{id, SwapDirection::in, to_pairs(r->copies)});
     auto table = bm.block_table(id);
-    result.swap_in_grants.push_back(
-        BlockGrant{id, true, 0, 0, std::vector<int32_t>(table.begin(), table.end())});
+    const auto begin = int32_t(result.blocks.size());
+    result.blocks.insert(result.blocks.end(), table.begin(), table.end());
+    result.swap_in_grants.push_back(BlockGrant{id, true, 0, 0, 0, begin, int32_t(result.blocks.size())});
   }
 
-  std::vector<SlotRequest> requests;
-  requests.reserve(batch.requests.size());
-  for (const BlockRequest& r : batch.requests)
-    requests.push_back(SlotRequest{r.seq, r.is_new ? SlotOp::prompt : SlotOp::append, r.tokens});
-  SlotBatchResult slots;
+  thread_local std::vector<SlotRequest> requests;
+  thread_local SlotBatchResult slots;
+  requests.clear();
+  for (const BlockRequest& r : batch.requests) {
+    const std::span<const int32_t> tokens(batch.tokens.data() + r.token_begin,
+                                          size_t(r.token_end - r.token_begin));
+    requests.push_back(SlotRequest{r.seq, r.is_new ? SlotOp::prompt : SlotOp::append, tokens});
+  }
   bm.allocate_batch(requests, slots);
   result.grants.reserve(slots.grants.size());
+  const auto offset = int32_t(result.blocks.size());
+  result.blocks.insert(result.blocks.end(), slots.blocks.begin(), slots.blocks.end());
   for (const SlotGrant& g : slots.grants) {
-    BlockGrant grant;
-    grant.seq = g.seq_id;
-    grant.ok = g.ok();
-    grant.shortfall = g.shortfall;
-    grant.cached_tokens = g.num_cached_tokens;
-    if (grant.ok) {
-      auto table = bm.block_table(g.seq_id);
-      grant.block_table.assign(table.begin(), table.end());
-    }
-    result.grants.push_back(std::move(grant));
+    result.grants.push_back(BlockGrant{g.seq_id, g.ok(), g.shortfall, g.num_cached_tokens,
+                                       g.table_begin, offset + g.changed_begin,
+                                       offset + g.changed_end});
   }
   result.copies = to_pairs(slots.copies);
   result.free_blocks = bm.num_available_blocks();

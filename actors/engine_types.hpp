@@ -64,20 +64,28 @@ struct SwapDone {
 
 // ---- block manager -------------------------------------------------------
 
-// The blocks one sequence needs this iteration.
+// The blocks one sequence needs this iteration. Its tokens are
+// AllocationBatch::tokens[token_begin, token_end): for a new sequence (first
+// allocation, or after a recompute preemption) its whole token list, matched
+// against the prefix cache; otherwise the tokens being appended.
 struct BlockRequest {
   seq_id seq = 0;
-  bool is_new = false;              // first allocation (or after a recompute preemption)
-  std::vector<int32_t> tokens;      // new: the whole token list (for prefix matching);
-                                    // otherwise the tokens being appended (for block hashes)
+  bool is_new = false;
+  int32_t token_begin = 0;
+  int32_t token_end = 0;
 };
 
+// The answer to one BlockRequest (or swap-in). On success the sequence's block
+// table becomes table[0, table_begin) followed by
+// AllocationResult::blocks[blocks_begin, blocks_end): only what changed travels.
 struct BlockGrant {
   seq_id seq = 0;
   bool ok = false;
   int32_t shortfall = 0;            // blocks missing when !ok
   int32_t cached_tokens = 0;        // new sequences: leading tokens whose KV is already cached
-  std::vector<int32_t> block_table; // the sequence's whole table after the grant
+  int32_t table_begin = 0;
+  int32_t blocks_begin = 0;
+  int32_t blocks_end = 0;
 };
 
 // How many leading tokens of a sequence have their KV computed: the block
@@ -97,6 +105,7 @@ struct AllocationBatch {
   std::vector<seq_id> swap_out;       // reserve host blocks; device blocks stay until done
   std::vector<seq_id> swap_in;        // reserve device blocks if they fit
   std::vector<BlockRequest> requests;
+  std::vector<int32_t> tokens;        // the requests' tokens, back to back
 };
 
 struct AllocationResult {
@@ -104,6 +113,7 @@ struct AllocationResult {
   std::vector<SwapOrder> swaps;     // one per swap_out, then one per swap_in that fit;
                                     // a swap-in's new block table is in its grant below
   std::vector<BlockGrant> swap_in_grants;
+  std::vector<int32_t> blocks;      // the grants' changed table entries, back to back
   std::vector<std::pair<int32_t, int32_t>> copies;  // copy-on-write (src, dst) device blocks
   int32_t free_blocks = 0;          // after the batch (cached blocks count as free)
   int32_t free_host_blocks = 0;

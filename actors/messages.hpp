@@ -51,12 +51,12 @@ typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockRequest& x) {
-  return f(caf::meta::type_name("BlockRequest"), x.seq, x.is_new, x.tokens);
+  return f(caf::meta::type_name("BlockRequest"), x.seq, x.is_new, x.token_begin, x.token_end);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockGrant& x) {
   return f(caf::meta::type_name("BlockGrant"), x.seq, x.ok, x.shortfall, x.cached_tokens,
-           x.block_table);
+           x.table_begin, x.blocks_begin, x.blocks_end);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SeqProgress& x) {
@@ -65,7 +65,7 @@ typename Inspector::result_type inspect(Inspector& f, SeqProgress& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AllocationBatch& x) {
   return f(caf::meta::type_name("AllocationBatch"), x.computed, x.frees, x.swap_out_done,
-           x.swap_in_done, x.swap_out, x.swap_in, x.requests);
+           x.swap_in_done, x.swap_out, x.swap_in, x.requests, x.tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SwapOrder& x) {
@@ -74,7 +74,7 @@ typename Inspector::result_type inspect(Inspector& f, SwapOrder& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AllocationResult& x) {
   return f(caf::meta::type_name("AllocationResult"), x.grants, x.swaps, x.swap_in_grants,
-           x.copies, x.free_blocks, x.free_host_blocks);
+           x.blocks, x.copies, x.free_blocks, x.free_host_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockStats& x) {

@@ -111,7 +111,11 @@ void run_step(self_ptr self) {
     return;
   }
   const int32_t tokens = plan.batch.num_tokens();
-  self->request(st.actors.executor, caf::infinite, step_atom_v, std::move(plan))
+  auto pending = self->request(st.actors.executor, caf::infinite, step_atom_v, std::move(plan));
+  // The executor has its plan: stream the previous iteration's tokens while
+  // it computes, off the iteration's critical path.
+  deliver_events(self);
+  std::move(pending)
       .then(
           [self, tokens](const StepResult& result) {
             auto& st = self->state;
@@ -128,10 +132,7 @@ void run_step(self_ptr self) {
             if (tokens > 0)
               self->send(st.actors.preemption, costs_atom_v, result.forward_seconds / tokens, 0.0);
             st.core->apply_step(result, st.now());
-            // Start the next iteration before streaming this one's tokens:
-            // its first message is on its way while the sinks are fed.
-            iterate(self);
-            deliver_events(self);
+            iterate(self);  // this step's tokens go out once the next step is dispatched
           },
           [self](caf::error& err) { fail_all(self, err); });
 }
@@ -163,11 +164,11 @@ void iterate(self_ptr self) {
   if (st.core->idle()) {
     st.busy = false;
     st.last_step_done = {};
+    deliver_events(self);
     return;
   }
   st.busy = true;
   auto query = st.core->begin_iteration(st.now());
-  deliver_events(self);  // cancellations just retired
   if (!query) {
     allocate(self, st.core->build_allocation());
     return;

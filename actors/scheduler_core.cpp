@@ -202,12 +202,15 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
     Sequence* s = find(id);
     if (s == nullptr || s->state != State::waiting || s->cancelled) continue;
     waiting_.remove(id);
-    plan_.push_back(Planned{id, 0, /*is_new=*/true, false});
+    plan(*s, 0, /*is_new=*/true, false);
   }
 }
 
-AllocationBatch SchedulerCore::build_allocation() {
-  AllocationBatch batch;
+// Everything the block manager must hear before it allocates: computed
+// progress, releases and swap completions. Every batch carries what has
+// accumulated, so a completion that arrived in the middle of an iteration is
+// applied before that sequence can be chosen as a victim.
+void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
   batch.computed = std::move(pending_computed_);
   pending_computed_.clear();
   batch.frees = std::move(pending_frees_);
@@ -217,6 +220,11 @@ AllocationBatch SchedulerCore::build_allocation() {
   pending_swap_out_done_.clear();
   batch.swap_in_done = std::move(pending_swap_in_done_);
   pending_swap_in_done_.clear();
+}
+
+AllocationBatch SchedulerCore::build_allocation() {
+  AllocationBatch batch;
+  take_pending_updates(batch);
   batch.swap_in = pending_swap_in_;
 
   // Token budget: running sequences first (decodes before prefill chunks,
@@ -230,14 +238,8 @@ AllocationBatch SchedulerCore::build_allocation() {
     if (n <= 0) return false;
     budget -= n;
     const bool needs_slots = is_new || s.slots < s.num_computed + n;
-    plan_.push_back(Planned{s.id, n, is_new, /*granted=*/!needs_slots});
-    if (is_new) {
-      batch.requests.push_back(BlockRequest{s.id, true, s.tokens});
-    } else if (needs_slots) {
-      batch.requests.push_back(BlockRequest{
-          s.id, false,
-          std::vector<int32_t>(s.tokens.begin() + s.slots, s.tokens.begin() + s.num_computed + n)});
-    }
+    plan(s, n, is_new, /*granted=*/!needs_slots);
+    if (needs_slots) request_slots(batch, s, is_new, s.num_computed + n);
     return true;
   };
   for (int pass = 0; pass < 2; ++pass) {
@@ -255,29 +257,77 @@ AllocationBatch SchedulerCore::build_allocation() {
   return batch;
 }
 
+void SchedulerCore::plan(Sequence& s, int32_t max_new, bool is_new, bool granted) {
+  s.plan_slot = int32_t(plan_.size());
+  plan_.push_back(Planned{s.id, max_new, is_new, granted, false});
+}
+
+SchedulerCore::Planned* SchedulerCore::planned_for(const Sequence& s) {
+  if (s.plan_slot < 0 || s.plan_slot >= int32_t(plan_.size())) return nullptr;
+  Planned& p = plan_[size_t(s.plan_slot)];
+  return p.id == s.id && !p.dropped ? &p : nullptr;
+}
+
+void SchedulerCore::request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end) {
+  const auto begin = int32_t(batch.tokens.size());
+  const auto from = is_new ? s.tokens.begin() : s.tokens.begin() + s.slots;
+  batch.tokens.insert(batch.tokens.end(), from, s.tokens.begin() + (is_new ? int32_t(s.tokens.size()) : end));
+  batch.requests.push_back(BlockRequest{s.id, is_new, begin, int32_t(batch.tokens.size())});
+}
+
+void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result) {
+  s.block_table.resize(size_t(g.table_begin));
+  s.block_table.insert(s.block_table.end(), result.blocks.begin() + g.blocks_begin,
+                       result.blocks.begin() + g.blocks_end);
+  s.blocks_held = int32_t(s.block_table.size());
+}
+
+void SchedulerCore::requeue_for_recompute(Sequence& s) {
+  pending_frees_.push_back(s.id);
+  pending_free_blocks_ += s.blocks_held;
+  s.state = State::waiting;
+  s.blocks_held = 0;
+  s.block_table.clear();
+  s.num_computed = 0;
+  s.slots = 0;
+  waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
+}
+
 std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationResult& result) {
   free_blocks_ = result.free_blocks;
   free_host_blocks_ = result.free_host_blocks;
   copies_.insert(copies_.end(), result.copies.begin(), result.copies.end());
-  for (const SwapOrder& order : result.swaps) swap_orders_.push_back(order);
+  for (const SwapOrder& order : result.swaps) {
+    swap_orders_.push_back(order);
+    std::erase(swap_out_requested_, order.seq);
+  }
+  // A swap-out the block manager refused (host space taken meanwhile): the
+  // victim is recomputed instead.
+  for (seq_id id : swap_out_requested_) {
+    Sequence* s = find(id);
+    if (s == nullptr || s->state != State::swapping_out) continue;
+    --preemptions_swap_;
+    ++preemptions_recompute_;
+    std::erase(swapped_, id);
+    requeue_for_recompute(*s);
+  }
+  swap_out_requested_.clear();
   for (const BlockGrant& g : result.swap_in_grants) {
     Sequence* s = find(g.seq);
     if (s == nullptr || !g.ok) continue;
     s->state = State::swapping_in;
-    s->block_table = g.block_table;
-    s->blocks_held = int32_t(g.block_table.size());
+    apply_grant(*s, g, result);
     std::erase(swapped_, g.seq);
   }
 
   int32_t shortfall = 0;
   for (const BlockGrant& g : result.grants) {
     Sequence* s = find(g.seq);
-    auto planned = std::find_if(plan_.begin(), plan_.end(), [&](const Planned& p) { return p.id == g.seq; });
-    if (s == nullptr || planned == plan_.end()) continue;
+    Planned* planned = s != nullptr ? planned_for(*s) : nullptr;
+    if (planned == nullptr) continue;
     if (g.ok) {
       planned->granted = true;
-      s->block_table = g.block_table;
-      s->blocks_held = int32_t(g.block_table.size());
+      apply_grant(*s, g, result);
       if (planned->is_new) {
         s->slots = int32_t(s->tokens.size());
         // The last token is always computed, so that its logits exist.
@@ -295,12 +345,11 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
       }
       continue;
     }
+    planned->dropped = true;
     if (planned->is_new) {  // not admitted after all: back to the queue
       waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
-      plan_.erase(planned);
       continue;
     }
-    plan_.erase(planned);
     if (blocks_for(int32_t(s->tokens.size()) + 1) > config_.num_blocks) {
       remove_running(s->id);
       finish(*s, FinishReason::length, "the sequence outgrew the whole KV cache");
@@ -337,7 +386,7 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
   for (const Victim& v : decision.victims) {
     Sequence* s = find(v.seq);
     if (s == nullptr || s->state != State::running) continue;
-    std::erase_if(plan_, [&](const Planned& p) { return p.id == v.seq; });
+    if (Planned* p = planned_for(*s)) p->dropped = true;
     std::erase(failed_, v.seq);
     remove_running(v.seq);
     if (v.mode == PreemptionMode::swap) {
@@ -345,28 +394,21 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
       s->state = State::swapping_out;
       swapped_.push_back(s->id);
       retry.swap_out.push_back(s->id);
+      swap_out_requested_.push_back(s->id);
     } else {
       ++preemptions_recompute_;
-      retry.frees.push_back(s->id);
-      free_blocks_ += s->blocks_held;
-      s->state = State::waiting;
-      s->blocks_held = 0;
-      s->block_table.clear();
-      s->num_computed = 0;
-      s->slots = 0;
-      waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
+      requeue_for_recompute(*s);
     }
   }
+  take_pending_updates(retry);  // the recompute victims' blocks go back first
   // The sequences that were short try once more; if the victims did not free
   // enough (or are still being copied out), they sit this iteration out.
   for (seq_id id : failed_) {
     Sequence& s = seqs_.at(id);
     const int32_t remaining = int32_t(s.tokens.size()) - s.num_computed;
     const int32_t n = std::min(remaining, config_.prefill_chunk);
-    plan_.push_back(Planned{id, n, false, false});
-    retry.requests.push_back(BlockRequest{
-        id, false,
-        std::vector<int32_t>(s.tokens.begin() + s.slots, s.tokens.begin() + s.num_computed + n)});
+    plan(s, n, false, false);
+    request_slots(retry, s, false, s.num_computed + n);
   }
   failed_.clear();
   return retry;
@@ -378,7 +420,7 @@ StepPlan SchedulerCore::build_step() {
   plan.copies = std::move(copies_);
   copies_.clear();
   for (Planned& p : plan_) {
-    if (!p.granted) continue;
+    if (!p.granted || p.dropped) continue;
     Sequence& s = seqs_.at(p.id);
     const int32_t n = std::min(p.max_new, int32_t(s.tokens.size()) - s.num_computed);
     p.max_new = n;
@@ -413,7 +455,7 @@ StepPlan SchedulerCore::build_step() {
 void SchedulerCore::apply_step(const StepResult& result, double now) {
   (void)now;
   for (const Planned& p : plan_) {
-    if (!p.granted) continue;
+    if (!p.granted || p.dropped) continue;
     Sequence* s = find(p.id);
     if (s == nullptr) continue;
     s->num_computed += p.max_new;

@@ -118,6 +118,7 @@ class SchedulerCore {
     int32_t num_computed = 0;         // leading tokens whose KV is in the cache
     int32_t cached_prompt_tokens = 0; // prefix-cache hit at first admission
     int32_t slots = 0;                // tokens the block manager holds slots for
+    int32_t plan_slot = -1;           // index in plan_ this iteration
     int32_t blocks_held = 0;
     std::vector<int32_t> block_table;
     SamplingParams sampling;
@@ -135,9 +136,16 @@ class SchedulerCore {
     int32_t max_new = 0;   // tokens it may compute (budget)
     bool is_new = false;
     bool granted = false;
+    bool dropped = false;  // left this iteration (not admitted after all, short of blocks, victim)
   };
 
   Sequence* find(seq_id id);
+  void plan(Sequence& s, int32_t max_new, bool is_new, bool granted);
+  Planned* planned_for(const Sequence& s);
+  void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
+  void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
+  void take_pending_updates(AllocationBatch& batch);
+  void requeue_for_recompute(Sequence& s);
   void finish(Sequence& s, FinishReason reason, std::string message = {});
   void remove_running(seq_id id);
   int32_t blocks_for(int32_t tokens) const;
@@ -158,6 +166,7 @@ class SchedulerCore {
   std::vector<seq_id> retired_samplers_;
   std::vector<seq_id> cancelled_;            // cancelled, still holding something
   std::vector<seq_id> failed_;               // running, short of blocks this iteration
+  std::vector<seq_id> swap_out_requested_;   // victims whose swap-out the block manager must confirm
   std::vector<std::pair<int32_t, int32_t>> copies_;  // copy-on-write for the next step
   std::vector<SeqProgress> pending_computed_;
   std::vector<FinishedSequence> finished_;
