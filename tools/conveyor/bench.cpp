@@ -54,6 +54,12 @@ struct BenchArgs {
 constexpr int64_t kDefaultNumRequests = 100;
 constexpr int64_t kDefaultLength = 128;
 
+std::string shortest(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 int usage_error(const std::string& message) {
   std::cerr << "conveyor bench: " << message << "\n";
   return kExitUsage;
@@ -135,7 +141,7 @@ int run_bench(const BenchArgs& args) {
   plan.options.model = args.model.empty() ? models->front() : args.model;
 
   const std::string load_line =
-      plan.rate > 0 ? "Load:      Poisson arrivals, " + std::to_string(plan.rate) + " req/s" +
+      plan.rate > 0 ? "Load:      Poisson arrivals, " + shortest(plan.rate) + " req/s" +
                           (plan.concurrency > 0 ? ", at most " + std::to_string(plan.concurrency) + " in flight" : "")
                     : "Load:      closed loop, concurrency " + std::to_string(plan.concurrency);
   const std::string prompt_line =
@@ -145,7 +151,7 @@ int run_bench(const BenchArgs& args) {
                                   (args.ignore_eos ? ", ignore_eos" : "");
   std::cerr << "conveyor bench: " << (plan.num_requests ? std::to_string(plan.num_requests) + " requests" : "")
             << (plan.num_requests && plan.duration_s > 0 ? ", at most " : "")
-            << (plan.duration_s > 0 ? std::to_string(plan.duration_s) + " s" : "") << " to http://"
+            << (plan.duration_s > 0 ? shortest(plan.duration_s) + " s" : "") << " to http://"
             << plan.url.host_header() << plan.url.prefix << endpoint_path(endpoint) << " (model "
             << plan.options.model << ")\n";
 
