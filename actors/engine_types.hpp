@@ -167,6 +167,8 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   double forward_seconds = 0.0;      // inside the executor
   double iteration_seconds = 0.0;    // whole iterations, step to step
+  double scheduler_seconds = 0.0;    // the scheduler's own handlers (its CPU time, roughly)
+  double delivery_seconds = 0.0;     // of which: sending token events to request actors
   BlockStats blocks;
   double kv_live_token_ratio = 0.0;  // live tokens / slots of allocated blocks, averaged over iterations
 };

@@ -32,12 +32,24 @@ struct scheduler_state {
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
+// Adds the time a handler runs to a stats field.
+class HandlerTimer {
+ public:
+  explicit HandlerTimer(double& sink) : sink_(sink), start_(clock_type::now()) {}
+  ~HandlerTimer() { sink_ += seconds_since(start_); }
+
+ private:
+  double& sink_;
+  clock_type::time_point start_;
+};
+
 void iterate(self_ptr self);
 
 // Sends the core's token events to their sinks and tells the admission
 // policy how long finished requests ran.
 void deliver_events(self_ptr self) {
   auto& st = self->state;
+  HandlerTimer timer(st.stats.delivery_seconds);
   for (TokenEvent& e : st.core->take_events()) {
     auto it = st.sinks.find(e.id);
     if (it == st.sinks.end()) continue;
@@ -119,6 +131,7 @@ void run_step(self_ptr self) {
       .then(
           [self, tokens](const StepResult& result) {
             auto& st = self->state;
+            HandlerTimer timer(st.stats.scheduler_seconds);
             const auto now = clock_type::now();
             if (st.last_step_done != clock_type::time_point{})
               st.stats.iteration_seconds +=
@@ -143,6 +156,7 @@ void allocate(self_ptr self, AllocationBatch batch) {
       .then(
           [self](const AllocationResult& result) {
             auto& st = self->state;
+            HandlerTimer timer(st.stats.scheduler_seconds);
             auto query = st.core->apply_allocation(result);
             send_swaps(self);
             if (!query) {
@@ -176,6 +190,7 @@ void iterate(self_ptr self) {
   self->request(st.actors.admission, caf::infinite, admit_atom_v, std::move(*query))
       .then(
           [self](const AdmissionDecision& decision) {
+            HandlerTimer timer(self->state.stats.scheduler_seconds);
             self->state.core->apply_admission(decision);
             allocate(self, self->state.core->build_allocation());
           },
