@@ -44,6 +44,25 @@ void matmul_packed(const float* x,  // [n, ldx], first k columns used
                    float* y,  // [n, ldy], first m columns written
                    int64_t ldy, bool accumulate = false);
 
+// The feed-forward gate and up matrices packed so that one product yields
+// silu(x·gateᵀ) · (x·upᵀ) (SwiGLU) with no [n, 2·hidden] intermediate: panels
+// alternate between 16 gate rows and the same 16 up rows.
+inline size_t packed_gate_up_floats(int32_t hidden, int32_t k) {
+  return 2 * packed_matrix_floats(hidden, k);
+}
+void pack_gate_up(const float* gate,  // [hidden, k]
+                  const float* up,    // [hidden, k]
+                  int32_t hidden, int32_t k,
+                  float* packed);  // [2 ceil(hidden / 16)][k][16]
+
+// y = silu(x·gateᵀ) · (x·upᵀ), elementwise, with gate and up packed by pack_gate_up.
+void matmul_packed_swiglu(const float* x,  // [n, ldx]
+                          int64_t ldx, int32_t n,
+                          const float* packed_gate_up,  // [2 ceil(hidden / 16)][k][16]
+                          int32_t hidden, int32_t k,
+                          float* y,  // [n, ldy], first hidden columns written
+                          int64_t ldy);
+
 // y = x·Wᵀ through BLAS (sgemm, row-major, W transposed).
 void matmul_blas(const float* x,  // [n, ldx]
                  int64_t ldx, int32_t n,

@@ -14,43 +14,49 @@
 #include "kernels/cpu/paged_attention.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
-#include "kernels/cpu/swiglu.hpp"
 
 namespace conveyor {
 
 namespace {
 
-// A weight matrix packed for kernels::matmul_packed, on 64-byte boundaries
-// so each panel row is one cache line.
+// Weights packed for the kernels in kernels/cpu/matmul.hpp, on 64-byte
+// boundaries so each panel row is one cache line.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
-  // Packs the rows of `parts` stacked on top of each other: [sum rows, cols].
-  PackedMatrix(std::initializer_list<const std::vector<float>*> parts, int32_t cols) : cols_(cols) {
+  // For matmul_packed: the rows of `parts` stacked on top of each other.
+  static PackedMatrix stack(std::initializer_list<const std::vector<float>*> parts, int32_t cols) {
     std::vector<float> stacked;
     for (const std::vector<float>* p : parts) stacked.insert(stacked.end(), p->begin(), p->end());
-    rows_ = int32_t(stacked.size() / size_t(cols));
-    const size_t floats = kernels::packed_matrix_floats(rows_, cols_);
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
-    kernels::pack_matrix(stacked.data(), rows_, cols_, data_.get());
+    const int32_t rows = int32_t(stacked.size() / size_t(cols));
+    PackedMatrix m(kernels::packed_matrix_floats(rows, cols));
+    kernels::pack_matrix(stacked.data(), rows, cols, m.data_.get());
+    return m;
+  }
+  // For matmul_packed_swiglu: gate and up, both [hidden, cols].
+  static PackedMatrix gate_up(const std::vector<float>& gate, const std::vector<float>& up,
+                              int32_t cols) {
+    const int32_t hidden = int32_t(gate.size() / size_t(cols));
+    PackedMatrix m(kernels::packed_gate_up_floats(hidden, cols));
+    kernels::pack_gate_up(gate.data(), up.data(), hidden, cols, m.data_.get());
+    return m;
   }
   const float* data() const { return data_.get(); }
-  int32_t rows() const { return rows_; }
-  int32_t cols() const { return cols_; }
 
  private:
+  explicit PackedMatrix(size_t floats)
+      : data_(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) {}
   struct Free {
     void operator()(float* p) const { std::free(p); }
   };
   std::unique_ptr<float, Free> data_;
-  int32_t rows_ = 0, cols_ = 0;
 };
 
 struct PackedLayer {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
   PackedMatrix wqkv;  // [q_dim + 2 kv_dim, dim]: wq, wk, wv stacked
   PackedMatrix wo;    // [dim, q_dim]
-  PackedMatrix w13;   // [2 hidden, dim]: gate (w1) then up (w3)
+  PackedMatrix w13;   // gate (w1) and up (w3), [hidden, dim] each, for matmul_packed_swiglu
   PackedMatrix w2;    // [dim, hidden]
 };
 
@@ -83,7 +89,7 @@ struct Transformer::Impl {
   std::vector<float> xn;       // [n_tokens, dim] normalized
   std::vector<float> qkv;      // [n_tokens, q_dim + 2 kv_dim]
   std::vector<float> attn;     // [n_tokens, q_dim]
-  std::vector<float> ffn;      // [n_tokens, 2 hidden]
+  std::vector<float> ffn;      // [n_tokens, hidden]
   std::vector<float> final_x;  // [n_logit_rows, dim]
   std::vector<int32_t> positions;   // [n_tokens]
   std::vector<int32_t> logit_rows;  // [n_logit_rows] token index of each logits row
@@ -112,17 +118,17 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
     PackedLayer& p = m.layers[size_t(l)];
     p.attn_norm = std::move(w.attn_norm);
     p.ffn_norm = std::move(w.ffn_norm);
-    p.wqkv = PackedMatrix({&w.wq, &w.wk, &w.wv}, dim);
-    p.wo = PackedMatrix({&w.wo}, q_dim);
-    p.w13 = PackedMatrix({&w.w1, &w.w3}, dim);
-    p.w2 = PackedMatrix({&w.w2}, hidden);
+    p.wqkv = PackedMatrix::stack({&w.wq, &w.wk, &w.wv}, dim);
+    p.wo = PackedMatrix::stack({&w.wo}, q_dim);
+    p.w13 = PackedMatrix::gate_up(w.w1, w.w3, dim);
+    p.w2 = PackedMatrix::stack({&w.w2}, hidden);
     w = LayerWeights{};  // free the unpacked copy before packing the next layer
   }
   if (config_.tied_embeddings) {
-    m.classifier = PackedMatrix({&weights.token_embedding}, dim);
+    m.classifier = PackedMatrix::stack({&weights.token_embedding}, dim);
     release(weights.token_embedding);
   } else {
-    m.classifier = PackedMatrix({&weights.classifier}, dim);
+    m.classifier = PackedMatrix::stack({&weights.classifier}, dim);
     m.token_embedding = std::move(weights.token_embedding);
   }
   m.final_norm = std::move(weights.final_norm);
@@ -166,7 +172,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   float* xn = grow(m.xn, size_t(n) * dim);
   float* qkv = grow(m.qkv, size_t(n) * qkv_dim);
   float* attn = grow(m.attn, size_t(n) * q_dim);
-  float* ffn = grow(m.ffn, size_t(n) * 2 * hidden);
+  float* ffn = grow(m.ffn, size_t(n) * hidden);
   int32_t* positions = grow(m.positions, size_t(n));
   m.logit_rows.clear();
   int32_t max_pos = 0;
@@ -214,12 +220,8 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
     // Feed-forward block.
     kernels::rmsnorm(x, dim, n, dim, w.ffn_norm.data(), eps, xn, dim);
     clock.mark(&ForwardProfile::norms);
-    kernels::matmul_packed(xn, dim, n, w.w13.data(), 2 * hidden, dim, ffn, 2 * hidden);
-    clock.mark(&ForwardProfile::matmul);
-    kernels::swiglu(ffn, ffn + hidden, 2 * hidden, n, hidden, ffn, 2 * hidden);
-    clock.mark(&ForwardProfile::norms);
-    kernels::matmul_packed(ffn, 2 * hidden, n, w.w2.data(), dim, hidden, x, dim,
-                           /*accumulate=*/true);
+    kernels::matmul_packed_swiglu(xn, dim, n, w.w13.data(), hidden, dim, ffn, hidden);
+    kernels::matmul_packed(ffn, hidden, n, w.w2.data(), dim, hidden, x, dim, /*accumulate=*/true);
     clock.mark(&ForwardProfile::matmul);
   }
 

@@ -21,8 +21,8 @@ namespace conveyor {
 // profile is attached (Transformer::set_profile). For benchmarks.
 struct ForwardProfile {
   double embed = 0;      // embedding lookup
-  double norms = 0;      // RMSNorm, RoPE, KV writes, SwiGLU: the small element-wise steps
-  double matmul = 0;     // QKV, output, feed-forward products
+  double norms = 0;      // RMSNorm, RoPE, KV writes: the small element-wise steps
+  double matmul = 0;     // QKV, output, feed-forward products (SwiGLU fused in)
   double attention = 0;  // paged attention
   double logits = 0;     // final norm and classifier
   int64_t calls = 0;

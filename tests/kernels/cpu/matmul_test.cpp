@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tests/kernels/cpu/random.hpp"
 
 namespace conveyor::kernels {
@@ -89,6 +91,33 @@ TEST(Matmul, LargeProductUsesThreadsAndStaysExact) {
   matmul_packed(x.data(), k, n, packed.data(), m, k, y.data(), m);
   const std::vector<float> ref = naive(x, k, n, w, m, k);
   EXPECT_LT(relative_error(y.data(), ref.data(), ref.size()), 1e-5);
+}
+
+TEST(Matmul, FusedSwigluMatchesNaive) {
+  uint32_t seed = 50;
+  for (int n : {1, 7, 12, 30})
+    for (int hidden : {1, 16, 17, 40, 100})
+      for (int k : {5, 64}) {
+        const int64_t ldx = k + 1, ldy = hidden + 3;
+        const std::vector<float> x = random_vector(size_t(n) * ldx, ++seed, -2.0f, 2.0f);
+        const std::vector<float> gate = random_vector(size_t(hidden) * k, ++seed);
+        const std::vector<float> up = random_vector(size_t(hidden) * k, ++seed);
+        std::vector<float> packed(packed_gate_up_floats(hidden, k));
+        pack_gate_up(gate.data(), up.data(), hidden, k, packed.data());
+        std::vector<float> y(size_t(n) * ldy, 7.0f);
+        matmul_packed_swiglu(x.data(), ldx, n, packed.data(), hidden, k, y.data(), ldy);
+        const std::vector<float> g = naive(x, ldx, n, gate, hidden, k);
+        const std::vector<float> u = naive(x, ldx, n, up, hidden, k);
+        for (int i = 0; i < n; ++i) {
+          for (int j = 0; j < hidden; ++j) {
+            const double gv = g[size_t(i) * hidden + j], uv = u[size_t(i) * hidden + j];
+            const double want = gv / (1.0 + std::exp(-gv)) * uv;
+            ASSERT_NEAR(y[i * ldy + j], want, 1e-5 * k)
+                << "n=" << n << " hidden=" << hidden << " k=" << k << " at " << i << "," << j;
+          }
+          for (int64_t j = hidden; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], 7.0f);
+        }
+      }
 }
 
 TEST(Matmul, BlasMatchesNaive) {
