@@ -46,12 +46,13 @@ caf::behavior stats_helper(caf::event_based_actor* self, scheduler_actor schedul
 }  // namespace
 
 struct EnginePort::Impl {
+  explicit Impl(Engine& e) : engine(e) {}
   Engine& engine;
   std::shared_ptr<StatsTickets> tickets = std::make_shared<StatsTickets>();
   caf::actor helper;
 };
 
-EnginePort::EnginePort(Engine& engine) : impl_(new Impl{engine}) {
+EnginePort::EnginePort(Engine& engine) : impl_(std::make_unique<Impl>(engine)) {
   impl_->helper = engine.system().spawn(stats_helper, engine.scheduler(), impl_->tickets);
 }
 

@@ -105,6 +105,9 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
 
 void HttpSession::handle_request() {
   busy_ = true;
+  // While the engine works on the answer, no I/O handler may hold the session
+  // (the callbacks hold weak pointers): hold it until the answer is sent.
+  hold_ = shared_from_this();
   stream_.expires_never();
   auto& req = parser_->get();
   keep_alive_ = req.keep_alive() && !shutting_down_;
@@ -134,6 +137,7 @@ void HttpSession::handle_request() {
       if (!beast::websocket::is_upgrade(req))
         return send_error(bad_request("GET /v1/ws expects a WebSocket upgrade"));
       closed_ = true;  // the socket moves to the WebSocket session
+      hold_.reset();
       std::make_shared<WebSocketSession>(stream_.release_socket(), state_)->run(parser_->release());
       return;
     }
@@ -287,6 +291,7 @@ void HttpSession::on_write(beast::error_code ec, std::size_t bytes) {
 void HttpSession::after_response() {
   response_complete_ = false;
   busy_ = false;
+  hold_.reset();  // the caller's handler still holds the session
   if (!keep_alive_) {
     lingering_ = true;
     beast::error_code ignored;
@@ -345,6 +350,7 @@ void HttpSession::on_probe(beast::error_code ec, std::size_t bytes) {
 void HttpSession::close() {
   if (closed_) return;
   closed_ = true;
+  hold_.reset();
   cancel_job();
   job_.reset();
   beast::error_code ignored;

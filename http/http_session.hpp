@@ -61,6 +61,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   std::shared_ptr<ServerState> state_;
   uint64_t registry_id_ = 0;
+  std::shared_ptr<HttpSession> hold_;  // set while a request is answered
 
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;

@@ -18,7 +18,8 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;       // larger request bodies (and WebSocket messages) get 413
   // Output a connection may have queued but not yet sent. Past it the request
   // that produced it is cancelled: an SSE connection is closed; on a WebSocket
-  // the request ends `cancelled` (and the socket is closed past twice the bound).
+  // the request ends `cancelled` (and the socket is closed past twice the
+  // bound plus 64 KiB).
   size_t max_output_bytes = 1 << 20;
   int io_threads = 1;                    // Asio threads (one is plenty on small machines)
   double idle_timeout_seconds = 60.0;    // keep-alive without a request; a stalled write

@@ -12,6 +12,11 @@ namespace net = boost::asio;
 
 namespace {
 
+// Room for final and error events past the bound, which are small and one
+// per request: a client that stops reading is closed only past twice the
+// bound plus this.
+constexpr size_t kFinalEventSlack = 64 * 1024;
+
 // Client ids of both kinds in one map: strings and numbers must not collide.
 std::string id_key(const std::string& id, bool is_number) { return (is_number ? "n:" : "s:") + id; }
 
@@ -164,7 +169,7 @@ void WebSocketSession::cancel_all() {
 
 void WebSocketSession::send(std::string message) {
   if (closed_) return;
-  if (queued_bytes_ > 2 * state_->options().max_output_bytes) {
+  if (queued_bytes_ > 2 * state_->options().max_output_bytes + kFinalEventSlack) {
     // Not even final events get through: the client has stopped reading.
     closed_ = true;
     cancel_all();

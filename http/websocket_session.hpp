@@ -15,7 +15,8 @@
 //
 // Backpressure: output queued but not sent is bounded by max_output_bytes;
 // a delta that would pass it cancels its request (whose final event then
-// says `cancelled`); past twice the bound the socket is closed.
+// says `cancelled`); past twice the bound (plus 64 KiB for final events)
+// the socket is closed.
 #pragma once
 
 #include <boost/beast/core.hpp>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine (as root) to a running conveyor
 # or a tested one:
-#   tools/bootstrap.sh run    install what is missing, build, start the main job
+#   tools/bootstrap.sh run    install what is missing, build, serve the embedded default model
 #   tools/bootstrap.sh test   install what is missing, build, run the whole test suite
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores).
 set -euo pipefail
@@ -17,6 +17,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  prometheus
 )
 # tests/integration runs the official openai npm client. A nodesource nodejs
 # ships its own npm (and conflicts with Debian's), so ask apt only when the
@@ -48,7 +49,13 @@ case "$mode" in
   run)
     configure_and_build -DCONVEYOR_BUILD_TESTS=OFF
     shift || true
-    exec "$build_dir/conveyor" generate --prompt "Once upon a time" --max-tokens 48 "$@"
+    cat <<'EOF'
+bootstrap: starting `conveyor serve` on the embedded default model (Ctrl-C stops it).
+Stream a completion from another shell:
+  curl -N http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \
+    -d '{"prompt": "Once upon a time", "max_tokens": 48, "stream": true}'
+EOF
+    exec "$build_dir/conveyor" serve "$@"
     ;;
   test)
     configure_and_build -DCONVEYOR_BUILD_TESTS=ON

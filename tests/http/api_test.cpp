@@ -1,0 +1,250 @@
+// The server's pieces without a network: request parsing, chat templates,
+// the completion job's output, Prometheus text, routing and the API key
+// check, the serve config file.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "http/api_request.hpp"
+#include "http/chat_template.hpp"
+#include "http/completion_job.hpp"
+#include "http/metrics_text.hpp"
+#include "http/routes.hpp"
+#include "http/serve_settings.hpp"
+
+namespace conveyor::http {
+namespace {
+
+namespace json = boost::json;
+
+TEST(ApiRequest, ParsesEveryField) {
+  const ParseResult r = parse_api_request(
+      R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": -1,
+          "min_p": 0.1, "seed": 42, "stop": ["a", "b"], "n": 3, "logprobs": 2, "presence_penalty": 0.5,
+          "frequency_penalty": -0.5, "stream": true, "stream_options": {"include_usage": true},
+          "user": "u", "ignore_eos": true, "priority": 4, "return_token_ids": true, "unknown": [1, {"x": 2}],
+          "suffix": null})",
+      Endpoint::completions);
+  ASSERT_FALSE(r.error) << r.error->message;
+  const ApiRequest& a = r.request;
+  EXPECT_EQ(a.model, "m");
+  ASSERT_EQ(a.prompts.size(), 1u);
+  EXPECT_EQ(*a.prompts[0].text, "hi");
+  EXPECT_EQ(a.sampling.max_tokens, 7);
+  EXPECT_FLOAT_EQ(a.sampling.temperature, 0.5f);
+  EXPECT_EQ(a.sampling.top_k, 0);
+  EXPECT_TRUE(a.sampling.has_seed);
+  EXPECT_EQ(a.sampling.seed, 42u);
+  EXPECT_EQ(a.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a.n, 3);
+  EXPECT_EQ(a.sampling.logprobs, 2);
+  EXPECT_TRUE(a.stream && a.include_usage && a.return_token_ids && a.sampling.ignore_eos);
+  EXPECT_EQ(a.priority, 4);
+}
+
+TEST(ApiRequest, PromptForms) {
+  auto prompts = [](const char* body) { return parse_api_request(body, Endpoint::completions); };
+  EXPECT_EQ(prompts(R"({"prompt": [1, 2, 3]})").request.prompts.at(0).ids, (std::vector<int32_t>{1, 2, 3}));
+  const auto list = prompts(R"({"prompt": ["a", [4, 5], "b"]})").request.prompts;
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(*list[0].text, "a");
+  EXPECT_EQ(list[1].ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_TRUE(prompts(R"({"prompt": []})").error);
+  EXPECT_TRUE(prompts(R"({"prompt": [1, -2]})").error);
+  EXPECT_TRUE(prompts(R"({"prompt": [1.5]})").error);
+  EXPECT_TRUE(prompts(R"({"prompt": [[1], 2]})").error);
+}
+
+TEST(ApiRequest, ChatMessagesAndLogprobs) {
+  const ParseResult r = parse_api_request(
+      R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+          "logprobs": true, "top_logprobs": 3, "max_completion_tokens": 9, "max_tokens": 100})",
+      Endpoint::chat);
+  ASSERT_FALSE(r.error) << r.error->message;
+  ASSERT_EQ(r.request.messages.size(), 2u);
+  EXPECT_EQ(r.request.messages[1].content, "ab");
+  EXPECT_EQ(r.request.sampling.logprobs, 3);
+  EXPECT_EQ(r.request.sampling.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_TRUE(parse_api_request(R"({"messages": [{"content": "x"}]})", Endpoint::chat).error);
+  EXPECT_TRUE(parse_api_request(R"({"prompt": "x"})", Endpoint::chat).error);
+}
+
+TEST(ApiRequest, RejectsBadJsonWithParam) {
+  auto error = [](const char* body) { return parse_api_request(body, Endpoint::completions).error; };
+  EXPECT_TRUE(error(R"({"prompt": "x"} {"prompt": "y"})"));
+  EXPECT_TRUE(error(R"({"prompt": "x",})"));
+  EXPECT_TRUE(error("\"x\""));
+  EXPECT_EQ(error(R"({"prompt": "x", "n": "2"})")->param, "n");
+  EXPECT_EQ(error(R"({"prompt": "x", "n": 65})")->param, "n");
+  EXPECT_EQ(error(R"({"prompt": "x", "max_tokens": 1e99})")->param, "max_tokens");
+  EXPECT_EQ(error(R"({"prompt": "x", "stop": [1]})")->param, "stop");
+  EXPECT_EQ(error(R"({"prompt": "x", "logprobs": 21})")->status, 400);
+}
+
+TEST(ApiRequest, WebSocketEnvelope) {
+  const auto cancel = parse_api_request(R"({"type": "cancel", "id": 12})", Endpoint::websocket);
+  ASSERT_FALSE(cancel.error);
+  EXPECT_TRUE(cancel.request.cancel);
+  EXPECT_TRUE(cancel.request.client_id_is_number);
+  EXPECT_EQ(cancel.request.client_id, "12");
+  const auto chat = parse_api_request(R"({"id": "c", "messages": [{"role": "user", "content": "x"}]})",
+                                      Endpoint::websocket);
+  ASSERT_FALSE(chat.error);
+  EXPECT_TRUE(chat.request.chat);
+  EXPECT_TRUE(parse_api_request(R"({"prompt": "x"})", Endpoint::websocket).error);  // no id
+  EXPECT_TRUE(parse_api_request(R"({"id": 1, "prompt": "x", "messages": []})", Endpoint::websocket).error);
+}
+
+TEST(ChatTemplate, DetectsFromGgufTemplate) {
+  EXPECT_EQ(detect_chat_template("{% for m in messages %}<|im_start|>{{m.role}}"), ChatTemplateKind::chatml);
+  EXPECT_EQ(detect_chat_template("{{ bos_token + '[INST] ' + content }}"), ChatTemplateKind::llama2);
+  EXPECT_EQ(detect_chat_template(""), ChatTemplateKind::plain);
+  EXPECT_FALSE(parse_chat_template_kind("jinja").has_value());
+}
+
+TEST(ChatTemplate, RendersTheThreeFormats) {
+  std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
+  const std::vector<ChatMessage> chat = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}};
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::llama2, bytes).render(chat),
+            "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST] A1 </s><s>[INST] U2 [/INST]");
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::chatml, bytes).render(chat),
+            "<s><|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1"
+            "<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n");
+  const ChatTemplate plain(ChatTemplateKind::plain, bytes);
+  EXPECT_EQ(plain.render(chat), "<s>S\n\nUser: U1\nAssistant: A1\nUser: U2\nAssistant:");
+  // Special tokens go in as ids: BOS first, then the text's bytes.
+  const std::vector<int32_t> ids = plain.encode({{"user", "x"}});
+  EXPECT_EQ(ids, bytes->encode("User: x\nAssistant:", /*add_bos=*/true));
+}
+
+JobSpec spec(OutputMode mode, bool chat = false) {
+  JobSpec s;
+  s.mode = mode;
+  s.chat = chat;
+  s.response_id = "cmpl-1";
+  s.model = "m";
+  s.prompts = {{1, 2, 3}};
+  s.return_token_ids = true;
+  return s;
+}
+
+StreamEvent event(std::string text, int32_t token, FinishReason finish = FinishReason::none) {
+  StreamEvent e;
+  e.text = std::move(text);
+  e.token_ids = {token};
+  e.finish = finish;
+  e.prompt_tokens = 3;
+  e.completion_tokens = finish == FinishReason::none ? 0 : 2;
+  return e;
+}
+
+TEST(CompletionJob, BodyCollectsEverything) {
+  CompletionJob job(spec(OutputMode::body, /*chat=*/true));
+  std::vector<std::string> out;
+  job.on_event(0, event("he", 7), out);
+  EXPECT_FALSE(job.done());
+  job.on_event(0, event("y", 8, FinishReason::stop), out);
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(job.done());
+  json::object body = json::parse(job.body()).as_object();
+  json::object choice = body["choices"].as_array()[0].as_object();
+  EXPECT_EQ(choice["message"].as_object()["content"], "hey");
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_EQ(choice["token_ids"], (json::array{7, 8}));
+  EXPECT_EQ(body["usage"].as_object()["total_tokens"], 5);
+}
+
+TEST(CompletionJob, SseFailureBeforeOutputBecomesAStatus) {
+  CompletionJob job(spec(OutputMode::sse));
+  StreamEvent full;
+  full.finish = FinishReason::error;
+  full.error_code = Errc::resource_exhausted;
+  full.message = "queue full";
+  std::vector<std::string> out;
+  job.on_event(0, full, out);
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(job.failure());
+  EXPECT_EQ(job.failure()->status, 429);
+}
+
+TEST(CompletionJob, SseFailureAfterOutputIsAnErrorChunk) {
+  CompletionJob job(spec(OutputMode::sse));
+  std::vector<std::string> out;
+  job.on_event(0, event("a", 97), out);
+  job.abort(ApiError{503, "bye", "server_error", {}, "shutting_down"}, out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(json::parse(out[1]).as_object().contains("error"));
+  EXPECT_EQ(out[2], "[DONE]");
+  EXPECT_FALSE(job.failure());
+}
+
+TEST(CompletionJob, WebSocketFinalCarriesTheClientId) {
+  JobSpec s = spec(OutputMode::websocket);
+  s.client_id = "42";
+  s.client_id_is_number = true;
+  CompletionJob job(s);
+  std::vector<std::string> out;
+  job.on_event(0, event("a", 97, FinishReason::length), out);
+  ASSERT_EQ(out.size(), 2u);
+  json::object delta = json::parse(out[0]).as_object(), final_event = json::parse(out[1]).as_object();
+  EXPECT_EQ(delta["type"], "delta");
+  EXPECT_EQ(delta["id"], 42);
+  EXPECT_EQ(delta["prompt_token_ids"], (json::array{1, 2, 3}));
+  EXPECT_EQ(final_event["type"], "final");
+  EXPECT_EQ(final_event["finish_reason"], "length");
+}
+
+TEST(MetricsText, HistogramsAreCumulativeWithInf) {
+  EngineMetrics metrics;
+  metrics.iteration_tokens.observe(3);
+  metrics.iteration_tokens.observe(5000);
+  EngineStats stats;
+  stats.num_running = 2;
+  const std::string text = render_metrics(stats, metrics);
+  EXPECT_NE(text.find("conveyor:num_requests_running 2\n"), std::string::npos);
+  EXPECT_NE(text.find("conveyor:iteration_tokens_bucket{le=\"8\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("conveyor:iteration_tokens_bucket{le=\"+Inf\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("conveyor:iteration_tokens_count 2\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE conveyor:time_to_first_token_seconds histogram\n"), std::string::npos);
+}
+
+TEST(Routes, MatchesPathsMethodsAndKeys) {
+  EXPECT_EQ(match_route("POST", "/v1/completions").route, Route::completions);
+  EXPECT_EQ(match_route("POST", "/v1/chat/completions?x=1").route, Route::chat);
+  EXPECT_EQ(match_route("GET", "/v1/completions").route, Route::wrong_method);
+  EXPECT_EQ(match_route("GET", "/v2").route, Route::not_found);
+  EXPECT_FALSE(match_route("GET", "/health").needs_key);
+  EXPECT_TRUE(authorized("", ""));
+  EXPECT_TRUE(authorized("Bearer k1", "k1"));
+  EXPECT_FALSE(authorized("Bearer k", "k1"));
+  EXPECT_FALSE(authorized("k1", "k1"));
+  EXPECT_EQ(sse_chunk({"x"}), "9\r\ndata: x\n\n\r\n");
+}
+
+TEST(ServeSettings, TomlOverridesAndRejectsUnknownKeys) {
+  ServeSettings s;
+  ASSERT_TRUE(parse_serve_config("model = \"dummy:tiny\"\n[server]\nport = 9001\napi_key = \"k\"\n"
+                                 "[engine]\nblock_size = 32\npreemption = \"swap\"\nprefix_caching = false\n",
+                                 "t.toml", s)
+                  .is_ok());
+  EXPECT_EQ(s.model, "dummy:tiny");
+  EXPECT_EQ(s.server.port, 9001);
+  EXPECT_EQ(s.engine.block_size, 32);
+  EXPECT_EQ(s.engine.preemption, "swap");
+  EXPECT_FALSE(s.engine.prefix_caching);
+  EXPECT_FALSE(parse_serve_config("[server]\nprot = 1\n", "t.toml", s).is_ok());
+  EXPECT_FALSE(parse_serve_config("[server]\nport = \"x\"\n", "t.toml", s).is_ok());
+  EXPECT_FALSE(parse_serve_config("[server]\nport = 70000\n", "t.toml", s).is_ok());
+  EXPECT_FALSE(parse_serve_config("[engine\n", "t.toml", s).is_ok());
+}
+
+TEST(ServeSettings, ExampleConfigsLoad) {
+  for (const char* name : {"serve.toml", "serve-llama-110m.toml"}) {
+    ServeSettings s;
+    const Status st = load_serve_config(std::string(CONVEYOR_SOURCE_DIR) + "/configs/" + name, s);
+    EXPECT_TRUE(st.is_ok()) << name << ": " << (st.is_ok() ? "" : st.error().message);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::http

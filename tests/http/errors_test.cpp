@@ -1,0 +1,133 @@
+// Every error the server answers with: 400 (invalid JSON, wrong types,
+// out-of-range values, unknown model, prompt too long), 401 (API key), 404,
+// 405, 413 (body too large), 429 (waiting queue full) with OpenAI-style bodies.
+#include "tests/http/test_server.hpp"
+#include "tests/http/test_util.hpp"
+
+namespace conveyor::http::testing {
+namespace {
+
+namespace json = boost::json;
+
+class Errors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new TestServer(); }
+  static void TearDownTestSuite() { delete server_; }
+  static uint16_t port() { return server_->port(); }
+  static Response post(const std::string& body, const std::string& path = "/v1/completions") {
+    return http_request(port(), "POST", path, body);
+  }
+  static TestServer* server_;
+};
+TestServer* Errors::server_ = nullptr;
+
+void expect_400(const Response& r, const std::string& param = "", const std::string& code = "") {
+  ASSERT_EQ(r.status, 400) << r.body << r.error;
+  json::object e = error_of(r);
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param.c_str()) << r.body;
+  }
+  if (!code.empty()) {
+    EXPECT_EQ(e["code"], code.c_str()) << r.body;
+  }
+}
+
+TEST_F(Errors, InvalidJson) {
+  expect_400(post("{\"prompt\": \"x\""));
+  expect_400(post("not json"));
+  expect_400(post("{\"prompt\": \"x\"} trailing"));
+  expect_400(post("[1, 2]"));
+  expect_400(post(""));
+}
+
+TEST_F(Errors, WrongTypes) {
+  expect_400(post(R"({"prompt": "x", "max_tokens": "5"})"), "max_tokens");
+  expect_400(post(R"({"prompt": "x", "temperature": "hot"})"), "temperature");
+  expect_400(post(R"({"prompt": "x", "stream": 1})"), "stream");
+  expect_400(post(R"({"prompt": {"a": 1}})"), "prompt");
+  expect_400(post(R"({"prompt": [1, "a"]})"), "prompt");
+  expect_400(post(R"({"messages": "hi"})", "/v1/chat/completions"), "messages");
+  expect_400(post(R"({"max_tokens": 5})"), "prompt");  // missing prompt
+}
+
+TEST_F(Errors, OutOfRange) {
+  expect_400(post(R"({"prompt": "x", "temperature": -1})"), "temperature");
+  expect_400(post(R"({"prompt": "x", "top_p": 1.5})"), "top_p");
+  expect_400(post(R"({"prompt": "x", "max_tokens": 0})"), "max_tokens");
+  expect_400(post(R"({"prompt": "x", "n": 0})"), "n");
+  expect_400(post(R"({"prompt": "x", "logprobs": 21})"), "logprobs");
+  expect_400(post(R"({"prompt": [1, 2, 100000]})"), "prompt");  // outside the vocabulary
+}
+
+TEST_F(Errors, UnknownModel) {
+  expect_400(post(R"({"model": "gpt-17", "prompt": "x"})"), "model", "model_not_found");
+}
+
+TEST_F(Errors, PromptLongerThanTheContext) {
+  json::array ids;
+  for (int32_t i = 0; i < server_->context_length(); ++i) ids.emplace_back(65);
+  expect_400(post(body_of({{"prompt", ids}})), "prompt", "context_length_exceeded");
+  const std::string long_text(size_t(server_->context_length()) + 10, 'a');
+  expect_400(post(body_of({{"messages", json::array{json::object{{"role", "user"}, {"content", long_text}}}}}),
+                  "/v1/chat/completions"),
+             "messages", "context_length_exceeded");
+}
+
+TEST_F(Errors, UnknownPathAndWrongMethod) {
+  const Response missing = http_request(port(), "GET", "/v1/nothing");
+  EXPECT_EQ(missing.status, 404);
+  error_of(missing);
+  const Response wrong = http_request(port(), "GET", "/v1/completions");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(wrong.headers.at("allow"), "POST");
+  error_of(wrong);
+  EXPECT_EQ(http_request(port(), "POST", "/health", "{}").status, 405);
+}
+
+TEST_F(Errors, BodyTooLarge) {
+  if (!curl_available()) GTEST_SKIP() << "curl is not installed";
+  const std::string big = "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}";
+  const CurlResult r = curl({"-H", "Content-Type: application/json",
+                             "http://127.0.0.1:" + std::to_string(port()) + "/v1/completions"},
+                            big);
+  EXPECT_EQ(r.http_status, 413) << r.body;
+  EXPECT_NE(r.body.find("request_too_large"), std::string::npos) << r.body;
+  // The server is still there.
+  EXPECT_EQ(http_request(port(), "GET", "/health").status, 200);
+}
+
+TEST(ErrorsQueue, FullWaitingQueueIs429WithRetryAfter) {
+  EngineConfig engine = small_engine();
+  engine.max_waiting = 0;  // every request finds the queue full
+  TestServer server(engine);
+  for (bool stream : {false, true}) {
+    const Response r = http_request(server.port(), "POST", "/v1/completions",
+                                    body_of({{"prompt", "x"}, {"stream", stream}}));
+    ASSERT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(r.headers.count("retry-after"), 1u);
+    EXPECT_EQ(error_of(r)["type"], "rate_limit_error");
+  }
+}
+
+TEST(ErrorsAuth, ApiKeyGuardsTheApi) {
+  ServerOptions options;
+  options.api_key = "sekrit";
+  TestServer server(small_engine(), options);
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  const Response none = http_request(server.port(), "POST", "/v1/completions", body);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(error_of(none)["type"], "authentication_error");
+  EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(http_request(server.port(), "GET", "/v1/models", "", {{"Authorization", "sekrit"}}).status, 401);
+  EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer sekrit"}}).status, 200);
+  EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);  // probes need no key
+  WsClient ws(server.port());
+  EXPECT_FALSE(ws.connected());
+  EXPECT_EQ(ws.upgrade_status(), 401);
+  WsClient keyed(server.port(), {{"Authorization", "Bearer sekrit"}});
+  EXPECT_TRUE(keyed.connected());
+}
+
+}  // namespace
+}  // namespace conveyor::http::testing

@@ -1,0 +1,111 @@
+// `conveyor serve` as a program: bad flags exit 2 with a message; it logs the
+// model and the KV capacity, serves, and exits 0 soon after SIGTERM or SIGINT.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "tests/http/test_client.hpp"
+
+namespace conveyor::http::testing {
+namespace {
+
+const std::string kConveyor = CONVEYOR_BINARY;
+
+int exit_code_of(const std::string& args, std::string* output = nullptr) {
+  FILE* pipe = popen((kConveyor + " serve " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int status = pclose(pipe);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
+  std::string out;
+  EXPECT_EQ(exit_code_of("--block-size 3", &out), 2);
+  EXPECT_NE(out.find("block-size"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--preemption sometimes", &out), 2);
+  EXPECT_EQ(exit_code_of("--port 70000", &out), 2);
+  EXPECT_EQ(exit_code_of("--no-such-flag", &out), 2);
+  EXPECT_EQ(exit_code_of("--config /nonexistent.toml", &out), 2);
+  EXPECT_EQ(exit_code_of("--chat-template jinja", &out), 2);
+  EXPECT_EQ(exit_code_of("--help", &out), 0);
+  for (const char* flag : {"--model", "--tokenizer", "--host", "--port", "--config", "--block-size",
+                           "--kv-cache-tokens", "--swap-space-tokens", "--max-num-seqs", "--max-batched-tokens",
+                           "--prefill-chunk", "--preemption", "--admission", "--batching", "--max-waiting",
+                           "--api-key", "--threads"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}
+
+// Starts `conveyor serve --port 0`, reads its log up to the listening line.
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+  std::string log;
+  uint16_t port = 0;
+};
+
+Child start_serve() {
+  Child c;
+  int fds[2];
+  if (pipe(fds) != 0) return c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    execl(kConveyor.c_str(), kConveyor.c_str(), "serve", "--port", "0", "--kv-cache-tokens", "4096",
+          "--threads", "1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  c.out = fdopen(fds[0], "r");
+  const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+  char line[1024];
+  while (fgets(line, sizeof line, c.out)) {
+    c.log += line;
+    std::cmatch m;
+    if (std::regex_search(line, m, listening)) {
+      c.port = uint16_t(std::stoi(m[1]));
+      break;
+    }
+  }
+  return c;
+}
+
+int wait_exit(Child& c, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(c.pid, &status, WNOHANG) == c.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(c.pid, SIGKILL);
+  waitpid(c.pid, &status, 0);
+  return -2;  // hung
+}
+
+TEST(ServeCommand, LogsServesAndStopsOnSignals) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    Child c = start_serve();
+    ASSERT_GT(c.port, 0) << c.log;
+    EXPECT_NE(c.log.find("conveyor-tiny"), std::string::npos) << c.log;
+    EXPECT_NE(c.log.find("KV cache 4096 tokens in 256 blocks of 16"), std::string::npos) << c.log;
+    EXPECT_EQ(http_request(c.port, "GET", "/health").status, 200);
+    EXPECT_EQ(http_request(c.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 3})").status, 200);
+    kill(c.pid, sig);
+    EXPECT_EQ(wait_exit(c, std::chrono::seconds(10)), 0) << "signal " << sig;
+    fclose(c.out);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::http::testing
