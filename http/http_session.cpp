@@ -81,6 +81,24 @@ void HttpSession::do_read() {
   parser_.emplace();
   parser_->body_limit(state_->options().max_body_bytes);
   stream_.expires_after(millis(state_->options().idle_timeout_seconds));
+  bhttp::async_read_header(stream_, buffer_, *parser_,
+                           beast::bind_front_handler(&HttpSession::on_header, shared_from_this()));
+}
+
+// A client that sends "Expect: 100-continue" waits for our go-ahead before
+// the body (some wait a second, some forever): give it once the header passed.
+void HttpSession::on_header(beast::error_code ec, std::size_t bytes) {
+  if (ec || closed_ || parser_->is_done()) return on_read(ec, bytes);
+  const auto expect = parser_->get()[bhttp::field::expect];
+  if (!beast::iequals(expect, "100-continue")) return read_body();
+  static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code e, std::size_t) {
+    if (e) return self->close();
+    self->read_body();
+  });
+}
+
+void HttpSession::read_body() {
   bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
 }
 

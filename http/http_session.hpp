@@ -33,6 +33,8 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
 
  private:
   void do_read();
+  void on_header(boost::beast::error_code ec, std::size_t bytes);
+  void read_body();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void handle_request();
   void start_completion(bool chat);

@@ -144,6 +144,17 @@ TEST_F(Completions, CurlStreamsChunksUsageAndDone) {
   EXPECT_EQ(streamed, std::string(parse_object(whole.body)["choices"].as_array().at(0).as_object()["text"].as_string()));
 }
 
+TEST_F(Completions, ExpectContinueGetsAGoAhead) {
+  if (!curl_available()) GTEST_SKIP() << "curl is not installed";
+  const auto start = std::chrono::steady_clock::now();
+  const CurlResult r = curl({"-H", "Content-Type: application/json", "-H", "Expect: 100-continue",
+                             "http://127.0.0.1:" + std::to_string(port()) + "/v1/completions"},
+                            body_of({{"prompt", std::string(300, 'a')}, {"max_tokens", 2}}));
+  EXPECT_EQ(r.http_status, 200) << r.body;
+  // Without the go-ahead curl waits a second before it sends the body.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+}
+
 TEST_F(Completions, ChatStreamedAndNotAgree) {
   const json::array messages{json::object{{"role", "system"}, {"content", "Be brief."}},
                              json::object{{"role", "user"}, {"content", "Hi"}}};
