@@ -5,9 +5,10 @@
 // configs/serve.toml), then the flags given on the command line. SIGINT and
 // SIGTERM stop it: no new connections, in-flight requests end with an error
 // event, then the engine and the actor system shut down.
-#include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <iostream>
 #include <optional>
@@ -22,6 +23,13 @@
 
 namespace conveyor::cli {
 namespace {
+
+int g_stop_pipe[2] = {-1, -1};  // SIGINT/SIGTERM write the signal number here
+
+extern "C" void stop_signal_handler(int signal) {
+  const char byte = char(signal);
+  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
+}
 
 // Flags as given; unset ones leave the config file's (or the default) value.
 struct ServeFlags {
@@ -76,13 +84,16 @@ int run_serve(const ServeFlags& f) {
       return fail(kExitUsage, "--chat-template: " + kind.error().message);
   }
 
-  // Every thread started from here on inherits the mask, so the signals
-  // reach only sigwait below.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A handler rather than a blocked mask and sigwait: threads that exist
+  // before main (a BLAS pool) would not have the mask, and the kernel may
+  // hand a process signal to any thread. The handler only writes to a pipe.
+  if (pipe(g_stop_pipe) != 0) return fail(kExitFailure, "cannot create a pipe");
+  struct sigaction on_stop = {};
+  on_stop.sa_handler = stop_signal_handler;
+  sigemptyset(&on_stop.sa_mask);
+  on_stop.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &on_stop, nullptr);
+  sigaction(SIGTERM, &on_stop, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadOptions load;
@@ -128,8 +139,9 @@ int run_serve(const ServeFlags& f) {
   std::cout << "conveyor serve: listening on http://" << s.server.host << ":" << *bound
             << (s.server.api_key.empty() ? "" : " (API key required)") << std::endl;
 
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
+  char signal = 0;
+  while (read(g_stop_pipe[0], &signal, 1) < 0 && errno == EINTR) {
+  }
   std::cout << "conveyor serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
   server.stop();
   return 0;  // the server, the port, the engine, then the actor system go, in that order
