@@ -22,7 +22,10 @@ TEST(Lifecycle, DisconnectMidStreamFreesTheBlocks) {
   TestServer server;
   const double cancelled_before = metric(server.port(), "conveyor:request_success_total{finished_reason=\"cancelled\"}");
   int events = 0;
-  const Response r = sse_request(server.port(), "/v1/completions", kLongStream, [&](const std::string& payload) {
+  // Eight choices of 480 tokens: on a loaded machine some may end before the
+  // client hangs up, but not all.
+  const std::string eight = body_of({{"prompt", "x"}, {"max_tokens", 480}, {"ignore_eos", true}, {"stream", true}, {"n", 8}});
+  const Response r = sse_request(server.port(), "/v1/completions", eight, [&](const std::string& payload) {
     EXPECT_NE(payload, "[DONE]") << "the request ended before the client hung up";
     return ++events < 2;  // hang up after two events
   });
@@ -31,7 +34,7 @@ TEST(Lifecycle, DisconnectMidStreamFreesTheBlocks) {
     return metric(server.port(), "conveyor:num_requests_running") == 0 &&
            metric(server.port(), "conveyor:kv_cache_usage_ratio") == 0;
   })) << "blocks still held after the client left";
-  EXPECT_EQ(metric(server.port(), "conveyor:request_success_total{finished_reason=\"cancelled\"}"),
+  EXPECT_GE(metric(server.port(), "conveyor:request_success_total{finished_reason=\"cancelled\"}"),
             cancelled_before + 1);
 }
 
@@ -92,7 +95,7 @@ TEST(Lifecycle, ShutdownEndsOpenStreamsWithAnError) {
   ASSERT_TRUE(eventually([&] { return streaming.load(); }));
   const auto start = std::chrono::steady_clock::now();
   server.stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));  // grace is 2 s
   client.join();
   ASSERT_GE(payloads.size(), 2u);
   EXPECT_EQ(payloads.back(), "[DONE]");
