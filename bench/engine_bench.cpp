@@ -15,7 +15,10 @@
 // fit (random weights do not care where RoPE positions end).
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <mutex>
 #include <cstring>
 #include <random>
 #include <string>
@@ -113,6 +116,43 @@ class ZeroCostRunner final : public StepRunner {
   }
 };
 
+// Closed loop at `concurrency`: each finished request is replaced by a new
+// one until `total` have run (what `conveyor bench --concurrency` does over
+// HTTP). Returns output tokens per second.
+double closed_loop(Engine& engine, int concurrency, int total, int32_t prompt_len, int32_t output_len,
+                   int32_t vocab) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int submitted = 0, finished = 0;
+  int64_t tokens = 0;
+  std::mt19937_64 rng(5);
+  std::function<void()> submit_one = [&] {  // called with `mutex` held
+    RequestSpec spec;
+    spec.request.prompt.resize(size_t(prompt_len));
+    for (int32_t& t : spec.request.prompt) t = 3 + int32_t(rng() % uint64_t(std::min(vocab, 250) - 3));
+    spec.request.sampling.temperature = 0;
+    spec.request.sampling.max_tokens = output_len;
+    spec.request.sampling.ignore_eos = true;
+    ++submitted;
+    engine.submit(std::move(spec), [&](const StreamEvent& e) {
+      std::lock_guard lock(mutex);
+      tokens += int64_t(e.token_ids.size());
+      if (!e.last()) return;
+      ++finished;
+      if (submitted < total) submit_one();
+      cv.notify_all();
+    });
+  };
+  const auto start = clock_type::now();
+  {
+    std::lock_guard lock(mutex);
+    for (int i = 0; i < concurrency && submitted < total; ++i) submit_one();
+  }
+  std::unique_lock lock(mutex);
+  cv.wait(lock, [&] { return finished == total; });
+  return double(tokens) / std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
 // The scheduler core and block manager alone, no actors: the CPU cost of one
 // decode iteration's bookkeeping for n running sequences, in microseconds.
 double core_cpu_us(int n, int32_t vocab) {
@@ -156,13 +196,15 @@ int main(int argc, char** argv) {
   std::string model_name = "dummy:llama-15m";
   int requests = 256;
   bool overhead_only = false;
+  int closed = 0;  // --closed-loop C: only the closed-loop figure
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
     else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) requests = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) requests = 64;
     else if (!std::strcmp(argv[i], "--overhead")) overhead_only = true;
+    else if (!std::strcmp(argv[i], "--closed-loop") && i + 1 < argc) closed = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead]\n");
+      std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead] [--closed-loop C]\n");
       return 2;
     }
   }
@@ -179,6 +221,16 @@ int main(int argc, char** argv) {
 
   testing::EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
+  if (closed > 0) {
+    // The server comparison's workload: 128-token prompts, 128 new tokens,
+    // `conveyor serve`'s default engine configuration.
+    auto engine = Engine::create(sys, EngineConfig{}, model);
+    if (!engine) return 1;
+    const int total = std::max(requests, 2 * closed);
+    std::printf("in-process closed loop, concurrency %d, %d requests (128 in, 128 out): %.1f output tok/s\n",
+                closed, total, closed_loop(**engine, closed, total, 128, 128, vocab));
+    return 0;
+  }
   const Workload chat = long_tailed_workload(requests, 32, vocab, 1);
   std::printf("workload: %d requests, 32-token prompts, output exponential mean 128 capped at 1024 "
               "(total %lld output tokens)\n\n", requests, (long long)chat.total_output());
