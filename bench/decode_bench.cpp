@@ -5,15 +5,18 @@
 //
 // For each model and batch size B it prefills B sequences to about `context`
 // positions, then times decode steps (every sequence one token). The roofline
-// is measured in the same run: memory read bandwidth by a multi-threaded
-// streaming read of a buffer far larger than the last-level cache, and the
-// matrix-product peak by a large sgemm through the BLAS in ConveyorBlas.cmake.
+// is measured in the same run, before every batch size, keeping the best:
+// memory read bandwidth by a multi-threaded streaming read of a buffer far
+// larger than the last-level cache, and the matrix-product peak by a large
+// sgemm through the BLAS in ConveyorBlas.cmake. Each batch size runs
+// `repeats` times `steps` decode steps and keeps the run with the best median.
 //   roofline(step) = max(weight bytes / bandwidth, flops / peak)
 //   flops = 2 · (parameters in matrix products) · B + attention flops
 // and `of_roof` is roofline / measured. `kv_roof` adds the KV-cache bytes a
 // step reads to the weight bytes: attention at long contexts is memory-bound
 // too, and the plain roofline does not count it.
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,16 +57,19 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Read bandwidth in bytes/s: every thread sums its share of a 1 GiB buffer.
+// Read bandwidth in bytes/s: every thread sums its share of a 512 MiB buffer
+// (16 times the last-level cache).
 double measure_read_bandwidth() {
   typedef float f32x16 __attribute__((vector_size(64)));
-  const size_t bytes = size_t(1) << 30, n = bytes / sizeof(f32x16);
-  f32x16* buf = static_cast<f32x16*>(std::aligned_alloc(64, bytes));
+  const size_t bytes = size_t(1) << 29, n = bytes / sizeof(f32x16);
+  // On transparent huge pages, as the model's weights and KV cache are.
+  f32x16* buf = static_cast<f32x16*>(std::aligned_alloc(size_t(2) << 20, bytes));
+  madvise(buf, bytes, MADV_HUGEPAGE);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) buf[i] = f32x16{} + 1.0f;  // first touch by the reading thread
   std::vector<double> times;
   float sink = 0.0f;
-  for (int rep = 0; rep < 7; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     const double t0 = now_s();
     float total = 0.0f;
 #pragma omp parallel reduction(+ : total)
@@ -97,7 +103,7 @@ std::pair<double, double> measure_peak() {
   std::vector<float> packed(kernels::packed_matrix_floats(n, n));
   kernels::pack_matrix(b.data(), n, n, packed.data());
   std::vector<double> blas, own;
-  for (int rep = 0; rep < 11; ++rep) {
+  for (int rep = 0; rep < 4; ++rep) {
     double t0 = now_s();
     kernels::matmul_blas(a.data(), n, n, b.data(), n, n, c.data(), n);
     blas.push_back(now_s() - t0);
@@ -110,6 +116,28 @@ std::pair<double, double> measure_peak() {
           flops / *std::min_element(own.begin(), own.end())};
 }
 
+// The machine's limits, measured again before every batch size and kept at
+// their best: a roofline is an upper bound, and on a shared machine a slow
+// measurement measures the neighbours.
+struct Roofline {
+  double bandwidth = 0.0;    // bytes/s
+  double blas_peak = 0.0;    // flop/s, the peak the roofline uses
+  double packed_peak = 0.0;  // flop/s, for comparison
+  void refresh() {
+    bandwidth = std::max(bandwidth, measure_read_bandwidth());
+    const auto [blas, packed] = measure_peak();
+    blas_peak = std::max(blas_peak, blas);
+    packed_peak = std::max(packed_peak, packed);
+  }
+};
+
+// One batch size's measurement.
+struct Result {
+  int batch_size;
+  double step_s, flops, kv_bytes, prefill_tokens_per_s;
+  ForwardProfile profile;  // of the median step
+};
+
 int64_t matmul_params(const ModelConfig& c) {
   const int64_t d = c.dim, q = int64_t(c.n_heads) * c.head_dim(), kv = c.kv_dim(), h = c.hidden_dim;
   return c.n_layers * (q * d + 2 * kv * d + d * q + 3 * h * d) + int64_t(c.vocab_size) * d;
@@ -121,7 +149,7 @@ struct Options {
   int steps = 16, repeats = 3, context = 128, threads = 2, block_size = 16;
 };
 
-void run_model(const std::string& spec, const Options& o, double bandwidth, double peak) {
+void run_model(const std::string& spec, const Options& o, Roofline& roof) {
   auto loaded = load_model(spec);
   if (!loaded) {
     std::fprintf(stderr, "%s: %s\n", spec.c_str(), loaded.error().message.c_str());
@@ -131,14 +159,10 @@ void run_model(const std::string& spec, const Options& o, double bandwidth, doub
   const int64_t params = matmul_params(config);
   Transformer model(config, std::move(loaded->weights), o.threads);
   const double weight_bytes = 4.0 * double(params);
-  std::printf("\n%s: %.1fM parameters in matrix products (%.0f MB), context ~%d, block size %d\n",
-              spec.c_str(), params / 1e6, weight_bytes / 1e6, o.context, o.block_size);
-  std::printf("%5s %10s %10s %10s %10s %8s %8s %10s   %s\n", "batch", "step_ms", "tok/s",
-              "roof_ms", "bound", "of_roof", "kv_roof", "prefill/s",
-              "median step, ms: matmul attn logits other");
-
+  std::vector<Result> results;
   std::mt19937 rng(1);
   for (int batch_size : o.batches) {
+    roof.refresh();
     const int32_t max_len = o.context + 1;
     const int32_t blocks_per_seq = (max_len + o.block_size - 1) / o.block_size;
     KvCache cache(KvCacheShape::for_model(config, o.block_size, blocks_per_seq * batch_size));
@@ -218,18 +242,30 @@ void run_model(const std::string& spec, const Options& o, double bandwidth, doub
       best_profile = profiles[profiles.size() / 2].second;
     }
     }
-    const double memory_s = weight_bytes / bandwidth, compute_s = flops / peak;
-    const double roof_s = std::max(memory_s, compute_s);
-    const double kv_roof_s = std::max((weight_bytes + kv_bytes) / bandwidth, compute_s);
-    const ForwardProfile& p = best_profile;
-    const double per_call = 1e3 / double(std::max<int64_t>(p.calls, 1));
-    std::printf("%5d %10.3f %10.1f %10.3f %10s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f %5.2f %5.2f\n",
-                batch_size, step_s * 1e3, batch_size / step_s, roof_s * 1e3,
-                memory_s > compute_s ? "memory" : "compute", 100.0 * roof_s / step_s,
-                100.0 * kv_roof_s / step_s, prefill_tokens / prefill_s, p.matmul * per_call,
-                p.attention * per_call, p.logits * per_call, (p.norms + p.embed) * per_call);
-    std::fflush(stdout);
+    results.push_back({batch_size, step_s, flops, kv_bytes, prefill_tokens / prefill_s, best_profile});
   }
+  roof.refresh();
+
+  std::printf("\n%s: %.1fM parameters in matrix products (%.0f MB), context ~%d, block size %d\n",
+              spec.c_str(), params / 1e6, weight_bytes / 1e6, o.context, o.block_size);
+  std::printf("roofline: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed kernel %.1f)\n",
+              roof.bandwidth / 1e9, roof.blas_peak / 1e9, roof.packed_peak / 1e9);
+  std::printf("%5s %10s %10s %10s %8s %8s %8s %10s   %s\n", "batch", "step_ms", "tok/s",
+              "roof_ms", "bound", "of_roof", "kv_roof", "prefill/s",
+              "median step, ms: matmul attn logits other");
+  for (const Result& r : results) {
+    const double memory_s = weight_bytes / roof.bandwidth, compute_s = r.flops / roof.blas_peak;
+    const double roof_s = std::max(memory_s, compute_s);
+    const double kv_roof_s = std::max((weight_bytes + r.kv_bytes) / roof.bandwidth, compute_s);
+    const ForwardProfile& p = r.profile;
+    const double per_call = 1e3 / double(std::max<int64_t>(p.calls, 1));
+    std::printf("%5d %10.3f %10.1f %10.3f %8s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f %5.2f %5.2f\n",
+                r.batch_size, r.step_s * 1e3, r.batch_size / r.step_s, roof_s * 1e3,
+                memory_s > compute_s ? "memory" : "compute", 100.0 * roof_s / r.step_s,
+                100.0 * kv_roof_s / r.step_s, r.prefill_tokens_per_s, p.matmul * per_call,
+                p.attention * per_call, p.logits * per_call, (p.norms + p.embed) * per_call);
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -256,17 +292,7 @@ int main(int argc, char** argv) {
   omp_set_num_threads(o.threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("threads %d, OMP_WAIT_POLICY=%s\n", o.threads, wait ? wait : "(unset)");
-  // Twice, keeping the best: a neighbour's burst should not lower the roof.
-  double bandwidth = 0.0, blas_peak = 0.0, packed_peak = 0.0;
-  for (int i = 0; i < 2; ++i) {
-    bandwidth = std::max(bandwidth, conveyor::measure_read_bandwidth());
-    const auto [blas, packed] = conveyor::measure_peak();
-    blas_peak = std::max(blas_peak, blas);
-    packed_peak = std::max(packed_peak, packed);
-  }
-  std::printf("read bandwidth %.1f GB/s; sgemm 2048^3 peak %.1f GFLOP/s (BLAS), %.1f (packed kernel)\n",
-              bandwidth / 1e9, blas_peak / 1e9, packed_peak / 1e9);
-  for (const std::string& spec : o.models)
-    conveyor::run_model(spec, o, bandwidth, blas_peak);
+  conveyor::Roofline roof;
+  for (const std::string& spec : o.models) conveyor::run_model(spec, o, roof);
   return 0;
 }
