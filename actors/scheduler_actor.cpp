@@ -24,6 +24,7 @@ struct scheduler_state {
   bool wake_pending = false;   // a delayed wake is armed
   int32_t swaps_in_flight = 0;
   request_id next_id = 1;
+  std::vector<TokenEvent> events;  // delivery buffer, reused
   EngineStats stats;
   static inline const char* name = "scheduler";
 
@@ -50,7 +51,8 @@ void iterate(self_ptr self);
 void deliver_events(self_ptr self) {
   auto& st = self->state;
   HandlerTimer timer(st.stats.delivery_seconds);
-  for (TokenEvent& e : st.core->take_events()) {
+  st.core->take_events(st.events);
+  for (TokenEvent& e : st.events) {
     auto it = st.sinks.find(e.id);
     if (it == st.sinks.end()) continue;
     if (e.token >= 0) ++st.stats.generated_tokens;

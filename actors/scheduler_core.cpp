@@ -213,6 +213,7 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
 void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
   batch.computed = std::move(pending_computed_);
   pending_computed_.clear();
+  pending_computed_.reserve(batch.computed.size());
   batch.frees = std::move(pending_frees_);
   pending_frees_.clear();
   pending_free_blocks_ = 0;
@@ -224,6 +225,8 @@ void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
 
 AllocationBatch SchedulerCore::build_allocation() {
   AllocationBatch batch;
+  batch.requests.reserve(running_.size() + plan_.size());
+  batch.tokens.reserve(running_.size() + plan_.size());
   take_pending_updates(batch);
   batch.swap_in = pending_swap_in_;
 
@@ -417,6 +420,13 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
 StepPlan SchedulerCore::build_step() {
   StepPlan plan;
   plan.iteration = iteration_;
+  plan.seq_ids.reserve(plan_.size());
+  plan.batch.seq_start_pos.reserve(plan_.size());
+  plan.batch.seq_token_begin.reserve(plan_.size() + 1);
+  plan.batch.block_table_begin.reserve(plan_.size() + 1);
+  plan.batch.want_logits.reserve(plan_.size());
+  plan.batch.tokens.reserve(plan_.size());
+  plan.batch.block_tables.reserve(block_table_hint_);
   plan.copies = std::move(copies_);
   copies_.clear();
   for (Planned& p : plan_) {
@@ -434,6 +444,7 @@ StepPlan SchedulerCore::build_step() {
       plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
     }
   }
+  block_table_hint_ = plan.batch.block_tables.size();
   plan.retired = std::move(retired_samplers_);
   retired_samplers_.clear();
   // KV utilization: tokens with KV (after this step) over the slots of all
@@ -516,6 +527,11 @@ std::vector<TokenEvent> SchedulerCore::take_events() {
   std::vector<TokenEvent> out = std::move(events_);
   events_.clear();
   return out;
+}
+
+void SchedulerCore::take_events(std::vector<TokenEvent>& out) {
+  out.clear();
+  out.swap(events_);
 }
 
 std::vector<FinishedSequence> SchedulerCore::take_finished() {

@@ -86,6 +86,9 @@ class SchedulerCore {
 
   // Events for clients produced since the last call.
   std::vector<TokenEvent> take_events();
+  // The same into `out` (cleared first); the two buffers trade places, so a
+  // caller that keeps `out` across iterations allocates nothing.
+  void take_events(std::vector<TokenEvent>& out);
   // Sequences that finished since the last call (feeds the profiled admission policy).
   std::vector<FinishedSequence> take_finished();
   // Seconds each newly admitted request waited in the queue, since the last call.
@@ -173,6 +176,7 @@ class SchedulerCore {
   std::vector<double> queue_times_;
   double now_ = 0.0;                         // as of begin_iteration
   int32_t pending_free_blocks_ = 0;          // held by pending_frees_
+  size_t block_table_hint_ = 0;              // block-table entries in the last step plan
   uint64_t kv_live_sum_ = 0;                 // live tokens, summed over steps
   uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps
   std::vector<SwapOrder> swap_orders_;
