@@ -4,7 +4,10 @@
 // tokens of many sequences together. Matrix products run over all the batch's
 // tokens at once through BLAS; attention reads each sequence's blocks.
 // Thread-safety: one thread at a time (the executor's); the kernels inside use
-// all the threads they were given.
+// all the threads they were given, as an OpenMP team of the calling thread
+// (forward() sets that thread's team size). Weights are repacked at
+// construction into the layout of kernels/cpu/matmul.hpp, on huge pages.
+// Performance notes and measurements: kernels/cpu/README.md.
 #pragma once
 
 #include <cstdint>
