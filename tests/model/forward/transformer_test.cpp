@@ -148,6 +148,24 @@ TEST(Transformer, GroupedQueryHalfSplitPartialRopeUntiedMatchesReference) {
   check_all_layouts(c, make_random_weights(c, 2), 22);
 }
 
+TEST(Transformer, ProfileCountsCallsAndPhases) {
+  const ModelConfig c = small_config();
+  Transformer model(c, make_random_weights(c, 3), 2);
+  ForwardProfile profile;
+  model.set_profile(&profile);
+  PagedDriver driver(model, 16, 8, 1);
+  driver.add({1, 2, 3, 4, 5});
+  driver.add({6, 7});
+  EXPECT_EQ(driver.step(64).size(), size_t(2));
+  model.set_profile(nullptr);
+  driver.append(0, 9);
+  driver.step(1);  // not counted
+  EXPECT_EQ(profile.calls, 1);
+  EXPECT_GT(profile.matmul, 0.0);
+  EXPECT_GT(profile.attention, 0.0);
+  EXPECT_GT(profile.logits, 0.0);
+}
+
 std::string stories_path() { return std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin"; }
 
 TEST(Transformer, Stories260KMatchesReference) {
