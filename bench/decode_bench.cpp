@@ -5,10 +5,10 @@
 //
 // For each model and batch size B it prefills B sequences to about `context`
 // positions, then times decode steps (every sequence one token). The roofline
-// is measured in the same run, before every batch size, keeping the best:
-// memory read bandwidth by a multi-threaded streaming read of a buffer far
-// larger than the last-level cache, and the matrix-product peak by a large
-// sgemm through the BLAS in ConveyorBlas.cmake. Each batch size runs
+// is measured in the same run, right before and after every batch size's
+// timing, keeping the better: memory read bandwidth by a multi-threaded
+// streaming read of a buffer far larger than the last-level cache, and the
+// matrix-product peak by a large sgemm through the BLAS in ConveyorBlas.cmake. Each batch size runs
 // `repeats` times `steps` decode steps and keeps the run with the best median.
 //   roofline(step) = max(weight bytes / bandwidth, flops / peak)
 //   flops = 2 · (parameters in matrix products) · B + attention flops
@@ -25,6 +25,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/matmul.hpp"
@@ -116,18 +117,24 @@ std::pair<double, double> measure_peak() {
           flops / *std::min_element(own.begin(), own.end())};
 }
 
-// The machine's limits, measured again before every batch size and kept at
-// their best: a roofline is an upper bound, and on a shared machine a slow
-// measurement measures the neighbours.
+// The machine's limits. The memory bandwidth this VM gets from its host moves
+// between ~33 and ~62 GB/s over minutes, so each batch size is compared with
+// the limits measured right before and right after its timing (the better of
+// the two); the header line shows the best seen in the whole run.
 struct Roofline {
   double bandwidth = 0.0;    // bytes/s
   double blas_peak = 0.0;    // flop/s, the peak the roofline uses
   double packed_peak = 0.0;  // flop/s, for comparison
-  void refresh() {
-    bandwidth = std::max(bandwidth, measure_read_bandwidth());
-    const auto [blas, packed] = measure_peak();
-    blas_peak = std::max(blas_peak, blas);
-    packed_peak = std::max(packed_peak, packed);
+  static Roofline measure() {
+    Roofline r;
+    r.bandwidth = measure_read_bandwidth();
+    std::tie(r.blas_peak, r.packed_peak) = measure_peak();
+    return r;
+  }
+  void keep_best(const Roofline& o) {
+    bandwidth = std::max(bandwidth, o.bandwidth);
+    blas_peak = std::max(blas_peak, o.blas_peak);
+    packed_peak = std::max(packed_peak, o.packed_peak);
   }
 };
 
@@ -136,6 +143,7 @@ struct Result {
   int batch_size;
   double step_s, flops, kv_bytes, prefill_tokens_per_s;
   ForwardProfile profile;  // of the median step
+  Roofline roof;           // measured around this batch size's timing
 };
 
 int64_t matmul_params(const ModelConfig& c) {
@@ -149,7 +157,7 @@ struct Options {
   int steps = 16, repeats = 3, context = 128, threads = 2, block_size = 16;
 };
 
-void run_model(const std::string& spec, const Options& o, Roofline& roof) {
+void run_model(const std::string& spec, const Options& o, Roofline& best) {
   auto loaded = load_model(spec);
   if (!loaded) {
     std::fprintf(stderr, "%s: %s\n", spec.c_str(), loaded.error().message.c_str());
@@ -162,7 +170,6 @@ void run_model(const std::string& spec, const Options& o, Roofline& roof) {
   std::vector<Result> results;
   std::mt19937 rng(1);
   for (int batch_size : o.batches) {
-    roof.refresh();
     const int32_t max_len = o.context + 1;
     const int32_t blocks_per_seq = (max_len + o.block_size - 1) / o.block_size;
     KvCache cache(KvCacheShape::for_model(config, o.block_size, blocks_per_seq * batch_size));
@@ -197,6 +204,7 @@ void run_model(const std::string& spec, const Options& o, Roofline& roof) {
       prefill_s += now_s() - t0;
       prefill_tokens += batch.num_tokens();
     }
+    Roofline roof = Roofline::measure();
     // Decode steps: `repeats` runs of `steps` steps; the run with the best
     // median counts (on a shared machine the others measure the neighbours).
     double step_s = 1e30, flops = 0.0, kv_bytes = 0.0;
@@ -242,25 +250,31 @@ void run_model(const std::string& spec, const Options& o, Roofline& roof) {
       best_profile = profiles[profiles.size() / 2].second;
     }
     }
-    results.push_back({batch_size, step_s, flops, kv_bytes, prefill_tokens / prefill_s, best_profile});
+    roof.keep_best(Roofline::measure());
+    best.keep_best(roof);
+    results.push_back(
+        {batch_size, step_s, flops, kv_bytes, prefill_tokens / prefill_s, best_profile, roof});
   }
-  roof.refresh();
 
   std::printf("\n%s: %.1fM parameters in matrix products (%.0f MB), context ~%d, block size %d\n",
               spec.c_str(), params / 1e6, weight_bytes / 1e6, o.context, o.block_size);
-  std::printf("roofline: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed kernel %.1f)\n",
-              roof.bandwidth / 1e9, roof.blas_peak / 1e9, roof.packed_peak / 1e9);
-  std::printf("%5s %10s %10s %10s %8s %8s %8s %10s   %s\n", "batch", "step_ms", "tok/s",
-              "roof_ms", "bound", "of_roof", "kv_roof", "prefill/s",
+  std::printf("best in this run: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed "
+              "kernel %.1f)\n",
+              best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9);
+  std::printf("%5s %10s %10s %6s %6s %10s %8s %8s %8s %10s   %s\n", "batch", "step_ms", "tok/s",
+              "GB/s", "GF/s", "roof_ms", "bound", "of_roof", "kv_roof", "prefill/s",
               "median step, ms: matmul attn logits other");
   for (const Result& r : results) {
+    const Roofline& roof = r.roof;
     const double memory_s = weight_bytes / roof.bandwidth, compute_s = r.flops / roof.blas_peak;
     const double roof_s = std::max(memory_s, compute_s);
     const double kv_roof_s = std::max((weight_bytes + r.kv_bytes) / roof.bandwidth, compute_s);
     const ForwardProfile& p = r.profile;
     const double per_call = 1e3 / double(std::max<int64_t>(p.calls, 1));
-    std::printf("%5d %10.3f %10.1f %10.3f %8s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f %5.2f %5.2f\n",
-                r.batch_size, r.step_s * 1e3, r.batch_size / r.step_s, roof_s * 1e3,
+    std::printf(
+        "%5d %10.3f %10.1f %6.1f %6.0f %10.3f %8s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f %5.2f %5.2f\n",
+                r.batch_size, r.step_s * 1e3, r.batch_size / r.step_s, roof.bandwidth / 1e9,
+                roof.blas_peak / 1e9, roof_s * 1e3,
                 memory_s > compute_s ? "memory" : "compute", 100.0 * roof_s / r.step_s,
                 100.0 * kv_roof_s / r.step_s, r.prefill_tokens_per_s, p.matmul * per_call,
                 p.attention * per_call, p.logits * per_call, (p.norms + p.embed) * per_call);
@@ -292,7 +306,7 @@ int main(int argc, char** argv) {
   omp_set_num_threads(o.threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("threads %d, OMP_WAIT_POLICY=%s\n", o.threads, wait ? wait : "(unset)");
-  conveyor::Roofline roof;
-  for (const std::string& spec : o.models) conveyor::run_model(spec, o, roof);
+  conveyor::Roofline best;
+  for (const std::string& spec : o.models) conveyor::run_model(spec, o, best);
   return 0;
 }
