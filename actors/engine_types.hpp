@@ -169,6 +169,7 @@ struct EngineStats {
   double iteration_seconds = 0.0;    // whole iterations, step to step
   double scheduler_seconds = 0.0;    // the scheduler's own handlers (its CPU time, roughly)
   double delivery_seconds = 0.0;     // of which: sending token events to request actors
+  double critical_seconds = 0.0;     // step result in to next step plan out, in the scheduler
   BlockStats blocks;
   double kv_live_token_ratio = 0.0;  // live tokens / slots of allocated blocks, averaged over iterations
 };

@@ -20,6 +20,7 @@ struct scheduler_state {
   std::unordered_map<caf::actor_addr, request_id> sink_ids;
   clock_type::time_point epoch = clock_type::now();
   clock_type::time_point last_step_done{};
+  clock_type::time_point step_result_at{};  // when the last step result came in
   bool busy = false;           // an iteration is in flight
   bool wake_pending = false;   // a delayed wake is armed
   int32_t swaps_in_flight = 0;
@@ -126,6 +127,10 @@ void run_step(self_ptr self) {
   }
   const int32_t tokens = plan.batch.num_tokens();
   auto pending = self->request(st.actors.executor, caf::infinite, step_atom_v, std::move(plan));
+  if (st.step_result_at != clock_type::time_point{}) {
+    st.stats.critical_seconds += seconds_since(st.step_result_at);
+    st.step_result_at = {};
+  }
   // The executor has its plan: stream the previous iteration's tokens while
   // it computes, off the iteration's critical path.
   deliver_events(self);
@@ -135,6 +140,7 @@ void run_step(self_ptr self) {
             auto& st = self->state;
             HandlerTimer timer(st.stats.scheduler_seconds);
             const auto now = clock_type::now();
+            st.step_result_at = now;
             if (st.last_step_done != clock_type::time_point{})
               st.stats.iteration_seconds +=
                   std::chrono::duration<double>(now - st.last_step_done).count();
