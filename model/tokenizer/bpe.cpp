@@ -10,12 +10,13 @@
 // Decoding maps the stand-ins back to bytes. The vocabulary's
 // add_space_prefix is ignored: byte-level BPE encodes spaces explicitly.
 #include <array>
-#include <queue>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/tokenizer/gpt2_pretokenizer.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "model/tokenizer/symbol_merge.hpp"
 #include "model/tokenizer/utf8.hpp"
 #include "model/tokenizer/vocabulary.hpp"
 
@@ -48,25 +49,7 @@ const ByteMap& byte_map() {
   return map;
 }
 
-struct Symbol {
-  size_t offset;
-  size_t length;
-  ptrdiff_t prev;
-  ptrdiff_t next;
-};
-
-struct Bigram {
-  int32_t rank;
-  size_t left;
-  size_t right;
-  size_t length;  // bytes of the merged text; stale when the symbols changed
-};
-
-struct LowerPriority {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
+using tokenizer_detail::Symbol;
 
 class BpeTokenizer final : public Tokenizer {
  public:
@@ -93,7 +76,7 @@ class BpeTokenizer final : public Tokenizer {
     for (std::string_view word : tokenizer_detail::gpt2_pretokenize(text)) {
       mapped.clear();
       for (char c : word) mapped += byte_map().to_text[static_cast<uint8_t>(c)];
-      split_characters(mapped, symbols);
+      tokenizer_detail::split_characters(mapped, symbols);
       merge(mapped, symbols, key);
       for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
         append_symbol(std::string_view(mapped).substr(symbols[i].offset, symbols[i].length), out);
@@ -137,49 +120,18 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   // `mapped` is well-formed UTF-8 by construction.
-  static void split_characters(std::string_view mapped, std::vector<Symbol>& symbols) {
-    symbols.clear();
-    size_t offset = 0;
-    while (offset < mapped.size()) {
-      const size_t length = std::max<size_t>(1, utf8::char_length(mapped, offset));
-      const auto index = static_cast<ptrdiff_t>(symbols.size());
-      offset += length;
-      symbols.push_back({offset - length, length, index - 1,
-                         offset == mapped.size() ? -1 : index + 1});
-    }
-  }
-
+  // Merges by rank: a pair merges when "left right" is a merge rule, the
+  // lowest rank first.
   void merge(std::string_view text, std::vector<Symbol>& symbols, std::string& key) const {
-    std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-    const auto try_add = [&](ptrdiff_t left, ptrdiff_t right) {
-      if (left < 0 || right < 0) return;
-      const Symbol& l = symbols[left];
-      const Symbol& r = symbols[right];
-      key.assign(text.substr(l.offset, l.length));
+    tokenizer_detail::merge_symbols(text, symbols, [&](std::string_view merged, size_t left_length)
+                                                      -> std::optional<double> {
+      key.assign(merged.substr(0, left_length));
       key.push_back(' ');
-      key.append(text.substr(r.offset, r.length));
+      key.append(merged.substr(left_length));
       const int32_t rank = find_piece(merge_ranks_, key);
-      if (rank < 0) return;
-      queue.push({rank, static_cast<size_t>(left), static_cast<size_t>(right), l.length + r.length});
-    };
-    for (size_t i = 1; i < symbols.size(); ++i) try_add(i - 1, i);
-
-    while (!queue.empty()) {
-      const Bigram bigram = queue.top();
-      queue.pop();
-      Symbol& left = symbols[bigram.left];
-      Symbol& right = symbols[bigram.right];
-      if (left.length == 0 || right.length == 0 ||
-          left.length + right.length != bigram.length) {
-        continue;
-      }
-      left.length += right.length;
-      right.length = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols[right.next].prev = static_cast<ptrdiff_t>(bigram.left);
-      try_add(left.prev, static_cast<ptrdiff_t>(bigram.left));
-      try_add(static_cast<ptrdiff_t>(bigram.left), left.next);
-    }
+      if (rank < 0) return std::nullopt;
+      return -double(rank);
+    });
   }
 
   void append_symbol(std::string_view symbol, std::vector<int32_t>& out) const {

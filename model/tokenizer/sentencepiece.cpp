@@ -14,11 +14,12 @@
 // splits user-defined tokens out of the text before merging; conveyor lets
 // them take part in merges like normal pieces.)
 #include <array>
-#include <queue>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/tokenizer/tokenizer.hpp"
+#include "model/tokenizer/symbol_merge.hpp"
 #include "model/tokenizer/utf8.hpp"
 #include "model/tokenizer/vocabulary.hpp"
 
@@ -61,28 +62,7 @@ std::string unescape_spaces(std::string_view piece) {
   return out;
 }
 
-// A run of the escaped text that is (so far) one token; merged-away symbols
-// keep length 0.
-struct Symbol {
-  size_t offset;
-  size_t length;
-  ptrdiff_t prev;  // -1: none
-  ptrdiff_t next;  // -1: none
-};
-
-// A candidate merge of symbols `left` and `right` (adjacent when queued).
-struct Bigram {
-  float score;
-  size_t left;
-  size_t right;
-  size_t length;  // bytes of the merged text; stale when the symbols changed
-};
-
-struct LowerPriority {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
+using tokenizer_detail::Symbol;
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
@@ -110,7 +90,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     if (add_bos && vocab_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
     if (text.empty()) return out;
     const std::string escaped = escape_spaces(text, vocab_.add_space_prefix);
-    std::vector<Symbol> symbols = split_characters(escaped);
+    std::vector<Symbol> symbols;
+    tokenizer_detail::split_characters(escaped, symbols);
     merge(escaped, symbols);
     out.reserve(out.size() + symbols.size());
     for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
@@ -159,52 +140,15 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
  private:
-  // One symbol per UTF-8 character; an ill-formed byte is a symbol of its own
-  // (it will fall back to its byte token).
-  static std::vector<Symbol> split_characters(std::string_view text) {
-    std::vector<Symbol> symbols;
-    symbols.reserve(text.size());
-    size_t offset = 0;
-    while (offset < text.size()) {
-      size_t length = utf8::char_length(text, offset);
-      if (length == 0) length = 1;
-      const auto index = static_cast<ptrdiff_t>(symbols.size());
-      offset += length;
-      symbols.push_back({offset - length, length, index - 1,
-                         offset == text.size() ? -1 : index + 1});
-    }
-    return symbols;
-  }
-
+  // Merges by score: a pair merges when its joined text is a piece, the
+  // highest score first.
   void merge(std::string_view text, std::vector<Symbol>& symbols) const {
-    std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-    const auto try_add = [&](ptrdiff_t left, ptrdiff_t right) {
-      if (left < 0 || right < 0) return;
-      const Symbol& l = symbols[left];
-      const size_t length = l.length + symbols[right].length;
-      const int32_t id = find_piece(index_, text.substr(l.offset, length));
-      if (id < 0) return;
-      queue.push({vocab_.scores[id], static_cast<size_t>(left), static_cast<size_t>(right), length});
-    };
-    for (size_t i = 1; i < symbols.size(); ++i) try_add(i - 1, i);
-
-    while (!queue.empty()) {
-      const Bigram bigram = queue.top();
-      queue.pop();
-      Symbol& left = symbols[bigram.left];
-      Symbol& right = symbols[bigram.right];
-      // Lengths only grow, so equal lengths mean both symbols are unchanged.
-      if (left.length == 0 || right.length == 0 ||
-          left.length + right.length != bigram.length) {
-        continue;
-      }
-      left.length += right.length;
-      right.length = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols[right.next].prev = static_cast<ptrdiff_t>(bigram.left);
-      try_add(left.prev, static_cast<ptrdiff_t>(bigram.left));
-      try_add(static_cast<ptrdiff_t>(bigram.left), left.next);
-    }
+    tokenizer_detail::merge_symbols(text, symbols, [&](std::string_view merged, size_t)
+                                                      -> std::optional<double> {
+      const int32_t id = find_piece(index_, merged);
+      if (id < 0) return std::nullopt;
+      return double(vocab_.scores[id]);
+    });
   }
 
   void append_symbol(std::string_view symbol, std::vector<int32_t>& out) const {
