@@ -151,6 +151,8 @@ struct StepResult {
   uint64_t iteration = 0;
   std::vector<SampledToken> tokens; // one per sequence with want_logits
   double forward_seconds = 0.0;     // time inside the forward pass and sampling
+  int64_t started_ns = 0;           // steady_clock when the runner started / finished
+  int64_t finished_ns = 0;          // (the scheduler measures the hops around it)
 };
 
 // ---- the engine as a whole ---------------------------------------------------
@@ -170,6 +172,8 @@ struct EngineStats {
   double scheduler_seconds = 0.0;    // the scheduler's own handlers (its CPU time, roughly)
   double delivery_seconds = 0.0;     // of which: sending token events to request actors
   double critical_seconds = 0.0;     // step result in to next step plan out, in the scheduler
+  double plan_hop_seconds = 0.0;     // step plan out to the runner starting
+  double result_hop_seconds = 0.0;   // the runner finishing to the step result in
   BlockStats blocks;
   double kv_live_token_ratio = 0.0;  // live tokens / slots of allocated blocks, averaged over iterations
 };

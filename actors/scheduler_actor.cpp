@@ -21,6 +21,7 @@ struct scheduler_state {
   clock_type::time_point epoch = clock_type::now();
   clock_type::time_point last_step_done{};
   clock_type::time_point step_result_at{};  // when the last step result came in
+  clock_type::time_point plan_sent_at{};    // when the last step plan went out
   bool busy = false;           // an iteration is in flight
   bool wake_pending = false;   // a delayed wake is armed
   int32_t swaps_in_flight = 0;
@@ -127,8 +128,9 @@ void run_step(self_ptr self) {
   }
   const int32_t tokens = plan.batch.num_tokens();
   auto pending = self->request(st.actors.executor, caf::infinite, step_atom_v, std::move(plan));
+  st.plan_sent_at = clock_type::now();
   if (st.step_result_at != clock_type::time_point{}) {
-    st.stats.critical_seconds += seconds_since(st.step_result_at);
+    st.stats.critical_seconds += std::chrono::duration<double>(st.plan_sent_at - st.step_result_at).count();
     st.step_result_at = {};
   }
   // The executor has its plan: stream the previous iteration's tokens while
@@ -141,6 +143,13 @@ void run_step(self_ptr self) {
             HandlerTimer timer(st.stats.scheduler_seconds);
             const auto now = clock_type::now();
             st.step_result_at = now;
+            if (result.started_ns != 0) {
+              const auto ns = [](int64_t n) { return clock_type::time_point(clock_type::duration(n)); };
+              st.stats.plan_hop_seconds +=
+                  std::chrono::duration<double>(ns(result.started_ns) - st.plan_sent_at).count();
+              st.stats.result_hop_seconds +=
+                  std::chrono::duration<double>(now - ns(result.finished_ns)).count();
+            }
             if (st.last_step_done != clock_type::time_point{})
               st.stats.iteration_seconds +=
                   std::chrono::duration<double>(now - st.last_step_done).count();
