@@ -172,6 +172,7 @@ struct EngineStats {
   double scheduler_seconds = 0.0;    // the scheduler's own handlers (its CPU time, roughly)
   double delivery_seconds = 0.0;     // of which: sending token events to request actors
   double critical_seconds = 0.0;     // step result in to next step plan out, in the scheduler
+  double block_manager_seconds = 0.0;  // allocation batches out to their results in
   double plan_hop_seconds = 0.0;     // step plan out to the runner starting
   double result_hop_seconds = 0.0;   // the runner finishing to the step result in
   BlockStats blocks;

@@ -169,10 +169,12 @@ void run_step(self_ptr self) {
 
 void allocate(self_ptr self, AllocationBatch batch) {
   auto& st = self->state;
+  const auto sent = clock_type::now();
   self->request(st.actors.block_manager, caf::infinite, alloc_atom_v, std::move(batch))
       .then(
-          [self](const AllocationResult& result) {
+          [self, sent](const AllocationResult& result) {
             auto& st = self->state;
+            st.stats.block_manager_seconds += seconds_since(sent);
             HandlerTimer timer(st.stats.scheduler_seconds);
             auto query = st.core->apply_allocation(result);
             send_swaps(self);
