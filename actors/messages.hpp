@@ -197,7 +197,8 @@ caf::error make_engine_error(const Error& error);
 // Back to an Error; errors of other categories become Errc::io_error ("the
 // engine is unavailable") with CAF's rendering as the message.
 Error from_caf_error(const caf::error& error);
-// Registers the message types and the error category with a config.
+// Registers the message types and the error category with a config, and
+// picks CAF's "sharing" scheduler (see messages.cpp for why).
 void add_engine_types(caf::actor_system_config& cfg);
 
 // ---- actor interfaces -------------------------------------------------------------

@@ -294,8 +294,14 @@ int main(int argc, char** argv) {
     auto engine = Engine::create(sys, EngineConfig{}, model);
     if (!engine) return 1;
     const int total = std::max(requests, 2 * closed);
+    const double tps = closed_loop(**engine, closed, total, 128, 128, vocab);
+    const EngineStats st = *(*engine)->stats();
+    const double n = double(std::max<uint64_t>(st.iterations, 1));
+    std::printf("   per iteration: %.0f us, of which %.0f us in the forward pass and sampling\n",
+                st.iteration_seconds / n * 1e6, st.forward_seconds / n * 1e6);
+    print_breakdown(st);
     std::printf("in-process closed loop, concurrency %d, %d requests (128 in, 128 out): %.1f output tok/s\n",
-                closed, total, closed_loop(**engine, closed, total, 128, 128, vocab));
+                closed, total, tps);
     return 0;
   }
   const Workload chat = long_tailed_workload(requests, 32, vocab, 1);

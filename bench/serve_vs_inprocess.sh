@@ -22,9 +22,9 @@ for model in "${models[@]}"; do
   for c in 1 16 32; do
     n=$((c < 4 ? 8 : 2 * c))
     "$build/conveyor" bench --url "http://127.0.0.1:$port" --concurrency "$c" --num-requests "$n" \
-      --input-len 128 --output-len 128 --quiet --json "$out/r.json" >/dev/null
+      --input-len 128 --output-len 128 --quiet --json "$out/r.json" >/dev/null 2>&1
     served=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['summary']['output_throughput'])" "$out/r.json")
-    inproc=$("$build/bench/engine_bench" --model "$model" --closed-loop "$c" --requests "$n" | awk '{print $(NF-2)}')
+    inproc=$("$build/bench/engine_bench" --model "$model" --closed-loop "$c" --requests "$n" | tail -n 1 | awk '{print $(NF-2)}')
     printf '%-18s %5d %16.1f %16.1f %6.0f%%\n' "$model" "$c" "$served" "$inproc" \
       "$(python3 -c "print(100*$served/$inproc)")"
   done
