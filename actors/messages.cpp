@@ -1,5 +1,8 @@
 #include "actors/messages.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace conveyor {
 namespace {
 constexpr caf::atom_value kCategory = caf::atom("conveyor");
@@ -25,7 +28,10 @@ void add_engine_types(caf::actor_system_config& cfg) {
   // workers take cycles from the forward pass's threads on a machine with few
   // cores (engine_bench --closed-loop: +12% at concurrency 1, +17% at 32 on 2
   // cores). A caller may set another policy after this call.
-  cfg.set("scheduler.policy", caf::atom("sharing"));
+  // CONVEYOR_CAF_SCHEDULER=stealing picks CAF's default back.
+  const char* policy = std::getenv("CONVEYOR_CAF_SCHEDULER");
+  const bool stealing = policy != nullptr && std::string_view(policy) == "stealing";
+  cfg.set("scheduler.policy", stealing ? caf::atom("stealing") : caf::atom("sharing"));
   cfg.add_error_category(kCategory, [](uint8_t code, caf::atom_value, const caf::message& context) {
     std::string out = "conveyor error " + std::to_string(int(code));
     if (context.match_elements<std::string>()) out += ": " + context.get_as<std::string>(0);

@@ -12,9 +12,19 @@ models=("$@")
 ((${#models[@]})) || models=(dummy:llama-15m dummy:llama-110m)
 port=${PORT:-18231}
 out=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$out"' EXIT
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out"' EXIT
 
-printf '%-18s %5s %16s %16s %7s\n' model conc "server tok/s" "in-proc tok/s" ratio
+summary() {  # output tok/s, req/s, TTFT p50, ITL p50, e2e mean from conveyor bench's JSON
+  python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+print(s["output_throughput"], s["request_throughput"], s["ttft_ms"]["p50"], s["itl_ms"]["p50"], s["e2e_ms"]["mean"])
+' "$1"
+}
+
+printf '%-17s %4s %7s %13s %13s %6s %9s %9s %9s\n' model conc "req/s" "server tok/s" "in-proc tok/s" ratio \
+  "TTFT p50" "ITL p50" "e2e mean"
 for model in "${models[@]}"; do
   "$build/conveyor" serve --model "$model" --port "$port" >"$out/serve.log" 2>&1 &
   server=$!
@@ -23,11 +33,13 @@ for model in "${models[@]}"; do
     n=$((c < 4 ? 8 : 2 * c))
     "$build/conveyor" bench --url "http://127.0.0.1:$port" --concurrency "$c" --num-requests "$n" \
       --input-len 128 --output-len 128 --quiet --json "$out/r.json" >/dev/null 2>&1
-    served=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['summary']['output_throughput'])" "$out/r.json")
-    inproc=$("$build/bench/engine_bench" --model "$model" --closed-loop "$c" --requests "$n" | tail -n 1 | awk '{print $(NF-2)}')
-    printf '%-18s %5d %16.1f %16.1f %6.0f%%\n' "$model" "$c" "$served" "$inproc" \
-      "$(python3 -c "print(100*$served/$inproc)")"
+    read -r served rps ttft itl e2e < <(summary "$out/r.json")
+    inproc=$("$build/bench/engine_bench" --model "$model" --closed-loop "$c" --requests "$n" |
+             tail -n 1 | awk '{print $(NF-2)}')
+    printf '%-17s %4d %7.2f %13.1f %13.1f %5.0f%% %7.1fms %7.1fms %7.0fms\n' "$model" "$c" "$rps" \
+      "$served" "$inproc" "$(python3 -c "print(100 * $served / $inproc)")" "$ttft" "$itl" "$e2e"
   done
   kill "$server"
   wait "$server" 2>/dev/null || true
+  server=
 done
