@@ -67,15 +67,9 @@ struct RunResult {
 RunResult run(Engine& engine, const Workload& w) {
   testing::Collector collector;
   const auto start = clock_type::now();
-  for (size_t i = 0; i < w.prompts.size(); ++i) {
-    RequestSpec spec;
-    spec.request.id = i + 1;
-    spec.request.prompt = w.prompts[i];
-    spec.request.sampling.temperature = 0;
-    spec.request.sampling.max_tokens = w.output_lengths[i];
-    spec.request.sampling.ignore_eos = true;
-    engine.submit(std::move(spec), collector.callback_for(i + 1));
-  }
+  for (size_t i = 0; i < w.prompts.size(); ++i)
+    engine.submit(testing::greedy_spec(i + 1, w.prompts[i], w.output_lengths[i], true),
+                  collector.callback_for(i + 1));
   collector.wait_for(w.prompts.size(), std::chrono::seconds(3600));
   RunResult r;
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
@@ -132,12 +126,9 @@ double closed_loop(Engine& engine, int concurrency, int total, int32_t prompt_le
   int64_t tokens = 0;
   std::mt19937_64 rng(5);
   std::function<void()> submit_one = [&] {  // called with `mutex` held
-    RequestSpec spec;
-    spec.request.prompt.resize(size_t(prompt_len));
-    for (int32_t& t : spec.request.prompt) t = 3 + int32_t(rng() % uint64_t(std::min(vocab, 250) - 3));
-    spec.request.sampling.temperature = 0;
-    spec.request.sampling.max_tokens = output_len;
-    spec.request.sampling.ignore_eos = true;
+    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+    for (int32_t& t : prompt) t = 3 + int32_t(rng() % uint64_t(std::min(vocab, 250) - 3));
+    RequestSpec spec = testing::greedy_spec(0, std::move(prompt), output_len, true);
     ++submitted;
     engine.submit(std::move(spec), [&](const StreamEvent& e) {
       std::lock_guard lock(mutex);

@@ -109,12 +109,8 @@ TEST(FakeEngine, CancelAtAnyTimeFreesEverything) {
   const auto prompts = random_prompts(200, kFakeVocab, 11);
   std::mt19937_64 rng(3);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestSpec spec;
-    spec.request.id = i + 1;
-    spec.request.prompt = prompts[i];
-    spec.request.sampling.max_tokens = 200;
-    spec.request.sampling.ignore_eos = true;
-    handles.push_back(engine->submit(std::move(spec), collector.callback_for(i + 1)));
+    handles.push_back(engine->submit(testing::greedy_spec(i + 1, prompts[i], 200, true),
+                                     collector.callback_for(i + 1)));
     if (rng() % 2) handles[rng() % handles.size()].cancel();
     if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
   }
@@ -139,11 +135,7 @@ TEST(FakeEngine, ReplacingPoliciesUnderLoadLosesNothing) {
   const auto prompts = random_prompts(300, kFakeVocab, 5);
   Collector collector;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestSpec spec;
-    spec.request.id = i + 1;
-    spec.request.prompt = prompts[i];
-    spec.request.sampling.max_tokens = 30;
-    engine->submit(std::move(spec), collector.callback_for(i + 1));
+    engine->submit(testing::greedy_spec(i + 1, prompts[i], 30), collector.callback_for(i + 1));
     if (i % 10 == 0) {
       const char* admission[] = {"conservative", "watermark", "profiled"};
       const char* preemption[] = {"recompute", "swap", "cost"};
@@ -169,12 +161,7 @@ TEST(FakeEngine, FullWaitingQueueRefusesAtOnce) {
   const auto prompts = random_prompts(50, kFakeVocab, 1);
   Collector collector;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestSpec spec;
-    spec.request.id = i + 1;
-    spec.request.prompt = prompts[i];
-    spec.request.sampling.max_tokens = 50;
-    spec.request.sampling.ignore_eos = true;
-    engine->submit(std::move(spec), collector.callback_for(i + 1));
+    engine->submit(testing::greedy_spec(i + 1, prompts[i], 50, true), collector.callback_for(i + 1));
   }
   ASSERT_TRUE(collector.wait_for(prompts.size()));
   int refused = 0;

@@ -70,20 +70,25 @@ class Collector {
   size_t finished_ = 0;
 };
 
+// A greedy request.
+inline RequestSpec greedy_spec(request_id id, std::vector<int32_t> prompt, int32_t max_tokens,
+                               bool ignore_eos = false) {
+  RequestSpec spec;
+  spec.request.id = id;
+  spec.request.prompt = std::move(prompt);
+  spec.request.sampling.temperature = 0;
+  spec.request.sampling.max_tokens = max_tokens;
+  spec.request.sampling.ignore_eos = ignore_eos;
+  return spec;
+}
+
 // Submits every prompt (greedy, max_tokens each) and waits for all of them.
 inline std::map<request_id, Outcome> run_greedy(Engine& engine,
                                                 const std::vector<std::vector<int32_t>>& prompts,
                                                 int32_t max_tokens, bool ignore_eos = false) {
   Collector collector;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestSpec spec;
-    spec.request.id = i + 1;
-    spec.request.prompt = prompts[i];
-    spec.request.sampling.temperature = 0;
-    spec.request.sampling.max_tokens = max_tokens;
-    spec.request.sampling.ignore_eos = ignore_eos;
-    engine.submit(std::move(spec), collector.callback_for(i + 1));
-  }
+  for (size_t i = 0; i < prompts.size(); ++i)
+    engine.submit(greedy_spec(i + 1, prompts[i], max_tokens, ignore_eos), collector.callback_for(i + 1));
   collector.wait_for(prompts.size());
   return collector.outcomes();
 }
