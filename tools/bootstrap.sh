@@ -12,7 +12,7 @@ build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git curl
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libsimdjson-dev
   libcli11-dev libtomlplusplus-dev libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
