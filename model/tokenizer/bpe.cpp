@@ -119,9 +119,9 @@ class BpeTokenizer final : public Tokenizer {
   }
 
  private:
-  // `mapped` is well-formed UTF-8 by construction.
   // Merges by rank: a pair merges when "left right" is a merge rule, the
-  // lowest rank first.
+  // lowest rank first. `text` (the mapped word) is well-formed UTF-8 by
+  // construction.
   void merge(std::string_view text, std::vector<Symbol>& symbols, std::string& key) const {
     tokenizer_detail::merge_symbols(text, symbols, [&](std::string_view merged, size_t left_length)
                                                       -> std::optional<double> {
