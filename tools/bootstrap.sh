@@ -15,7 +15,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git curl
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libsimdjson-dev
   libcli11-dev libtomlplusplus-dev libopenblas-openmp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
   prometheus
 )
