@@ -15,6 +15,7 @@ AllocationResult apply_allocation_batch(BlockManager& bm, const AllocationBatch&
   // Errors below concern sequences that are already gone (a free racing a
   // completion, say): they change nothing, so they are ignored.
   for (const SeqProgress& p : batch.computed) (void)bm.commit_computed(p.seq, p.computed);
+  for (const auto& [parent, child] : batch.forks) (void)bm.fork(parent, child);
   for (seq_id id : batch.frees) (void)bm.free(id);
   for (seq_id id : batch.swap_out_done) (void)bm.complete_swap_out(id);
   for (seq_id id : batch.swap_in_done) (void)bm.complete_swap_in(id);
@@ -70,6 +71,7 @@ BlockStats block_stats(const BlockManager& bm) {
   out.prefix_hits = s.hit_blocks;
   out.prefix_query_tokens = s.query_tokens;
   out.prefix_hit_tokens = s.hit_tokens;
+  out.cow_copies = s.cow_copies;
   return out;
 }
 

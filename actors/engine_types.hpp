@@ -31,11 +31,22 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;      // token ids, BOS included where the model wants it
   SamplingParams sampling;
   int32_t priority = 0;             // higher runs first
+  // Samples of this prompt (OpenAI's n). The prompt is computed once; at its
+  // first token the sequence forks into n that share the prompt's KV blocks
+  // (copy-on-write). Sample i draws with seed + i when a seed is set.
+  int32_t n = 1;
 };
+
+// Request ids from 2^63 up are the engine's own (the sequences of samples
+// 1..n-1); a client's id must be below.
+inline constexpr uint64_t kFirstSampleSeqId = uint64_t(1) << 63;
+// The most samples one request may ask for (the engine's max_num_seqs may cap it lower).
+inline constexpr int32_t kMaxSamples = 1024;
 
 // One event per produced token, and a last one with finish != none.
 struct TokenEvent {
   request_id id = 0;
+  int32_t index = 0;                // which of the request's n samples
   int32_t token = -1;               // -1 on a final event that carries no token
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;    // alternatives when logprobs were asked for
@@ -44,6 +55,7 @@ struct TokenEvent {
   int32_t cached_prompt_tokens = 0; // on the final event: prompt tokens found in the prefix cache
   int32_t completion_tokens = 0;    // on the final event
   std::string message;              // on an error event
+  bool request_done = false;        // the request's last event (of all its samples)
 };
 
 // ---- swap ----------------------------------------------------------------
@@ -99,6 +111,7 @@ struct SeqProgress {
 // One iteration's work for the block manager, applied in field order.
 struct AllocationBatch {
   std::vector<SeqProgress> computed;
+  std::vector<std::pair<seq_id, seq_id>> forks;  // (parent, child): the child shares the parent's blocks
   std::vector<seq_id> frees;          // release every block (device and host)
   std::vector<seq_id> swap_out_done;  // release the device blocks of swapped-out sequences
   std::vector<seq_id> swap_in_done;   // release the host blocks of swapped-in sequences
@@ -124,6 +137,7 @@ struct BlockStats {
   int32_t host_total = 0, host_used = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;  // in blocks
   uint64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
+  uint64_t cow_copies = 0;          // blocks copied on write (samples of one prompt diverging)
   double usage_ratio() const { return total ? double(used) / total : 0.0; }
 };
 
@@ -140,6 +154,9 @@ struct StepPlan {
   std::vector<std::pair<seq_id, SamplingParams>> new_samplers;
   std::vector<std::vector<int32_t>> new_sampler_prompts;
   std::vector<seq_id> retired;      // sequences whose samplers can go
+  // (parent, child): the child samples from its parent's logits row this step
+  // (its sampler is among new_samplers). Grouped by parent, in plan order.
+  std::vector<std::pair<seq_id, seq_id>> forks;
 };
 
 struct SampledToken {

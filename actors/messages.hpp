@@ -42,12 +42,13 @@ typename Inspector::result_type inspect(Inspector& f, SampleResult& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateRequest& x) {
-  return f(caf::meta::type_name("GenerateRequest"), x.id, x.prompt, x.sampling, x.priority);
+  return f(caf::meta::type_name("GenerateRequest"), x.id, x.prompt, x.sampling, x.priority, x.n);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
-  return f(caf::meta::type_name("TokenEvent"), x.id, x.token, x.logprob, x.top, x.finish,
-           x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.message);
+  return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.logprob, x.top,
+           x.finish, x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.message,
+           x.request_done);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockRequest& x) {
@@ -64,7 +65,7 @@ typename Inspector::result_type inspect(Inspector& f, SeqProgress& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AllocationBatch& x) {
-  return f(caf::meta::type_name("AllocationBatch"), x.computed, x.frees, x.swap_out_done,
+  return f(caf::meta::type_name("AllocationBatch"), x.computed, x.forks, x.frees, x.swap_out_done,
            x.swap_in_done, x.swap_out, x.swap_in, x.requests, x.tokens);
 }
 template <class Inspector>
@@ -80,7 +81,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockStats& x) {
   return f(caf::meta::type_name("BlockStats"), x.total, x.used, x.free, x.cached, x.host_total,
            x.host_used, x.prefix_queries, x.prefix_hits, x.prefix_query_tokens,
-           x.prefix_hit_tokens);
+           x.prefix_hit_tokens, x.cow_copies);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SwapDone& x) {
@@ -94,7 +95,7 @@ typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepPlan& x) {
   return f(caf::meta::type_name("StepPlan"), x.iteration, x.batch, x.seq_ids, x.copies,
-           x.new_samplers, x.new_sampler_prompts, x.retired);
+           x.new_samplers, x.new_sampler_prompts, x.retired, x.forks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
@@ -108,7 +109,7 @@ typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AdmissionCandidate& x) {
   return f(caf::meta::type_name("AdmissionCandidate"), x.id, x.prompt_tokens, x.max_tokens,
-           x.priority, x.arrival);
+           x.priority, x.arrival, x.num_samples);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AdmissionQuery& x) {
@@ -234,11 +235,13 @@ using token_sink_actor = caf::typed_actor<caf::reacts_to<TokenEvent>>;
 using request_actor = token_sink_actor::extend<caf::reacts_to<cancel_atom>>;
 
 // The scheduler: submit answers the request id (or an engine error), cancel
-// takes effect at the next iteration boundary, policy replaces a policy actor
-// without dropping anything in flight.
+// takes effect at the next iteration boundary (with an index: that one of the
+// request's n samples only), policy replaces a policy actor without dropping
+// anything in flight.
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<submit_atom, GenerateRequest, token_sink_actor>::with<request_id>,
     caf::reacts_to<cancel_atom, request_id>,
+    caf::reacts_to<cancel_atom, request_id, int32_t>,
     caf::reacts_to<policy_atom, admission_actor>,
     caf::reacts_to<policy_atom, preemption_actor>,
     caf::reacts_to<wake_atom>,

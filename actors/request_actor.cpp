@@ -43,19 +43,25 @@ std::string StopMatcher::flush() { return std::exchange(held_, {}); }
 
 namespace {
 
+// One sample's text: its detokenizer, stop strings and count.
+struct sample_state {
+  std::optional<IncrementalDetokenizer> detok;
+  std::optional<StopMatcher> stops;
+  std::chrono::steady_clock::time_point last_token{};
+  int32_t completion_tokens = 0;
+  bool done = false;
+};
+
 struct request_state {
   request_state() = default;  // not an aggregate: CAF would build it from the actor pointer
   scheduler_actor scheduler;
   EventCallback on_event;
-  std::shared_ptr<const Tokenizer> tokenizer;
-  std::optional<IncrementalDetokenizer> detok;
-  std::optional<StopMatcher> stops;
+  std::vector<sample_state> samples;  // n of them
   std::shared_ptr<EngineMetrics> metrics;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_token{};
   request_id id = 0;
-  bool done = false;
-  int32_t completion_tokens = 0;
+  int32_t open = 0;                   // samples that have not ended
+  bool first_token_seen = false;
   static inline const char* name = "request";
 };
 
@@ -66,66 +72,90 @@ double seconds_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The last event of one sample; after the last sample's, the actor ends.
 void emit_final(self_ptr self, StreamEvent e) {
   auto& st = self->state;
-  if (st.done) return;
-  st.done = true;
-  if (st.metrics) {
+  if (e.index < 0 || size_t(e.index) >= st.samples.size() || st.samples[size_t(e.index)].done) return;
+  st.samples[size_t(e.index)].done = true;
+  --st.open;
+  if (st.metrics) st.metrics->count_finished(e.finish);
+  if (st.open == 0 && st.metrics)
     st.metrics->e2e_request_latency.observe(seconds_between(st.start, std::chrono::steady_clock::now()));
-    st.metrics->count_finished(e.finish);
-  }
   st.on_event(e);
-  self->quit();
+  if (st.open == 0) self->quit();
+}
+
+// Ends every sample still open with `e` (the engine failed or stopped).
+void fail_open_samples(self_ptr self, const StreamEvent& e) {
+  auto& st = self->state;
+  for (size_t i = 0; i < st.samples.size() && st.open > 0; ++i) {
+    if (st.samples[i].done) continue;
+    StreamEvent copy = e;
+    copy.index = int32_t(i);
+    emit_final(self, std::move(copy));
+  }
 }
 
 void on_token(self_ptr self, TokenEvent& t) {
   auto& st = self->state;
-  if (st.done) return;
-  StreamEvent e;
-  e.id = st.id;
-  if (t.token >= 0) {
-    if (st.metrics) {
+  if (t.index < 0 || size_t(t.index) >= st.samples.size()) return;
+  sample_state& sample = st.samples[size_t(t.index)];
+  if (!sample.done) {
+    StreamEvent e;
+    e.id = st.id;
+    e.index = t.index;
+    if (t.token >= 0) {
       const auto now = std::chrono::steady_clock::now();
-      if (st.completion_tokens == 0)
-        st.metrics->time_to_first_token.observe(seconds_between(st.start, now));
-      else
-        st.metrics->inter_token_latency.observe(seconds_between(st.last_token, now));
-      st.last_token = now;
-    }
-    ++st.completion_tokens;
-    e.token_ids.push_back(t.token);
-    if (!t.top.empty() || t.logprob != 0.0f)
-      e.logprobs.push_back(SampleResult{t.token, t.logprob, std::move(t.top)});
-    if (st.detok) e.text = st.detok->push(t.token);
-    if (st.stops) {
-      e.text = st.stops->push(e.text);
-      if (st.stops->stopped()) {
-        // Our own stop: the scheduler's later events for this id are ignored.
-        self->send(st.scheduler, cancel_atom_v, st.id);
-        e.finish = FinishReason::stop;
-        e.prompt_tokens = t.prompt_tokens;
-        e.completion_tokens = st.completion_tokens;
-        emit_final(self, std::move(e));
-        return;
+      if (st.metrics) {
+        if (!st.first_token_seen) st.metrics->time_to_first_token.observe(seconds_between(st.start, now));
+        else if (sample.completion_tokens > 0)
+          st.metrics->inter_token_latency.observe(seconds_between(sample.last_token, now));
+      }
+      st.first_token_seen = true;
+      sample.last_token = now;
+      ++sample.completion_tokens;
+      e.token_ids.push_back(t.token);
+      if (!t.top.empty() || t.logprob != 0.0f)
+        e.logprobs.push_back(SampleResult{t.token, t.logprob, std::move(t.top)});
+      if (sample.detok) e.text = sample.detok->push(t.token);
+      if (sample.stops) {
+        e.text = sample.stops->push(e.text);
+        if (sample.stops->stopped()) {
+          // Our own stop: the scheduler's later events for this sample are ignored.
+          if (st.samples.size() == 1) self->send(st.scheduler, cancel_atom_v, st.id);
+          else self->send(st.scheduler, cancel_atom_v, st.id, t.index);
+          e.finish = FinishReason::stop;
+          e.prompt_tokens = t.prompt_tokens;
+          e.completion_tokens = sample.completion_tokens;
+          emit_final(self, std::move(e));
+          return;
+        }
       }
     }
-  }
-  if (t.finish != FinishReason::none) {
-    if (st.detok) {
-      std::string rest = st.detok->flush();
-      e.text += st.stops ? st.stops->push(rest) : rest;
+    if (t.finish != FinishReason::none) {
+      if (sample.detok) {
+        std::string rest = sample.detok->flush();
+        e.text += sample.stops ? sample.stops->push(rest) : rest;
+      }
+      if (sample.stops && !sample.stops->stopped()) e.text += sample.stops->flush();
+      e.finish = t.finish;
+      e.prompt_tokens = t.prompt_tokens;
+      e.cached_prompt_tokens = t.cached_prompt_tokens;
+      e.completion_tokens = t.completion_tokens;
+      e.message = t.message;
+      if (e.finish == FinishReason::error) e.error_code = Errc::invalid_argument;
+      emit_final(self, std::move(e));
+    } else if (!e.text.empty() || !e.token_ids.empty()) {
+      st.on_event(e);
     }
-    if (st.stops && !st.stops->stopped()) e.text += st.stops->flush();
-    e.finish = t.finish;
-    e.prompt_tokens = t.prompt_tokens;
-    e.cached_prompt_tokens = t.cached_prompt_tokens;
-    e.completion_tokens = t.completion_tokens;
-    e.message = std::move(t.message);
-    if (e.finish == FinishReason::error) e.error_code = Errc::invalid_argument;
-    emit_final(self, std::move(e));
-    return;
   }
-  if (!e.text.empty() || !e.token_ids.empty()) st.on_event(e);
+  if (t.request_done && st.open > 0) {  // samples the scheduler ended together (an engine failure)
+    StreamEvent e;
+    e.id = st.id;
+    e.finish = t.finish == FinishReason::none ? FinishReason::error : t.finish;
+    e.message = t.message;
+    fail_open_samples(self, e);
+  }
 }
 
 request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, RequestSpec spec,
@@ -133,11 +163,14 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
   auto& st = self->state;
   st.scheduler = std::move(scheduler);
   st.on_event = std::move(on_event);
-  st.tokenizer = std::move(spec.tokenizer);
   st.metrics = std::move(spec.metrics);
   st.id = spec.request.id;
-  if (st.tokenizer) st.detok.emplace(*st.tokenizer);
-  if (!spec.stop.empty()) st.stops.emplace(std::move(spec.stop));
+  st.samples.resize(size_t(std::clamp(spec.request.n, 1, kMaxSamples)));
+  st.open = int32_t(st.samples.size());
+  for (sample_state& sample : st.samples) {
+    if (spec.tokenizer) sample.detok.emplace(*spec.tokenizer);
+    if (!spec.stop.empty()) sample.stops.emplace(spec.stop);
+  }
   self->monitor(st.scheduler);
   self->set_down_handler([self](const caf::down_msg&) {
     StreamEvent e;
@@ -145,7 +178,7 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
     e.finish = FinishReason::error;
     e.error_code = Errc::io_error;
     e.message = "the engine stopped";
-    emit_final(self, std::move(e));
+    fail_open_samples(self, e);
   });
   self->request(st.scheduler, caf::infinite, submit_atom_v, std::move(spec.request),
                 caf::actor_cast<token_sink_actor>(self))
@@ -158,13 +191,13 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
             e.finish = FinishReason::error;
             e.error_code = error.code;
             e.message = error.message;
-            emit_final(self, std::move(e));
+            fail_open_samples(self, e);
           });
   return {
       [self](TokenEvent& t) { on_token(self, t); },
       [self](cancel_atom) {
         auto& st = self->state;
-        if (st.done) return;
+        if (st.open == 0) return;
         // Sent after our submit (same sender), so the scheduler sees it second.
         self->send(st.scheduler, cancel_atom_v, st.id);
       },

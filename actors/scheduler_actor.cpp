@@ -58,7 +58,7 @@ void deliver_events(self_ptr self) {
     auto it = st.sinks.find(e.id);
     if (it == st.sinks.end()) continue;
     if (e.token >= 0) ++st.stats.generated_tokens;
-    const bool last = e.finish != FinishReason::none;
+    const bool last = e.request_done;
     self->send(it->second, std::move(e));
     if (last) {
       st.sink_ids.erase(it->second.address());
@@ -82,6 +82,7 @@ void fail_all(self_ptr self, const caf::error& err) {
     e.id = id;
     e.finish = FinishReason::error;
     e.message = "engine failure: " + to_string(err);
+    e.request_done = true;
     self->send(sink, std::move(e));
   }
   st.sinks.clear();
@@ -248,6 +249,10 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
       },
       [self](cancel_atom, request_id id) {
         self->state.core->cancel(id);
+        wake(self);
+      },
+      [self](cancel_atom, request_id id, int32_t index) {
+        self->state.core->cancel_sample(id, index);
         wake(self);
       },
       [self](policy_atom, admission_actor& a) { self->state.actors.admission = std::move(a); },

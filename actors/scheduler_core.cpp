@@ -74,7 +74,13 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
                       "the prompt needs " + std::to_string(blocks_for(n + 1)) +
                           " KV blocks; the cache holds " + std::to_string(config_.num_blocks));
   if (Status s = validate(r.sampling, config_.vocab_size); !s) return s;
-  if (seqs_.count(r.id)) return make_error(Errc::invalid_argument, "duplicate request id");
+  if (const int32_t most = std::min(config_.max_num_seqs, kMaxSamples); r.n < 1 || r.n > most)
+    return make_error(Errc::invalid_argument, "n must be between 1 and " + std::to_string(most) +
+                                                  " (the engine's max_num_seqs), got " + std::to_string(r.n));
+  if (r.id >= kFirstSampleSeqId)
+    return make_error(Errc::invalid_argument, "request ids must be below 2^63");
+  if (seqs_.count(r.id) || groups_.count(r.id))
+    return make_error(Errc::invalid_argument, "duplicate request id");
   if (int32_t(waiting_.size()) >= config_.max_waiting)
     return make_error(Errc::resource_exhausted,
                       "the waiting queue is full (" + std::to_string(config_.max_waiting) +
@@ -82,6 +88,9 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
 
   Sequence s;
   s.id = r.id;
+  s.request = r.id;
+  s.samples = r.n;
+  if (r.n > 1) groups_.emplace(r.id, Group{{r.id}, r.n});
   s.priority = r.priority;
   s.arrival = next_arrival_++;
   s.arrival_time = now;
@@ -95,21 +104,53 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
 }
 
 void SchedulerCore::cancel(request_id id) {
+  if (id >= kFirstSampleSeqId) return;  // not a request's id
+  if (auto g = groups_.find(id); g != groups_.end()) {
+    for (seq_id seq : g->second.seqs) cancel_sequence(seq);
+    return;
+  }
+  cancel_sequence(id);
+}
+
+void SchedulerCore::cancel_sample(request_id id, int32_t index) {
+  if (id >= kFirstSampleSeqId || index < 0) return;
+  if (auto g = groups_.find(id); g != groups_.end()) {
+    if (size_t(index) < g->second.seqs.size() && g->second.seqs.size() > 1)
+      cancel_sequence(g->second.seqs[size_t(index)]);
+    return;
+  }
+  if (index == 0) cancel_sequence(id);
+}
+
+void SchedulerCore::cancel_sequence(seq_id id) {
   Sequence* s = find(id);
   if (s == nullptr || s->cancelled) return;
   s->cancelled = true;
   cancelled_.push_back(id);
 }
 
+bool SchedulerCore::close_sample(request_id request) {
+  auto g = groups_.find(request);
+  if (g == groups_.end()) return true;
+  if (--g->second.open > 0) return false;
+  groups_.erase(g);
+  return true;
+}
+
 void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message) {
-  TokenEvent e;
-  e.id = s.id;
-  e.finish = reason;
-  e.prompt_tokens = s.prompt_len;
-  e.cached_prompt_tokens = s.cached_prompt_tokens;
-  e.completion_tokens = s.generated();
-  e.message = std::move(message);
-  events_.push_back(std::move(e));
+  // A request that ends before its first token ends all its samples.
+  for (int32_t i = 0; i < s.samples; ++i) {
+    TokenEvent e;
+    e.id = s.request;
+    e.index = s.samples > 1 ? i : s.index;
+    e.finish = reason;
+    e.prompt_tokens = s.prompt_len;
+    e.cached_prompt_tokens = s.cached_prompt_tokens;
+    e.completion_tokens = s.generated();
+    e.message = message;
+    e.request_done = close_sample(s.request);
+    events_.push_back(std::move(e));
+  }
   if (s.sampler_started) retired_samplers_.push_back(s.id);
   if (s.blocks_held > 0 || s.state == State::swapped) {
     pending_frees_.push_back(s.id);
@@ -164,7 +205,10 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
     pending_swap_in_.push_back(id);
   }
 
-  const bool room = int32_t(running_.size()) < config_.max_num_seqs && swapped_.empty();
+  // A running request that has not forked yet will be `samples` sequences.
+  int32_t running = int32_t(running_.size());
+  for (seq_id id : running_) running += seqs_.at(id).samples - 1;
+  const bool room = running < config_.max_num_seqs && swapped_.empty();
   const bool batch_open = config_.batching == BatchingMode::continuous || running_.empty();
   if (!room || !batch_open || waiting_.empty()) return std::nullopt;
 
@@ -172,7 +216,7 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   q.free_blocks = free;
   q.total_blocks = config_.num_blocks;
   q.block_size = config_.block_size;
-  q.num_running = int32_t(running_.size());
+  q.num_running = running;
   q.max_running = config_.max_num_seqs;
   // Blocks the running sequences may still grow into (the conservative
   // policy keeps them free).
@@ -180,13 +224,15 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
     const Sequence& s = seqs_.at(id);
     const int32_t final_len = s.prompt_len + s.sampling.max_tokens;
     q.reserved_blocks += std::max(0, blocks_for(final_len) - s.blocks_held);
+    // Each sample still to fork: its generated tokens and a copied last block.
+    q.reserved_blocks += (s.samples - 1) * (blocks_for(final_len) - s.prompt_len / config_.block_size);
   }
   const size_t limit = size_t(config_.max_num_seqs - q.num_running);
   for (const WaitingEntry& w : waiting_.ordered(now, limit)) {
     const Sequence& s = seqs_.at(w.id);
     q.candidates.push_back(AdmissionCandidate{s.id, int32_t(s.tokens.size()),
                                               s.sampling.max_tokens - s.generated(), s.priority,
-                                              s.arrival});
+                                              s.arrival, s.samples});
   }
   return q;
 }
@@ -214,6 +260,8 @@ void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
   batch.computed = std::move(pending_computed_);
   pending_computed_.clear();
   pending_computed_.reserve(batch.computed.size());
+  batch.forks = std::move(pending_forks_);
+  pending_forks_.clear();
   batch.frees = std::move(pending_frees_);
   pending_frees_.clear();
   pending_free_blocks_ = 0;
@@ -443,6 +491,7 @@ StepPlan SchedulerCore::build_step() {
       plan.new_samplers.emplace_back(s.id, s.sampling);
       plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
     }
+    if (last && s.samples > 1) plan_forks(s, plan);
   }
   block_table_hint_ = plan.batch.block_tables.size();
   plan.retired = std::move(retired_samplers_);
@@ -463,6 +512,44 @@ StepPlan SchedulerCore::build_step() {
   return plan;
 }
 
+// The step that samples a parent's first token samples its other n - 1
+// samples too, each with its own sampler (seed + index when seeded).
+void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
+  for (int32_t i = 1; i < parent.samples; ++i) {
+    const seq_id child = next_sample_id_++;
+    SamplingParams params = parent.sampling;
+    if (params.has_seed) params.seed += uint64_t(i);
+    plan.new_samplers.emplace_back(child, std::move(params));
+    plan.new_sampler_prompts.emplace_back(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len);
+    plan.forks.emplace_back(parent.id, child);
+    step_forks_.push_back(Fork{parent.id, child, i});
+  }
+}
+
+// The forks of the step just run become sequences, each holding the parent's
+// blocks (the block manager forks them first thing in the next batch).
+void SchedulerCore::apply_forks() {
+  for (const Fork& f : step_forks_) {
+    Sequence* parent = find(f.parent);
+    if (parent == nullptr || parent->cancelled) {  // it ends all its samples itself
+      retired_samplers_.push_back(f.child);
+      continue;
+    }
+    Sequence child = *parent;
+    child.id = f.child;
+    child.index = f.index;
+    child.samples = 1;
+    child.plan_slot = -1;
+    if (child.sampling.has_seed) child.sampling.seed += uint64_t(f.index);
+    groups_.at(parent->request).seqs.push_back(f.child);
+    running_.push_back(f.child);
+    pending_forks_.emplace_back(f.parent, f.child);
+    seqs_.emplace(f.child, std::move(child));  // `parent` stays valid: map nodes do not move
+    parent->samples = 1;
+  }
+  step_forks_.clear();
+}
+
 void SchedulerCore::apply_step(const StepResult& result, double now) {
   (void)now;
   for (const Planned& p : plan_) {
@@ -472,6 +559,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     s->num_computed += p.max_new;
     pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
   }
+  apply_forks();
   for (const SampledToken& t : result.tokens) {
     Sequence* s = find(t.seq);
     if (s == nullptr || s->cancelled) continue;
@@ -483,7 +571,8 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     }
     s->tokens.push_back(token);
     TokenEvent e;
-    e.id = s->id;
+    e.id = s->request;
+    e.index = s->index;
     e.token = token;
     e.logprob = t.result.logprob;
     e.top = t.result.top;
@@ -553,6 +642,7 @@ size_t SchedulerCore::num_running() const { return running_.size(); }
 size_t SchedulerCore::num_swapped() const { return swapped_.size(); }
 bool SchedulerCore::idle() const {
   return seqs_.empty() && pending_frees_.empty() && pending_computed_.empty() &&
+         pending_forks_.empty() &&
          pending_swap_out_done_.empty() && pending_swap_in_done_.empty() &&
          retired_samplers_.empty();
 }

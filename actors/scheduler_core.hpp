@@ -15,6 +15,13 @@
 //   build_step()             the executor's step plan (empty: nothing to run)
 //   apply_step(...)          append sampled tokens, finish sequences, emit events
 //
+// A request with n > 1 samples is one sequence until its prompt is computed;
+// the step that samples its first token samples n (one per sample, from the
+// same logits row), and the scheduler forks n - 1 sequences that share the
+// prompt's blocks (the block manager copies a shared, partly filled block on
+// its first write). From then on each sample is a sequence of its own that can
+// be preempted, swapped and finished alone; the request ends when all have.
+//
 // Thread-safety: none; the scheduler actor is its only user.
 #pragma once
 
@@ -67,8 +74,12 @@ class SchedulerCore {
   // Queues a request. Errors: invalid prompt or parameters, or the waiting
   // queue is full (Errc::unsupported is not used; see engine_errc below).
   Status submit(GenerateRequest request, double now);
-  // Marks a request cancelled; it leaves at the next iteration boundary.
+  // Marks a request (all its samples) cancelled; it leaves at the next
+  // iteration boundary.
   void cancel(request_id id);
+  // Cancels sample `index` of a request only. Before the request's first
+  // token its samples are one sequence, and this cancels nothing.
+  void cancel_sample(request_id id, int32_t index);
 
   // ---- one iteration -----------------------------------------------------
   std::optional<AdmissionQuery> begin_iteration(double now);
@@ -113,6 +124,9 @@ class SchedulerCore {
 
   struct Sequence {
     seq_id id = 0;
+    request_id request = 0;           // the request it samples for
+    int32_t index = 0;                // which sample
+    int32_t samples = 1;              // n: samples it forks into at its first token (then 1)
     int32_t priority = 0;
     uint64_t arrival = 0;             // submission order
     double arrival_time = 0.0;
@@ -142,7 +156,25 @@ class SchedulerCore {
     bool dropped = false;  // left this iteration (not admitted after all, short of blocks, victim)
   };
 
+  // The sequences of a request with n > 1, by sample index (forked ones
+  // appear at the fork), and how many of its samples have not ended.
+  struct Group {
+    std::vector<seq_id> seqs;
+    int32_t open = 0;
+  };
+  // A fork planned into the step being run: created when its result arrives.
+  struct Fork {
+    seq_id parent = 0;
+    seq_id child = 0;
+    int32_t index = 0;
+  };
+
   Sequence* find(seq_id id);
+  void cancel_sequence(seq_id id);
+  // Counts one more ended sample of `request`; true when it was the last.
+  bool close_sample(request_id request);
+  void plan_forks(Sequence& parent, StepPlan& plan);
+  void apply_forks();
   void plan(Sequence& s, int32_t max_new, bool is_new, bool granted);
   Planned* planned_for(const Sequence& s);
   void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
@@ -159,6 +191,10 @@ class SchedulerCore {
   SchedulerConfig config_;
   std::unordered_map<seq_id, Sequence> seqs_;
   WaitingQueue waiting_;
+  std::unordered_map<request_id, Group> groups_;  // requests with n > 1
+  std::vector<Fork> step_forks_;             // in the step being run
+  std::vector<std::pair<seq_id, seq_id>> pending_forks_;  // for the block manager's next batch
+  seq_id next_sample_id_ = kFirstSampleSeqId;
   std::vector<seq_id> running_;              // admission order
   std::vector<seq_id> swapped_;              // swapped out, oldest first
   std::vector<Planned> plan_;                // this iteration's sequences

@@ -32,13 +32,24 @@ StepResult CpuStepRunner::run(const StepPlan& plan) {
   if (plan.batch.num_seqs() > 0) transformer_->forward(plan.batch, *kv_, logits_);
   const int32_t vocab = transformer_->config().vocab_size;
   int32_t row = 0;
+  size_t next_fork = 0;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
     if (!plan.batch.want_logits[s]) continue;
     std::span<float> logits(logits_.data() + size_t(row) * vocab, size_t(vocab));
     ++row;
-    Sampler* sampler = samplers_.find(plan.seq_ids[s]);
-    if (sampler == nullptr) continue;  // retired while the plan was built: nothing to report
-    result.tokens.push_back(SampledToken{plan.seq_ids[s], sampler->sample(logits)});
+    const seq_id seq = plan.seq_ids[s];
+    // Forked samples (listed in plan order) draw from this row too; sampling
+    // overwrites it, so each takes a copy of the raw logits.
+    const bool forking = next_fork < plan.forks.size() && plan.forks[next_fork].first == seq;
+    if (forking) raw_.assign(logits.begin(), logits.end());
+    if (Sampler* sampler = samplers_.find(seq))  // null: retired while the plan was built
+      result.tokens.push_back(SampledToken{seq, sampler->sample(logits)});
+    for (; next_fork < plan.forks.size() && plan.forks[next_fork].first == seq; ++next_fork) {
+      Sampler* child = samplers_.find(plan.forks[next_fork].second);
+      if (child == nullptr) continue;
+      fork_logits_ = raw_;
+      result.tokens.push_back(SampledToken{plan.forks[next_fork].second, child->sample(fork_logits_)});
+    }
   }
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -48,6 +48,7 @@ class CpuStepRunner final : public StepRunner {
   std::shared_ptr<KvCache> kv_;
   SamplerTable samplers_;
   std::vector<float> logits_;
+  std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
 };
 
 }  // namespace conveyor

@@ -1,5 +1,6 @@
 // What a client of the engine receives for its request: text as it is
-// produced, and a last event that says why the request ended.
+// produced, and a last event that says why the request ended (with n > 1
+// samples, such a stream per sample, told apart by `index`).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@ namespace conveyor {
 
 struct StreamEvent {
   request_id id = 0;
+  int32_t index = 0;                  // the sample (0 .. n-1) this event belongs to
   std::string text;                   // new text, always whole UTF-8 characters
   std::vector<int32_t> token_ids;     // the tokens behind `text` (may be more than one)
   std::vector<SampleResult> logprobs; // per token, when logprobs were asked for
@@ -24,6 +26,8 @@ struct StreamEvent {
   Errc error_code = Errc::invalid_argument;  // meaningful when finish == error
   std::string message;                // why, when finish == error
 
+  // The last event of its sample. A request with n samples ends after n of
+  // these (one per index), in the order its samples finish.
   bool last() const { return finish != FinishReason::none; }
 };
 

@@ -165,10 +165,11 @@ void HttpSession::handle_request() {
 
 // ---- completions ------------------------------------------------------------------
 
-EventSink HttpSession::make_sink(int32_t choice) {
+EventSink HttpSession::make_sink(int32_t first_choice) {
   std::weak_ptr<HttpSession> weak = weak_from_this();
   const uint64_t serial = serial_;
-  return [state = state_, weak, serial, choice](const StreamEvent& event) {
+  return [state = state_, weak, serial, first_choice](const StreamEvent& event) {
+    const int32_t choice = first_choice + event.index;
     state->post_to(weak, [serial, choice, event](HttpSession& s) { s.on_engine_event(serial, choice, event); });
   };
 }
@@ -196,8 +197,8 @@ void HttpSession::start_completion(bool chat) {
   job_ = std::make_unique<CompletionJob>(std::move(spec));
   ++serial_;
   sse_started_ = false;
-  for (int32_t c = 0; c < plan.num_choices(); ++c)
-    cancels_.push_back(state_->engine().submit(plan.request_for(c), plan.stop, make_sink(c)));
+  for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p)
+    cancels_.push_back(state_->engine().submit(plan.request_for(p), plan.stop, make_sink(p * plan.n)));
   start_probe();
 }
 

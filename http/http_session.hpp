@@ -52,7 +52,8 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void on_write(boost::beast::error_code ec, std::size_t bytes);
   void after_response();
   void do_linger();
-  EventSink make_sink(int32_t choice);
+  // Events of prompt p's samples go to choices first_choice + index.
+  EventSink make_sink(int32_t first_choice);
   void start_probe();
   void on_probe(boost::beast::error_code ec, std::size_t bytes);
   void close();

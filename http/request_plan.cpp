@@ -45,11 +45,11 @@ Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<co
   return m;
 }
 
-GenerateRequest RequestPlan::request_for(int32_t choice) const {
+GenerateRequest RequestPlan::request_for(int32_t prompt) const {
   GenerateRequest r;
-  r.prompt = prompts[size_t(prompt_of(choice))];
+  r.prompt = prompts[size_t(prompt)];
   r.sampling = sampling;
-  if (sampling.has_seed) r.sampling.seed = sampling.seed + uint64_t(choice % n);
+  r.n = n;
   r.priority = priority;
   return r;
 }

@@ -1,11 +1,13 @@
 // From a parsed request to what the engine runs: prompts tokenized (text
 // through the tokenizer, chat through the chat template), checked against the
 // model (name, vocabulary, context length, sampling ranges), and split into
-// one engine request per choice.
+// one engine request per prompt with its n samples.
 //
-// Choice c of a request with n choices per prompt runs prompt c / n with seed
-// seed + c % n (when a seed was given), so choice 0 of a seeded request
-// repeats a single-choice request with the same seed.
+// Choice c of a request with n choices per prompt is sample c % n of prompt
+// c / n; the engine computes each prompt once, its samples share its KV
+// blocks, and sample i draws with seed + i (when a seed was given), so
+// choice 0 of a seeded request repeats a single-choice request with the same
+// seed.
 #pragma once
 
 #include <memory>
@@ -37,9 +39,8 @@ struct RequestPlan {
   int32_t priority = 0;
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
-  int32_t prompt_of(int32_t choice) const { return choice / n; }
-  // The engine request of one choice (id 0: the engine assigns it).
-  GenerateRequest request_for(int32_t choice) const;
+  // The engine request of one prompt, with its n samples (id 0: the engine assigns it).
+  GenerateRequest request_for(int32_t prompt) const;
 };
 
 // The context for a model: `template_name` is auto | plain | llama2 | chatml

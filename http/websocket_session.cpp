@@ -122,11 +122,12 @@ void WebSocketSession::start(ApiRequest r) {
   running.job = std::make_unique<CompletionJob>(std::move(spec));
   by_client_id_[id_key(r.client_id, r.client_id_is_number)] = serial;
   std::weak_ptr<WebSocketSession> weak = weak_from_this();
-  for (int32_t c = 0; c < plan.num_choices(); ++c) {
-    EventSink sink = [state = state_, weak, serial, c](const StreamEvent& event) {
+  for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p) {
+    EventSink sink = [state = state_, weak, serial, first = p * plan.n](const StreamEvent& event) {
+      const int32_t c = first + event.index;
       state->post_to(weak, [serial, c, event](WebSocketSession& s) { s.on_engine_event(serial, c, event); });
     };
-    running.cancels.push_back(state_->engine().submit(plan.request_for(c), plan.stop, std::move(sink)));
+    running.cancels.push_back(state_->engine().submit(plan.request_for(p), plan.stop, std::move(sink)));
   }
 }
 

@@ -50,25 +50,26 @@ void AdmissionPolicy::decide(const AdmissionQuery& q, AdmissionDecision& out) co
                           " KV blocks; the whole cache holds " + std::to_string(q.total_blocks));
       continue;
     }
-    if (blocked || running >= q.max_running) {
+    const int32_t samples = std::max(c.num_samples, 1);
+    if (blocked || running + samples > q.max_running) {
       blocked = true;
       continue;
     }
-    int64_t footprint = std::clamp<int64_t>(blocks_for(footprint_tokens(c), block_size),
-                                            prompt_blocks, q.total_blocks);
+    int64_t footprint = std::clamp<int64_t>(
+        blocks_for(footprint_tokens(c), block_size) + (samples - 1), prompt_blocks, q.total_blocks);
     if (footprint > budget) {
       blocked = true;
       continue;
     }
     budget -= footprint;
-    ++running;
+    running += samples;
     out.admitted.push_back(c.id);
     out.footprints.push_back(int32_t(footprint));
   }
 }
 
 int64_t ConservativeAdmission::footprint_tokens(const AdmissionCandidate& c) const {
-  return int64_t(c.prompt_tokens) + std::max(c.max_tokens, 1);
+  return int64_t(c.prompt_tokens) + int64_t(std::max(c.num_samples, 1)) * std::max(c.max_tokens, 1);
 }
 
 int64_t WatermarkAdmission::footprint_tokens(const AdmissionCandidate& c) const {
@@ -91,7 +92,8 @@ int32_t ProfiledAdmission::predicted_output(int32_t max_tokens) const {
 
 int64_t ProfiledAdmission::footprint_tokens(const AdmissionCandidate& c) const {
   int32_t out = predicted_output(c.max_tokens);
-  return int64_t(c.prompt_tokens) + (out < 0 ? std::max(c.max_tokens, 1) : out);
+  return int64_t(c.prompt_tokens) +
+         int64_t(std::max(c.num_samples, 1)) * (out < 0 ? std::max(c.max_tokens, 1) : out);
 }
 
 int32_t ProfiledAdmission::keep_blocks(const AdmissionQuery& q) const {

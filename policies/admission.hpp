@@ -9,7 +9,10 @@
 //
 // Each admitted request is charged a footprint in blocks against
 //   budget = free_blocks - reserved_blocks - keep
-// and the policies differ in the footprint and in `keep`:
+// and the policies differ in the footprint and in `keep`. A request with
+// n samples counts as n running sequences; its generated tokens are charged
+// n times, plus one block per extra sample for the copy-on-write of the
+// prompt's last, partly filled block.
 //   conservative  footprint = prompt + max_tokens, keep = 0: an admitted
 //                 request can always finish without preemption (provided the
 //                 scheduler passes the blocks it still owes running requests
@@ -51,6 +54,7 @@ struct AdmissionCandidate {
   int32_t max_tokens = 0;     // tokens it may still generate
   int32_t priority = 0;
   uint64_t arrival = 0;
+  int32_t num_samples = 1;    // n > 1: sequences it becomes at its first token (sharing the prompt)
 };
 
 struct AdmissionQuery {

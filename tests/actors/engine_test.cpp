@@ -5,7 +5,9 @@
 // cache).
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -298,6 +300,105 @@ TEST_F(Stories, SharedPrefixIsComputedOnce) {
   EngineConfig cold = config;
   cold.prefix_caching = false;
   EXPECT_EQ(tokens_of(warm), tokens_of(run(cold, {second}, 16)));
+}
+
+// n samples of one prompt: the prompt is computed once and its blocks are
+// shared, and sample i produces exactly what a single request with seed + i
+// produces, whether the pool is ample or so small that the samples are
+// preempted (swapped, with their shared blocks) many times.
+TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
+  constexpr int32_t kSamples = 4, kMaxTokens = 24;
+  std::vector<int32_t> prompt = prompts(1)[0];
+  prompt.resize(41);  // two full 16-token blocks and a partly filled third
+  for (size_t i = 1; i < prompt.size(); ++i) prompt[i] = 2 + int32_t(i * 29 % 500);
+  auto sampled = [&](uint64_t seed, int32_t n) {
+    RequestSpec spec = testing::greedy_spec(0, prompt, kMaxTokens, /*ignore_eos=*/true);
+    spec.request.sampling.temperature = 1.0f;
+    spec.request.sampling.has_seed = true;
+    spec.request.sampling.seed = seed;
+    spec.request.n = n;
+    return spec;
+  };
+  // By sample: tokens, finals.
+  struct PerSample {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::map<int32_t, Outcome> out;
+    int finals = 0;
+  };
+  auto callback = [](PerSample& p, int32_t index_offset) {
+    return [&p, index_offset](const StreamEvent& e) {
+      std::lock_guard lock(p.mutex);
+      Outcome& o = p.out[e.index + index_offset];
+      o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      if (e.last()) {
+        o.finish = e.finish;
+        ++o.finals;
+        ++p.finals;
+        p.cv.notify_all();
+      }
+    };
+  };
+  auto wait = [](PerSample& p, int finals) {
+    std::unique_lock lock(p.mutex);
+    return p.cv.wait_for(lock, std::chrono::seconds(120), [&] { return p.finals >= finals; });
+  };
+  auto tokens = [](const PerSample& p) {
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& [index, o] : p.out) {
+      EXPECT_EQ(o.finals, 1) << "sample " << index;
+      out.push_back(o.tokens);
+    }
+    return out;
+  };
+
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  config.prefix_caching = false;  // what is shared is shared by the fork alone
+  auto engine = Engine::create(sys, config, *model_);
+  ASSERT_TRUE(engine.has_value());
+
+  PerSample singles;
+  for (int32_t i = 0; i < kSamples; ++i) (*engine)->submit(sampled(1234 + uint64_t(i), 1), callback(singles, i));
+  ASSERT_TRUE(wait(singles, kSamples));
+  const auto stats_before = *(*engine)->stats();
+  PerSample forked;
+  (*engine)->submit(sampled(1234, kSamples), callback(forked, 0));
+  ASSERT_TRUE(wait(forked, kSamples));
+  const auto stats_after = *(*engine)->stats();
+  ASSERT_EQ(tokens(forked), tokens(singles));
+  EXPECT_NE(tokens(forked)[0], tokens(forked)[1]);
+  // The prompt once, then kMaxTokens - 1 decodes per sample.
+  EXPECT_EQ(stats_after.computed_tokens - stats_before.computed_tokens,
+            prompt.size() + uint64_t(kSamples) * (kMaxTokens - 1));
+  // The shared, partly filled last prompt block was copied for all but one sample.
+  EXPECT_EQ(stats_after.blocks.cow_copies - stats_before.blocks.cow_copies, uint64_t(kSamples - 1));
+  expect_all_blocks_free(**engine);
+
+  // Eight such requests in a pool of 12 blocks: the samples are swapped out
+  // and back in (shared blocks and all) and still match.
+  for (const char* mode : {"swap", "recompute"}) {
+    EngineSystemConfig small_cfg;
+    caf::actor_system small_sys{small_cfg};
+    EngineConfig small = config;
+    small.kv_cache_tokens = 16 * 12;
+    small.swap_space_tokens = 16 * 64;
+    small.preemption = mode;
+    auto tight = Engine::create(small_sys, small, *model_);
+    ASSERT_TRUE(tight.has_value());
+    PerSample many;
+    for (int32_t r = 0; r < 8; ++r) (*tight)->submit(sampled(1234, kSamples), callback(many, r * kSamples));
+    ASSERT_TRUE(wait(many, 8 * kSamples)) << mode;
+    const auto all = tokens(many);
+    for (int32_t r = 0; r < 8; ++r)
+      for (int32_t i = 0; i < kSamples; ++i)
+        EXPECT_EQ(all[size_t(r * kSamples + i)], tokens(singles)[size_t(i)]) << mode << " request " << r;
+    const auto stats = *(*tight)->stats();
+    EXPECT_GT(stats.preemptions_recompute + stats.preemptions_swap, 0u) << mode;
+    expect_all_blocks_free(**tight);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/step_runner.hpp"
@@ -25,9 +26,12 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdULL;
 }
 
-// The fake model: next token after `tokens` (all of them, in order).
-inline int32_t fake_next_token(std::span<const int32_t> tokens, int32_t vocab) {
+// The fake model: next token after `tokens` (all of them, in order). A
+// sequence whose sampler has a seed mixes it in, so the n samples of one
+// prompt (seeds seed + i) diverge as real sampling would.
+inline int32_t fake_next_token(std::span<const int32_t> tokens, int32_t vocab, uint64_t seed = 0) {
   uint64_t h = 1469598103934665603ULL;
+  if (seed != 0) h = mix(h, seed);
   for (int32_t t : tokens) h = mix(h, uint64_t(uint32_t(t)));
   return int32_t(h % uint64_t(vocab));
 }
@@ -35,10 +39,10 @@ inline int32_t fake_next_token(std::span<const int32_t> tokens, int32_t vocab) {
 // What a request must produce: tokens until a stop token or max_tokens.
 inline std::vector<int32_t> expected_tokens(std::vector<int32_t> tokens, int32_t vocab,
                                             int32_t max_tokens, std::span<const int32_t> eos,
-                                            int32_t context_length) {
+                                            int32_t context_length, uint64_t seed = 0) {
   std::vector<int32_t> out;
   while (int32_t(out.size()) < max_tokens && int32_t(tokens.size()) < context_length) {
-    const int32_t t = fake_next_token(tokens, vocab);
+    const int32_t t = fake_next_token(tokens, vocab, seed);
     if (std::find(eos.begin(), eos.end(), t) != eos.end()) break;
     out.push_back(t);
     tokens.push_back(t);
@@ -67,9 +71,12 @@ class FakeRunner final : public StepRunner {
     auto& d = kv_->device;
     for (const auto& [src, dst] : plan.copies)
       std::copy_n(d.begin() + size_t(src) * bs, bs, d.begin() + size_t(dst) * bs);
+    for (seq_id id : plan.retired) seeds_.erase(id);
+    for (const auto& [id, params] : plan.new_samplers) seeds_[id] = params.has_seed ? params.seed : 0;
     StepResult result;
     result.iteration = plan.iteration;
     const ForwardBatch& b = plan.batch;
+    size_t next_fork = 0;
     for (int32_t s = 0; s < b.num_seqs(); ++s) {
       auto tokens = b.seq_tokens(s);
       auto table = b.block_table(s);
@@ -82,10 +89,15 @@ class FakeRunner final : public StepRunner {
       const int32_t len = start + int32_t(tokens.size());
       read_.resize(size_t(len));
       for (int32_t pos = 0; pos < len; ++pos) read_[pos] = d[size_t(table[pos / bs]) * bs + pos % bs];
-      SampledToken t;
-      t.seq = plan.seq_ids[s];
-      t.result.token = fake_next_token(read_, vocab_);
-      result.tokens.push_back(t);
+      // The sequence, then the samples forked from it (listed in plan order).
+      for (seq_id seq = plan.seq_ids[s];;) {
+        SampledToken t;
+        t.seq = seq;
+        t.result.token = fake_next_token(read_, vocab_, seeds_[seq]);
+        result.tokens.push_back(t);
+        if (next_fork == plan.forks.size() || plan.forks[next_fork].first != plan.seq_ids[s]) break;
+        seq = plan.forks[next_fork++].second;
+      }
     }
     ++steps_;
     return result;
@@ -97,6 +109,7 @@ class FakeRunner final : public StepRunner {
   std::shared_ptr<FakeKv> kv_;
   int32_t vocab_;
   std::vector<int32_t> read_;
+  std::unordered_map<seq_id, uint64_t> seeds_;
   int64_t steps_ = 0;
 };
 

@@ -22,12 +22,19 @@ using testing::FakeSwapEngine;
 constexpr int32_t kVocab = 97;
 constexpr int32_t kContext = 256;
 
-struct Record {
-  std::vector<int32_t> prompt;
-  int32_t max_tokens = 0;
+struct Sample {
   std::vector<int32_t> tokens;
   int finals = 0;
   FinishReason finish = FinishReason::none;
+  bool cancelled = false;
+};
+
+struct Record {
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 0;
+  uint64_t seed = 0;                // sample i runs with seed + i (0: unseeded)
+  std::vector<Sample> samples;      // n
+  int request_done = 0;             // events that said the request ended
   bool cancelled = false;
 };
 
@@ -75,21 +82,30 @@ class Simulation {
     return c;
   }
 
-  Status submit(request_id id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = 0) {
+  Status submit(request_id id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = 0,
+                int32_t n = 1, uint64_t seed = 0) {
     GenerateRequest r;
     r.id = id;
     r.prompt = prompt;
     r.sampling.temperature = 0;
     r.sampling.max_tokens = max_tokens;
+    r.sampling.has_seed = seed != 0;
+    r.sampling.seed = seed;
     r.priority = priority;
+    r.n = n;
     Status s = core_.submit(std::move(r), now_);
-    if (s) records_[id] = Record{std::move(prompt), max_tokens, {}, 0, FinishReason::none, false};
+    if (s) records_[id] = Record{std::move(prompt), max_tokens, seed, std::vector<Sample>(size_t(n)), 0, false};
     return s;
   }
 
   void cancel(request_id id) {
     records_[id].cancelled = true;
     core_.cancel(id);
+  }
+
+  void cancel_sample(request_id id, int32_t index) {
+    records_[id].samples.at(size_t(index)).cancelled = true;
+    core_.cancel_sample(id, index);
   }
 
   // One iteration, exactly as the scheduler actor sequences it.
@@ -136,11 +152,19 @@ class Simulation {
   void collect() {
     for (const TokenEvent& e : core_.take_events()) {
       Record& r = records_.at(e.id);
-      ASSERT_EQ(r.finals, 0) << "event after the final one for " << e.id;
-      if (e.token >= 0) r.tokens.push_back(e.token);
+      ASSERT_EQ(r.request_done, 0) << "event after the request ended for " << e.id;
+      ASSERT_LT(size_t(e.index), r.samples.size()) << "request " << e.id;
+      Sample& sample = r.samples[size_t(e.index)];
+      ASSERT_EQ(sample.finals, 0) << "event after the final one for " << e.id << "." << e.index;
+      if (e.token >= 0) sample.tokens.push_back(e.token);
       if (e.finish != FinishReason::none) {
-        ++r.finals;
-        r.finish = e.finish;
+        ++sample.finals;
+        sample.finish = e.finish;
+      }
+      if (e.request_done) {
+        ++r.request_done;
+        for (const Sample& other : r.samples)
+          ASSERT_EQ(other.finals, 1) << "request " << e.id << " ended before all its samples";
       }
     }
   }
@@ -153,15 +177,21 @@ class Simulation {
     return core_.idle() && in_flight_.empty();
   }
 
-  // Every request ended exactly once; uncancelled ones with the fake model's tokens.
+  // Every request ended exactly once, each of its samples once; uncancelled
+  // samples with the fake model's tokens for their seeds.
   void check_outputs() const {
     for (const auto& [id, r] : records_) {
-      ASSERT_EQ(r.finals, 1) << "request " << id;
-      if (r.cancelled && r.finish == FinishReason::cancelled) continue;
-      ASSERT_NE(r.finish, FinishReason::error) << "request " << id;
-      EXPECT_EQ(r.tokens, testing::expected_tokens(r.prompt, kVocab, r.max_tokens, options_.eos,
-                                                   kContext))
-          << "request " << id;
+      ASSERT_EQ(r.request_done, 1) << "request " << id;
+      for (size_t i = 0; i < r.samples.size(); ++i) {
+        const Sample& sample = r.samples[i];
+        ASSERT_EQ(sample.finals, 1) << "request " << id << "." << i;
+        if ((r.cancelled || sample.cancelled) && sample.finish == FinishReason::cancelled) continue;
+        ASSERT_NE(sample.finish, FinishReason::error) << "request " << id << "." << i;
+        const uint64_t seed = r.seed == 0 ? 0 : r.seed + i;
+        EXPECT_EQ(sample.tokens, testing::expected_tokens(r.prompt, kVocab, r.max_tokens, options_.eos,
+                                                          kContext, seed))
+            << "request " << id << "." << i;
+      }
     }
   }
 
@@ -245,11 +275,11 @@ TEST(SchedulerCore, FinishedSlotIsRefilledAtTheNextIteration) {
   ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
   ASSERT_TRUE(sim.submit(3, {7, 8}, 10).is_ok());  // waits for a slot
   sim.iterate();  // 1 and 2 prefill and sample; 1 finishes
-  EXPECT_EQ(sim.records().at(1).finals, 1);
+  EXPECT_EQ(sim.records().at(1).samples[0].finals, 1);
   EXPECT_EQ(sim.core().num_running(), 1u);
   sim.iterate();  // 3 is admitted at once
   EXPECT_EQ(sim.core().num_running(), 2u);
-  EXPECT_EQ(sim.records().at(3).tokens.size(), 1u);
+  EXPECT_EQ(sim.records().at(3).samples[0].tokens.size(), 1u);
   ASSERT_TRUE(sim.run_until_idle(100));
   sim.check_outputs();
 }
@@ -265,9 +295,9 @@ TEST(SchedulerCore, LongPromptIsChunkedAndDecodesKeepRunning) {
   ASSERT_TRUE(sim.submit(2, random_prompt(sim.rng(), 100, 100), 5).is_ok());
   // While the 100-token prompt prefills in chunks, request 1 gets a token every iteration.
   for (int i = 0; i < 10; ++i) {
-    const size_t before = sim.records().at(1).tokens.size();
+    const size_t before = sim.records().at(1).samples[0].tokens.size();
     sim.iterate();
-    EXPECT_EQ(sim.records().at(1).tokens.size(), before + 1) << "iteration " << i;
+    EXPECT_EQ(sim.records().at(1).samples[0].tokens.size(), before + 1) << "iteration " << i;
   }
   ASSERT_TRUE(sim.run_until_idle(200));
   sim.check_outputs();
@@ -303,7 +333,7 @@ TEST(SchedulerCore, StaticBatchingWaitsForTheLongest) {
   ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
   ASSERT_TRUE(sim.submit(3, {7, 8}, 2).is_ok());
   for (int i = 0; i < 9; ++i) sim.iterate();
-  EXPECT_TRUE(sim.records().at(3).tokens.empty()) << "admitted before the batch finished";
+  EXPECT_TRUE(sim.records().at(3).samples[0].tokens.empty()) << "admitted before the batch finished";
   ASSERT_TRUE(sim.run_until_idle(100));
   sim.check_outputs();
 }
@@ -318,10 +348,48 @@ TEST(SchedulerCore, PriorityRunsFirst) {
   ASSERT_TRUE(sim.submit(2, {3, 4}, 3, 0).is_ok());
   ASSERT_TRUE(sim.submit(3, {5, 6}, 3, 5).is_ok());
   sim.iterate();
-  EXPECT_EQ(sim.records().at(3).tokens.size(), 1u);
-  EXPECT_TRUE(sim.records().at(1).tokens.empty());
+  EXPECT_EQ(sim.records().at(3).samples[0].tokens.size(), 1u);
+  EXPECT_TRUE(sim.records().at(1).samples[0].tokens.empty());
   ASSERT_TRUE(sim.run_until_idle(100));
   sim.check_outputs();
+}
+
+TEST(SchedulerCore, SamplesShareThePromptBlocksUntilTheyDiverge) {
+  SimOptions o;
+  o.num_blocks = 64;
+  o.eos = {};
+  Simulation sim(o);
+  // 7 tokens in blocks of 4 (one chunk of 8): a full block and a partly filled second.
+  ASSERT_TRUE(sim.submit(1, random_prompt(sim.rng(), 7, 7), 6, 0, /*n=*/3, /*seed=*/77).is_ok());
+  sim.iterate();  // the prompt runs once; three first tokens
+  EXPECT_EQ(sim.bm().stats().used_blocks, 2);
+  for (const Sample& sample : sim.records().at(1).samples) EXPECT_EQ(sample.tokens.size(), 1u);
+  sim.iterate();  // the forks hold the same blocks; two of three copy the shared last block
+  EXPECT_EQ(sim.bm().stats().cow_copies, 2u);
+  EXPECT_EQ(sim.bm().stats().used_blocks, 1 + 3);
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+  sim.check_all_free();
+  const auto& samples = sim.records().at(1).samples;
+  EXPECT_NE(samples[0].tokens, samples[1].tokens) << "the seeds should make the samples differ";
+}
+
+TEST(SchedulerCore, RejectsBadSampleCounts) {
+  Simulation sim(SimOptions{});
+  EXPECT_EQ(sim.submit(1, {1, 2}, 4, 0, 0).error().code, Errc::invalid_argument);
+  EXPECT_EQ(sim.submit(2, {1, 2}, 4, 0, 9).error().code, Errc::invalid_argument);  // max_num_seqs is 8
+  EXPECT_EQ(sim.submit(kFirstSampleSeqId, {1, 2}, 4).error().code, Errc::invalid_argument);
+  EXPECT_TRUE(sim.submit(3, {1, 2}, 4, 0, 8).is_ok());
+}
+
+TEST(SchedulerCore, CancellingBeforeTheFirstTokenEndsEverySample) {
+  Simulation sim(SimOptions{});
+  ASSERT_TRUE(sim.submit(1, {1, 2, 3}, 4, 0, 3, 5).is_ok());
+  sim.cancel(1);
+  ASSERT_TRUE(sim.run_until_idle(10));
+  for (const Sample& sample : sim.records().at(1).samples) EXPECT_EQ(sample.finish, FinishReason::cancelled);
+  sim.check_outputs();
+  sim.check_all_free();
 }
 
 struct Workload {
@@ -356,10 +424,18 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
       // A few long prompts share prefixes to exercise the prefix cache.
       std::vector<int32_t> prompt = random_prompt(rng, 1, 30);
       if (rng() % 4 == 0) prompt.insert(prompt.begin(), {7, 7, 7, 7, 8, 8, 8, 8});
-      ASSERT_TRUE(sim.submit(next, prompt, 1 + int32_t(rng() % 40), int32_t(rng() % 3)).is_ok());
+      // One request in five asks for 2-4 samples of its prompt.
+      const int32_t n = rng() % 5 == 0 ? 2 + int32_t(rng() % 3) : 1;
+      const uint64_t seed = n > 1 ? 1 + rng() % 1000 : 0;
+      ASSERT_TRUE(
+          sim.submit(next, prompt, 1 + int32_t(rng() % 40), int32_t(rng() % 3), n, seed).is_ok());
       live.push_back(next++);
     }
     if (!live.empty() && rng() % 10 == 0) sim.cancel(live[rng() % live.size()]);
+    if (!live.empty() && rng() % 10 == 0) {  // one sample of a request (before its fork: none)
+      const request_id id = live[rng() % live.size()];
+      sim.cancel_sample(id, int32_t(rng() % sim.records().at(id).samples.size()));
+    }
     sim.iterate();
     if (HasFatalFailure()) return;
   }
@@ -367,8 +443,10 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   EXPECT_EQ(sim.records().size(), size_t(kRequests));
   sim.check_outputs();
   sim.check_all_free();
-  if (w.preemption != PreemptionMode::cost && w.num_blocks < 64)
+  if (w.preemption != PreemptionMode::cost && w.num_blocks < 64) {
     EXPECT_GT(sim.core().preemptions(w.preemption), 0u) << "the pool was meant to force preemption";
+  }
+  EXPECT_GT(sim.bm().stats().cow_copies, 0u) << "samples of one prompt never diverged in a shared block";
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -113,6 +113,12 @@ TEST_F(Completions, PromptsTimesNIndexesChoicesAndSeedsThem) {
   ASSERT_EQ(one.status, 200);
   EXPECT_EQ(ids_of(parse_object(one.body)["choices"].as_array().at(0).as_object()["token_ids"]),
             ids_of(choices[0].as_object()["token_ids"]));
+  // Choice 1, the second sample of prompt 0 (forked from it in the engine), draws with seed + 1.
+  single["seed"] = 6;
+  const Response two = post("/v1/completions", single);
+  ASSERT_EQ(two.status, 200);
+  EXPECT_EQ(ids_of(parse_object(two.body)["choices"].as_array().at(0).as_object()["token_ids"]),
+            ids_of(choices[1].as_object()["token_ids"]));
 }
 
 TEST_F(Completions, CurlStreamsChunksUsageAndDone) {
