@@ -356,6 +356,17 @@ Status BlockManager::fork(uint64_t parent_seq_id, uint64_t child_seq_id) {
   return Status::ok();
 }
 
+Status BlockManager::set_token(uint64_t seq_id, int32_t pos, int32_t token) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return sequence_error(GrantStatus::unknown_sequence, seq_id);
+  Seq& seq = it->second;
+  if (seq.where != SeqLocation::device) return sequence_error(GrantStatus::not_on_device, seq_id);
+  if (pos < seq.num_registered * block_size_ || pos >= seq.num_tokens)
+    return sequence_error(GrantStatus::invalid_argument, seq_id);
+  tokens_of(seq.table[size_t(pos / block_size_)])[size_t(pos % block_size_)] = token;
+  return Status::ok();
+}
+
 Status BlockManager::free(uint64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return sequence_error(GrantStatus::unknown_sequence, seq_id);

@@ -241,6 +241,12 @@ class BlockManager {
   // parent not on the device, child already live.
   Status fork(uint64_t parent_seq_id, uint64_t child_seq_id);
 
+  // Records `token` in the slot of position `pos`, reserved earlier with a
+  // placeholder (a token the executor samples after the slot was reserved).
+  // Registered (hashed) blocks never change. Errors: unknown id, not on the
+  // device, pos outside the sequence's tokens or inside a registered block.
+  Status set_token(uint64_t seq_id, int32_t pos, int32_t token);
+
   // Releases every block the sequence holds, on device and host, in any
   // location (a swap in flight is abandoned: the caller must not let its
   // copies land afterwards). Device blocks whose count reaches 0 become cached

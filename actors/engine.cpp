@@ -77,6 +77,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.vocab_size = mc.vocab_size;
   sc.eos_ids = engine->info_.eos_ids;
   sc.batching = *parse_batching_mode(config.batching);
+  sc.overlap = config.overlap;
   sc.aging_interval_seconds = config.aging_interval_seconds;
 
   SchedulerActors& a = engine->actors_;

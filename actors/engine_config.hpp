@@ -22,6 +22,7 @@ struct EngineConfig {
   std::string admission = "watermark";  // conservative | watermark | profiled
   std::string batching = "continuous";  // continuous | static
   bool prefix_caching = true;
+  bool overlap = true;                  // plan the next step while one runs (false: one at a time)
   double aging_interval_seconds = 5.0;  // a waiting request gains one priority level per interval
   AdmissionConfig admission_config;     // watermark, percentile, reserve
   int threads = 0;                      // compute threads (0: all cores)

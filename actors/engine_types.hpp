@@ -108,10 +108,27 @@ struct SeqProgress {
   int32_t computed = 0;
 };
 
+// A sample forked from its parent: it gets the parent's block table (the
+// prompt's blocks, shared until one of them writes into a shared block).
+struct SeqFork {
+  seq_id parent = 0;
+  seq_id child = 0;
+};
+
+// A token sampled after its slot was reserved (the step that consumes it was
+// planned while the step that samples it ran): the block manager records it
+// for the prefix cache's hashes.
+struct TokenFill {
+  seq_id seq = 0;
+  int32_t pos = 0;
+  int32_t token = 0;
+};
+
 // One iteration's work for the block manager, applied in field order.
 struct AllocationBatch {
+  std::vector<TokenFill> fills;
   std::vector<SeqProgress> computed;
-  std::vector<std::pair<seq_id, seq_id>> forks;  // (parent, child): the child shares the parent's blocks
+  std::vector<SeqFork> forks;
   std::vector<seq_id> frees;          // release every block (device and host)
   std::vector<seq_id> swap_out_done;  // release the device blocks of swapped-out sequences
   std::vector<seq_id> swap_in_done;   // release the host blocks of swapped-in sequences
@@ -144,6 +161,10 @@ struct BlockStats {
 // ---- executor ------------------------------------------------------------
 
 // One iteration's work for the executor.
+//
+// A token of -1 in the batch is a placeholder: the token this sequence
+// sampled in the previous step, which the scheduler had not seen when it
+// built this plan (it plans a step ahead). The executor fills it in.
 struct StepPlan {
   uint64_t iteration = 0;
   ForwardBatch batch;
@@ -192,6 +213,7 @@ struct EngineStats {
   double block_manager_seconds = 0.0;  // allocation batches out to their results in
   double plan_hop_seconds = 0.0;     // step plan out to the runner starting
   double result_hop_seconds = 0.0;   // the runner finishing to the step result in
+  double executor_idle_seconds = 0.0;  // the runner finishing a step to starting the next
   BlockStats blocks;
   double kv_live_token_ratio = 0.0;  // live tokens / slots of allocated blocks, averaged over iterations
 };

@@ -5,13 +5,23 @@
 namespace conveyor {
 namespace {
 
-executor_actor::behavior_type executor(executor_actor::pointer self,
+struct executor_state {
+  executor_state() = default;  // not an aggregate: CAF would build it from the actor pointer
+  std::shared_ptr<StepRunner> runner;
+  SampleMemory samples;  // fills the placeholders of plans built a step ahead
+  static inline const char* name = "executor";
+};
+
+executor_actor::behavior_type executor(executor_actor::stateful_pointer<executor_state> self,
                                        std::shared_ptr<StepRunner> runner) {
-  (void)self;
+  self->state.runner = std::move(runner);
   return {
-      [runner](step_atom, const StepPlan& plan) {
+      [self](step_atom, StepPlan& plan) {
+        auto& st = self->state;
         const auto start = std::chrono::steady_clock::now();
-        StepResult result = runner->run(plan);
+        st.samples.prepare(plan);
+        StepResult result = st.runner->run(plan);
+        st.samples.record(result);
         result.started_ns = start.time_since_epoch().count();
         result.finished_ns = std::chrono::steady_clock::now().time_since_epoch().count();
         return result;

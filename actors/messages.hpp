@@ -64,8 +64,16 @@ typename Inspector::result_type inspect(Inspector& f, SeqProgress& x) {
   return f(caf::meta::type_name("SeqProgress"), x.seq, x.computed);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SeqFork& x) {
+  return f(caf::meta::type_name("SeqFork"), x.parent, x.child);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenFill& x) {
+  return f(caf::meta::type_name("TokenFill"), x.seq, x.pos, x.token);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AllocationBatch& x) {
-  return f(caf::meta::type_name("AllocationBatch"), x.computed, x.forks, x.frees, x.swap_out_done,
+  return f(caf::meta::type_name("AllocationBatch"), x.fills, x.computed, x.forks, x.frees, x.swap_out_done,
            x.swap_in_done, x.swap_out, x.swap_in, x.requests, x.tokens);
 }
 template <class Inspector>
@@ -144,11 +152,11 @@ typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {
            x.iterations, x.preemptions_recompute, x.preemptions_swap, x.prompt_tokens,
            x.computed_tokens, x.generated_tokens, x.forward_seconds, x.iteration_seconds,
            x.scheduler_seconds, x.delivery_seconds, x.critical_seconds, x.block_manager_seconds, x.plan_hop_seconds,
-           x.result_hop_seconds, x.blocks, x.kv_live_token_ratio);
+           x.result_hop_seconds, x.executor_idle_seconds, x.blocks, x.kv_live_token_ratio);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StreamEvent& x) {
-  return f(caf::meta::type_name("StreamEvent"), x.id, x.text, x.token_ids, x.logprobs, x.finish,
+  return f(caf::meta::type_name("StreamEvent"), x.id, x.index, x.text, x.token_ids, x.logprobs, x.finish,
            x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.error_code,
            x.message);
 }

@@ -22,7 +22,14 @@ struct scheduler_state {
   clock_type::time_point last_step_done{};
   clock_type::time_point step_result_at{};  // when the last step result came in
   clock_type::time_point plan_sent_at{};    // when the last step plan went out
-  bool busy = false;           // an iteration is in flight
+  bool building = false;       // an iteration is being built (replies pending)
+  struct Arrived {
+    StepResult result;
+    int32_t tokens = 0;   // the plan's
+    int64_t sent_ns = 0;  // when the plan went out
+  };
+  std::vector<Arrived> stashed;  // results that arrived while building, applied after
+  int64_t last_finished_ns = 0;  // when the executor finished its previous step
   bool wake_pending = false;   // a delayed wake is armed
   int32_t swaps_in_flight = 0;
   request_id next_id = 1;
@@ -89,10 +96,8 @@ void fail_all(self_ptr self, const caf::error& err) {
   self->quit(err);
 }
 
-// Starts an iteration unless one is in flight.
-void wake(self_ptr self) {
-  if (!self->state.busy) iterate(self);
-}
+// Starts building an iteration if the core allows one now.
+void wake(self_ptr self) { iterate(self); }
 
 void send_swaps(self_ptr self) {
   auto& st = self->state;
@@ -113,18 +118,34 @@ void send_swaps(self_ptr self) {
   }
 }
 
+void on_result(self_ptr self, const StepResult& result, int32_t tokens, int64_t sent_ns);
+
+// Applies the results that came in while an iteration was being built (the
+// core's phases must not interleave with a result).
+void apply_stashed(self_ptr self) {
+  auto& st = self->state;
+  while (!st.building && !st.stashed.empty()) {
+    auto arrived = std::move(st.stashed.front());
+    st.stashed.erase(st.stashed.begin());
+    on_result(self, arrived.result, arrived.tokens, arrived.sent_ns);
+  }
+}
+
 void run_step(self_ptr self) {
   auto& st = self->state;
   StepPlan plan = st.core->build_step();
+  st.building = false;
   if (plan.batch.num_seqs() == 0) {
-    // Nothing can run now. Swap completions, submissions and cancellations
-    // wake us; as a safety net, look again shortly while work remains.
-    st.busy = false;
     deliver_events(self);
-    if (st.core->has_runnable_work() && st.swaps_in_flight == 0 && !st.wake_pending) {
-      st.wake_pending = true;
-      self->delayed_send(self, std::chrono::milliseconds(1), wake_atom_v);
+    if (st.core->outstanding_steps() == 0) {
+      // Nothing can run now. Swap completions, submissions and cancellations
+      // wake us; as a safety net, look again shortly while work remains.
+      if (st.core->has_runnable_work() && st.swaps_in_flight == 0 && !st.wake_pending) {
+        st.wake_pending = true;
+        self->delayed_send(self, std::chrono::milliseconds(1), wake_atom_v);
+      }
     }
+    apply_stashed(self);
     return;
   }
   const int32_t tokens = plan.batch.num_tokens();
@@ -134,38 +155,52 @@ void run_step(self_ptr self) {
     st.stats.critical_seconds += std::chrono::duration<double>(st.plan_sent_at - st.step_result_at).count();
     st.step_result_at = {};
   }
+  const int64_t sent_ns = st.plan_sent_at.time_since_epoch().count();
+  std::move(pending).then(
+      [self, tokens, sent_ns](StepResult& result) {
+        auto& st = self->state;
+        if (st.building) {
+          st.stashed.push_back(scheduler_state::Arrived{std::move(result), tokens, sent_ns});
+          return;
+        }
+        on_result(self, result, tokens, sent_ns);
+      },
+      [self](caf::error& err) { fail_all(self, err); });
   // The executor has its plan: stream the previous iteration's tokens while
   // it computes, off the iteration's critical path.
   deliver_events(self);
-  std::move(pending)
-      .then(
-          [self, tokens](const StepResult& result) {
-            auto& st = self->state;
-            HandlerTimer timer(st.stats.scheduler_seconds);
-            const auto now = clock_type::now();
-            st.step_result_at = now;
-            if (result.started_ns != 0) {
-              const auto ns = [](int64_t n) { return clock_type::time_point(clock_type::duration(n)); };
-              st.stats.plan_hop_seconds +=
-                  std::chrono::duration<double>(ns(result.started_ns) - st.plan_sent_at).count();
-              st.stats.result_hop_seconds +=
-                  std::chrono::duration<double>(now - ns(result.finished_ns)).count();
-            }
-            if (st.last_step_done != clock_type::time_point{})
-              st.stats.iteration_seconds +=
-                  std::chrono::duration<double>(now - st.last_step_done).count();
-            else
-              st.stats.iteration_seconds += result.forward_seconds;
-            st.last_step_done = now;
-            st.stats.forward_seconds += result.forward_seconds;
-            st.stats.computed_tokens += uint64_t(tokens);
-            if (st.actors.metrics) st.actors.metrics->iteration_tokens.observe(tokens);
-            if (tokens > 0)
-              self->send(st.actors.preemption, costs_atom_v, result.forward_seconds / tokens, 0.0);
-            st.core->apply_step(result, st.now());
-            iterate(self);  // this step's tokens go out once the next step is dispatched
-          },
-          [self](caf::error& err) { fail_all(self, err); });
+  apply_stashed(self);
+  iterate(self);  // plan the next step while this one runs (when the core allows)
+}
+
+void on_result(self_ptr self, const StepResult& result, int32_t tokens, int64_t sent_ns) {
+  auto& st = self->state;
+  HandlerTimer timer(st.stats.scheduler_seconds);
+  const auto now = clock_type::now();
+  st.step_result_at = now;
+  if (result.started_ns != 0) {
+    const auto ns = [](int64_t n) { return clock_type::time_point(clock_type::duration(n)); };
+    // The executor waited for this plan from the later of its sending and
+    // the end of the previous step (a plan built ahead waits in its mailbox).
+    const int64_t ready_ns = std::max(sent_ns, st.last_finished_ns);
+    st.stats.plan_hop_seconds += std::max(0.0, std::chrono::duration<double>(ns(result.started_ns) - ns(ready_ns)).count());
+    if (st.last_finished_ns != 0)
+      st.stats.executor_idle_seconds += double(result.started_ns - st.last_finished_ns) * 1e-9;
+    st.last_finished_ns = result.finished_ns;
+    st.stats.result_hop_seconds += std::chrono::duration<double>(now - ns(result.finished_ns)).count();
+  }
+  if (st.last_step_done != clock_type::time_point{})
+    st.stats.iteration_seconds += std::chrono::duration<double>(now - st.last_step_done).count();
+  else
+    st.stats.iteration_seconds += result.forward_seconds;
+  st.last_step_done = now;
+  st.stats.forward_seconds += result.forward_seconds;
+  st.stats.computed_tokens += uint64_t(tokens);
+  if (st.actors.metrics) st.actors.metrics->iteration_tokens.observe(tokens);
+  if (tokens > 0) self->send(st.actors.preemption, costs_atom_v, result.forward_seconds / tokens, 0.0);
+  st.core->apply_step(result, st.now());
+  iterate(self);  // this step's tokens go out once the next step is dispatched
+  if (!st.building) deliver_events(self);  // nothing was dispatched: send them now
 }
 
 void allocate(self_ptr self, AllocationBatch batch) {
@@ -195,13 +230,14 @@ void allocate(self_ptr self, AllocationBatch batch) {
 
 void iterate(self_ptr self) {
   auto& st = self->state;
+  if (st.building || !st.core->can_build()) return;
   if (st.core->idle()) {
-    st.busy = false;
     st.last_step_done = {};
+    st.last_finished_ns = 0;
     deliver_events(self);
     return;
   }
-  st.busy = true;
+  st.building = true;
   auto query = st.core->begin_iteration(st.now());
   if (!query) {
     allocate(self, st.core->build_allocation());

@@ -152,13 +152,21 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
     events_.push_back(std::move(e));
   }
   if (s.sampler_started) retired_samplers_.push_back(s.id);
-  if (s.blocks_held > 0 || s.state == State::swapped) {
-    pending_frees_.push_back(s.id);
-    if (s.state != State::swapped) pending_free_blocks_ += s.blocks_held;
-  }
+  release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
   const seq_id id = s.id;
   seqs_.erase(id);  // `s` dangles from here on
+}
+
+void SchedulerCore::release_blocks(const Sequence& s) {
+  if (s.blocks_held == 0 && s.state != State::swapped) return;
+  const int32_t device_blocks = s.state == State::swapped ? 0 : s.blocks_held;
+  if (s.last_plan > last_applied_) {  // an outstanding step still reads and writes them
+    deferred_frees_.push_back(DeferredFree{s.last_plan, s.id, device_blocks});
+    return;
+  }
+  pending_frees_.push_back(s.id);
+  pending_free_blocks_ += device_blocks;
 }
 
 void SchedulerCore::remove_running(seq_id id) {
@@ -171,6 +179,7 @@ void SchedulerCore::remove_running(seq_id id) {
 std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   ++iteration_;
   now_ = now;
+  if (flights_.empty()) drain_requested_ = false;
   plan_.clear();
   failed_.clear();
   pending_swap_in_.clear();
@@ -257,6 +266,8 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
 // accumulated, so a completion that arrived in the middle of an iteration is
 // applied before that sequence can be chosen as a victim.
 void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
+  batch.fills = std::move(pending_fills_);
+  pending_fills_.clear();
   batch.computed = std::move(pending_computed_);
   pending_computed_.clear();
   pending_computed_.reserve(batch.computed.size());
@@ -284,20 +295,27 @@ AllocationBatch SchedulerCore::build_allocation() {
   std::vector<Planned> admitted = std::move(plan_);
   plan_.clear();
   auto schedule = [&](Sequence& s, bool is_new) {
-    const int32_t remaining = int32_t(s.tokens.size()) - s.num_computed;
+    // Its samples fork when the outstanding step's result arrives: it waits
+    // for them, so that they fork from exactly its prompt's blocks.
+    if (s.fork_planned && s.samples > 1) return false;
+    // Its last token is on its way (an outstanding step samples it): nothing to run.
+    if (s.unconfirmed > 0 && (s.generated() + s.unconfirmed >= s.sampling.max_tokens ||
+                              s.length() >= config_.context_length))
+      return false;
+    const int32_t remaining = s.length() - s.scheduled;
     const int32_t n = std::min({remaining, config_.prefill_chunk, budget});
     if (n <= 0) return false;
     budget -= n;
-    const bool needs_slots = is_new || s.slots < s.num_computed + n;
+    const bool needs_slots = is_new || s.slots < s.scheduled + n;
     plan(s, n, is_new, /*granted=*/!needs_slots);
-    if (needs_slots) request_slots(batch, s, is_new, s.num_computed + n);
+    if (needs_slots) request_slots(batch, s, is_new, s.scheduled + n);
     return true;
   };
   for (int pass = 0; pass < 2; ++pass) {
     for (seq_id id : running_) {
       Sequence& s = seqs_.at(id);
       if (s.state != State::running) continue;
-      const bool decoding = int32_t(s.tokens.size()) - s.num_computed == 1;
+      const bool decoding = s.length() - s.scheduled == 1;
       if (decoding == (pass == 0)) schedule(s, false);
     }
   }
@@ -321,8 +339,13 @@ SchedulerCore::Planned* SchedulerCore::planned_for(const Sequence& s) {
 
 void SchedulerCore::request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end) {
   const auto begin = int32_t(batch.tokens.size());
-  const auto from = is_new ? s.tokens.begin() : s.tokens.begin() + s.slots;
-  batch.tokens.insert(batch.tokens.end(), from, s.tokens.begin() + (is_new ? int32_t(s.tokens.size()) : end));
+  if (is_new) {
+    batch.tokens.insert(batch.tokens.end(), s.tokens.begin(), s.tokens.end());
+  } else {  // tokens an outstanding step samples are placeholders until a TokenFill
+    const int32_t known = std::min(end, int32_t(s.tokens.size()));
+    if (s.slots < known) batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.slots, s.tokens.begin() + known);
+    batch.tokens.resize(batch.tokens.size() + size_t(end - std::max(s.slots, known)), -1);
+  }
   batch.requests.push_back(BlockRequest{s.id, is_new, begin, int32_t(batch.tokens.size())});
 }
 
@@ -333,13 +356,15 @@ void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const Allocati
   s.blocks_held = int32_t(s.block_table.size());
 }
 
+// Only with no step outstanding (preemption waits for the pipeline to
+// drain), so its blocks go back at once and it can be admitted afresh.
 void SchedulerCore::requeue_for_recompute(Sequence& s) {
-  pending_frees_.push_back(s.id);
-  pending_free_blocks_ += s.blocks_held;
+  release_blocks(s);
   s.state = State::waiting;
   s.blocks_held = 0;
   s.block_table.clear();
   s.num_computed = 0;
+  s.scheduled = 0;
   s.slots = 0;
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
 }
@@ -384,6 +409,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
         // The last token is always computed, so that its logits exist.
         const int32_t cap = (int32_t(s->tokens.size()) - 1) / config_.block_size * config_.block_size;
         s->num_computed = std::min(g.cached_tokens, cap);
+        s->scheduled = s->num_computed;
         if (!s->admitted_once) {
           s->cached_prompt_tokens = s->num_computed;
           queue_times_.push_back(now_ - s->arrival_time);
@@ -392,7 +418,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
         s->state = State::running;
         running_.push_back(s->id);
       } else {
-        s->slots = std::max(s->slots, s->num_computed + planned->max_new);
+        s->slots = std::max(s->slots, s->scheduled + planned->max_new);
       }
       continue;
     }
@@ -416,6 +442,11 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
     if (s.state == State::swapping_out) shortfall -= s.blocks_held;
   }
   if (failed_.empty() || shortfall <= 0) {
+    failed_.clear();
+    return std::nullopt;
+  }
+  if (!flights_.empty()) {  // victims may only be chosen among sequences no step touches
+    drain_requested_ = true;
     failed_.clear();
     return std::nullopt;
   }
@@ -456,10 +487,10 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
   // enough (or are still being copied out), they sit this iteration out.
   for (seq_id id : failed_) {
     Sequence& s = seqs_.at(id);
-    const int32_t remaining = int32_t(s.tokens.size()) - s.num_computed;
+    const int32_t remaining = s.length() - s.scheduled;
     const int32_t n = std::min(remaining, config_.prefill_chunk);
     plan(s, n, false, false);
-    request_slots(retry, s, false, s.num_computed + n);
+    request_slots(retry, s, false, s.scheduled + n);
   }
   failed_.clear();
   return retry;
@@ -475,27 +506,50 @@ StepPlan SchedulerCore::build_step() {
   plan.batch.want_logits.reserve(plan_.size());
   plan.batch.tokens.reserve(plan_.size());
   plan.batch.block_tables.reserve(block_table_hint_);
-  plan.copies = std::move(copies_);
-  copies_.clear();
   for (Planned& p : plan_) {
     if (!p.granted || p.dropped) continue;
     Sequence& s = seqs_.at(p.id);
-    const int32_t n = std::min(p.max_new, int32_t(s.tokens.size()) - s.num_computed);
+    const int32_t len = s.length();
+    const int32_t n = std::min(p.max_new, len - s.scheduled);
+    if (n <= 0) {
+      p.dropped = true;
+      continue;
+    }
     p.max_new = n;
-    const bool last = s.num_computed + n == int32_t(s.tokens.size());
-    plan.batch.add_sequence(std::span(s.tokens).subspan(s.num_computed, n), s.num_computed,
-                            s.block_table, last);
+    const bool last = s.scheduled + n == len;
+    p.samples = last;
+    std::span<const int32_t> span(s.tokens);
+    if (s.scheduled + n <= int32_t(s.tokens.size())) {
+      span = span.subspan(size_t(s.scheduled), size_t(n));
+    } else {  // ends with the token an outstanding step samples
+      scratch_tokens_.assign(s.tokens.begin() + std::min(s.scheduled, int32_t(s.tokens.size())), s.tokens.end());
+      scratch_tokens_.resize(size_t(n), -1);
+      span = scratch_tokens_;
+    }
+    plan.batch.add_sequence(span, s.scheduled, s.block_table, last);
     plan.seq_ids.push_back(s.id);
+    s.scheduled += n;
+    s.last_plan = iteration_;
     if (!s.sampler_started) {
       s.sampler_started = true;
       plan.new_samplers.emplace_back(s.id, s.sampling);
       plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
     }
-    if (last && s.samples > 1) plan_forks(s, plan);
+    if (last && s.samples > 1 && !s.fork_planned) plan_forks(s, plan);
+    if (last) ++s.unconfirmed;
   }
-  block_table_hint_ = plan.batch.block_tables.size();
+  if (plan.batch.num_seqs() == 0) {  // not sent: copies and retirements wait for the next
+    plan_.clear();
+    return plan;
+  }
+  plan.copies = std::move(copies_);
+  copies_.clear();
   plan.retired = std::move(retired_samplers_);
   retired_samplers_.clear();
+  block_table_hint_ = plan.batch.block_tables.size();
+  flights_.push_back(Flight{iteration_, std::move(plan_), std::move(step_forks_)});
+  plan_.clear();
+  step_forks_.clear();
   // KV utilization: tokens with KV (after this step) over the slots of all
   // device blocks held by running sequences.
   uint64_t live = 0, slots = 0;
@@ -505,16 +559,21 @@ StepPlan SchedulerCore::build_step() {
     live += uint64_t(s.slots);
     slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
   }
-  if (slots > 0 && plan.batch.num_seqs() > 0) {
+  if (slots > 0) {
     kv_live_sum_ += live;
     kv_slots_sum_ += slots;
   }
   return plan;
 }
 
+bool SchedulerCore::can_build() const {
+  return flights_.empty() || (config_.overlap && flights_.size() == 1 && !drain_requested_);
+}
+
 // The step that samples a parent's first token samples its other n - 1
 // samples too, each with its own sampler (seed + index when seeded).
 void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
+  parent.fork_planned = true;
   for (int32_t i = 1; i < parent.samples; ++i) {
     const seq_id child = next_sample_id_++;
     SamplingParams params = parent.sampling;
@@ -526,10 +585,12 @@ void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
   }
 }
 
-// The forks of the step just run become sequences, each holding the parent's
-// blocks (the block manager forks them first thing in the next batch).
-void SchedulerCore::apply_forks() {
-  for (const Fork& f : step_forks_) {
+// The forks of a step that completed become sequences holding the parent's
+// prompt blocks (the block manager forks them first thing in the next batch).
+// The parent sat out the steps planned meanwhile, so it holds exactly its
+// prompt, whose KV is computed now.
+void SchedulerCore::apply_forks(const std::vector<Fork>& forks) {
+  for (const Fork& f : forks) {
     Sequence* parent = find(f.parent);
     if (parent == nullptr || parent->cancelled) {  // it ends all its samples itself
       retired_samplers_.push_back(f.child);
@@ -539,27 +600,38 @@ void SchedulerCore::apply_forks() {
     child.id = f.child;
     child.index = f.index;
     child.samples = 1;
+    child.fork_planned = false;
     child.plan_slot = -1;
+    child.tokens.resize(size_t(parent->prompt_len));
+    child.num_computed = child.scheduled = child.slots = parent->prompt_len;
+    child.unconfirmed = 0;
+    child.last_plan = 0;
+    child.block_table.resize(size_t(blocks_for(parent->prompt_len)));
+    child.blocks_held = int32_t(child.block_table.size());
     if (child.sampling.has_seed) child.sampling.seed += uint64_t(f.index);
     groups_.at(parent->request).seqs.push_back(f.child);
     running_.push_back(f.child);
-    pending_forks_.emplace_back(f.parent, f.child);
+    pending_forks_.push_back(SeqFork{f.parent, f.child});
     seqs_.emplace(f.child, std::move(child));  // `parent` stays valid: map nodes do not move
     parent->samples = 1;
   }
-  step_forks_.clear();
 }
 
 void SchedulerCore::apply_step(const StepResult& result, double now) {
   (void)now;
-  for (const Planned& p : plan_) {
+  if (flights_.empty() || flights_.front().iteration != result.iteration) return;  // not an outstanding step
+  Flight flight = std::move(flights_.front());
+  flights_.erase(flights_.begin());
+  last_applied_ = flight.iteration;
+  for (const Planned& p : flight.planned) {
     if (!p.granted || p.dropped) continue;
     Sequence* s = find(p.id);
     if (s == nullptr) continue;
     s->num_computed += p.max_new;
+    if (p.samples) --s->unconfirmed;
     pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
   }
-  apply_forks();
+  apply_forks(flight.forks);
   for (const SampledToken& t : result.tokens) {
     Sequence* s = find(t.seq);
     if (s == nullptr || s->cancelled) continue;
@@ -569,7 +641,9 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
       finish(*s, FinishReason::stop);
       continue;
     }
+    const auto pos = int32_t(s->tokens.size());
     s->tokens.push_back(token);
+    if (s->slots > pos) pending_fills_.push_back(TokenFill{s->id, pos, token});  // reserved as a placeholder
     TokenEvent e;
     e.id = s->request;
     e.index = s->index;
@@ -583,7 +657,13 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
       finish(*s, FinishReason::length);
     }
   }
-  plan_.clear();
+  // Blocks that only this step still used can go back now.
+  std::erase_if(deferred_frees_, [this](const DeferredFree& d) {
+    if (d.after > last_applied_) return false;
+    pending_frees_.push_back(d.seq);
+    pending_free_blocks_ += d.blocks;
+    return true;
+  });
 }
 
 // ---- swap ---------------------------------------------------------------------
@@ -641,10 +721,10 @@ size_t SchedulerCore::num_waiting() const { return waiting_.size(); }
 size_t SchedulerCore::num_running() const { return running_.size(); }
 size_t SchedulerCore::num_swapped() const { return swapped_.size(); }
 bool SchedulerCore::idle() const {
-  return seqs_.empty() && pending_frees_.empty() && pending_computed_.empty() &&
-         pending_forks_.empty() &&
-         pending_swap_out_done_.empty() && pending_swap_in_done_.empty() &&
-         retired_samplers_.empty();
+  return seqs_.empty() && flights_.empty() && deferred_frees_.empty() && pending_frees_.empty() &&
+         pending_computed_.empty() && pending_forks_.empty() && pending_fills_.empty() &&
+         pending_swap_out_done_.empty() && pending_swap_in_done_.empty();
+  // Samplers to retire travel with the next step, whenever one comes.
 }
 
 bool SchedulerCore::has_runnable_work() const {

@@ -15,6 +15,20 @@
 //   build_step()             the executor's step plan (empty: nothing to run)
 //   apply_step(...)          append sampled tokens, finish sequences, emit events
 //
+// Planning ahead (config.overlap): the next step may be built while the
+// previous one runs, so that the executor finds it queued and runs back to
+// back. Such a plan cannot know the tokens the running step samples: a
+// sequence that decodes in both steps gets a placeholder (-1) that the
+// executor fills with its own last sample, and its slot is reserved before
+// the token is known (the token reaches the block manager later, as a
+// TokenFill). A sequence that the running step ends (a stop token) runs one
+// wasted decode in the planned step. At most one step is outstanding while a
+// plan is built (can_build()); blocks of a finished sequence are released
+// only once no outstanding step uses them; and a sequence short of blocks
+// while a step is outstanding sits out, and the next plan waits for the
+// pipeline to drain, so preemption (and every swap-out) only ever concerns
+// sequences that no running step touches.
+//
 // A request with n > 1 samples is one sequence until its prompt is computed;
 // the step that samples its first token samples n (one per sample, from the
 // same logits row), and the scheduler forks n - 1 sequences that share the
@@ -58,6 +72,7 @@ struct SchedulerConfig {
   std::vector<int32_t> eos_ids;     // the model's end tokens
   BatchingMode batching = BatchingMode::continuous;
   double aging_interval_seconds = 5.0;  // waiting priority rises one level per interval
+  bool overlap = true;              // build the next step while one runs
 };
 
 struct FinishedSequence {
@@ -88,7 +103,12 @@ class SchedulerCore {
   std::optional<PreemptionQuery> apply_allocation(const AllocationResult& result);
   AllocationBatch apply_preemption(const PreemptionDecision& decision);
   StepPlan build_step();
+  // Results come in the order the plans were built.
   void apply_step(const StepResult& result, double now);
+  // Whether a new iteration may be built now: nothing outstanding, or (with
+  // overlap) one step outstanding and no drain requested.
+  bool can_build() const;
+  size_t outstanding_steps() const { return flights_.size(); }
 
   // ---- swap --------------------------------------------------------------
   // Swap orders produced by the last allocation result (to the swap actor).
@@ -133,6 +153,9 @@ class SchedulerCore {
     std::vector<int32_t> tokens;      // prompt, then generated tokens
     int32_t prompt_len = 0;
     int32_t num_computed = 0;         // leading tokens whose KV is in the cache
+    int32_t scheduled = 0;            // ... or is being computed by an outstanding step
+    int32_t unconfirmed = 0;          // tokens outstanding steps sample for it
+    uint64_t last_plan = 0;           // the last step that included it
     int32_t cached_prompt_tokens = 0; // prefix-cache hit at first admission
     int32_t slots = 0;                // tokens the block manager holds slots for
     int32_t plan_slot = -1;           // index in plan_ this iteration
@@ -144,7 +167,10 @@ class SchedulerCore {
     bool sampler_started = false;
     bool cancelled = false;
     bool admitted_once = false;
+    bool fork_planned = false;        // its samples fork in an outstanding step
     int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
+    // Its length once the outstanding steps' samples arrive.
+    int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }
   };
 
   // A sequence's part of the iteration being built.
@@ -154,6 +180,7 @@ class SchedulerCore {
     bool is_new = false;
     bool granted = false;
     bool dropped = false;  // left this iteration (not admitted after all, short of blocks, victim)
+    bool samples = false;  // the step samples its next token
   };
 
   // The sequences of a request with n > 1, by sample index (forked ones
@@ -174,7 +201,10 @@ class SchedulerCore {
   // Counts one more ended sample of `request`; true when it was the last.
   bool close_sample(request_id request);
   void plan_forks(Sequence& parent, StepPlan& plan);
-  void apply_forks();
+  void apply_forks(const std::vector<Fork>& forks);
+  // Gives the sequence's blocks back: now, or once the outstanding step that
+  // uses it has completed.
+  void release_blocks(const Sequence& s);
   void plan(Sequence& s, int32_t max_new, bool is_new, bool granted);
   Planned* planned_for(const Sequence& s);
   void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
@@ -192,8 +222,25 @@ class SchedulerCore {
   std::unordered_map<seq_id, Sequence> seqs_;
   WaitingQueue waiting_;
   std::unordered_map<request_id, Group> groups_;  // requests with n > 1
-  std::vector<Fork> step_forks_;             // in the step being run
-  std::vector<std::pair<seq_id, seq_id>> pending_forks_;  // for the block manager's next batch
+  // A step sent to the executor whose result has not been applied.
+  struct Flight {
+    uint64_t iteration = 0;
+    std::vector<Planned> planned;
+    std::vector<Fork> forks;
+  };
+  std::vector<Fork> step_forks_;             // in the step being built
+  std::vector<Flight> flights_;              // outstanding steps, oldest first
+  struct DeferredFree {
+    uint64_t after = 0;  // the step that must complete first
+    seq_id seq = 0;
+    int32_t blocks = 0;  // device blocks it holds
+  };
+  std::vector<DeferredFree> deferred_frees_;
+  std::vector<int32_t> scratch_tokens_;      // a span with a placeholder
+  std::vector<TokenFill> pending_fills_;
+  uint64_t last_applied_ = 0;                // the last step whose result was applied
+  bool drain_requested_ = false;             // the next plan waits for the outstanding step
+  std::vector<SeqFork> pending_forks_;       // for the block manager's next batch
   seq_id next_sample_id_ = kFirstSampleSeqId;
   std::vector<seq_id> running_;              // admission order
   std::vector<seq_id> swapped_;              // swapped out, oldest first

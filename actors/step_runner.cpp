@@ -18,6 +18,21 @@ Sampler* SamplerTable::find(seq_id id) {
   return it == samplers_.end() ? nullptr : it->second.get();
 }
 
+void SampleMemory::prepare(StepPlan& plan) {
+  for (seq_id id : plan.retired) last_.erase(id);
+  ForwardBatch& b = plan.batch;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    int32_t& last = b.tokens[size_t(b.seq_token_begin[s + 1] - 1)];
+    if (last >= 0) continue;
+    auto it = last_.find(plan.seq_ids[size_t(s)]);
+    last = it != last_.end() ? it->second : 0;  // 0: a sequence that is gone anyway
+  }
+}
+
+void SampleMemory::record(const StepResult& result) {
+  for (const SampledToken& t : result.tokens) last_[t.seq] = t.result.token;
+}
+
 CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
     : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
 

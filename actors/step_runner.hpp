@@ -36,6 +36,20 @@ class SamplerTable {
   std::unordered_map<seq_id, std::unique_ptr<Sampler>> samplers_;
 };
 
+// The executor's side of planning ahead: a plan built while the previous
+// step ran has a placeholder (-1) where that step's sample goes, always a
+// sequence's last token. Steps run in order, so it is the sequence's last
+// sample, which this remembers.
+class SampleMemory {
+ public:
+  // Drops retired sequences and fills the plan's placeholders.
+  void prepare(StepPlan& plan);
+  void record(const StepResult& result);
+
+ private:
+  std::unordered_map<seq_id, int32_t> last_;
+};
+
 // The CPU backend. The KV cache is shared with the swap engine, which copies
 // blocks of sequences that are not in any plan while this runs.
 class CpuStepRunner final : public StepRunner {

@@ -102,6 +102,7 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
       {"admission", text(e.admission)},
       {"batching", text(e.batching)},
       {"prefix_caching", boolean(e.prefix_caching)},
+      {"overlap", boolean(e.overlap)},
       {"aging_interval_seconds", real(e.aging_interval_seconds)},
       {"threads", integer(e.threads)},
   };

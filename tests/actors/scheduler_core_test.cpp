@@ -4,8 +4,10 @@
 // Swap copies complete a random number of iterations after they were ordered.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <deque>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "actors/block_manager_actor.hpp"
@@ -49,6 +51,7 @@ struct SimOptions {
   AdmissionMode admission = AdmissionMode::watermark;
   BatchingMode batching = BatchingMode::continuous;
   bool prefix_caching = true;
+  bool overlap = false;  // plan the next step while one is outstanding
   std::vector<int32_t> eos = {0};
 };
 
@@ -79,6 +82,7 @@ class Simulation {
     c.eos_ids = o.eos;
     c.batching = o.batching;
     c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
+    c.overlap = o.overlap;
     return c;
   }
 
@@ -108,14 +112,50 @@ class Simulation {
     core_.cancel_sample(id, index);
   }
 
-  // One iteration, exactly as the scheduler actor sequences it.
+  // One iteration, as the scheduler actor sequences it: with overlap, the
+  // outstanding step's result is applied after the next plan is built, and
+  // that step runs (on the executor's thread, in the actor engine) before or
+  // after the build.
   void iterate() {
     now_ += 1.0;
+    std::optional<StepResult> early;
+    if (outstanding_ && rng_() % 2) early = execute(*outstanding_);
+    std::optional<StepPlan> next;
+    if (core_.can_build()) {
+      next = build();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (next->batch.num_seqs() == 0) next.reset();
+    }
+    if (outstanding_) core_.apply_step(early ? *early : execute(*outstanding_), now_);
+    outstanding_ = std::move(next);
+    if (!options_.overlap && outstanding_) {
+      core_.apply_step(execute(*outstanding_), now_);
+      outstanding_.reset();
+    }
+    ++iteration_;
+    // Swap copies land a few iterations later, as they do on a copy thread.
+    complete_swaps(iteration_);
+    for (const FinishedSequence& f : core_.take_finished()) admission_->record_finished(f.generated);
+    collect();
+    ASSERT_TRUE(bm_.check_invariants().is_ok()) << bm_.check_invariants().error().message;
+  }
+
+  StepResult execute(StepPlan plan) {
+    samples_.prepare(plan);
+    for (int32_t token : plan.batch.tokens) EXPECT_GE(token, 0) << "a placeholder left unfilled";
+    StepResult r = runner_.run(plan);
+    samples_.record(r);
+    ++steps_run_;
+    return r;
+  }
+
+  StepPlan build() {
     if (auto q = core_.begin_iteration(now_)) core_.apply_admission((*admission_)(*q));
     collect();
     AllocationBatch batch = core_.build_allocation();
     for (int round = 0;; ++round) {
-      ASSERT_LT(round, 1000) << "preemption does not converge";
+      EXPECT_LT(round, 1000) << "preemption does not converge";
+      if (round >= 1000) return {};
       AllocationResult r = apply_allocation_batch(bm_, batch);
       auto q = core_.apply_allocation(r);
       for (SwapOrder& o : core_.take_swap_orders())
@@ -128,13 +168,8 @@ class Simulation {
       batch = core_.apply_preemption(preemption_(*q));
     }
     StepPlan plan = core_.build_step();
-    if (plan.batch.num_seqs() > 0) core_.apply_step(runner_.run(plan), now_);
-    ++iteration_;
-    // Swap copies land a few iterations later, as they do on a copy thread.
-    complete_swaps(iteration_);
-    for (const FinishedSequence& f : core_.take_finished()) admission_->record_finished(f.generated);
-    collect();
-    ASSERT_TRUE(bm_.check_invariants().is_ok()) << bm_.check_invariants().error().message;
+    for (int32_t token : plan.batch.tokens) placeholders_ += token < 0 ? 1 : 0;
+    return plan;
   }
 
   void complete_swaps(int64_t up_to) {
@@ -170,7 +205,7 @@ class Simulation {
   }
 
   bool run_until_idle(int max_iterations) {
-    for (int i = 0; i < max_iterations && !(core_.idle() && in_flight_.empty()); ++i) {
+    for (int i = 0; i < max_iterations && !(core_.idle() && in_flight_.empty() && !outstanding_); ++i) {
       iterate();
       if (::testing::Test::HasFatalFailure()) return false;
     }
@@ -207,6 +242,8 @@ class Simulation {
   BlockManager& bm() { return bm_; }
   const std::map<request_id, Record>& records() const { return records_; }
   int64_t iterations() const { return iteration_; }
+  int64_t steps_run() const { return steps_run_; }
+  int64_t placeholders() const { return placeholders_; }
   std::mt19937_64& rng() { return rng_; }
 
  private:
@@ -218,6 +255,10 @@ class Simulation {
   std::shared_ptr<FakeKv> kv_;
   FakeRunner runner_;
   FakeSwapEngine swap_;
+  SampleMemory samples_;
+  std::optional<StepPlan> outstanding_;  // sent to the "executor", result not applied
+  int64_t steps_run_ = 0;
+  int64_t placeholders_ = 0;
   std::mt19937_64 rng_;
   std::deque<std::pair<int64_t, SwapOrder>> in_flight_;
   std::map<request_id, Record> records_;
@@ -392,6 +433,47 @@ TEST(SchedulerCore, CancellingBeforeTheFirstTokenEndsEverySample) {
   sim.check_all_free();
 }
 
+TEST(SchedulerCore, OverlapKeepsAStepQueuedAndFillsItsPlaceholders) {
+  SimOptions o;
+  o.num_blocks = 64;
+  o.overlap = true;
+  o.eos = {};
+  Simulation sim(o);
+  for (request_id id = 1; id <= 4; ++id) ASSERT_TRUE(sim.submit(id, random_prompt(sim.rng(), 3, 9), 30).is_ok());
+  sim.iterate();  // the prompts' step goes out
+  for (int i = 0; i < 20; ++i) {
+    sim.iterate();  // the next plan is built while that one is outstanding
+    EXPECT_EQ(sim.core().outstanding_steps(), 1u) << "iteration " << i;
+  }
+  // Every decode after the first was planned before its input token was known.
+  EXPECT_GE(sim.placeholders(), 4 * 19);
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+  sim.check_all_free();
+}
+
+TEST(SchedulerCore, OverlapRunsOneWastedDecodeAfterAStopToken) {
+  SimOptions o;
+  o.num_blocks = 64;
+  o.overlap = true;
+  o.eos = {};
+  Simulation sim(o);
+  const std::vector<int32_t> prompt = {4, 5, 6};
+  // The fake model's third token after this prompt, made a stop token.
+  const auto tokens = testing::expected_tokens(prompt, kVocab, 3, {}, kContext);
+  SimOptions stop = o;
+  stop.eos = {tokens[2]};
+  Simulation stopped(stop);
+  ASSERT_TRUE(stopped.submit(1, prompt, 30).is_ok());
+  ASSERT_TRUE(stopped.run_until_idle(100));
+  stopped.check_outputs();
+  stopped.check_all_free();
+  EXPECT_EQ(stopped.records().at(1).samples[0].tokens.size(), 2u);
+  // Prompt, two decodes, the decode that sampled the stop, and one planned
+  // before the stop was seen.
+  EXPECT_EQ(stopped.steps_run(), 4);
+}
+
 struct Workload {
   const char* name;
   PreemptionMode preemption;
@@ -399,9 +481,17 @@ struct Workload {
   BatchingMode batching;
   int32_t num_blocks;
   int32_t num_host_blocks;
+  bool overlap = false;
 };
 
 class RandomizedWorkload : public ::testing::TestWithParam<Workload> {};
+
+// CONVEYOR_SIM_SEED=N reruns the workloads with another random stream (a
+// soak: for s in $(seq 100); do CONVEYOR_SIM_SEED=$s ...; done).
+uint64_t seed_from_env() {
+  const char* seed = std::getenv("CONVEYOR_SIM_SEED");
+  return seed != nullptr ? std::strtoull(seed, nullptr, 10) : 42;
+}
 
 // Thousands of requests over a tiny pool, random priorities, cancellations
 // at every stage: each request ends exactly once with the model's tokens,
@@ -414,7 +504,8 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   o.batching = w.batching;
   o.num_blocks = w.num_blocks;
   o.num_host_blocks = w.num_host_blocks;
-  Simulation sim(o, 42);
+  o.overlap = w.overlap;
+  Simulation sim(o, seed_from_env());
   auto& rng = sim.rng();
   const int kRequests = 2000;
   request_id next = 1;
@@ -449,23 +540,30 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   EXPECT_GT(sim.bm().stats().cow_copies, 0u) << "samples of one prompt never diverged in a shared block";
 }
 
+std::vector<Workload> workloads() {
+  std::vector<Workload> base{
+      {"recompute", PreemptionMode::recompute, AdmissionMode::watermark, BatchingMode::continuous, 24, 0},
+      {"swap", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::continuous, 24, 32},
+      {"swap_small_host", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::continuous, 24, 6},
+      {"cost", PreemptionMode::cost, AdmissionMode::watermark, BatchingMode::continuous, 24, 32},
+      {"conservative", PreemptionMode::recompute, AdmissionMode::conservative, BatchingMode::continuous, 64, 0},
+      {"profiled", PreemptionMode::swap, AdmissionMode::profiled, BatchingMode::continuous, 24, 32},
+      {"static", PreemptionMode::recompute, AdmissionMode::watermark, BatchingMode::static_, 24, 0},
+  };
+  std::vector<Workload> all = base;
+  static std::vector<std::string> names;  // the names outlive the test parameters
+  names.reserve(base.size());
+  for (Workload w : base) {
+    names.push_back(std::string(w.name) + "_overlap");
+    w.name = names.back().c_str();
+    w.overlap = true;
+    all.push_back(w);
+  }
+  return all;
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Engine, RandomizedWorkload,
-    ::testing::Values(
-        Workload{"recompute", PreemptionMode::recompute, AdmissionMode::watermark,
-                 BatchingMode::continuous, 24, 0},
-        Workload{"swap", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::continuous,
-                 24, 32},
-        Workload{"swap_small_host", PreemptionMode::swap, AdmissionMode::watermark,
-                 BatchingMode::continuous, 24, 6},
-        Workload{"cost", PreemptionMode::cost, AdmissionMode::watermark, BatchingMode::continuous,
-                 24, 32},
-        Workload{"conservative", PreemptionMode::recompute, AdmissionMode::conservative,
-                 BatchingMode::continuous, 64, 0},
-        Workload{"profiled", PreemptionMode::swap, AdmissionMode::profiled,
-                 BatchingMode::continuous, 24, 32},
-        Workload{"static", PreemptionMode::recompute, AdmissionMode::watermark,
-                 BatchingMode::static_, 24, 0}),
+    Engine, RandomizedWorkload, ::testing::ValuesIn(workloads()),
     [](const ::testing::TestParamInfo<Workload>& info) { return std::string(info.param.name); });
 
 }  // namespace

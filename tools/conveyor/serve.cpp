@@ -38,6 +38,7 @@ struct ServeFlags {
   std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
   std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
   std::optional<std::string> preemption, admission, batching;
+  std::optional<bool> overlap;
   std::optional<int> threads;
   std::optional<size_t> max_body_bytes, max_output_bytes;
 };
@@ -77,6 +78,7 @@ int run_serve(const ServeFlags& f) {
   override_with(e.preemption, f.preemption);
   override_with(e.admission, f.admission);
   override_with(e.batching, f.batching);
+  override_with(e.overlap, f.overlap);
   override_with(e.threads, f.threads);
   if (Status st = validate(e); !st) return fail(kExitUsage, st.error().message);
   if (s.server.chat_template != "auto") {
@@ -173,6 +175,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--preemption", f->preemption, "recompute | swap | cost (default recompute)");
   cmd->add_option("--admission", f->admission, "conservative | watermark | profiled (default watermark)");
   cmd->add_option("--batching", f->batching, "continuous | static (default continuous)");
+  cmd->add_option("--overlap", f->overlap,
+                  "true | false: plan the next step while one runs (default true)");
   cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
   cmd->add_option("--threads", f->threads, "compute threads (default 0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([f, &exit_code] { exit_code = run_serve(*f); });
