@@ -29,6 +29,20 @@ Histogram::Snapshot Histogram::snapshot() const {
   return s;
 }
 
+double Histogram::quantile(double q) const {
+  const Snapshot s = snapshot();
+  if (s.count == 0) return 0.0;
+  const double rank = q * double(s.count);
+  for (size_t i = 0; i < s.upper_bounds.size(); ++i) {
+    if (double(s.cumulative[i]) < rank) continue;
+    const double lo = i == 0 ? 0.0 : s.upper_bounds[i - 1];
+    const double below = i == 0 ? 0.0 : double(s.cumulative[i - 1]);
+    const double in_bucket = double(s.cumulative[i]) - below;
+    return lo + (s.upper_bounds[i] - lo) * (in_bucket > 0 ? (rank - below) / in_bucket : 1.0);
+  }
+  return s.upper_bounds.empty() ? 0.0 : s.upper_bounds.back();  // in the +Inf bucket
+}
+
 std::vector<double> latency_buckets() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
@@ -39,7 +53,8 @@ EngineMetrics::EngineMetrics()
       inter_token_latency(latency_buckets()),
       e2e_request_latency(latency_buckets()),
       request_queue_time(latency_buckets()),
-      iteration_tokens({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}) {}
+      iteration_tokens({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}),
+      executor_idle({5e-6, 1e-5, 2e-5, 3e-5, 5e-5, 7.5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2, 1e-1}) {}
 
 void EngineMetrics::count_finished(FinishReason reason) {
   std::lock_guard lock(mutex_);

@@ -28,6 +28,8 @@ class Histogram {
     uint64_t count = 0;
   };
   Snapshot snapshot() const;
+  // The q-quantile, interpolated linearly inside its bucket (0 when empty).
+  double quantile(double q) const;
 
  private:
   mutable std::mutex mutex_;
@@ -46,6 +48,7 @@ class EngineMetrics {
   Histogram e2e_request_latency;  // seconds, submit to last event
   Histogram request_queue_time;   // seconds, submit to first scheduled
   Histogram iteration_tokens;     // tokens per iteration
+  Histogram executor_idle;        // seconds the executor waited between consecutive steps
 
   void count_finished(FinishReason reason);
   uint64_t finished(FinishReason reason) const;

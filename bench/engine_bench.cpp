@@ -57,8 +57,16 @@ Workload long_tailed_workload(int n, int32_t prompt_len, int32_t vocab, uint64_t
   return w;
 }
 
+struct IdleQuantiles {
+  double p50 = 0, p90 = 0;
+  explicit IdleQuantiles(const EngineMetrics& m)
+      : p50(m.executor_idle.quantile(0.5)), p90(m.executor_idle.quantile(0.9)) {}
+  IdleQuantiles() = default;
+};
+
 struct RunResult {
   double seconds = 0;
+  IdleQuantiles idle;
   int64_t tokens = 0;
   EngineStats stats;
   double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0; }
@@ -75,6 +83,7 @@ RunResult run(Engine& engine, const Workload& w) {
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   for (const auto& [id, o] : collector.outcomes()) r.tokens += int64_t(o.tokens.size());
   r.stats = *engine.stats();
+  r.idle = IdleQuantiles(engine.metrics());
   return r;
 }
 
@@ -92,8 +101,10 @@ double overhead_us(const EngineStats& s) {
   return s.iterations ? (s.iteration_seconds - s.forward_seconds) / double(s.iterations) * 1e6 : 0;
 }
 
-void print_breakdown(const EngineStats& s) {
+void print_breakdown(const EngineStats& s, const IdleQuantiles& idle) {
   const double n = double(std::max<uint64_t>(s.iterations, 1));
+  std::printf("      the executor idle between steps: mean %.1f us, median %.1f us, p90 %.1f us\n",
+              s.executor_idle_seconds / n * 1e6, idle.p50 * 1e6, idle.p90 * 1e6);
   std::printf("      critical path in the scheduler (step result in, next plan out): %.1f us, of which "
               "the block manager round trip %.1f us; hops: plan to executor %.1f us, result back %.1f us\n",
               s.critical_seconds / n * 1e6, s.block_manager_seconds / n * 1e6,
@@ -290,7 +301,7 @@ int main(int argc, char** argv) {
     const double n = double(std::max<uint64_t>(st.iterations, 1));
     std::printf("   per iteration: %.0f us, of which %.0f us in the forward pass and sampling\n",
                 st.iteration_seconds / n * 1e6, st.forward_seconds / n * 1e6);
-    print_breakdown(st);
+    print_breakdown(st, IdleQuantiles((*engine)->metrics()));
     std::printf("in-process closed loop, concurrency %d, %d requests (128 in, 128 out): %.1f output tok/s\n",
                 closed, total, tps);
     return 0;
@@ -345,22 +356,26 @@ int main(int argc, char** argv) {
     EngineConfig c = base;
     c.max_num_seqs = 256;
     c.kv_cache_tokens = 256 * 2048;
-    {
+    // Planning ahead (the default) against one step at a time, interleaved.
+    for (bool overlap : {true, false, true, false}) {
+      c.overlap = overlap;
       const RunResult real = run_config(sys, model, c, w);
       const double iter_us = real.stats.iteration_seconds / double(real.stats.iterations) * 1e6;
-      std::printf("   %s: %.1f us outside the forward pass of a %.0f us iteration (%.2f%%)\n",
-                  model_name.c_str(), overhead_us(real.stats), iter_us,
-                  100.0 * overhead_us(real.stats) / iter_us);
-      print_breakdown(real.stats);
+      std::printf("   %s, overlap %-3s: %.1f us outside the forward pass of a %.0f us iteration (%.2f%%); "
+                  "%.1f tok/s\n",
+                  model_name.c_str(), overlap ? "on" : "off", overhead_us(real.stats), iter_us,
+                  100.0 * overhead_us(real.stats) / iter_us, real.tokens_per_second());
+      print_breakdown(real.stats, real.idle);
     }
     ModelInfo info{model.config, model.eos_ids, nullptr};
     std::fill(w.output_lengths.begin(), w.output_lengths.end(), 512);
-    {
+    for (bool overlap : {true, false}) {
+      c.overlap = overlap;
       auto engine = Engine::create(sys, c, info, std::make_shared<ZeroCostRunner>(), nullptr);
       const RunResult zero = run(**engine, w);
-      std::printf("   zero-cost executor: %.1f us per iteration (pure scheduling and messaging)\n",
-                  zero.stats.iteration_seconds / double(zero.stats.iterations) * 1e6);
-      print_breakdown(zero.stats);
+      std::printf("   zero-cost executor, overlap %-3s: %.1f us per iteration (pure scheduling and messaging)\n",
+                  overlap ? "on" : "off", zero.stats.iteration_seconds / double(zero.stats.iterations) * 1e6);
+      print_breakdown(zero.stats, zero.idle);
     }
     std::printf("\n");
   }

@@ -98,6 +98,8 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
   w.histogram("request_queue_time_seconds", "Seconds from submission to first scheduling.",
               metrics.request_queue_time);
   w.histogram("iteration_tokens", "Tokens per engine iteration.", metrics.iteration_tokens);
+  w.histogram("executor_idle_seconds", "Seconds the executor waited between consecutive steps.",
+              metrics.executor_idle);
   return w.take();
 }
 

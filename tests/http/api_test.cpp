@@ -208,6 +208,21 @@ TEST(MetricsText, HistogramsAreCumulativeWithInf) {
   EXPECT_NE(text.find("# TYPE conveyor:time_to_first_token_seconds histogram\n"), std::string::npos);
 }
 
+TEST(MetricsText, HistogramQuantileInterpolatesInItsBucket) {
+  Histogram h({1.0, 2.0, 4.0});
+  EXPECT_EQ(h.quantile(0.5), 0.0);  // empty
+  for (double v : {0.5, 1.5, 1.5, 3.0}) h.observe(v);
+  EXPECT_DOUBLE_EQ(h.quantile(0.25), 1.0);   // the first observation fills bucket (0, 1]
+  EXPECT_DOUBLE_EQ(h.quantile(0.5), 1.5);    // halfway through the two in (1, 2]
+  EXPECT_DOUBLE_EQ(h.quantile(1.0), 4.0);
+  h.observe(100.0);                          // +Inf: the last finite bound
+  EXPECT_DOUBLE_EQ(h.quantile(1.0), 4.0);
+  EngineMetrics metrics;
+  metrics.executor_idle.observe(2e-5);
+  EXPECT_NE(render_metrics(EngineStats{}, metrics).find("conveyor:executor_idle_seconds_count 1\n"),
+            std::string::npos);
+}
+
 TEST(Routes, MatchesPathsMethodsAndKeys) {
   EXPECT_EQ(match_route("POST", "/v1/completions").route, Route::completions);
   EXPECT_EQ(match_route("POST", "/v1/chat/completions?x=1").route, Route::chat);
