@@ -1,8 +1,14 @@
 // The scheduler actor: one per engine. It owns the SchedulerCore (queues and
-// per-sequence token state) and drives one iteration at a time:
+// per-sequence token state) and drives the iterations:
 //
 //   [admission policy] -> block manager -> [preemption policy -> block manager]*
 //   -> executor -> tokens to the request actors -> next iteration
+//
+// With overlap (the default) it builds iteration k+1 as soon as it has sent
+// k, so the executor finds k+1 waiting when k ends; the result of k arrives
+// while k+1 runs and is applied before k+2 is built (see scheduler_core.hpp
+// for what a plan built ahead may and may not do). A result that arrives
+// while a plan is being built waits until that plan is out.
 //
 // A finished sequence's blocks go back in the next iteration's allocation
 // batch, before anything is allocated, so its slot is refilled at once.
