@@ -20,7 +20,7 @@ struct EngineConfig {
   int32_t max_waiting = 4096;           // waiting-queue bound; past it submit fails (429)
   std::string preemption = "recompute"; // recompute | swap | cost
   std::string admission = "watermark";  // conservative | watermark | profiled
-  std::string batching = "continuous";  // continuous | static
+  std::string batching = "continuous";  // continuous | static | static-padded
   bool prefix_caching = true;
   bool overlap = true;                  // plan the next step while one runs (false: one at a time)
   double aging_interval_seconds = 5.0;  // a waiting request gains one priority level per interval

@@ -19,8 +19,9 @@ const char* to_string(FinishReason r) {
 Expected<BatchingMode> parse_batching_mode(const std::string& name) {
   if (name == "continuous") return BatchingMode::continuous;
   if (name == "static") return BatchingMode::static_;
-  return make_error(Errc::invalid_argument,
-                    "unknown batching mode '" + name + "' (expected continuous or static)");
+  if (name == "static-padded") return BatchingMode::static_padded;
+  return make_error(Errc::invalid_argument, "unknown batching mode '" + name +
+                                                "' (expected continuous, static or static-padded)");
 }
 
 SchedulerCore::SchedulerCore(SchedulerConfig config)
@@ -124,7 +125,7 @@ void SchedulerCore::cancel_sample(request_id id, int32_t index) {
 
 void SchedulerCore::cancel_sequence(seq_id id) {
   Sequence* s = find(id);
-  if (s == nullptr || s->cancelled) return;
+  if (s == nullptr || s->cancelled || s->padding) return;
   s->cancelled = true;
   cancelled_.push_back(id);
 }
@@ -138,6 +139,15 @@ bool SchedulerCore::close_sample(request_id request) {
 }
 
 void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message) {
+  emit_final(s, reason, message);
+  if (s.sampler_started) retired_samplers_.push_back(s.id);
+  release_blocks(s);
+  finished_.push_back({s.id, s.generated(), reason});
+  const seq_id id = s.id;
+  seqs_.erase(id);  // `s` dangles from here on
+}
+
+void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std::string& message) {
   // A request that ends before its first token ends all its samples.
   for (int32_t i = 0; i < s.samples; ++i) {
     TokenEvent e;
@@ -151,11 +161,36 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
     e.request_done = close_sample(s.request);
     events_.push_back(std::move(e));
   }
+}
+
+void SchedulerCore::end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token) {
+  emit_final(s, reason, {});
+  finished_.push_back({s.id, s.generated(), reason});
+  if (stop_token >= 0) {  // the next step's input
+    const auto pos = int32_t(s.tokens.size());
+    s.tokens.push_back(stop_token);
+    if (s.slots > pos) pending_fills_.push_back(TokenFill{s.id, pos, stop_token});
+  }
+  s.padding = true;
+  ++num_padding_;
+}
+
+void SchedulerCore::retire_padding(Sequence& s) {
+  if (Planned* p = planned_for(s)) p->dropped = true;
   if (s.sampler_started) retired_samplers_.push_back(s.id);
   release_blocks(s);
-  finished_.push_back({s.id, s.generated(), reason});
+  remove_running(s.id);
+  --num_padding_;
   const seq_id id = s.id;
-  seqs_.erase(id);  // `s` dangles from here on
+  seqs_.erase(id);
+}
+
+void SchedulerCore::drop_padding() {
+  const std::vector<seq_id> running = running_;
+  for (seq_id id : running) {
+    Sequence* s = find(id);
+    if (s != nullptr && s->padding) retire_padding(*s);
+  }
 }
 
 void SchedulerCore::release_blocks(const Sequence& s) {
@@ -202,6 +237,8 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
     }
   }
   std::erase_if(cancelled_, [this](seq_id id) { return find(id) == nullptr; });
+  // static_padded: the batch ends when only padding rows are left.
+  if (num_padding_ > 0 && num_padding_ == int32_t(running_.size()) && swapped_.empty()) drop_padding();
 
   // Swapped sequences come back first, oldest first, while blocks allow.
   int32_t free = free_estimate();
@@ -299,7 +336,7 @@ AllocationBatch SchedulerCore::build_allocation() {
     // for them, so that they fork from exactly its prompt's blocks.
     if (s.fork_planned && s.samples > 1) return false;
     // Its last token is on its way (an outstanding step samples it): nothing to run.
-    if (s.unconfirmed > 0 && (s.generated() + s.unconfirmed >= s.sampling.max_tokens ||
+    if (s.unconfirmed > 0 && ((!s.padding && s.generated() + s.unconfirmed >= s.sampling.max_tokens) ||
                               s.length() >= config_.context_length))
       return false;
     const int32_t remaining = s.length() - s.scheduled;
@@ -397,6 +434,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
   }
 
   int32_t shortfall = 0;
+  bool padding_short = false;
   for (const BlockGrant& g : result.grants) {
     Sequence* s = find(g.seq);
     Planned* planned = s != nullptr ? planned_for(*s) : nullptr;
@@ -423,6 +461,10 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
       continue;
     }
     planned->dropped = true;
+    if (s->padding) {
+      padding_short = true;
+      continue;
+    }
     if (planned->is_new) {  // not admitted after all: back to the queue
       waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
       continue;
@@ -440,6 +482,13 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
   for (seq_id id : swapped_) {
     const Sequence& s = seqs_.at(id);
     if (s.state == State::swapping_out) shortfall -= s.blocks_held;
+  }
+  // Padding rows give their blocks up before anybody is preempted; those
+  // short of blocks try again next iteration.
+  if (num_padding_ > 0 && (padding_short || (!failed_.empty() && shortfall > 0))) {
+    drop_padding();
+    failed_.clear();
+    return std::nullopt;
   }
   if (failed_.empty() || shortfall <= 0) {
     failed_.clear();
@@ -636,7 +685,22 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     Sequence* s = find(t.seq);
     if (s == nullptr || s->cancelled) continue;
     const int32_t token = t.result.token;
+    const bool padded = config_.batching == BatchingMode::static_padded;
+    if (s->padding) {  // its token only feeds its next step
+      if (s->length() >= config_.context_length) {
+        retire_padding(*s);
+        continue;
+      }
+      const auto pos = int32_t(s->tokens.size());
+      s->tokens.push_back(token);
+      if (s->slots > pos) pending_fills_.push_back(TokenFill{s->id, pos, token});
+      continue;
+    }
     if (is_stop(*s, token)) {
+      if (padded && s->length() < config_.context_length) {
+        end_into_padding(*s, FinishReason::stop, token);
+        continue;
+      }
       remove_running(s->id);
       finish(*s, FinishReason::stop);
       continue;
@@ -653,6 +717,10 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     events_.push_back(std::move(e));
     if (s->generated() >= s->sampling.max_tokens ||
         int32_t(s->tokens.size()) >= config_.context_length) {
+      if (padded && int32_t(s->tokens.size()) < config_.context_length) {
+        end_into_padding(*s, FinishReason::length, -1);
+        continue;
+      }
       remove_running(s->id);
       finish(*s, FinishReason::length);
     }

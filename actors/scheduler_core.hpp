@@ -56,6 +56,10 @@ namespace conveyor {
 enum class BatchingMode : uint8_t {
   continuous,  // a finished sequence's slot is refilled at the next iteration
   static_,     // run a batch until its longest member finishes, then admit more
+  // As static_, and a finished member keeps its row in the batch, decoding
+  // tokens nobody receives, until the batch ends: the fixed batch shape of
+  // request-level batching systems (its client has its answer at once).
+  static_padded,
 };
 Expected<BatchingMode> parse_batching_mode(const std::string& name);
 
@@ -168,6 +172,7 @@ class SchedulerCore {
     bool cancelled = false;
     bool admitted_once = false;
     bool fork_planned = false;        // its samples fork in an outstanding step
+    bool padding = false;             // static_padded: ended, keeps its row until the batch ends
     int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
     // Its length once the outstanding steps' samples arrive.
     int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }
@@ -212,6 +217,13 @@ class SchedulerCore {
   void take_pending_updates(AllocationBatch& batch);
   void requeue_for_recompute(Sequence& s);
   void finish(Sequence& s, FinishReason reason, std::string message = {});
+  // The client events that end a sequence (all its samples before a fork).
+  void emit_final(const Sequence& s, FinishReason reason, const std::string& message);
+  // static_padded: the sequence ends for its client and decodes on.
+  void end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token);
+  void retire_padding(Sequence& s);
+  // Retires every padding row (the batch ended, or its blocks are needed).
+  void drop_padding();
   void remove_running(seq_id id);
   int32_t blocks_for(int32_t tokens) const;
   // Free device blocks once this iteration's pending releases are applied.
@@ -259,6 +271,7 @@ class SchedulerCore {
   std::vector<double> queue_times_;
   double now_ = 0.0;                         // as of begin_iteration
   int32_t pending_free_blocks_ = 0;          // held by pending_frees_
+  int32_t num_padding_ = 0;                  // static_padded rows in running_
   size_t block_table_hint_ = 0;              // block-table entries in the last step plan
   uint64_t kv_live_sum_ = 0;                 // live tokens, summed over steps
   uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps

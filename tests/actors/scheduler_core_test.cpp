@@ -379,6 +379,29 @@ TEST(SchedulerCore, StaticBatchingWaitsForTheLongest) {
   sim.check_outputs();
 }
 
+TEST(SchedulerCore, StaticPaddedKeepsFinishedRowsUntilTheBatchEnds) {
+  SimOptions o;
+  o.batching = BatchingMode::static_padded;
+  o.max_num_seqs = 2;
+  o.num_blocks = 64;
+  o.eos = {};
+  Simulation sim(o);
+  ASSERT_TRUE(sim.submit(1, {3, 4}, 2).is_ok());
+  ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
+  ASSERT_TRUE(sim.submit(3, {7, 8}, 2).is_ok());
+  for (int i = 0; i < 4; ++i) sim.iterate();
+  EXPECT_EQ(sim.records().at(1).samples[0].finals, 1) << "a padding row's client has its answer";
+  EXPECT_EQ(sim.core().num_running(), 2u) << "the finished row keeps its place";
+  for (int i = 0; i < 5; ++i) sim.iterate();
+  EXPECT_TRUE(sim.records().at(3).samples[0].tokens.empty()) << "admitted before the batch finished";
+  ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+  sim.check_all_free();
+  // Ten steps for the first batch (two rows each, one of them padding after
+  // step 2), two for the second.
+  EXPECT_EQ(sim.steps_run(), 12);
+}
+
 TEST(SchedulerCore, PriorityRunsFirst) {
   SimOptions o;
   o.max_num_seqs = 1;
@@ -549,6 +572,7 @@ std::vector<Workload> workloads() {
       {"conservative", PreemptionMode::recompute, AdmissionMode::conservative, BatchingMode::continuous, 64, 0},
       {"profiled", PreemptionMode::swap, AdmissionMode::profiled, BatchingMode::continuous, 24, 32},
       {"static", PreemptionMode::recompute, AdmissionMode::watermark, BatchingMode::static_, 24, 0},
+      {"static_padded", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::static_padded, 24, 32},
   };
   std::vector<Workload> all = base;
   static std::vector<std::string> names;  // the names outlive the test parameters

@@ -174,7 +174,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "longest prefill span per sequence per iteration (default 512)");
   cmd->add_option("--preemption", f->preemption, "recompute | swap | cost (default recompute)");
   cmd->add_option("--admission", f->admission, "conservative | watermark | profiled (default watermark)");
-  cmd->add_option("--batching", f->batching, "continuous | static (default continuous)");
+  cmd->add_option("--batching", f->batching,
+                  "continuous | static | static-padded (default continuous; static-padded keeps a "
+                  "finished request's row computing until its batch ends)");
   cmd->add_option("--overlap", f->overlap,
                   "true | false: plan the next step while one runs (default true)");
   cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
