@@ -363,16 +363,26 @@ TEST(SchedulerCore, PrefixCacheSkipsTheSharedPrefix) {
   sim.check_all_free();
 }
 
-TEST(SchedulerCore, StaticBatchingWaitsForTheLongest) {
+// A batch of two (2 and 10 tokens to generate) and a third request that
+// must wait for the whole batch.
+SimOptions static_batch_options(BatchingMode mode) {
   SimOptions o;
-  o.batching = BatchingMode::static_;
+  o.batching = mode;
   o.max_num_seqs = 2;
   o.num_blocks = 64;
   o.eos = {};
-  Simulation sim(o);
+  return o;
+}
+
+void submit_static_batch(Simulation& sim) {
   ASSERT_TRUE(sim.submit(1, {3, 4}, 2).is_ok());
   ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
   ASSERT_TRUE(sim.submit(3, {7, 8}, 2).is_ok());
+}
+
+TEST(SchedulerCore, StaticBatchingWaitsForTheLongest) {
+  Simulation sim(static_batch_options(BatchingMode::static_));
+  submit_static_batch(sim);
   for (int i = 0; i < 9; ++i) sim.iterate();
   EXPECT_TRUE(sim.records().at(3).samples[0].tokens.empty()) << "admitted before the batch finished";
   ASSERT_TRUE(sim.run_until_idle(100));
@@ -380,15 +390,8 @@ TEST(SchedulerCore, StaticBatchingWaitsForTheLongest) {
 }
 
 TEST(SchedulerCore, StaticPaddedKeepsFinishedRowsUntilTheBatchEnds) {
-  SimOptions o;
-  o.batching = BatchingMode::static_padded;
-  o.max_num_seqs = 2;
-  o.num_blocks = 64;
-  o.eos = {};
-  Simulation sim(o);
-  ASSERT_TRUE(sim.submit(1, {3, 4}, 2).is_ok());
-  ASSERT_TRUE(sim.submit(2, {5, 6}, 10).is_ok());
-  ASSERT_TRUE(sim.submit(3, {7, 8}, 2).is_ok());
+  Simulation sim(static_batch_options(BatchingMode::static_padded));
+  submit_static_batch(sim);
   for (int i = 0; i < 4; ++i) sim.iterate();
   EXPECT_EQ(sim.records().at(1).samples[0].finals, 1) << "a padding row's client has its answer";
   EXPECT_EQ(sim.core().num_running(), 2u) << "the finished row keeps its place";
@@ -456,12 +459,16 @@ TEST(SchedulerCore, CancellingBeforeTheFirstTokenEndsEverySample) {
   sim.check_all_free();
 }
 
-TEST(SchedulerCore, OverlapKeepsAStepQueuedAndFillsItsPlaceholders) {
+SimOptions overlap_options() {
   SimOptions o;
   o.num_blocks = 64;
   o.overlap = true;
   o.eos = {};
-  Simulation sim(o);
+  return o;
+}
+
+TEST(SchedulerCore, OverlapKeepsAStepQueuedAndFillsItsPlaceholders) {
+  Simulation sim(overlap_options());
   for (request_id id = 1; id <= 4; ++id) ASSERT_TRUE(sim.submit(id, random_prompt(sim.rng(), 3, 9), 30).is_ok());
   sim.iterate();  // the prompts' step goes out
   for (int i = 0; i < 20; ++i) {
@@ -476,15 +483,10 @@ TEST(SchedulerCore, OverlapKeepsAStepQueuedAndFillsItsPlaceholders) {
 }
 
 TEST(SchedulerCore, OverlapRunsOneWastedDecodeAfterAStopToken) {
-  SimOptions o;
-  o.num_blocks = 64;
-  o.overlap = true;
-  o.eos = {};
-  Simulation sim(o);
   const std::vector<int32_t> prompt = {4, 5, 6};
   // The fake model's third token after this prompt, made a stop token.
   const auto tokens = testing::expected_tokens(prompt, kVocab, 3, {}, kContext);
-  SimOptions stop = o;
+  SimOptions stop = overlap_options();
   stop.eos = {tokens[2]};
   Simulation stopped(stop);
   ASSERT_TRUE(stopped.submit(1, prompt, 30).is_ok());
