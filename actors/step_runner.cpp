@@ -46,6 +46,9 @@ StepResult CpuStepRunner::run(const StepPlan& plan) {
   result.iteration = plan.iteration;
   if (plan.batch.num_seqs() > 0) transformer_->forward(plan.batch, *kv_, logits_);
   const int32_t vocab = transformer_->config().vocab_size;
+  // Rows whose samples fork are sampled here, in order; the others (each
+  // sequence has a sampler of its own) below, in parallel.
+  rows_.clear();
   int32_t row = 0;
   size_t next_fork = 0;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
@@ -53,12 +56,16 @@ StepResult CpuStepRunner::run(const StepPlan& plan) {
     std::span<float> logits(logits_.data() + size_t(row) * vocab, size_t(vocab));
     ++row;
     const seq_id seq = plan.seq_ids[s];
-    // Forked samples (listed in plan order) draw from this row too; sampling
-    // overwrites it, so each takes a copy of the raw logits.
+    Sampler* sampler = samplers_.find(seq);  // null: retired while the plan was built
     const bool forking = next_fork < plan.forks.size() && plan.forks[next_fork].first == seq;
-    if (forking) raw_.assign(logits.begin(), logits.end());
-    if (Sampler* sampler = samplers_.find(seq))  // null: retired while the plan was built
-      result.tokens.push_back(SampledToken{seq, sampler->sample(logits)});
+    if (!forking) {
+      if (sampler != nullptr) rows_.push_back(Row{seq, sampler, logits});
+      continue;
+    }
+    // Forked samples draw from this row too; sampling overwrites it, so each
+    // takes a copy of the raw logits.
+    raw_.assign(logits.begin(), logits.end());
+    if (sampler != nullptr) result.tokens.push_back(SampledToken{seq, sampler->sample(logits)});
     for (; next_fork < plan.forks.size() && plan.forks[next_fork].first == seq; ++next_fork) {
       Sampler* child = samplers_.find(plan.forks[next_fork].second);
       if (child == nullptr) continue;
@@ -66,6 +73,11 @@ StepResult CpuStepRunner::run(const StepPlan& plan) {
       result.tokens.push_back(SampledToken{plan.forks[next_fork].second, child->sample(fork_logits_)});
     }
   }
+  const size_t first = result.tokens.size();
+  result.tokens.resize(first + rows_.size());
+#pragma omp parallel for schedule(dynamic, 4) if (rows_.size() > 8)
+  for (size_t i = 0; i < rows_.size(); ++i)
+    result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

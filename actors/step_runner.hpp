@@ -63,6 +63,12 @@ class CpuStepRunner final : public StepRunner {
   SamplerTable samplers_;
   std::vector<float> logits_;
   std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
+  struct Row {
+    seq_id seq;
+    Sampler* sampler;
+    std::span<float> logits;
+  };
+  std::vector<Row> rows_;  // rows sampled in parallel
 };
 
 }  // namespace conveyor
