@@ -199,7 +199,7 @@ struct EngineStats {
   int32_t num_waiting = 0;
   int32_t num_running = 0;
   int32_t num_swapped = 0;
-  uint64_t iterations = 0;
+  uint64_t iterations = 0;           // steps run (forward passes)
   uint64_t preemptions_recompute = 0;
   uint64_t preemptions_swap = 0;
   uint64_t prompt_tokens = 0;        // prompt tokens of admitted requests

@@ -30,6 +30,7 @@ struct scheduler_state {
   };
   std::vector<Arrived> stashed;  // results that arrived while building, applied after
   int64_t last_finished_ns = 0;  // when the executor finished its previous step
+  uint64_t steps = 0;            // results applied (forward passes)
   bool wake_pending = false;   // a delayed wake is armed
   int32_t swaps_in_flight = 0;
   request_id next_id = 1;
@@ -199,6 +200,7 @@ void on_result(self_ptr self, const StepResult& result, int32_t tokens, int64_t 
   st.last_step_done = now;
   st.stats.forward_seconds += result.forward_seconds;
   st.stats.computed_tokens += uint64_t(tokens);
+  ++st.steps;
   if (st.actors.metrics) st.actors.metrics->iteration_tokens.observe(tokens);
   if (tokens > 0) self->send(st.actors.preemption, costs_atom_v, result.forward_seconds / tokens, 0.0);
   st.core->apply_step(result, st.now());
@@ -307,7 +309,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         stats.num_waiting = int32_t(st.core->num_waiting());
         stats.num_running = int32_t(st.core->num_running());
         stats.num_swapped = int32_t(st.core->num_swapped());
-        stats.iterations = st.core->iteration();
+        stats.iterations = st.steps;
         stats.preemptions_recompute = st.core->preemptions(PreemptionMode::recompute);
         stats.preemptions_swap = st.core->preemptions(PreemptionMode::swap);
         stats.kv_live_token_ratio = st.core->kv_live_token_ratio();
