@@ -207,7 +207,8 @@ caf::error make_engine_error(const Error& error);
 // engine is unavailable") with CAF's rendering as the message.
 Error from_caf_error(const caf::error& error);
 // Registers the message types and the error category with a config, and
-// picks CAF's "sharing" scheduler (see messages.cpp for why).
+// picks CAF's "sharing" scheduler and its number of workers (see
+// messages.cpp for why); a caller may override either afterwards.
 void add_engine_types(caf::actor_system_config& cfg);
 
 // ---- actor interfaces -------------------------------------------------------------

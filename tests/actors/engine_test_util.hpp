@@ -1,5 +1,5 @@
-// Helpers for tests that run the whole actor engine: an actor system sized
-// for a 2-core machine, and a collector that waits for requests to end.
+// Helpers for tests that run the whole actor engine: an actor system set up
+// as the engine wants it, and a collector that waits for requests to end.
 #pragma once
 
 #include <chrono>
@@ -14,10 +14,7 @@
 namespace conveyor::testing {
 
 struct EngineSystemConfig : caf::actor_system_config {
-  EngineSystemConfig() {
-    add_engine_types(*this);
-    set("scheduler.max-threads", 2);
-  }
+  EngineSystemConfig() { add_engine_types(*this); }
 };
 
 // What one request produced.

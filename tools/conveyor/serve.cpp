@@ -7,12 +7,10 @@
 // event, then the engine and the actor system shut down.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include "actors/engine.hpp"
 #include "http/engine_port.hpp"
@@ -113,8 +111,6 @@ int run_serve(const ServeFlags& f) {
 
   caf::actor_system_config cfg;
   add_engine_types(cfg);
-  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
-  cfg.set("scheduler.max-threads", std::clamp(hw, 2, 4));
   caf::actor_system sys{cfg};
   auto engine = Engine::create(sys, e, std::move(model));
   if (!engine) return fail(kExitUsage, engine.error().message);
