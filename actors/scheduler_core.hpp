@@ -1,5 +1,5 @@
 // The scheduler's logic without actors: queues, per-sequence token state and
-// the phases of one iteration. The scheduler actor (actors/scheduler.hpp)
+// the phases of one iteration. The scheduler actor (actors/scheduler_actor.hpp)
 // moves the values each phase returns to the block manager, policy, swap and
 // executor actors and feeds their answers back; tests drive the same phases
 // directly with plain objects.
@@ -33,8 +33,10 @@
 // the step that samples its first token samples n (one per sample, from the
 // same logits row), and the scheduler forks n - 1 sequences that share the
 // prompt's blocks (the block manager copies a shared, partly filled block on
-// its first write). From then on each sample is a sequence of its own that can
-// be preempted, swapped and finished alone; the request ends when all have.
+// its first write). Until that step's result is in, the parent sits out, so
+// the samples fork from exactly the prompt's blocks. From then on each sample
+// is a sequence of its own that can be preempted, swapped and finished alone;
+// the request ends when all have.
 //
 // Thread-safety: none; the scheduler actor is its only user.
 #pragma once
