@@ -20,6 +20,7 @@ namespace {
 using testing::Collector;
 using testing::EngineSystemConfig;
 using testing::Outcome;
+using testing::SampleCollector;
 
 constexpr int32_t kFakeVocab = 97;
 constexpr int32_t kFakeContext = 256;
@@ -322,33 +323,9 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
     spec.request.n = n;
     return spec;
   };
-  // By sample: tokens, finals.
-  struct PerSample {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::map<int32_t, Outcome> out;
-    int finals = 0;
-  };
-  auto callback = [](PerSample& p, int32_t index_offset) {
-    return [&p, index_offset](const StreamEvent& e) {
-      std::lock_guard lock(p.mutex);
-      Outcome& o = p.out[e.index + index_offset];
-      o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
-      if (e.last()) {
-        o.finish = e.finish;
-        ++o.finals;
-        ++p.finals;
-        p.cv.notify_all();
-      }
-    };
-  };
-  auto wait = [](PerSample& p, int finals) {
-    std::unique_lock lock(p.mutex);
-    return p.cv.wait_for(lock, std::chrono::seconds(120), [&] { return p.finals >= finals; });
-  };
-  auto tokens = [](const PerSample& p) {
+  auto tokens = [](SampleCollector& c) {
     std::vector<std::vector<int32_t>> out;
-    for (const auto& [index, o] : p.out) {
+    for (const auto& [index, o] : c.outcomes()) {
       EXPECT_EQ(o.finals, 1) << "sample " << index;
       out.push_back(o.tokens);
     }
@@ -363,13 +340,13 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
   auto engine = Engine::create(sys, config, *model_);
   ASSERT_TRUE(engine.has_value());
 
-  PerSample singles;
-  for (int32_t i = 0; i < kSamples; ++i) (*engine)->submit(sampled(1234 + uint64_t(i), 1), callback(singles, i));
-  ASSERT_TRUE(wait(singles, kSamples));
+  SampleCollector singles;
+  for (int32_t i = 0; i < kSamples; ++i) (*engine)->submit(sampled(1234 + uint64_t(i), 1), singles.callback_for(i));
+  ASSERT_TRUE(singles.wait_for(kSamples));
   const auto stats_before = *(*engine)->stats();
-  PerSample forked;
-  (*engine)->submit(sampled(1234, kSamples), callback(forked, 0));
-  ASSERT_TRUE(wait(forked, kSamples));
+  SampleCollector forked;
+  (*engine)->submit(sampled(1234, kSamples), forked.callback_for(0));
+  ASSERT_TRUE(forked.wait_for(kSamples));
   const auto stats_after = *(*engine)->stats();
   ASSERT_EQ(tokens(forked), tokens(singles));
   EXPECT_NE(tokens(forked)[0], tokens(forked)[1]);
@@ -391,9 +368,9 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
     small.preemption = mode;
     auto tight = Engine::create(small_sys, small, *model_);
     ASSERT_TRUE(tight.has_value());
-    PerSample many;
-    for (int32_t r = 0; r < 8; ++r) (*tight)->submit(sampled(1234, kSamples), callback(many, r * kSamples));
-    ASSERT_TRUE(wait(many, 8 * kSamples)) << mode;
+    SampleCollector many;
+    for (int32_t r = 0; r < 8; ++r) (*tight)->submit(sampled(1234, kSamples), many.callback_for(r * kSamples));
+    ASSERT_TRUE(many.wait_for(8 * kSamples)) << mode;
     const auto all = tokens(many);
     for (int32_t r = 0; r < 8; ++r)
       for (int32_t i = 0; i < kSamples; ++i)
@@ -402,6 +379,59 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
     EXPECT_GT(stats.preemptions_recompute + stats.preemptions_swap, 0u) << mode;
     expect_all_blocks_free(**tight);
   }
+}
+
+// Stop strings end one sample, not the request: each of n samples with a stop
+// string reads exactly like a single request with its seed and that stop.
+// (stories260K has no vocabulary file: this uses the random GGUF model, whose
+// embedded Llama 2 vocabulary gives text.)
+TEST(TinyGguf, StopStringsEndOneSampleAtATime) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-random-llama-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  auto loaded = load_model(path);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  const LoadedModel& model = *loaded;
+  constexpr int32_t kSamples = 3, kMaxTokens = 40;
+  const std::vector<int32_t> prompt = model.tokenizer->encode("Once upon a time", /*add_bos=*/true);
+  auto sampled = [&](uint64_t seed, int32_t n, std::vector<std::string> stop) {
+    RequestSpec spec = testing::greedy_spec(0, prompt, kMaxTokens, /*ignore_eos=*/true);
+    spec.request.sampling.temperature = 1.0f;
+    spec.request.sampling.has_seed = true;
+    spec.request.sampling.seed = seed;
+    spec.request.n = n;
+    spec.stop = std::move(stop);
+    return spec;
+  };
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  auto engine = Engine::create(sys, config, model);
+  ASSERT_TRUE(engine.has_value());
+
+  // A stop string taken from the middle of sample 1's free-running text.
+  SampleCollector free_running;
+  (*engine)->submit(sampled(77, kSamples, {}), free_running.callback_for(0));
+  ASSERT_TRUE(free_running.wait_for(kSamples));
+  const std::string text1 = free_running.outcomes().at(1).text;
+  ASSERT_GE(text1.size(), 20u) << text1;
+  const std::string stop = text1.substr(text1.size() / 2, 4);
+
+  SampleCollector singles, forked;
+  for (int32_t i = 0; i < kSamples; ++i)
+    (*engine)->submit(sampled(77 + uint64_t(i), 1, {stop}), singles.callback_for(i));
+  ASSERT_TRUE(singles.wait_for(kSamples));
+  (*engine)->submit(sampled(77, kSamples, {stop}), forked.callback_for(0));
+  ASSERT_TRUE(forked.wait_for(kSamples));
+  const auto one = singles.outcomes(), many = forked.outcomes();
+  for (int32_t i = 0; i < kSamples; ++i) {
+    EXPECT_EQ(many.at(i).text, one.at(i).text) << "sample " << i;
+    EXPECT_EQ(many.at(i).finish, one.at(i).finish) << "sample " << i;
+    EXPECT_EQ(many.at(i).finals, 1) << "sample " << i;
+  }
+  EXPECT_EQ(many.at(1).finish, FinishReason::stop);
+  EXPECT_EQ(many.at(1).text.find(stop), std::string::npos);
+  expect_all_blocks_free(**engine);
 }
 
 }  // namespace

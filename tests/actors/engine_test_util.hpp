@@ -67,6 +67,43 @@ class Collector {
   size_t finished_ = 0;
 };
 
+// Collects the samples of requests with n > 1, keyed by `first + index` for
+// a request registered with callback_for(first); thread-safe.
+class SampleCollector {
+ public:
+  EventCallback callback_for(int32_t first) {
+    return [this, first](const StreamEvent& e) {
+      std::lock_guard lock(mutex_);
+      Outcome& o = outcomes_[first + e.index];
+      o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      o.text += e.text;
+      if (e.last()) {
+        o.finish = e.finish;
+        ++o.finals;
+        ++finals_;
+        cv_.notify_all();
+      }
+    };
+  }
+
+  // Waits until `n` samples have ended; false on timeout.
+  bool wait_for(int n, std::chrono::seconds timeout = std::chrono::seconds(120)) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return finals_ >= n; });
+  }
+
+  std::map<int32_t, Outcome> outcomes() {
+    std::lock_guard lock(mutex_);
+    return outcomes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<int32_t, Outcome> outcomes_;
+  int finals_ = 0;
+};
+
 // A greedy request.
 inline RequestSpec greedy_spec(request_id id, std::vector<int32_t> prompt, int32_t max_tokens,
                                bool ignore_eos = false) {
