@@ -9,8 +9,10 @@
 //
 // submit() never blocks: events arrive on an actor thread, in order, the last
 // with finish != none (an error such as a full queue is such a last event,
-// with its Errc). Engine methods are thread-safe. Destroying the Engine stops
-// its actors; requests still in flight end with an error event.
+// with its Errc). A request with spec.request.n > 1 streams n samples, told
+// apart by StreamEvent::index, each ending with its own last event. Engine
+// methods are thread-safe. Destroying the Engine stops its actors; requests
+// still in flight end with an error event.
 #pragma once
 
 #include <atomic>
