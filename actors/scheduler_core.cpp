@@ -163,14 +163,18 @@ void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std
   }
 }
 
+void SchedulerCore::append_token(Sequence& s, int32_t token) {
+  const auto pos = int32_t(s.tokens.size());
+  s.tokens.push_back(token);
+  // A slot reserved while the token was a placeholder: the block manager
+  // learns the token for its hashes.
+  if (s.slots > pos) pending_fills_.push_back(TokenFill{s.id, pos, token});
+}
+
 void SchedulerCore::end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token) {
   emit_final(s, reason, {});
   finished_.push_back({s.id, s.generated(), reason});
-  if (stop_token >= 0) {  // the next step's input
-    const auto pos = int32_t(s.tokens.size());
-    s.tokens.push_back(stop_token);
-    if (s.slots > pos) pending_fills_.push_back(TokenFill{s.id, pos, stop_token});
-  }
+  if (stop_token >= 0) append_token(s, stop_token);  // the next step's input
   s.padding = true;
   ++num_padding_;
 }
@@ -691,9 +695,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
         retire_padding(*s);
         continue;
       }
-      const auto pos = int32_t(s->tokens.size());
-      s->tokens.push_back(token);
-      if (s->slots > pos) pending_fills_.push_back(TokenFill{s->id, pos, token});
+      append_token(*s, token);
       continue;
     }
     if (is_stop(*s, token)) {
@@ -705,9 +707,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
       finish(*s, FinishReason::stop);
       continue;
     }
-    const auto pos = int32_t(s->tokens.size());
-    s->tokens.push_back(token);
-    if (s->slots > pos) pending_fills_.push_back(TokenFill{s->id, pos, token});  // reserved as a placeholder
+    append_token(*s, token);
     TokenEvent e;
     e.id = s->request;
     e.index = s->index;

@@ -219,6 +219,8 @@ class SchedulerCore {
   void take_pending_updates(AllocationBatch& batch);
   void requeue_for_recompute(Sequence& s);
   void finish(Sequence& s, FinishReason reason, std::string message = {});
+  // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
+  void append_token(Sequence& s, int32_t token);
   // The client events that end a sequence (all its samples before a fork).
   void emit_final(const Sequence& s, FinishReason reason, const std::string& message);
   // static_padded: the sequence ends for its client and decodes on.

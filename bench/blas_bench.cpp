@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
+
 #if defined(CONVEYOR_BENCH_DNNL)
 #include <oneapi/dnnl/dnnl.h>
 #elif defined(CONVEYOR_BENCH_PACKED)
@@ -67,16 +69,6 @@ std::vector<float> prepare(int m, int k, size_t copies) {
   for (size_t c = 0; c < copies; ++c) std::copy(plain.begin(), plain.end(), w.begin() + c * each);
 #endif
   return w;
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Shape {

@@ -33,19 +33,10 @@
 #include "model/formats/loader.hpp"
 #include "model/forward/transformer.hpp"
 #include "model/kv_cache.hpp"
+#include "bench_util.hpp"
 
 namespace conveyor {
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;

@@ -28,20 +28,11 @@
 
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_dnnl.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
 using conveyor::kernels::DnnlMatmul;
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Shape {
   const char* model;

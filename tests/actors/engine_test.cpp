@@ -20,7 +20,6 @@ namespace {
 using testing::Collector;
 using testing::EngineSystemConfig;
 using testing::Outcome;
-using testing::SampleCollector;
 
 constexpr int32_t kFakeVocab = 97;
 constexpr int32_t kFakeContext = 256;
@@ -323,7 +322,7 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
     spec.request.n = n;
     return spec;
   };
-  auto tokens = [](SampleCollector& c) {
+  auto tokens = [](Collector& c) {
     std::vector<std::vector<int32_t>> out;
     for (const auto& [index, o] : c.outcomes()) {
       EXPECT_EQ(o.finals, 1) << "sample " << index;
@@ -340,11 +339,11 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
   auto engine = Engine::create(sys, config, *model_);
   ASSERT_TRUE(engine.has_value());
 
-  SampleCollector singles;
+  Collector singles;
   for (int32_t i = 0; i < kSamples; ++i) (*engine)->submit(sampled(1234 + uint64_t(i), 1), singles.callback_for(i));
   ASSERT_TRUE(singles.wait_for(kSamples));
   const auto stats_before = *(*engine)->stats();
-  SampleCollector forked;
+  Collector forked;
   (*engine)->submit(sampled(1234, kSamples), forked.callback_for(0));
   ASSERT_TRUE(forked.wait_for(kSamples));
   const auto stats_after = *(*engine)->stats();
@@ -368,7 +367,7 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
     small.preemption = mode;
     auto tight = Engine::create(small_sys, small, *model_);
     ASSERT_TRUE(tight.has_value());
-    SampleCollector many;
+    Collector many;
     for (int32_t r = 0; r < 8; ++r) (*tight)->submit(sampled(1234, kSamples), many.callback_for(r * kSamples));
     ASSERT_TRUE(many.wait_for(8 * kSamples)) << mode;
     const auto all = tokens(many);
@@ -410,14 +409,14 @@ TEST(TinyGguf, StopStringsEndOneSampleAtATime) {
   ASSERT_TRUE(engine.has_value());
 
   // A stop string taken from the middle of sample 1's free-running text.
-  SampleCollector free_running;
+  Collector free_running;
   (*engine)->submit(sampled(77, kSamples, {}), free_running.callback_for(0));
   ASSERT_TRUE(free_running.wait_for(kSamples));
   const std::string text1 = free_running.outcomes().at(1).text;
   ASSERT_GE(text1.size(), 20u) << text1;
   const std::string stop = text1.substr(text1.size() / 2, 4);
 
-  SampleCollector singles, forked;
+  Collector singles, forked;
   for (int32_t i = 0; i < kSamples; ++i)
     (*engine)->submit(sampled(77 + uint64_t(i), 1, {stop}), singles.callback_for(i));
   ASSERT_TRUE(singles.wait_for(kSamples));

@@ -28,13 +28,15 @@ struct Outcome {
   std::string message;
 };
 
-// Collects the events of many requests; thread-safe (events arrive on actor threads).
+// Collects the events of many requests; thread-safe (events arrive on actor
+// threads). The samples of a request with n > 1 registered with
+// callback_for(key) are kept under key + index, one Outcome each.
 class Collector {
  public:
-  EventCallback callback_for(request_id id) {
-    return [this, id](const StreamEvent& e) {
+  EventCallback callback_for(request_id key) {
+    return [this, key](const StreamEvent& e) {
       std::lock_guard lock(mutex_);
-      Outcome& o = outcomes_[id];
+      Outcome& o = outcomes_[key + uint64_t(e.index)];
       o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
       o.text += e.text;
       if (e.last()) {
@@ -49,7 +51,7 @@ class Collector {
     };
   }
 
-  // Waits until `n` requests have ended; false on timeout.
+  // Waits until `n` requests (samples, with n > 1) have ended; false on timeout.
   bool wait_for(size_t n, std::chrono::seconds timeout = std::chrono::seconds(120)) {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [&] { return finished_ >= n; });
@@ -65,43 +67,6 @@ class Collector {
   std::condition_variable cv_;
   std::map<request_id, Outcome> outcomes_;
   size_t finished_ = 0;
-};
-
-// Collects the samples of requests with n > 1, keyed by `first + index` for
-// a request registered with callback_for(first); thread-safe.
-class SampleCollector {
- public:
-  EventCallback callback_for(int32_t first) {
-    return [this, first](const StreamEvent& e) {
-      std::lock_guard lock(mutex_);
-      Outcome& o = outcomes_[first + e.index];
-      o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
-      o.text += e.text;
-      if (e.last()) {
-        o.finish = e.finish;
-        ++o.finals;
-        ++finals_;
-        cv_.notify_all();
-      }
-    };
-  }
-
-  // Waits until `n` samples have ended; false on timeout.
-  bool wait_for(int n, std::chrono::seconds timeout = std::chrono::seconds(120)) {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, timeout, [&] { return finals_ >= n; });
-  }
-
-  std::map<int32_t, Outcome> outcomes() {
-    std::lock_guard lock(mutex_);
-    return outcomes_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<int32_t, Outcome> outcomes_;
-  int finals_ = 0;
 };
 
 // A greedy request.
