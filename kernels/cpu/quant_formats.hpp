@@ -43,8 +43,10 @@ inline size_t row_bytes(WeightType type, int64_t cols) {
   return size_t(cols / t.block_elems) * size_t(t.block_bytes);
 }
 
-// IEEE half and bfloat16 to float (exact).
+// IEEE half and bfloat16 to float (exact), and float to half rounded to
+// nearest even (as F16C's vcvtps2ph).
 float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
 inline float bf16_to_f32(uint16_t b) {
   const uint32_t bits = uint32_t(b) << 16;
   float f;

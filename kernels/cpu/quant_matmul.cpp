@@ -1,0 +1,99 @@
+// quant_matmul.hpp's products: choose the instruction set, quantize x, call
+// the kernels of quant_kernels.inc compiled for it.
+#include "kernels/cpu/quant_matmul.hpp"
+
+#include <atomic>
+
+#include "kernels/cpu/quant_panel.hpp"
+
+namespace conveyor::kernels {
+
+// Declared for both instruction sets; defined in quant_kernels_{avx512,avx2}.cpp.
+#define CONVEYOR_DECLARE_ISA(ns)                                                                 \
+  namespace ns {                                                                                 \
+  void quantize_x(const float* x, int64_t ldx, int32_t n, int32_t k, int32_t block, int8_t* q,  \
+                  float* d, float* s);                                                           \
+  void matmul(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, const int8_t* q,     \
+              const float* d, const float* s, const uint8_t* packed, int32_t m, int32_t k,       \
+              float* y, int64_t ldy, bool accumulate);                                           \
+  void matmul_swiglu(const PanelFormat& f, const float* x, int64_t ldx, int32_t n,               \
+                     const int8_t* q, const float* d, const float* s, const uint8_t* packed,     \
+                     int32_t hidden, int32_t k, float* y, int64_t ldy);                          \
+  }
+CONVEYOR_DECLARE_ISA(avx512)
+CONVEYOR_DECLARE_ISA(avx2)
+#undef CONVEYOR_DECLARE_ISA
+
+namespace {
+
+std::atomic<int> forced{-1};
+
+template <class T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Quantizes x into the scratch for an integer format (nothing for halves).
+void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,
+             QuantScratch& s) {
+  if (f.half) return;
+  const size_t blocks = size_t(n) * size_t(k / f.block);
+  int8_t* q = grow(s.xq, size_t(n) * k);
+  float* d = grow(s.xd, blocks);
+  float* sums = grow(s.xs, blocks);
+  if (active_isa() == Isa::avx512)
+    avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+  else
+    avx2::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+}
+
+}  // namespace
+
+Isa detected_isa() {
+  static const Isa isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                 __builtin_cpu_supports("avx512vl") &&
+                                 __builtin_cpu_supports("avx512vnni")
+                             ? Isa::avx512
+                             : Isa::avx2;
+  return isa;
+}
+
+Isa active_isa() {
+  const int f = forced.load(std::memory_order_relaxed);
+  return f < 0 ? detected_isa() : Isa(f);
+}
+
+void force_isa(Isa isa) { forced.store(int(isa), std::memory_order_relaxed); }
+
+const char* isa_name(Isa isa) { return isa == Isa::avx512 ? "avx512-vnni" : "avx2"; }
+
+void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
+                    const uint8_t* packed_w, int32_t m, int32_t k, float* y, int64_t ldy,
+                    bool accumulate, QuantScratch& scratch) {
+  if (n <= 0 || m <= 0) return;
+  const PanelFormat f = panel_format(type, k);
+  prepare(f, x, ldx, n, k, scratch);
+  if (active_isa() == Isa::avx512)
+    avx512::matmul(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(),
+                   packed_w, m, k, y, ldy, accumulate);
+  else
+    avx2::matmul(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(), packed_w,
+                 m, k, y, ldy, accumulate);
+}
+
+void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t n,
+                           const uint8_t* packed_gate_up, int32_t hidden, int32_t k, float* y,
+                           int64_t ldy, QuantScratch& scratch) {
+  if (n <= 0 || hidden <= 0) return;
+  const PanelFormat f = panel_format(type, k);
+  prepare(f, x, ldx, n, k, scratch);
+  if (active_isa() == Isa::avx512)
+    avx512::matmul_swiglu(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(),
+                          packed_gate_up, hidden, k, y, ldy);
+  else
+    avx2::matmul_swiglu(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(),
+                        packed_gate_up, hidden, k, y, ldy);
+}
+
+}  // namespace conveyor::kernels

@@ -1,0 +1,91 @@
+// Matrix products y = x·Wᵀ on weights kept in their file's encoding:
+// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (integer quants) and F16, BF16 (half floats).
+//
+// Like matmul_packed (matmul.hpp), W is repacked once at load into panels of
+// 16 rows so that a product streams W exactly once and a tile of x rows
+// reuses each panel from cache. The repacking keeps the file's bits:
+//
+//  - Integer types become, per (panel, block of `block` k values), 16 f16
+//    scales, 16 f16 offsets (Q4_K and Q5_K only; the others have a fixed zero
+//    point), then the 16 rows' unsigned quants interleaved 4 k values at a
+//    time (the operand shape of VNNI's vpdpbusd), 4 bits (Q4_0, Q4_K) or 8
+//    bits (Q8_0, Q5_K, Q6_K) each: value = scale · q − offset.
+//  - x is quantized per block to int8 with a float scale (as llama.cpp does),
+//    the block dot products run on int8 (vpdpbusd with AVX512-VNNI,
+//    vpmaddubsw on AVX2), and each block's integer sum is scaled in float.
+//  - F16 and BF16 keep matmul_packed's layout [m/16][k][16] in 16-bit values,
+//    widened to float in registers.
+//
+// The instruction set is chosen at run time: AVX-512 (F, BW, VL, VNNI) where
+// the CPU has it, else AVX2 with FMA and F16C; both are compiled into every
+// build (quant_kernels_*.cpp), so one binary runs on either machine.
+// Multi-threaded with OpenMP like matmul_packed; scratch is the caller's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/quant_formats.hpp"
+
+namespace conveyor::kernels {
+
+enum class Isa : uint8_t { avx2, avx512 };
+
+// The best instruction set this CPU runs (AVX2 is required).
+Isa detected_isa();
+// The one the kernels use: detected_isa() unless forced (tests compare both).
+Isa active_isa();
+void force_isa(Isa isa);
+const char* isa_name(Isa isa);
+
+// True for the types these products run on (all WeightTypes but F32, which
+// keeps matmul_packed).
+bool is_quant_matmul_type(WeightType type);
+// W [m, k] of `type` needs k to be a multiple of this (32, or 256 for K-quants).
+int32_t quant_k_multiple(WeightType type);
+
+// Bytes that pack_weights writes for W [m, k] of `type`.
+size_t packed_weight_bytes(WeightType type, int32_t m, int32_t k);
+
+// Repacks W, rows of ggml blocks back to back, into panels.
+void pack_weights(WeightType type,
+                  const uint8_t* w,  // [m][row_bytes(type, k)]
+                  int32_t m, int32_t k,
+                  uint8_t* packed);  // [packed_weight_bytes(type, m, k)]
+
+// The same for the feed-forward gate and up matrices, panels alternating
+// (16 gate rows, the same 16 up rows), for matmul_weights_swiglu.
+size_t packed_gate_up_bytes(WeightType type, int32_t hidden, int32_t k);
+void pack_gate_up_weights(WeightType type, const uint8_t* gate, const uint8_t* up,
+                          int32_t hidden, int32_t k, uint8_t* packed);
+
+// Row `row` of the original W, decoded to float, from its packed form (the
+// embedding lookup of a tied classifier).
+void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_t row,
+                       float* out);  // [k]
+
+// Scratch for the products: x quantized per block. Grown on demand, reused.
+struct QuantScratch {
+  std::vector<int8_t> xq;  // [n, k]
+  std::vector<float> xd;   // [n, k / block]: scale of each block
+  std::vector<float> xs;   // [n, k / block]: scale · sum of each block's quants
+};
+
+// y = x·Wᵀ (accumulate: y += x·Wᵀ) with W packed by pack_weights.
+void matmul_weights(WeightType type,
+                    const float* x,  // [n, ldx], first k columns used
+                    int64_t ldx, int32_t n,
+                    const uint8_t* packed_w, int32_t m, int32_t k,
+                    float* y,  // [n, ldy], first m columns written
+                    int64_t ldy, bool accumulate, QuantScratch& scratch);
+
+// y = silu(x·gateᵀ) · (x·upᵀ) with gate and up packed by pack_gate_up_weights.
+void matmul_weights_swiglu(WeightType type,
+                           const float* x,  // [n, ldx]
+                           int64_t ldx, int32_t n,
+                           const uint8_t* packed_gate_up, int32_t hidden, int32_t k,
+                           float* y,  // [n, ldy], first hidden columns written
+                           int64_t ldy, QuantScratch& scratch);
+
+}  // namespace conveyor::kernels

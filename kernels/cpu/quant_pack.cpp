@@ -1,0 +1,211 @@
+// Packing for quant_matmul.hpp: ggml blocks to panels, and back for one row.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/quant_formats.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
+#include "kernels/cpu/quant_panel.hpp"
+
+namespace conveyor::kernels {
+
+bool is_quant_matmul_type(WeightType type) { return type != WeightType::f32; }
+
+int32_t quant_k_multiple(WeightType type) {
+  return std::max<int32_t>(weight_type_traits(type).block_elems, 32);
+}
+
+PanelFormat panel_format(WeightType type, int32_t k) {
+  PanelFormat f;
+  switch (type) {
+    case WeightType::f16:
+    case WeightType::bf16:
+      f.half = true;
+      f.bf16 = type == WeightType::bf16;
+      f.panel_bytes = size_t(k) * kQuantPanelRows * 2;
+      return f;
+    case WeightType::q8_0: f.block = 32, f.bits = 8, f.zero = 128, f.full_range = true; break;
+    case WeightType::q4_0: f.block = 32, f.bits = 4, f.zero = 8; break;
+    case WeightType::q4_k: f.block = 32, f.bits = 4, f.offsets = true; break;
+    case WeightType::q5_k: f.block = 32, f.bits = 8, f.offsets = true; break;
+    case WeightType::q6_k: f.block = 16, f.bits = 8, f.zero = 32; break;
+    case WeightType::f32: break;
+  }
+  f.quant_bytes = size_t(kQuantPanelRows) * f.block * f.bits / 8;
+  f.block_bytes = kQuantPanelRows * 2 * (f.offsets ? 2 : 1) + f.quant_bytes;
+  f.panel_bytes = size_t(k / f.block) * f.block_bytes;
+  return f;
+}
+
+namespace {
+
+// One block of `block` values of a row as unsigned integers:
+// value = scale · q − offset.
+struct IntBlock {
+  uint8_t q[32];
+  float scale, offset;
+};
+
+// Internal block `ib` (of panel_format's block size) of a row in ggml blocks.
+IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
+  IntBlock out{};
+  switch (type) {
+    case WeightType::q8_0: {
+      const auto& b = reinterpret_cast<const BlockQ8_0*>(row)[ib];
+      out.scale = fp16_to_f32(b.d);
+      for (int j = 0; j < 32; ++j) out.q[j] = uint8_t(b.qs[j] + 128);
+      out.offset = 128 * out.scale;
+      break;
+    }
+    case WeightType::q4_0: {
+      const auto& b = reinterpret_cast<const BlockQ4_0*>(row)[ib];
+      out.scale = fp16_to_f32(b.d);
+      for (int j = 0; j < 16; ++j) out.q[j] = b.qs[j] & 15, out.q[j + 16] = b.qs[j] >> 4;
+      out.offset = 8 * out.scale;
+      break;
+    }
+    case WeightType::q4_k:
+    case WeightType::q5_k: {
+      const int64_t super = ib / 8;
+      const int sub = int(ib % 8);
+      const uint8_t *scales, *qs, *qh = nullptr;
+      float d, dmin;
+      if (type == WeightType::q4_k) {
+        const auto& b = reinterpret_cast<const BlockQ4_K*>(row)[super];
+        scales = b.scales, qs = b.qs, d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+      } else {
+        const auto& b = reinterpret_cast<const BlockQ5_K*>(row)[super];
+        scales = b.scales, qs = b.qs, qh = b.qh, d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+      }
+      uint8_t sc, m;
+      k_quant_scale_min(sub, scales, &sc, &m);
+      out.scale = d * sc;
+      out.offset = dmin * m;
+      const uint8_t* q = qs + (sub / 2) * 32;
+      for (int l = 0; l < 32; ++l) {
+        out.q[l] = (q[l] >> (4 * (sub & 1))) & 15;
+        if (qh) out.q[l] |= uint8_t(((qh[l] >> sub) & 1) << 4);
+      }
+      break;
+    }
+    case WeightType::q6_k: {
+      const auto& b = reinterpret_cast<const BlockQ6_K*>(row)[ib / 16];
+      const int sub = int(ib % 16), h = sub / 8, o = (sub % 8) * 16, t = o / 32;
+      const uint8_t* ql = b.ql + 64 * h + (t & 1) * 32;
+      const uint8_t* qh = b.qh + 32 * h;
+      for (int i = 0; i < 16; ++i) {
+        const int l = o % 32 + i;
+        const int low = t < 2 ? ql[l] & 15 : ql[l] >> 4;
+        out.q[i] = uint8_t(low | (((qh[l] >> (2 * t)) & 3) << 4));
+      }
+      out.scale = fp16_to_f32(b.d) * float(b.scales[sub]);
+      out.offset = 32 * out.scale;
+      break;
+    }
+    default:
+      break;
+  }
+  return out;
+}
+
+// Packs `rows` (<= 16) rows starting at `w` into one panel; missing rows are zero.
+void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t row_stride,
+                int32_t rows, int32_t k, uint8_t* out) {
+  std::memset(out, 0, f.panel_bytes);
+  if (f.half) {
+    auto* dst = reinterpret_cast<uint16_t*>(out);
+    for (int32_t r = 0; r < rows; ++r) {
+      const uint8_t* src = w + r * row_stride;
+      for (int32_t c = 0; c < k; ++c) std::memcpy(&dst[size_t(c) * kQuantPanelRows + r], src + 2 * c, 2);
+    }
+    return;
+  }
+  const int32_t blocks = k / f.block;
+  for (int32_t ib = 0; ib < blocks; ++ib) {
+    uint8_t* blk = out + size_t(ib) * f.block_bytes;
+    auto* scales = reinterpret_cast<uint16_t*>(blk);
+    auto* offsets = scales + kQuantPanelRows;
+    uint8_t* quants = blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1);
+    for (int32_t r = 0; r < rows; ++r) {
+      const IntBlock b = decode_int_block(type, w + r * row_stride, ib);
+      scales[r] = f32_to_fp16(b.scale);
+      if (f.offsets) offsets[r] = f32_to_fp16(b.offset);
+      for (int32_t c = 0; c < f.block; ++c) {
+        const int32_t group = c / 4, j = c % 4;
+        if (f.bits == 8) {
+          quants[group * 64 + r * 4 + j] = b.q[c];
+        } else {
+          const int32_t chunk = group % 4, shift = group < 4 ? 0 : 4;
+          quants[chunk * 64 + r * 4 + j] |= uint8_t(b.q[c] << shift);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t packed_weight_bytes(WeightType type, int32_t m, int32_t k) {
+  return size_t((m + kQuantPanelRows - 1) / kQuantPanelRows) * panel_format(type, k).panel_bytes;
+}
+
+void pack_weights(WeightType type, const uint8_t* w, int32_t m, int32_t k, uint8_t* packed) {
+  const PanelFormat f = panel_format(type, k);
+  const size_t stride = row_bytes(type, k);
+  const int32_t panels = (m + kQuantPanelRows - 1) / kQuantPanelRows;
+#pragma omp parallel for schedule(static) if (size_t(m) * k > (size_t(1) << 16))
+  for (int32_t p = 0; p < panels; ++p)
+    pack_panel(type, f, w + size_t(p) * kQuantPanelRows * stride, stride,
+               std::min(kQuantPanelRows, m - p * kQuantPanelRows), k, packed + p * f.panel_bytes);
+}
+
+size_t packed_gate_up_bytes(WeightType type, int32_t hidden, int32_t k) {
+  return 2 * packed_weight_bytes(type, hidden, k);
+}
+
+void pack_gate_up_weights(WeightType type, const uint8_t* gate, const uint8_t* up,
+                          int32_t hidden, int32_t k, uint8_t* packed) {
+  const PanelFormat f = panel_format(type, k);
+  const size_t stride = row_bytes(type, k);
+  const int32_t chunks = (hidden + kQuantPanelRows - 1) / kQuantPanelRows;
+#pragma omp parallel for schedule(static) if (size_t(hidden) * k > (size_t(1) << 16))
+  for (int32_t i = 0; i < chunks; ++i) {
+    const int32_t rows = std::min(kQuantPanelRows, hidden - i * kQuantPanelRows);
+    const size_t at = size_t(i) * kQuantPanelRows * stride;
+    pack_panel(type, f, gate + at, stride, rows, k, packed + 2 * i * f.panel_bytes);
+    pack_panel(type, f, up + at, stride, rows, k, packed + (2 * i + 1) * f.panel_bytes);
+  }
+}
+
+void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_t row, float* out) {
+  const PanelFormat f = panel_format(type, k);
+  const uint8_t* panel = packed + size_t(row / kQuantPanelRows) * f.panel_bytes;
+  const int32_t r = row % kQuantPanelRows;
+  if (f.half) {
+    const auto* src = reinterpret_cast<const uint16_t*>(panel);
+    for (int32_t c = 0; c < k; ++c) {
+      const uint16_t h = src[size_t(c) * kQuantPanelRows + r];
+      out[c] = f.bf16 ? bf16_to_f32(h) : fp16_to_f32(h);
+    }
+    return;
+  }
+  for (int32_t ib = 0; ib < k / f.block; ++ib) {
+    const uint8_t* blk = panel + size_t(ib) * f.block_bytes;
+    const auto* scales = reinterpret_cast<const uint16_t*>(blk);
+    const float scale = fp16_to_f32(scales[r]);
+    const float offset = f.offsets ? fp16_to_f32(scales[kQuantPanelRows + r]) : f.zero * scale;
+    const uint8_t* quants = blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1);
+    for (int32_t c = 0; c < f.block; ++c) {
+      const int32_t group = c / 4, j = c % 4;
+      int q;
+      if (f.bits == 8)
+        q = quants[group * 64 + r * 4 + j];
+      else
+        q = (quants[(group % 4) * 64 + r * 4 + j] >> (group < 4 ? 0 : 4)) & 15;
+      out[ib * f.block + c] = scale * float(q) - offset;
+    }
+  }
+}
+
+}  // namespace conveyor::kernels

@@ -1,0 +1,37 @@
+// Internal to kernels/cpu: the packed-panel layout of quant_matmul.hpp, shared
+// by the packing code and the per-instruction-set kernels.
+//
+// A plain struct with no functions: the kernels are compiled once per
+// instruction set (quant_kernels.inc), and an inline function shared between
+// those translation units could be linked in its AVX-512 version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace conveyor::kernels {
+
+inline constexpr int32_t kQuantPanelRows = 16;
+
+struct PanelFormat {
+  bool half = false;        // F16/BF16: [m/16][k][16] 16-bit values
+  bool bf16 = false;        // which half type
+  int32_t block = 0;        // k values per block (32, or 16 for Q6_K)
+  int32_t bits = 0;         // bits per stored quant: 4 or 8
+  bool offsets = false;     // per-row f16 offsets follow the scales (Q4_K, Q5_K)
+  float zero = 0;           // without offsets: value = scale · (q − zero)
+  bool full_range = false;  // quants use all 8 bits (Q8_0): AVX2 needs a signed trick
+  size_t quant_bytes = 0;   // quants of one (panel, block): 16 · block · bits / 8
+  size_t block_bytes = 0;   // scales, offsets and quants of one (panel, block)
+  size_t panel_bytes = 0;   // one panel for the k it was made for
+};
+
+}  // namespace conveyor::kernels
+
+namespace conveyor::kernels {
+
+enum class WeightType : uint32_t;
+// The layout for W [*, k] of `type` (a quant_matmul type).
+PanelFormat panel_format(WeightType type, int32_t k);
+
+}  // namespace conveyor::kernels
