@@ -4,8 +4,9 @@
 // a pool of `num_host_blocks` host (swap) blocks, and for every live sequence
 // its block table: position p of the sequence lives in table[p / block_size]
 // at slot p % block_size (the layout model/batch.hpp reads). The KV data
-// itself belongs to the executor; this class only says which block holds what
-// and which copies the executor must run.
+// itself is the KV pool (model/kv_cache.hpp) that the executor computes into
+// and the swap actor copies; this class only says which block holds what and
+// which copies must run.
 //
 // Every device block is in exactly one state:
 //   free    on the free list, holds nothing reusable;
@@ -75,8 +76,9 @@ namespace conveyor {
 
 using BlockId = int32_t;
 
-// A block copy the executor must perform: device->device (copy-on-write),
-// device->host (swap out) or host->device (swap in).
+// A block copy to perform: device->device (copy-on-write, by the executor
+// before the step's forward pass), device->host (swap out) or host->device
+// (swap in), both by the swap actor.
 struct BlockCopy {
   BlockId src = -1;
   BlockId dst = -1;

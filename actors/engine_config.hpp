@@ -1,5 +1,8 @@
-// The engine's limits and policies, with their defaults. Every field is a
-// `conveyor serve` flag of the same name (with dashes).
+// The engine's limits and policies, with their defaults. Not every field is a
+// `conveyor serve` flag: `conveyor serve --help` lists the flags (named as
+// the fields, with dashes) and http/serve_settings.hpp the keys of its config
+// file. admission_config is neither: the server keeps its defaults, and a
+// program that embeds the engine sets it here.
 #pragma once
 
 #include <cstdint>

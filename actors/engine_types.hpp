@@ -202,7 +202,9 @@ struct EngineStats {
   uint64_t iterations = 0;           // steps run (forward passes)
   uint64_t preemptions_recompute = 0;
   uint64_t preemptions_swap = 0;
-  uint64_t prompt_tokens = 0;        // prompt tokens of admitted requests
+  uint64_t prompt_tokens = 0;        // prompt tokens of the requests the scheduler accepted,
+                                     // counted at submit (before admission), once per request
+                                     // whatever its n; recomputed tokens are not counted
   uint64_t computed_tokens = 0;      // tokens run through the forward pass
   uint64_t generated_tokens = 0;
   double forward_seconds = 0.0;      // inside the executor

@@ -1,6 +1,7 @@
-// The executor actor: owns a StepRunner (weights, KV memory, samplers) and
-// runs one StepPlan per message. Spawn it detached so that a forward pass,
-// which takes milliseconds, never blocks the scheduler's worker threads.
+// The executor actor: owns a StepRunner (weights, samplers, and the KV pool
+// it shares with the swap actor) and runs one StepPlan per message. Spawn it
+// detached so that a forward pass, which takes milliseconds, never blocks the
+// scheduler's worker threads.
 //
 // Receives: (step, StepPlan)  Replies: StepResult
 #pragma once

@@ -1,9 +1,10 @@
 // What the executor actor runs: a StepPlan in, sampled tokens out.
 //
-// StepRunner is the seam between the engine and a backend. The CPU runner
-// owns the Transformer, the paged KV cache and one Sampler per sequence; a
-// CUDA runner implements the same interface; tests use a fake. A runner is
-// used from one thread at a time (the executor actor's).
+// StepRunner is the seam between the engine and a backend. The CPU runner,
+// the only backend today, owns the Transformer and one Sampler per sequence
+// and shares the paged KV cache with the swap engine; tests use a fake. A
+// CUDA runner behind this interface is planned, not built. A runner is used
+// from one thread at a time (the executor actor's).
 #pragma once
 
 #include <memory>

@@ -3,9 +3,9 @@
 // The swap actor owns a SwapEngine and runs each order on its own thread, so
 // copies overlap the executor's forward pass. On CPU both sides are host
 // memory and a copy is a memcpy per block (a block is contiguous across
-// layers, model/kv_cache.hpp). A CUDA engine implements copy() with
-// cudaMemcpyAsync on its own stream and waits on that stream only, so the
-// compute stream keeps running.
+// layers, model/kv_cache.hpp); CpuSwapEngine is the only engine. Planned, not
+// built: a CUDA engine whose copy() runs cudaMemcpyAsync on a stream of its
+// own and waits on that stream only, so the compute stream keeps running.
 //
 // Safety: the scheduler only orders copies of blocks that no step plan
 // touches until the copy's completion has been reported.

@@ -1,7 +1,11 @@
 // Embedding conveyor: load a model, start the engine, stream one completion
-// through a callback, and cancel another one half-way.
+// through a callback, and cancel another right after submitting it (it ends
+// `cancelled`, usually before its first token).
 //
 //   build/examples/embed [MODEL]      (default: the embedded tiny model)
+//
+// MODEL must carry a tokenizer, which encodes the prompt: with one that has
+// none, such as dummy:llama-15m, this program crashes.
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>

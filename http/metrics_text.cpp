@@ -70,7 +70,7 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
   w.gauge("kv_cache_usage_ratio",
           "Share of KV cache blocks held by live sequences (cached free blocks do not count).",
           stats.blocks.usage_ratio());
-  w.counter("prompt_tokens_total", "Prompt tokens of admitted requests.", stats.prompt_tokens);
+  w.counter("prompt_tokens_total", "Prompt tokens of accepted requests.", stats.prompt_tokens);
   w.counter("generation_tokens_total", "Generated tokens.", stats.generated_tokens);
   w.counter("iterations_total", "Engine iterations (forward passes).", stats.iterations);
 

@@ -4,12 +4,14 @@
 //   gauges      num_requests_running, num_requests_waiting, num_requests_swapped,
 //               kv_cache_usage_ratio (blocks held by live sequences / all blocks;
 //               cached free blocks do not count)
-//   counters    prompt_tokens_total, generation_tokens_total, iterations_total,
+//   counters    prompt_tokens_total (of accepted requests, counted at submit),
+//               generation_tokens_total, iterations_total,
 //               request_success_total{finished_reason="stop"|"length"|"cancelled"},
 //               request_failure_total, num_preemptions_total{mode="recompute"|"swap"},
 //               prefix_cache_queries_total, prefix_cache_hits_total (in tokens)
 //   histograms  time_to_first_token_seconds, inter_token_latency_seconds,
-//               e2e_request_latency_seconds, request_queue_time_seconds, iteration_tokens
+//               e2e_request_latency_seconds, request_queue_time_seconds, iteration_tokens,
+//               executor_idle_seconds
 //
 // Note: `promtool check metrics` parses this cleanly; its style lint reports
 // that names should not contain ':' (colons are meant for recording rules),

@@ -1,6 +1,7 @@
 // Everything `conveyor serve` is configured with: the model, the server's
 // options and the engine's limits and policies, loadable from a TOML file
-// (examples in configs/serve*.toml) and overridden by command-line flags.
+// (examples in configs/serve*.toml), most of them overridden by command-line
+// flags.
 //
 //   model = "dummy:llama-15m"          # top level: model, tokenizer
 //   [server]  host, port, api_key, served_model_name, chat_template,
@@ -8,9 +9,12 @@
 //             idle_timeout_seconds, shutdown_grace_seconds
 //   [engine]  block_size, kv_cache_tokens, swap_space_tokens, max_num_seqs,
 //             max_batched_tokens, prefill_chunk, max_waiting, preemption,
-//             admission, batching, prefix_caching, aging_interval_seconds, threads
+//             admission, batching, prefix_caching, overlap,
+//             aging_interval_seconds, threads
 //
-// Keys use underscores where the flags use dashes. An unknown key or table,
+// Keys use underscores where the flags use dashes; io_threads,
+// idle_timeout_seconds, shutdown_grace_seconds, prefix_caching and
+// aging_interval_seconds have no flag. An unknown key or table,
 // or a value of the wrong type or out of range, is an error naming it.
 #pragma once
 

@@ -1,6 +1,7 @@
 // The server's own settings (the engine's are EngineConfig), with defaults.
-// Each is a `conveyor serve` flag and a key of the [server] table of a
-// config file (configs/serve.toml).
+// Each is a key of the [server] table of a config file (configs/serve.toml)
+// and, except io_threads, idle_timeout_seconds and shutdown_grace_seconds, a
+// `conveyor serve` flag.
 #pragma once
 
 #include <cstddef>

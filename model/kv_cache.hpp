@@ -7,7 +7,13 @@
 // keeping a head's slots contiguous inside it makes attention's dot products
 // run over contiguous memory.
 //
-// Thread-safety: none. The executor that owns the cache is its only user.
+// Thread-safety: no locks. The engine shares one cache between two threads:
+// the executor's runner (the forward pass and copy-on-write copies) and the
+// swap actor's engine (block copies to and from host swap space), which may
+// run at the same time on different blocks. That is safe because distinct
+// blocks are distinct memory and nothing else in the object changes after
+// construction; the scheduler never orders a copy of a block that a step in
+// flight touches (actors/swap_engine.hpp).
 #pragma once
 
 #include <cstddef>

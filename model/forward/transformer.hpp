@@ -2,7 +2,7 @@
 //
 // One call runs a flattened batch (model/batch.hpp): prefill chunks and decode
 // tokens of many sequences together. Matrix products run over all the batch's
-// tokens at once through BLAS; attention reads each sequence's blocks.
+// tokens at once through the packed kernels; attention reads each sequence's blocks.
 // Thread-safety: one thread at a time (the executor's); the kernels inside use
 // all the threads they were given, as an OpenMP team of the calling thread
 // (forward() sets that thread's team size). Weights are repacked at
