@@ -1,5 +1,6 @@
 #include "model/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -12,16 +13,35 @@ int64_t ModelConfig::parameter_count() const {
   return embed + n_layers * per_layer + d + (tied_embeddings ? 0 : embed);
 }
 
+size_t WeightMatrix::elements(int64_t in) const {
+  if (type == WeightType::f32) return values.size();
+  const size_t row = kernels::row_bytes(type, in);
+  if (row == 0 || encoded.size() % row != 0) return 0;
+  return encoded.size() / row * size_t(in);
+}
+
+void WeightMatrix::decode_row(int64_t row, int64_t in, float* out) const {
+  if (type == WeightType::f32) {
+    std::copy_n(values.data() + row * in, in, out);
+    return;
+  }
+  kernels::dequantize_row(type, encoded.data() + size_t(row) * kernels::row_bytes(type, in), in,
+                          out);
+}
+
 bool weights_match(const ModelConfig& c, const ModelWeights& w) {
   const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.n_heads) * c.head_dim();
   const size_t embed = size_t(c.vocab_size) * d;
-  if (w.token_embedding.size() != embed || w.final_norm.size() != d) return false;
-  if (c.tied_embeddings ? !w.classifier.empty() : w.classifier.size() != embed) return false;
+  if (w.token_embedding.elements(c.dim) != embed || w.final_norm.size() != d) return false;
+  if (c.tied_embeddings ? !w.classifier.empty() : w.classifier.elements(c.dim) != embed)
+    return false;
   if (w.layers.size() != size_t(c.n_layers)) return false;
+  const int64_t q_in = int64_t(q);
   for (const LayerWeights& l : w.layers) {
-    if (l.attn_norm.size() != d || l.ffn_norm.size() != d || l.wq.size() != q * d ||
-        l.wk.size() != kv * d || l.wv.size() != kv * d || l.wo.size() != d * q ||
-        l.w1.size() != h * d || l.w2.size() != d * h || l.w3.size() != h * d)
+    if (l.attn_norm.size() != d || l.ffn_norm.size() != d || l.wq.elements(d) != q * d ||
+        l.wk.elements(d) != kv * d || l.wv.elements(d) != kv * d ||
+        l.wo.elements(q_in) != d * q || l.w1.elements(d) != h * d ||
+        l.w2.elements(c.hidden_dim) != d * h || l.w3.elements(d) != h * d)
       return false;
   }
   return true;
@@ -55,22 +75,22 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed) {
   const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.n_heads) * c.head_dim();
   ModelWeights w;
   // Embeddings get unit-scale entries so activations start at a sensible size.
-  w.token_embedding.resize(size_t(c.vocab_size) * d);
-  for (float& x : w.token_embedding) x = 2.0f * rng.uniform() - 1.0f;
+  w.token_embedding.values.resize(size_t(c.vocab_size) * d);
+  for (float& x : w.token_embedding.values) x = 2.0f * rng.uniform() - 1.0f;
   w.layers.resize(c.n_layers);
   for (LayerWeights& l : w.layers) {
     l.attn_norm.assign(d, 1.0f);
     l.ffn_norm.assign(d, 1.0f);
-    l.wq = random_matrix(rng, q, d);
-    l.wk = random_matrix(rng, kv, d);
-    l.wv = random_matrix(rng, kv, d);
-    l.wo = random_matrix(rng, d, q);
-    l.w1 = random_matrix(rng, h, d);
-    l.w2 = random_matrix(rng, d, h);
-    l.w3 = random_matrix(rng, h, d);
+    l.wq.values = random_matrix(rng, q, d);
+    l.wk.values = random_matrix(rng, kv, d);
+    l.wv.values = random_matrix(rng, kv, d);
+    l.wo.values = random_matrix(rng, d, q);
+    l.w1.values = random_matrix(rng, h, d);
+    l.w2.values = random_matrix(rng, d, h);
+    l.w3.values = random_matrix(rng, h, d);
   }
   w.final_norm.assign(d, 1.0f);
-  if (!c.tied_embeddings) w.classifier = random_matrix(rng, c.vocab_size, d);
+  if (!c.tied_embeddings) w.classifier.values = random_matrix(rng, c.vocab_size, d);
   return w;
 }
 

@@ -1,34 +1,58 @@
-// Model weights in the compute type (float32), row-major.
+// Model weights, row-major: float32, or the matrices kept in their GGUF file's
+// encoding (F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
 //
-// A matrix "[out, in]" holds `out` rows of `in` floats: y = W x reads one row
+// A matrix "[out, in]" holds `out` rows of `in` values: y = W x reads one row
 // per output. This is the layout of llama2.c checkpoints and of GGUF tensors
-// (whose ne[0] is the row length), so loaders copy or convert without
-// transposing.
+// (whose ne[0] is the row length), so loaders copy or point at the file's
+// bytes without transposing. Norm vectors are always float32.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
+#include "kernels/cpu/quant_formats.hpp"
 #include "model/config.hpp"
 
 namespace conveyor {
 
+using kernels::WeightType;
+
+struct WeightMatrix {
+  WeightType type = WeightType::f32;
+  std::vector<float> values;           // type f32: [out * in]
+  std::span<const uint8_t> encoded;    // other types: out rows of ggml blocks
+  std::shared_ptr<const void> storage;  // keeps `encoded` alive (the mapped file)
+
+  // Values (f32) or encoded values (the element count the bytes hold).
+  size_t elements(int64_t in) const;
+  bool empty() const { return values.empty() && encoded.empty(); }
+  // Bytes of the weights, as stored.
+  size_t bytes() const {
+    return type == WeightType::f32 ? values.size() * sizeof(float) : encoded.size();
+  }
+  // Row `row` of a matrix with `in` columns, decoded to float.
+  void decode_row(int64_t row, int64_t in, float* out) const;
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;  // [dim]
-  std::vector<float> wq;         // [n_heads * head_dim, dim]
-  std::vector<float> wk;         // [kv_dim, dim]
-  std::vector<float> wv;         // [kv_dim, dim]
-  std::vector<float> wo;         // [dim, n_heads * head_dim]
+  WeightMatrix wq;               // [n_heads * head_dim, dim]
+  WeightMatrix wk;               // [kv_dim, dim]
+  WeightMatrix wv;               // [kv_dim, dim]
+  WeightMatrix wo;               // [dim, n_heads * head_dim]
   std::vector<float> ffn_norm;   // [dim]
-  std::vector<float> w1;         // gate [hidden_dim, dim]
-  std::vector<float> w2;         // down [dim, hidden_dim]
-  std::vector<float> w3;         // up   [hidden_dim, dim]
+  WeightMatrix w1;               // gate [hidden_dim, dim]
+  WeightMatrix w2;               // down [dim, hidden_dim]
+  WeightMatrix w3;               // up   [hidden_dim, dim]
 };
 
 struct ModelWeights {
-  std::vector<float> token_embedding;  // [vocab_size, dim]
-  std::vector<LayerWeights> layers;    // [n_layers]
-  std::vector<float> final_norm;       // [dim]
-  std::vector<float> classifier;       // [vocab_size, dim]; empty when tied_embeddings
+  WeightMatrix token_embedding;     // [vocab_size, dim]
+  std::vector<LayerWeights> layers;  // [n_layers]
+  std::vector<float> final_norm;     // [dim]
+  WeightMatrix classifier;           // [vocab_size, dim]; empty when tied_embeddings
 };
 
 // True when every tensor has the size that `config` implies.

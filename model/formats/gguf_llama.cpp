@@ -36,17 +36,6 @@ std::vector<uint64_t> squeezed(std::vector<uint64_t> dims) {
   return dims;
 }
 
-// The named tensor as float32, after checking that its shape (ne[0] first) is `shape`.
-Expected<std::vector<float>> load_tensor(const GgufFile& file, const std::string& name,
-                                         std::vector<uint64_t> shape) {
-  const GgufTensorInfo* t = file.find_tensor(name);
-  if (t == nullptr) return file_error(file, "missing tensor '" + name + "'");
-  if (squeezed(t->dims) != squeezed(shape))
-    return file_error(file, "tensor '" + name + "' has shape " + shape_string(t->dims) +
-                                ", expected " + shape_string(shape) + " from the model's metadata");
-  return tensor_to_f32(file, *t);
-}
-
 Status check_supported_features(const GgufFile& file, const ModelConfig& c) {
   auto experts = get_int(file, "llama.expert_count", 0, 0, kI32Max);
   if (!experts) return experts.error();
@@ -138,34 +127,52 @@ Expected<ModelConfig> read_config(const GgufFile& file) {
   return c;
 }
 
-Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c) {
+// A matrix tensor as the forward pass takes it: float32 values when
+// `dequantize` is set or the file stores F32, else the file's bytes in their
+// encoding, kept alive by the file's storage.
+Expected<WeightMatrix> load_matrix(const GgufFile& file, const GgufTensorInfo& t, bool dequantize) {
+  WeightMatrix m;
+  if (dequantize || GgmlType(t.type) == GgmlType::F32) {
+    auto values = tensor_to_f32(file, t);
+    if (!values) return values.error();
+    m.values = std::move(values).value();
+    return m;
+  }
+  m.type = WeightType(t.type);
+  m.encoded = t.data;
+  m.storage = file.storage;
+  return m;
+}
+
+Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c, bool dequantize) {
   const uint64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
   const uint64_t q = uint64_t(c.n_heads) * c.head_dim();
   ModelWeights w;
   struct Job {
     std::string name;
     std::vector<uint64_t> shape;
-    std::vector<float>* dst;
+    std::vector<float>* norm = nullptr;  // a norm vector (always float32), or
+    WeightMatrix* matrix = nullptr;      // a matrix
   };
-  std::vector<Job> jobs = {{"token_embd.weight", {d, v}, &w.token_embedding},
+  std::vector<Job> jobs = {{"token_embd.weight", {d, v}, nullptr, &w.token_embedding},
                            {"output_norm.weight", {d}, &w.final_norm}};
-  if (!c.tied_embeddings) jobs.push_back({"output.weight", {d, v}, &w.classifier});
+  if (!c.tied_embeddings) jobs.push_back({"output.weight", {d, v}, nullptr, &w.classifier});
   w.layers.resize(size_t(c.n_layers));
   for (int32_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = w.layers[size_t(i)];
     const std::string p = "blk." + std::to_string(i) + ".";
     jobs.push_back({p + "attn_norm.weight", {d}, &l.attn_norm});
-    jobs.push_back({p + "attn_q.weight", {d, q}, &l.wq});
-    jobs.push_back({p + "attn_k.weight", {d, kv}, &l.wk});
-    jobs.push_back({p + "attn_v.weight", {d, kv}, &l.wv});
-    jobs.push_back({p + "attn_output.weight", {q, d}, &l.wo});
+    jobs.push_back({p + "attn_q.weight", {d, q}, nullptr, &l.wq});
+    jobs.push_back({p + "attn_k.weight", {d, kv}, nullptr, &l.wk});
+    jobs.push_back({p + "attn_v.weight", {d, kv}, nullptr, &l.wv});
+    jobs.push_back({p + "attn_output.weight", {q, d}, nullptr, &l.wo});
     jobs.push_back({p + "ffn_norm.weight", {d}, &l.ffn_norm});
-    jobs.push_back({p + "ffn_gate.weight", {d, h}, &l.w1});
-    jobs.push_back({p + "ffn_down.weight", {h, d}, &l.w2});
-    jobs.push_back({p + "ffn_up.weight", {d, h}, &l.w3});
+    jobs.push_back({p + "ffn_gate.weight", {d, h}, nullptr, &l.w1});
+    jobs.push_back({p + "ffn_down.weight", {h, d}, nullptr, &l.w2});
+    jobs.push_back({p + "ffn_up.weight", {d, h}, nullptr, &l.w3});
   }
-  // Check that every tensor exists with its shape and a loadable type before
-  // converting any, so a bad file fails fast and without allocating.
+  // Check that every tensor exists with its shape and a type the forward pass
+  // runs before loading any, so a bad file fails fast and without allocating.
   for (const Job& job : jobs) {
     const GgufTensorInfo* t = file.find_tensor(job.name);
     if (t == nullptr) return file_error(file, "missing tensor '" + job.name + "'");
@@ -173,13 +180,25 @@ Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c) 
       return file_error(file, "tensor '" + job.name + "' has shape " + shape_string(t->dims) +
                                   ", expected " + shape_string(job.shape) +
                                   " from the model's metadata");
-    if (!is_convertible_type(GgmlType(t->type)))
-      return tensor_to_f32(file, *t).error();  // the unsupported-type message
+    const bool runs = job.matrix && !dequantize ? kernels::is_weight_type(t->type)
+                                                : is_convertible_type(GgmlType(t->type));
+    if (!runs)
+      return file_error(file,
+                        "tensor '" + job.name + "' has type " + ggml_type_description(t->type) +
+                            ", which conveyor does not support",
+                        Errc::unsupported);
   }
   for (const Job& job : jobs) {
-    auto values = load_tensor(file, job.name, job.shape);
-    if (!values) return values.error();
-    *job.dst = std::move(values).value();
+    const GgufTensorInfo& t = *file.find_tensor(job.name);
+    if (job.norm) {
+      auto values = tensor_to_f32(file, t);
+      if (!values) return values.error();
+      *job.norm = std::move(values).value();
+    } else {
+      auto m = load_matrix(file, t, dequantize);
+      if (!m) return m.error();
+      *job.matrix = std::move(m).value();
+    }
   }
   return w;
 }
@@ -288,7 +307,7 @@ Expected<GgufTokenizer> tokenizer_from_gguf(const GgufFile& file) {
   return out;
 }
 
-Expected<LoadedModel> llama_from_gguf(const GgufFile& file) {
+Expected<LoadedModel> llama_from_gguf(const GgufFile& file, bool dequantize) {
   auto config = read_config(file);
   if (!config) return config.error();
   auto tokenizer = tokenizer_from_gguf(file);
@@ -302,7 +321,7 @@ Expected<LoadedModel> llama_from_gguf(const GgufFile& file) {
     if (id >= config->vocab_size)
       return file_error(file, "end-of-sequence token " + std::to_string(id) +
                                   " is outside the vocabulary");
-  auto weights = read_weights(file, *config);
+  auto weights = read_weights(file, *config, dequantize);
   if (!weights) return weights.error();
   LoadedModel m;
   m.config = std::move(config).value();

@@ -146,21 +146,21 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
     return permuted.back();
   };
   permuted.reserve(size_t(2 * c.n_layers));  // keeps references stable
-  matrix("token_embd.weight", d, v, m.weights.token_embedding);
+  matrix("token_embd.weight", d, v, m.weights.token_embedding.values);
   norm("output_norm.weight", m.weights.final_norm);
-  if (!c.tied_embeddings) matrix("output.weight", d, v, m.weights.classifier);
+  if (!c.tied_embeddings) matrix("output.weight", d, v, m.weights.classifier.values);
   for (int32_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& l = m.weights.layers[size_t(i)];
     const std::string p = "blk." + std::to_string(i) + ".";
     norm(p + "attn_norm.weight", l.attn_norm);
-    matrix(p + "attn_q.weight", d, q, rope_rows(l.wq, c.n_heads));
-    matrix(p + "attn_k.weight", d, kv, rope_rows(l.wk, c.n_kv_heads));
-    matrix(p + "attn_v.weight", d, kv, l.wv);
-    matrix(p + "attn_output.weight", q, d, l.wo);
+    matrix(p + "attn_q.weight", d, q, rope_rows(l.wq.values, c.n_heads));
+    matrix(p + "attn_k.weight", d, kv, rope_rows(l.wk.values, c.n_kv_heads));
+    matrix(p + "attn_v.weight", d, kv, l.wv.values);
+    matrix(p + "attn_output.weight", q, d, l.wo.values);
     norm(p + "ffn_norm.weight", l.ffn_norm);
-    matrix(p + "ffn_gate.weight", d, h, l.w1);
-    matrix(p + "ffn_down.weight", h, d, l.w2);
-    matrix(p + "ffn_up.weight", d, h, l.w3);
+    matrix(p + "ffn_gate.weight", d, h, l.w1.values);
+    matrix(p + "ffn_down.weight", h, d, l.w2.values);
+    matrix(p + "ffn_up.weight", d, h, l.w3.values);
   }
   return b;
 }

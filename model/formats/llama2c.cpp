@@ -84,22 +84,22 @@ Expected<LoadedModel> parse_llama2c(std::span<const uint8_t> bytes, const std::s
   m.config = c;
   ModelWeights& w = m.weights;
   FloatCursor in(bytes.data() + kHeaderBytes);
-  in.read(w.token_embedding, v * d);
+  in.read(w.token_embedding.values, v * d);
   w.layers.resize(L);
   const uint64_t q = uint64_t(c.n_heads) * c.head_dim();
   // Each tensor is stored for all layers before the next tensor begins.
   for (LayerWeights& l : w.layers) in.read(l.attn_norm, d);
-  for (LayerWeights& l : w.layers) in.read(l.wq, q * d);
-  for (LayerWeights& l : w.layers) in.read(l.wk, kv * d);
-  for (LayerWeights& l : w.layers) in.read(l.wv, kv * d);
-  for (LayerWeights& l : w.layers) in.read(l.wo, d * q);
+  for (LayerWeights& l : w.layers) in.read(l.wq.values, q * d);
+  for (LayerWeights& l : w.layers) in.read(l.wk.values, kv * d);
+  for (LayerWeights& l : w.layers) in.read(l.wv.values, kv * d);
+  for (LayerWeights& l : w.layers) in.read(l.wo.values, d * q);
   for (LayerWeights& l : w.layers) in.read(l.ffn_norm, d);
-  for (LayerWeights& l : w.layers) in.read(l.w1, hd * d);
-  for (LayerWeights& l : w.layers) in.read(l.w2, d * hd);
-  for (LayerWeights& l : w.layers) in.read(l.w3, hd * d);
+  for (LayerWeights& l : w.layers) in.read(l.w1.values, hd * d);
+  for (LayerWeights& l : w.layers) in.read(l.w2.values, d * hd);
+  for (LayerWeights& l : w.layers) in.read(l.w3.values, hd * d);
   in.read(w.final_norm, d);
   in.skip(2 * rope_table);
-  if (!c.tied_embeddings) in.read(w.classifier, v * d);
+  if (!c.tied_embeddings) in.read(w.classifier.values, v * d);
 
   for (int32_t id : {1, 2})
     if (id < c.vocab_size) m.eos_ids.push_back(id);

@@ -39,7 +39,8 @@ Expected<LoadedModel> load_file(const std::string& path, const LoadOptions& opti
                                "file is only for llama2.c checkpoints and dummy models");
     auto gguf = parse_gguf((*file)->bytes(), path);
     if (!gguf) return gguf.error();
-    auto model = llama_from_gguf(*gguf);
+    gguf->storage = *file;  // quantized matrices point into the mapping
+    auto model = llama_from_gguf(*gguf, options.dequantize);
     if (!model) return model.error();
     if (gguf->find("general.name") == nullptr) model->config.name = stem(path);
     return model;

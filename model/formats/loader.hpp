@@ -9,8 +9,10 @@
 // name ends in ".gguf"; any other file is read as a llama2.c checkpoint.
 // Every loader checks the weights against the config (weights_match holds for
 // the result) and returns an Error naming the file and the problem for
-// corrupt, truncated or unsupported input. GGUF tensors stored as F16, BF16 or
-// Q8_0 are converted to float32 at load.
+// corrupt, truncated or unsupported input. GGUF matrices keep their file's
+// encoding (F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) unless
+// LoadOptions::dequantize is set; the mapped file stays open while the
+// weights point into it.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,9 @@ struct LoadOptions {
   // Where dummy:NAME finds NAME.toml, searched in order before the defaults:
   // $CONVEYOR_CONFIG_DIR, then the source tree's configs/models.
   std::vector<std::string> config_dirs;
+  // Decode every GGUF matrix to float32 (what `conveyor convert` reads)
+  // instead of keeping the file's encoding for the forward pass.
+  bool dequantize = false;
 };
 
 struct LoadedModel {

@@ -10,69 +10,28 @@
 #include <memory>
 #include <utility>
 
-#include "kernels/cpu/embedding.hpp"
-#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/paged_attention.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/swiglu.hpp"
+#include "model/forward/linear.hpp"
 
 namespace conveyor {
 
 namespace {
 
-// Weights packed for the kernels in kernels/cpu/matmul.hpp, on 64-byte
-// boundaries so each panel row is one cache line.
-class PackedMatrix {
- public:
-  PackedMatrix() = default;
-  // For matmul_packed: the rows of `parts` stacked on top of each other.
-  static PackedMatrix stack(std::initializer_list<const std::vector<float>*> parts, int32_t cols) {
-    std::vector<float> stacked;
-    for (const std::vector<float>* p : parts) stacked.insert(stacked.end(), p->begin(), p->end());
-    const int32_t rows = int32_t(stacked.size() / size_t(cols));
-    PackedMatrix m(kernels::packed_matrix_floats(rows, cols));
-    kernels::pack_matrix(stacked.data(), rows, cols, m.data_.get());
-    return m;
-  }
-  // For matmul_packed_swiglu: gate and up, both [hidden, cols].
-  static PackedMatrix gate_up(const std::vector<float>& gate, const std::vector<float>& up,
-                              int32_t cols) {
-    const int32_t hidden = int32_t(gate.size() / size_t(cols));
-    PackedMatrix m(kernels::packed_gate_up_floats(hidden, cols));
-    kernels::pack_gate_up(gate.data(), up.data(), hidden, cols, m.data_.get());
-    return m;
-  }
-  const float* data() const { return data_.get(); }
-
- private:
-  // Large matrices go on transparent huge pages: streaming weights through
-  // 4 KiB pages costs a third of the read bandwidth (kernels/cpu/README.md).
-  explicit PackedMatrix(size_t floats) {
-    constexpr size_t kHuge = size_t(2) << 20;
-    const size_t bytes = floats * sizeof(float);
-    const size_t align = bytes >= kHuge ? kHuge : 64;
-    const size_t rounded = (bytes + align - 1) / align * align;
-    data_.reset(static_cast<float*>(std::aligned_alloc(align, rounded)));
-    if (align == kHuge) madvise(data_.get(), rounded, MADV_HUGEPAGE);  // advice: failure is harmless
-  }
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data_;
-};
-
+// One layer's weights packed for their products. wq, wk and wv run as one
+// product and gate and up as one fused SwiGLU product when each group shares
+// a type (a Q4_K_M file may store attn_v or a ffn matrix as Q6_K: those then
+// run as separate products).
 struct PackedLayer {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
-  PackedMatrix wqkv;  // [q_dim + 2 kv_dim, dim]: wq, wk, wv stacked
-  PackedMatrix wo;    // [dim, q_dim]
-  PackedMatrix w13;   // gate (w1) and up (w3), [hidden, dim] each, for matmul_packed_swiglu
-  PackedMatrix w2;    // [dim, hidden]
+  std::vector<Linear> qkv;  // [q_dim + 2 kv_dim, dim] in one or three parts, in column order
+  Linear wo;                // [dim, q_dim]
+  Linear w13;               // gate (w1) and up (w3) fused; or, when their types differ,
+  Linear w1, w3;            // each [hidden, dim]
+  Linear w2;                // [dim, hidden]
 };
-
-template <class T>
-void release(std::vector<T>& v) {
-  std::vector<T>().swap(v);
-}
 
 template <class T>
 T* grow(std::vector<T>& v, size_t n) {
@@ -86,9 +45,11 @@ struct Transformer::Impl {
   int n_threads = 1;
   std::vector<PackedLayer> layers;
   // Tied models keep only the packed embedding: the classifier reads it as a
-  // matrix and the lookup gathers rows from it.
-  PackedMatrix classifier;             // [vocab, dim]
-  std::vector<float> token_embedding;  // [vocab, dim]; empty when tied
+  // matrix and the lookup gathers rows from it. Untied, the embedding stays as
+  // loaded (for a GGUF file, its encoded rows in the mapped file, so only the
+  // rows of tokens seen are ever read).
+  Linear classifier;            // [vocab, dim]
+  WeightMatrix token_embedding;  // [vocab, dim]; empty when tied
   std::vector<float> final_norm;       // [dim]
   std::vector<float> rope_table;       // [rope_positions][rotary_dim / 2][2]
   int32_t rope_positions = 0;
@@ -99,11 +60,23 @@ struct Transformer::Impl {
   std::vector<float> qkv;      // [n_tokens, q_dim + 2 kv_dim]
   std::vector<float> attn;     // [n_tokens, q_dim]
   std::vector<float> ffn;      // [n_tokens, hidden]
+  std::vector<float> up;       // [n_tokens, hidden], when gate and up run apart
   std::vector<float> final_x;  // [n_logit_rows, dim]
   std::vector<int32_t> positions;   // [n_tokens]
   std::vector<int32_t> logit_rows;  // [n_logit_rows] token index of each logits row
   kernels::AttentionWorkspace attention;
+  kernels::QuantScratch quant;
   ForwardProfile* profile = nullptr;
+
+  // x[t] = the embedding row of tokens[t].
+  void embed(const ModelConfig& c, const int32_t* tokens, int32_t n, float* x) const {
+    for (int32_t t = 0; t < n; ++t) {
+      if (c.tied_embeddings)
+        classifier.row(tokens[t], x + int64_t(t) * c.dim);
+      else
+        token_embedding.decode_row(tokens[t], c.dim, x + int64_t(t) * c.dim);
+    }
+  }
 
   void ensure_rope_table(const ModelConfig& c, int32_t n_positions) {
     if (n_positions <= rope_positions) return;
@@ -127,19 +100,28 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
     PackedLayer& p = m.layers[size_t(l)];
     p.attn_norm = std::move(w.attn_norm);
     p.ffn_norm = std::move(w.ffn_norm);
-    p.wqkv = PackedMatrix::stack({&w.wq, &w.wk, &w.wv}, dim);
-    p.wo = PackedMatrix::stack({&w.wo}, q_dim);
-    p.w13 = PackedMatrix::gate_up(w.w1, w.w3, dim);
-    p.w2 = PackedMatrix::stack({&w.w2}, hidden);
+    if (same_type({&w.wq, &w.wk, &w.wv}))
+      p.qkv.push_back(Linear::stack({&w.wq, &w.wk, &w.wv}, dim));
+    else
+      for (const WeightMatrix* part : {&w.wq, &w.wk, &w.wv}) p.qkv.push_back(Linear::stack({part}, dim));
+    p.wo = Linear::stack({&w.wo}, q_dim);
+    if (same_type({&w.w1, &w.w3})) {
+      p.w13 = Linear::gate_up(w.w1, w.w3, dim);
+    } else {
+      p.w1 = Linear::stack({&w.w1}, dim);
+      p.w3 = Linear::stack({&w.w3}, dim);
+    }
+    p.w2 = Linear::stack({&w.w2}, hidden);
     w = LayerWeights{};  // free the unpacked copy before packing the next layer
   }
   if (config_.tied_embeddings) {
-    m.classifier = PackedMatrix::stack({&weights.token_embedding}, dim);
-    release(weights.token_embedding);
+    m.classifier = Linear::stack({&weights.token_embedding}, dim);
   } else {
-    m.classifier = PackedMatrix::stack({&weights.classifier}, dim);
+    m.classifier = Linear::stack({&weights.classifier}, dim);
     m.token_embedding = std::move(weights.token_embedding);
   }
+  weights.token_embedding = WeightMatrix{};
+  weights.classifier = WeightMatrix{};
   m.final_norm = std::move(weights.final_norm);
   m.ensure_rope_table(config_, std::max(config_.context_length, 1));
 }
@@ -195,10 +177,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
 
   PhaseClock clock(m.profile);
   if (m.profile) ++m.profile->calls;
-  if (c.tied_embeddings)
-    kernels::embedding_lookup_packed(m.classifier.data(), dim, batch.tokens.data(), n, x, dim);
-  else
-    kernels::embedding_lookup(m.token_embedding.data(), dim, batch.tokens.data(), n, x, dim);
+  m.embed(c, batch.tokens.data(), n, x);
   clock.mark(&ForwardProfile::embed);
 
   const kernels::SpanTable spans{n_seqs, batch.seq_token_begin.data(), batch.seq_start_pos.data(),
@@ -206,16 +185,17 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   const kernels::RopeStyle rope_style = c.rope_layout == RopeLayout::adjacent_pairs
                                             ? kernels::RopeStyle::adjacent_pairs
                                             : kernels::RopeStyle::half_split;
-  const int64_t block_stride = int64_t(kv.shape().block_floats());
+  const int64_t block_stride = int64_t(kv.shape().block_elems());
 
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const PackedLayer& w = m.layers[size_t(l)];
     const kernels::PagedKvView cache{kv.keys(0, l), kv.values(0, l), block_stride, c.n_kv_heads,
-                                     kv.shape().block_size, hd};
+                                     kv.shape().block_size, hd, kv.dtype()};
     // Attention block.
     kernels::rmsnorm(x, dim, n, dim, w.attn_norm.data(), eps, xn, dim);
     clock.mark(&ForwardProfile::norms);
-    kernels::matmul_packed(xn, dim, n, w.wqkv.data(), qkv_dim, dim, qkv, qkv_dim);
+    for (int32_t part = 0, col = 0; part < int32_t(w.qkv.size()); col += w.qkv[size_t(part)].rows(), ++part)
+      w.qkv[size_t(part)].apply(xn, dim, n, qkv + col, qkv_dim, false, m.quant);
     clock.mark(&ForwardProfile::matmul);
     // Queries and keys are adjacent in a qkv row: one call rotates both.
     kernels::rope_apply(qkv, qkv_dim, n, c.n_heads + c.n_kv_heads, hd, c.rotary_dim(), rope_style,
@@ -224,13 +204,20 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
     clock.mark(&ForwardProfile::norms);
     kernels::paged_attention(qkv, qkv_dim, c.n_heads, spans, cache, attn, q_dim, m.attention);
     clock.mark(&ForwardProfile::attention);
-    kernels::matmul_packed(attn, q_dim, n, w.wo.data(), dim, q_dim, x, dim, /*accumulate=*/true);
+    w.wo.apply(attn, q_dim, n, x, dim, /*accumulate=*/true, m.quant);
     clock.mark(&ForwardProfile::matmul);
     // Feed-forward block.
     kernels::rmsnorm(x, dim, n, dim, w.ffn_norm.data(), eps, xn, dim);
     clock.mark(&ForwardProfile::norms);
-    kernels::matmul_packed_swiglu(xn, dim, n, w.w13.data(), hidden, dim, ffn, hidden);
-    kernels::matmul_packed(ffn, hidden, n, w.w2.data(), dim, hidden, x, dim, /*accumulate=*/true);
+    if (w.w13.rows() > 0) {
+      w.w13.apply_swiglu(xn, dim, n, ffn, hidden, m.quant);
+    } else {
+      float* up = grow(m.up, size_t(n) * hidden);
+      w.w1.apply(xn, dim, n, ffn, hidden, false, m.quant);
+      w.w3.apply(xn, dim, n, up, hidden, false, m.quant);
+      kernels::swiglu(ffn, up, hidden, n, hidden, ffn, hidden);
+    }
+    w.w2.apply(ffn, hidden, n, x, dim, /*accumulate=*/true, m.quant);
     clock.mark(&ForwardProfile::matmul);
   }
 
@@ -241,8 +228,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
     kernels::rmsnorm(x + int64_t(m.logit_rows[size_t(r)]) * dim, dim, 1, dim,
                      m.final_norm.data(), eps, final_x + int64_t(r) * dim, dim);
   logits.resize(size_t(rows) * c.vocab_size);
-  kernels::matmul_packed(final_x, dim, rows, m.classifier.data(), c.vocab_size, dim,
-                         logits.data(), c.vocab_size);
+  m.classifier.apply(final_x, dim, rows, logits.data(), c.vocab_size, false, m.quant);
   clock.mark(&ForwardProfile::logits);
 }
 

@@ -71,14 +71,21 @@ std::vector<uint8_t> llama2c_checkpoint(const LoadedModel& m) {
   put(header, sizeof header);
   auto tensor = [&](const std::vector<float>& t) { put(t.data(), t.size() * 4); };
   const ModelWeights& w = m.weights;
-  tensor(w.token_embedding);
-  for (auto member : {&LayerWeights::attn_norm, &LayerWeights::wq, &LayerWeights::wk,
-                      &LayerWeights::wv, &LayerWeights::wo, &LayerWeights::ffn_norm,
-                      &LayerWeights::w1, &LayerWeights::w2, &LayerWeights::w3})
-    for (const LayerWeights& l : w.layers) tensor(l.*member);
+  tensor(w.token_embedding.values);
+  using Part = const std::vector<float>& (*)(const LayerWeights&);
+  for (Part part : {+[](const LayerWeights& l) -> const std::vector<float>& { return l.attn_norm; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.wq.values; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.wk.values; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.wv.values; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.wo.values; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.ffn_norm; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.w1.values; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.w2.values; },
+                    +[](const LayerWeights& l) -> const std::vector<float>& { return l.w3.values; }})
+    for (const LayerWeights& l : w.layers) tensor(part(l));
   tensor(w.final_norm);
   tensor(std::vector<float>(size_t(c.context_length) * c.head_dim(), 0.0f));  // both RoPE tables
-  if (!c.tied_embeddings) tensor(w.classifier);
+  if (!c.tied_embeddings) tensor(w.classifier.values);
   return out;
 }
 

@@ -35,11 +35,11 @@ TEST(Dummy, Llama15mHasItsShape) {
   options.seed = 0;
   auto again = load_model("dummy:llama-15m", options);
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->weights.layers[5].w2, m->weights.layers[5].w2);
+  EXPECT_EQ(again->weights.layers[5].w2.values, m->weights.layers[5].w2.values);
   options.seed = 1;
   auto other = load_model("dummy:llama-15m", options);
   ASSERT_TRUE(other);
-  EXPECT_NE(other->weights.layers[5].w2, m->weights.layers[5].w2);
+  EXPECT_NE(other->weights.layers[5].w2.values, m->weights.layers[5].w2.values);
 }
 
 TEST(Dummy, ShippedConfigsParse) {
@@ -158,8 +158,8 @@ TEST(Embedded, DefaultModel) {
   options.seed = 99;
   auto again = load_model("", options);
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->weights.token_embedding, m->weights.token_embedding);
-  EXPECT_EQ(again->weights.layers[3].wo, m->weights.layers[3].wo);
+  EXPECT_EQ(again->weights.token_embedding.values, m->weights.token_embedding.values);
+  EXPECT_EQ(again->weights.layers[3].wo.values, m->weights.layers[3].wo.values);
 }
 
 }  // namespace

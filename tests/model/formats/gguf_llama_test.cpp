@@ -17,21 +17,21 @@ namespace {
 void for_each_tensor(const ModelWeights& a, const ModelWeights& b,
                      const std::function<void(const std::string&, const std::vector<float>&,
                                               const std::vector<float>&)>& f) {
-  f("token_embedding", a.token_embedding, b.token_embedding);
+  f("token_embedding", a.token_embedding.values, b.token_embedding.values);
   f("final_norm", a.final_norm, b.final_norm);
-  f("classifier", a.classifier, b.classifier);
+  f("classifier", a.classifier.values, b.classifier.values);
   for (size_t i = 0; i < a.layers.size() && i < b.layers.size(); ++i) {
     const LayerWeights &x = a.layers[i], &y = b.layers[i];
     const std::string p = "layer " + std::to_string(i) + " ";
     f(p + "attn_norm", x.attn_norm, y.attn_norm);
-    f(p + "wq", x.wq, y.wq);
-    f(p + "wk", x.wk, y.wk);
-    f(p + "wv", x.wv, y.wv);
-    f(p + "wo", x.wo, y.wo);
+    f(p + "wq", x.wq.values, y.wq.values);
+    f(p + "wk", x.wk.values, y.wk.values);
+    f(p + "wv", x.wv.values, y.wv.values);
+    f(p + "wo", x.wo.values, y.wo.values);
     f(p + "ffn_norm", x.ffn_norm, y.ffn_norm);
-    f(p + "w1", x.w1, y.w1);
-    f(p + "w2", x.w2, y.w2);
-    f(p + "w3", x.w3, y.w3);
+    f(p + "w1", x.w1.values, y.w1.values);
+    f(p + "w2", x.w2.values, y.w2.values);
+    f(p + "w3", x.w3.values, y.w3.values);
   }
 }
 
@@ -71,8 +71,11 @@ void expect_tiny_random_llama(const LoadedModel& m) {
 
 class TinyRandomLlama : public ::testing::Test {
  protected:
+  // Weights decoded to float32, to compare values across encodings.
   static LoadedModel load(const std::string& path) {
-    auto m = load_model(path);
+    LoadOptions options;
+    options.dequantize = true;
+    auto m = load_model(path, options);
     EXPECT_TRUE(m) << m.error().message;
     return m ? std::move(m).value() : LoadedModel{};
   }

@@ -21,7 +21,7 @@ LoadedModel round_trip(const LoadedModel& m, GgufWriteOptions options = {}) {
   auto file = parse_gguf(*bytes, "roundtrip.gguf");
   EXPECT_TRUE(file) << file.error().message;
   if (!file) return {};
-  auto back = llama_from_gguf(*file);
+  auto back = llama_from_gguf(*file, /*dequantize=*/true);
   EXPECT_TRUE(back) << back.error().message;
   return back ? std::move(back).value() : LoadedModel{};
 }
@@ -43,21 +43,21 @@ void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
 }
 
 void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
-  EXPECT_EQ(a.token_embedding, b.token_embedding);
+  EXPECT_EQ(a.token_embedding.values, b.token_embedding.values);
   EXPECT_EQ(a.final_norm, b.final_norm);
-  EXPECT_EQ(a.classifier, b.classifier);
+  EXPECT_EQ(a.classifier.values, b.classifier.values);
   ASSERT_EQ(a.layers.size(), b.layers.size());
   for (size_t i = 0; i < a.layers.size(); ++i) {
     const LayerWeights &x = a.layers[i], &y = b.layers[i];
     EXPECT_EQ(x.attn_norm, y.attn_norm) << i;
-    EXPECT_EQ(x.wq, y.wq) << i;
-    EXPECT_EQ(x.wk, y.wk) << i;
-    EXPECT_EQ(x.wv, y.wv) << i;
-    EXPECT_EQ(x.wo, y.wo) << i;
+    EXPECT_EQ(x.wq.values, y.wq.values) << i;
+    EXPECT_EQ(x.wk.values, y.wk.values) << i;
+    EXPECT_EQ(x.wv.values, y.wv.values) << i;
+    EXPECT_EQ(x.wo.values, y.wo.values) << i;
     EXPECT_EQ(x.ffn_norm, y.ffn_norm) << i;
-    EXPECT_EQ(x.w1, y.w1) << i;
-    EXPECT_EQ(x.w2, y.w2) << i;
-    EXPECT_EQ(x.w3, y.w3) << i;
+    EXPECT_EQ(x.w1.values, y.w1.values) << i;
+    EXPECT_EQ(x.w2.values, y.w2.values) << i;
+    EXPECT_EQ(x.w3.values, y.w3.values) << i;
   }
 }
 
@@ -99,10 +99,10 @@ TEST(GgufWriter, ReducedPrecisionMatchesTheEncoding) {
     options.tensor_type = type;
     const LoadedModel back = round_trip(m, options);
     expect_same_config(m.config, back.config);
-    EXPECT_EQ(back.weights.token_embedding, through(type, m.weights.token_embedding));
-    EXPECT_EQ(back.weights.classifier, through(type, m.weights.classifier));
-    EXPECT_EQ(back.weights.layers[1].w2, through(type, m.weights.layers[1].w2));
-    EXPECT_EQ(back.weights.layers[0].wk, through(type, m.weights.layers[0].wk));
+    EXPECT_EQ(back.weights.token_embedding.values, through(type, m.weights.token_embedding.values));
+    EXPECT_EQ(back.weights.classifier.values, through(type, m.weights.classifier.values));
+    EXPECT_EQ(back.weights.layers[1].w2.values, through(type, m.weights.layers[1].w2.values));
+    EXPECT_EQ(back.weights.layers[0].wk.values, through(type, m.weights.layers[0].wk.values));
     // Norms stay F32.
     EXPECT_EQ(back.weights.final_norm, m.weights.final_norm);
     EXPECT_EQ(back.weights.layers[0].attn_norm, m.weights.layers[0].attn_norm);
@@ -124,9 +124,9 @@ TEST(GgufWriter, Q8_0FallsBackToF16ForShortRows) {
   // ffn_down's rows have hidden_dim = 96 elements: those can be Q8_0.
   EXPECT_EQ(file->find_tensor("blk.0.ffn_down.weight")->type, uint32_t(GgmlType::Q8_0));
   EXPECT_EQ(file->find_tensor("output_norm.weight")->type, uint32_t(GgmlType::F32));
-  auto back = llama_from_gguf(*file);
+  auto back = llama_from_gguf(*file, /*dequantize=*/true);
   ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(back->weights.token_embedding, through(GgmlType::F16, m.weights.token_embedding));
+  EXPECT_EQ(back->weights.token_embedding.values, through(GgmlType::F16, m.weights.token_embedding.values));
 }
 
 TEST(GgufWriter, HalfSplitModelsArePermutedToAdjacentPairs) {
@@ -142,13 +142,13 @@ TEST(GgufWriter, HalfSplitModelsArePermutedToAdjacentPairs) {
   for (int32_t h = 0; h < m.config.n_heads; ++h)
     for (int32_t i = 0; i < hd / 2; ++i) {
       // The pair rotated together, (i, i + hd/2), becomes rows (2i, 2i + 1).
-      EXPECT_EQ(row(dst.wq, h * hd + 2 * i), row(src.wq, h * hd + i));
-      EXPECT_EQ(row(dst.wq, h * hd + 2 * i + 1), row(src.wq, h * hd + i + hd / 2));
+      EXPECT_EQ(row(dst.wq.values, h * hd + 2 * i), row(src.wq.values, h * hd + i));
+      EXPECT_EQ(row(dst.wq.values, h * hd + 2 * i + 1), row(src.wq.values, h * hd + i + hd / 2));
     }
   for (int32_t h = 0; h < m.config.n_kv_heads; ++h)
-    EXPECT_EQ(row(dst.wk, h * hd + 1), row(src.wk, h * hd + hd / 2));
-  EXPECT_EQ(dst.wv, src.wv);
-  EXPECT_EQ(dst.wo, src.wo);
+    EXPECT_EQ(row(dst.wk.values, h * hd + 1), row(src.wk.values, h * hd + hd / 2));
+  EXPECT_EQ(dst.wv.values, src.wv.values);
+  EXPECT_EQ(dst.wo.values, src.wo.values);
 }
 
 TEST(GgufWriter, WritesAFileThatLoadModelReads) {
@@ -183,7 +183,7 @@ TEST(GgufWriter, ReportsErrors) {
   EXPECT_EQ(write_gguf(m, "/nonexistent-dir/x.gguf").error().code, Errc::io_error);
   EXPECT_NE(write_gguf(m, "/nonexistent-dir/x.gguf").error().message.find("/nonexistent-dir/x.gguf"),
             std::string::npos);
-  m.weights.layers[1].w3.pop_back();
+  m.weights.layers[1].w3.values.pop_back();
   EXPECT_EQ(serialize_gguf(m).error().code, Errc::invalid_argument);
   m = small_model(false);
   GgufWriteOptions bad;
@@ -219,8 +219,10 @@ TEST(GgufWriter, ByteTokenizerModelsKeepTheirTokenization) {
 TEST(GgufWriter, SharedModelReencodesToTheSharedQ8_0) {
   CONVEYOR_REQUIRE_MODEL(f32_path, "tiny-random-llama-f32.gguf");
   CONVEYOR_REQUIRE_MODEL(q8_path, "tiny-random-llama-q8_0.gguf");
-  auto f32 = load_model(f32_path);
-  auto q8 = load_model(q8_path);
+  LoadOptions decoded;
+  decoded.dequantize = true;
+  auto f32 = load_model(f32_path, decoded);
+  auto q8 = load_model(q8_path, decoded);
   ASSERT_TRUE(f32 && q8);
   expect_same_weights(f32->weights, round_trip(*f32).weights);
   GgufWriteOptions options;

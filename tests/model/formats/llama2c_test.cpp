@@ -69,24 +69,24 @@ TEST(Llama2c, ReadsAnUnsharedCheckpointWrittenByHand) {
   EXPECT_TRUE(weights_match(c, m->weights));
   const ModelWeights& w = m->weights;
   const int L = 3;
-  EXPECT_FLOAT_EQ(tag(w.token_embedding), 0);
-  EXPECT_FLOAT_EQ(tag(w.token_embedding, 799), 0);
+  EXPECT_FLOAT_EQ(tag(w.token_embedding.values), 0);
+  EXPECT_FLOAT_EQ(tag(w.token_embedding.values, 799), 0);
   for (int l = 0; l < L; ++l) {
     const LayerWeights& x = w.layers[l];
     EXPECT_FLOAT_EQ(tag(x.attn_norm), 1 + 0 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.wq, 255), 1 + 1 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.wk), 1 + 2 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.wv, 127), 1 + 3 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.wo), 1 + 4 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.wq.values, 255), 1 + 1 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.wk.values), 1 + 2 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.wv.values, 127), 1 + 3 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.wo.values), 1 + 4 * L + l);
     EXPECT_FLOAT_EQ(tag(x.ffn_norm), 1 + 5 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.w1), 1 + 6 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.w2, 639), 1 + 7 * L + l);
-    EXPECT_FLOAT_EQ(tag(x.w3), 1 + 8 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.w1.values), 1 + 6 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.w2.values, 639), 1 + 7 * L + l);
+    EXPECT_FLOAT_EQ(tag(x.w3.values), 1 + 8 * L + l);
   }
   EXPECT_FLOAT_EQ(tag(w.final_norm, 15), 1 + 9 * L);
   // The two RoPE tables (1 + 9L + 1, + 2) are skipped; the classifier follows them.
-  EXPECT_FLOAT_EQ(tag(w.classifier), 1 + 9 * L + 3);
-  EXPECT_FLOAT_EQ(tag(w.classifier, 799), 1 + 9 * L + 3);
+  EXPECT_FLOAT_EQ(tag(w.classifier.values), 1 + 9 * L + 3);
+  EXPECT_FLOAT_EQ(tag(w.classifier.values, 799), 1 + 9 * L + 3);
   EXPECT_EQ(m->eos_ids, (std::vector<int32_t>{1, 2}));
   EXPECT_EQ(m->tokenizer, nullptr);
 }
@@ -96,7 +96,7 @@ TEST(Llama2c, SharedClassifierIsTied) {
   auto m = parse_llama2c(ck.bytes(), "shared.bin");
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_TRUE(m->config.tied_embeddings);
-  EXPECT_TRUE(m->weights.classifier.empty());
+  EXPECT_TRUE(m->weights.classifier.values.empty());
   EXPECT_TRUE(weights_match(m->config, m->weights));
 }
 
@@ -125,15 +125,15 @@ TEST(Llama2c, Stories260K) {
     std::memcpy(&f, raw.data() + 28 + 4 * float_index, 4);
     return f;
   };
-  EXPECT_EQ(m->weights.token_embedding[0], at(0));
+  EXPECT_EQ(m->weights.token_embedding.values[0], at(0));
   const size_t embed = 512 * 64, norms = 5 * 64, wq = 5 * 64 * 64, wk = 5 * 32 * 64;
   EXPECT_EQ(m->weights.layers[0].attn_norm[3], at(embed + 3));
-  EXPECT_EQ(m->weights.layers[2].wq[5], at(embed + norms + 2 * 64 * 64 + 5));
-  EXPECT_EQ(m->weights.layers[4].wv.back(), at(embed + norms + wq + wk + wk - 1));
+  EXPECT_EQ(m->weights.layers[2].wq.values[5], at(embed + norms + 2 * 64 * 64 + 5));
+  EXPECT_EQ(m->weights.layers[4].wv.values.back(), at(embed + norms + wq + wk + wk - 1));
   const size_t ffn = 5 * 172 * 64;
   const size_t final_norm = embed + norms + wq + 2 * wk + wq + norms + 3 * ffn;
   EXPECT_EQ(m->weights.final_norm[63], at(final_norm + 63));
-  EXPECT_EQ(m->weights.layers[4].w3.back(), at(final_norm - 1));
+  EXPECT_EQ(m->weights.layers[4].w3.values.back(), at(final_norm - 1));
 }
 
 TEST(Llama2c, TokenizerFromFile) {

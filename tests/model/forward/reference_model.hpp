@@ -22,12 +22,12 @@ class ReferenceModel {
     const int32_t dim = c_.dim, hd = c_.head_dim(), kv_dim = c_.kv_dim();
     const int32_t q_dim = c_.n_heads * hd, pos = pos_++;
     std::vector<double> x(dim);
-    for (int32_t i = 0; i < dim; ++i) x[i] = w_.token_embedding[size_t(token) * dim + i];
+    for (int32_t i = 0; i < dim; ++i) x[i] = w_.token_embedding.values[size_t(token) * dim + i];
     for (int32_t l = 0; l < c_.n_layers; ++l) {
       const LayerWeights& L = w_.layers[size_t(l)];
       std::vector<double> xn = rmsnorm(x, L.attn_norm);
-      std::vector<double> q = matvec(L.wq, xn, q_dim), k = matvec(L.wk, xn, kv_dim),
-                          v = matvec(L.wv, xn, kv_dim);
+      std::vector<double> q = matvec(L.wq.values, xn, q_dim), k = matvec(L.wk.values, xn, kv_dim),
+                          v = matvec(L.wv.values, xn, kv_dim);
       for (int32_t h = 0; h < c_.n_heads; ++h) rope(&q[size_t(h) * hd], pos);
       for (int32_t h = 0; h < c_.n_kv_heads; ++h) rope(&k[size_t(h) * hd], pos);
       keys_[size_t(l)].insert(keys_[size_t(l)].end(), k.begin(), k.end());
@@ -52,18 +52,18 @@ class ReferenceModel {
             att[size_t(h) * hd + d] +=
                 score[size_t(p)] / sum * values_[size_t(l)][size_t(p) * kv_dim + kvh * hd + d];
       }
-      std::vector<double> o = matvec(L.wo, att, dim);
+      std::vector<double> o = matvec(L.wo.values, att, dim);
       for (int32_t i = 0; i < dim; ++i) x[i] += o[i];
       xn = rmsnorm(x, L.ffn_norm);
-      std::vector<double> gate = matvec(L.w1, xn, c_.hidden_dim), up = matvec(L.w3, xn, c_.hidden_dim);
+      std::vector<double> gate = matvec(L.w1.values, xn, c_.hidden_dim), up = matvec(L.w3.values, xn, c_.hidden_dim);
       for (int32_t i = 0; i < c_.hidden_dim; ++i)
         gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-      std::vector<double> down = matvec(L.w2, gate, dim);
+      std::vector<double> down = matvec(L.w2.values, gate, dim);
       for (int32_t i = 0; i < dim; ++i) x[i] += down[i];
     }
     const std::vector<double> xf = rmsnorm(x, w_.final_norm);
     const std::vector<double> logits =
-        matvec(c_.tied_embeddings ? w_.token_embedding : w_.classifier, xf, c_.vocab_size);
+        matvec(c_.tied_embeddings ? w_.token_embedding.values : w_.classifier.values, xf, c_.vocab_size);
     return std::vector<float>(logits.begin(), logits.end());
   }
 
