@@ -21,6 +21,7 @@ struct ConvertArgs {
 int run_convert(const ConvertArgs& args) {
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
+  options.dequantize = true;  // the writer encodes from float32
   auto loaded = load_model(args.model, options);
   if (!loaded) {
     std::cerr << "conveyor convert: " << loaded.error().message << "\n";
