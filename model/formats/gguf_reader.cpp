@@ -294,7 +294,7 @@ Expected<std::vector<float>> tensor_to_f32(const GgufFile& file, const GgufTenso
     return make_error(Errc::unsupported, file.name + ": tensor '" + t.name + "' has type " +
                                              ggml_type_description(t.type) +
                                              ", which conveyor cannot load (supported: F32, "
-                                             "F16, BF16, Q8_0)");
+                                             "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
   std::vector<float> values(size_t(t.n_elements));
   if (!decode_to_f32(GgmlType(t.type), t.data, values))
     return make_error(Errc::bad_format, file.name + ": tensor '" + t.name +

@@ -9,7 +9,8 @@
 // out of bounds or an allocation larger than the input justifies.
 //
 // Tensors are not converted at parse time: tensor_to_f32 decodes one on demand
-// (F32, F16, BF16 and Q8_0; other types give Errc::unsupported).
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; other types give
+// Errc::unsupported).
 #pragma once
 
 #include <cstdint>
@@ -94,6 +95,7 @@ struct GgufFile {
   std::vector<std::pair<std::string, GgufValue>> metadata;  // in file order
   std::vector<GgufTensorInfo> tensors;                      // in file order
   std::shared_ptr<const void> storage;  // keeps tensor data alive (read_gguf); null for parse_gguf
+  bool mapped = false;                  // the data is a read-only file mapping (MappedFile::mapped)
 
   const GgufValue* find(std::string_view key) const;
   const GgufTensorInfo* find_tensor(std::string_view tensor_name) const;
@@ -113,7 +115,7 @@ Expected<GgufFile> parse_gguf(std::span<const uint8_t> bytes, const std::string&
 Expected<GgufFile> read_gguf(const std::string& path);
 
 // The tensor's values as float32. unsupported (naming the type) for types
-// other than F32, F16, BF16 and Q8_0.
+// that are not convertible (is_convertible_type).
 Expected<std::vector<float>> tensor_to_f32(const GgufFile& file, const GgufTensorInfo& tensor);
 
 }  // namespace conveyor

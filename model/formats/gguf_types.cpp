@@ -83,8 +83,19 @@ std::string ggml_type_description(uint32_t type) {
 }
 
 bool is_convertible_type(GgmlType type) {
-  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ||
-         type == GgmlType::Q8_0;
+  switch (type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace conveyor

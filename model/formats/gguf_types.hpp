@@ -83,7 +83,8 @@ struct GgmlTypeTraits {
 GgmlTypeTraits ggml_type_traits(uint32_t type);
 // "Q4_K (12)", or "unknown type 99".
 std::string ggml_type_description(uint32_t type);
-// True for the types that conveyor converts to float32 at load.
+// True for the types that conveyor decodes to float32 and encodes from it
+// (tensor_convert.hpp): F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
 bool is_convertible_type(GgmlType type);
 
 }  // namespace conveyor

@@ -1,32 +1,17 @@
 #include "model/formats/tensor_convert.hpp"
 
-#include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstring>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/quant_formats.hpp"
+#include "model/formats/quantize.hpp"
 
 namespace conveyor {
 
 static_assert(std::endian::native == std::endian::little,
               "GGUF and llama2.c files are little-endian; conveyor reads them in place");
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float magnitude = float(mant) * 0x1p-24f;  // zero or subnormal
-    return sign ? -magnitude : magnitude;
-  }
-  if (exp == 31) {  // infinity, or NaN made quiet (as F16C hardware does)
-    return std::bit_cast<float>(sign | 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0u));
-  }
-  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
-}
+float half_to_float(uint16_t h) { return kernels::fp16_to_f32(h); }
 
 uint16_t float_to_half(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -52,7 +37,7 @@ uint16_t float_to_half(float f) {
   return uint16_t(sign | h);
 }
 
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+float bf16_to_float(uint16_t b) { return kernels::bf16_to_f32(b); }
 
 uint16_t float_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -60,94 +45,35 @@ uint16_t float_to_bf16(float f) {
   return uint16_t((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
 }
 
-size_t encoded_size(GgmlType type, size_t n) {
-  switch (type) {
-    case GgmlType::F32: return n * 4;
-    case GgmlType::F16:
-    case GgmlType::BF16: return n * 2;
-    case GgmlType::Q8_0:
-      return n % kQ8_0BlockSize == 0 ? n / kQ8_0BlockSize * kQ8_0BlockBytes : 0;
-    default: return 0;
-  }
-}
-
 namespace {
-
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 
 void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
-void decode_q8_0(const uint8_t* src, float* dst, size_t n) {
-  for (size_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-    const uint8_t* block = src + b * kQ8_0BlockBytes;
-    const float d = half_to_float(load_u16(block));
-    for (size_t j = 0; j < kQ8_0BlockSize; ++j)
-      dst[b * kQ8_0BlockSize + j] = d * float(int8_t(block[2 + j]));
-  }
-}
-
-// ggml's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d).
-void encode_q8_0(const float* src, uint8_t* dst, size_t n) {
-  for (size_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-    const float* x = src + b * kQ8_0BlockSize;
-    uint8_t* block = dst + b * kQ8_0BlockBytes;
-    float amax = 0.0f;
-    for (size_t j = 0; j < kQ8_0BlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    store_u16(block, float_to_half(d));
-    for (size_t j = 0; j < kQ8_0BlockSize; ++j) {
-      const float q = std::round(x[j] * id);  // |q| <= 127 unless x is not finite
-      block[2 + j] = uint8_t(int8_t(std::isfinite(q) ? std::clamp(q, -127.0f, 127.0f) : 0.0f));
-    }
-  }
-}
-
 }  // namespace
+
+size_t encoded_size(GgmlType type, size_t n) {
+  if (!is_convertible_type(type)) return 0;
+  const GgmlTypeTraits t = ggml_type_traits(uint32_t(type));
+  return n % t.block_size == 0 ? n / t.block_size * t.type_size : 0;
+}
 
 bool decode_to_f32(GgmlType type, std::span<const uint8_t> src, std::span<float> dst) {
   if (!is_convertible_type(type)) return false;
   const size_t n = dst.size();
-  if (encoded_size(type, n) != src.size() || (n > 0 && src.empty())) return false;
-  switch (type) {
-    case GgmlType::F32:
-      if (n > 0) std::memcpy(dst.data(), src.data(), n * 4);
-      return true;
-    case GgmlType::F16: {
-      size_t i = 0;
-#if defined(__F16C__)
-      // Every half is exactly representable as a float, so the hardware
-      // conversion gives the same bits as half_to_float.
-      for (; i + 8 <= n; i += 8) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data() + 2 * i));
-        _mm256_storeu_ps(dst.data() + i, _mm256_cvtph_ps(h));
-      }
-#endif
-      for (; i < n; ++i) dst[i] = half_to_float(load_u16(src.data() + 2 * i));
-      return true;
-    }
-    case GgmlType::BF16:
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_u16(src.data() + 2 * i));
-      return true;
-    case GgmlType::Q8_0:
-      decode_q8_0(src.data(), dst.data(), n);
-      return true;
-    default:
-      return false;
-  }
+  if (encoded_size(type, n) != src.size() || n == 0) return n == 0 && src.empty();
+  // The one decoder per type, shared with the kernels' tests; the numbers of
+  // the convertible GgmlTypes are those of WeightType.
+  kernels::dequantize_row(kernels::WeightType(uint32_t(type)), src.data(), int64_t(n), dst.data());
+  return true;
 }
 
 bool encode_from_f32(GgmlType type, std::span<const float> src, std::span<uint8_t> dst) {
   if (!is_convertible_type(type)) return false;
   const size_t n = src.size();
-  if (encoded_size(type, n) != dst.size() || (n > 0 && dst.empty())) return false;
+  if (encoded_size(type, n) != dst.size() || n == 0) return n == 0 && dst.empty();
   switch (type) {
     case GgmlType::F32:
-      if (n > 0) std::memcpy(dst.data(), src.data(), n * 4);
+      std::memcpy(dst.data(), src.data(), n * 4);
       return true;
     case GgmlType::F16:
       for (size_t i = 0; i < n; ++i) store_u16(dst.data() + 2 * i, float_to_half(src[i]));
@@ -155,11 +81,12 @@ bool encode_from_f32(GgmlType type, std::span<const float> src, std::span<uint8_
     case GgmlType::BF16:
       for (size_t i = 0; i < n; ++i) store_u16(dst.data() + 2 * i, float_to_bf16(src[i]));
       return true;
-    case GgmlType::Q8_0:
-      encode_q8_0(src.data(), dst.data(), n);
-      return true;
-    default:
-      return false;
+    case GgmlType::Q8_0: quantize_q8_0(src.data(), dst.data(), n); return true;
+    case GgmlType::Q4_0: quantize_q4_0(src.data(), dst.data(), n); return true;
+    case GgmlType::Q4_K: quantize_q4_k(src.data(), dst.data(), n); return true;
+    case GgmlType::Q5_K: quantize_q5_k(src.data(), dst.data(), n); return true;
+    case GgmlType::Q6_K: quantize_q6_k(src.data(), dst.data(), n); return true;
+    default: return false;
   }
 }
 

@@ -322,12 +322,12 @@ TEST(GgufCorruption, ModelLevelProblems) {
 
   p = valid_parts();
   Parts::Tensor* q = p.tensor("blk.1.attn_k.weight");
-  q->type = uint32_t(GgmlType::Q4_K);
+  q->type = uint32_t(GgmlType::Q2_K);
   q->dims = {256, 8};
-  q->bytes.assign(144 * 8, 0);
-  p.tensor("blk.1.attn_q.weight")->type = uint32_t(GgmlType::Q4_0);
-  p.tensor("blk.1.attn_q.weight")->bytes.assign(64 * 64 / 32 * 18, 0);
-  expect_error(p.bytes(), Errc::unsupported, "Q4_0 (2)");
+  q->bytes.assign(84 * 8, 0);
+  p.tensor("blk.1.attn_q.weight")->type = uint32_t(GgmlType::Q5_0);
+  p.tensor("blk.1.attn_q.weight")->bytes.assign(64 * 64 / 32 * 22, 0);
+  expect_error(p.bytes(), Errc::unsupported, "Q5_0 (6)");
 
   p = valid_parts();
   p.set("llama.rope.scaling.type", GgufValue::of_string("yarn"));

@@ -49,7 +49,7 @@ TEST(GgufReader, EveryValueTypeRoundTrips) {
   b.add("arr.nested", GgufValue::of_array(nested_strings()));
   const std::vector<float> t(64, 0.5f);
   b.add_tensor("t.f16", {32, 2}, GgmlType::F16, t);
-  b.add_raw_tensor("t.q4k", {256}, uint32_t(GgmlType::Q4_K), std::vector<uint8_t>(144, 7));
+  b.add_raw_tensor("t.q2k", {256}, uint32_t(GgmlType::Q2_K), std::vector<uint8_t>(84, 7));
 
   auto bytes = b.to_bytes();
   ASSERT_TRUE(bytes) << bytes.error().message;
@@ -93,15 +93,15 @@ TEST(GgufReader, EveryValueTypeRoundTrips) {
   auto values = tensor_to_f32(*f, *t16);
   ASSERT_TRUE(values);
   EXPECT_EQ(*values, t);
-  const GgufTensorInfo* q4k = f->find_tensor("t.q4k");
-  ASSERT_NE(q4k, nullptr);
-  EXPECT_EQ(q4k->data.size(), 144u);
-  EXPECT_EQ(q4k->data[0], 7);
-  EXPECT_EQ((f->data_offset + q4k->offset) % 32, 0u);
-  auto unsupported = tensor_to_f32(*f, *q4k);
+  const GgufTensorInfo* q2k = f->find_tensor("t.q2k");
+  ASSERT_NE(q2k, nullptr);
+  EXPECT_EQ(q2k->data.size(), 84u);
+  EXPECT_EQ(q2k->data[0], 7);
+  EXPECT_EQ((f->data_offset + q2k->offset) % 32, 0u);
+  auto unsupported = tensor_to_f32(*f, *q2k);
   ASSERT_FALSE(unsupported);
   EXPECT_EQ(unsupported.error().code, Errc::unsupported);
-  EXPECT_NE(unsupported.error().message.find("Q4_K (12)"), std::string::npos);
+  EXPECT_NE(unsupported.error().message.find("Q2_K (10)"), std::string::npos);
   EXPECT_NE(unsupported.error().message.find("mem.gguf"), std::string::npos);
 }
 
