@@ -3,11 +3,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu/simd.hpp"
+
+#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
 
 namespace conveyor::kernels {
 
@@ -56,14 +61,162 @@ struct SoftmaxState {
   }
 };
 
-inline float dot(const float* a, const float* b, int32_t n) {
+// ---- the cache's element types --------------------------------------------------
+//
+// Conversions between float and the cache's elements, 16 at a time and one at
+// a time. Each has the instructions' version where the build targets them
+// (AVX-512F or F16C for f16, AVX512-BF16 for bf16 writes) and a portable one
+// (GCC vector extensions or kv_dtype.hpp's scalars) that gives the same bits.
+
+template <KvDtype D>
+struct ElemOf {
+  using type = uint16_t;  // f16 and bf16 bits
+};
+template <>
+struct ElemOf<KvDtype::f32> {
+  using type = float;
+};
+template <KvDtype D>
+using elem_t = typename ElemOf<D>::type;
+
+using simd::f32x16;
+typedef float f32x8v __attribute__((vector_size(32)));
+typedef uint16_t u16x16u __attribute__((vector_size(32), aligned(2), may_alias));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+
+// 16 elements, widened to float (exact).
+template <KvDtype D>
+inline f32x16 load16(const elem_t<D>* p) {
+  if constexpr (D == KvDtype::f32) {
+    return simd::load(p);
+  } else if constexpr (D == KvDtype::bf16) {
+    // A bf16 is a float's top half: widen and shift.
+#if defined(__AVX512F__)
+    // One vpmovzxwd into a zmm (the vector extension version below splits
+    // it in two ymm halves under GCC's 256-bit preference); maskz forms, as
+    // for f16 below.
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(
+        __mmask16(0xffff), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return std::bit_cast<f32x16>(std::bit_cast<u32x16>(w) << 16);
+#else
+    const u32x16 w = __builtin_convertvector(*reinterpret_cast<const u16x16u*>(p), u32x16);
+    return std::bit_cast<f32x16>(w << 16);
+#endif
+  } else {
+#if defined(__AVX512F__)
+    // The all-lanes masked form: the same instruction, without the plain
+    // form's undefined pass-through that GCC 12 warns about
+    // (-Wmaybe-uninitialized).
+    return std::bit_cast<f32x16>(_mm512_maskz_cvtph_ps(
+        __mmask16(0xffff), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif defined(__F16C__)
+    const f32x8v lo = std::bit_cast<f32x8v>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    const f32x8v hi =
+        std::bit_cast<f32x8v>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8))));
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    // Exponent and mantissa moved into float position and rebiased; the
+    // all-ones exponent (inf, NaN) rebiased once more; zero and subnormals
+    // renormalized by one subtraction of 2^-14.
+    const u32x16 h = __builtin_convertvector(*reinterpret_cast<const u16x16u*>(p), u32x16);
+    const u32x16 exp = (h & 0x7c00u) << 13;
+    u32x16 o = ((h & 0x7fffu) << 13) + 0x38000000u;
+    o = exp == 0x0f800000u ? o + 0x38000000u : o;
+    const f32x16 sub = std::bit_cast<f32x16>(o + 0x00800000u) - 0x1p-14f;
+    o = exp == 0u ? std::bit_cast<u32x16>(sub) : o;
+    return std::bit_cast<f32x16>(o | ((h & 0x8000u) << 16));
+#endif
+  }
+}
+
+// 16 floats, rounded to the element type (nearest even).
+template <KvDtype D>
+inline void store16(elem_t<D>* p, f32x16 v) {
+  if constexpr (D == KvDtype::f32) {
+    simd::store(p, v);
+  } else if constexpr (D == KvDtype::bf16) {
+#if defined(__AVX512BF16__)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        std::bit_cast<__m256i>(_mm512_cvtneps_pbh(std::bit_cast<__m512>(v))));
+#else
+    u32x16 x = std::bit_cast<u32x16>(v);
+    const u32x16 abs = x & 0x7fffffffu;
+    x = (x & 0x7f800000u) == 0u ? x & 0x80000000u : x;
+    u32x16 r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    r = abs > 0x7f800000u ? (x >> 16) | 0x40u : r;
+    *reinterpret_cast<u16x16u*>(p) = __builtin_convertvector(r, u16x16);
+#endif
+  } else {
+#if defined(__AVX512F__)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_maskz_cvtps_ph(__mmask16(0xffff), std::bit_cast<__m512>(v),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+    const f32x8v lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    const f32x8v hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(std::bit_cast<__m256>(lo), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8),
+                     _mm256_cvtps_ph(std::bit_cast<__m256>(hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+    for (int i = 0; i < 16; ++i) p[i] = kv_half::f32_to_f16(v[i]);
+#endif
+  }
+}
+
+template <KvDtype D>
+inline float load1(const elem_t<D>* p) {
+  if constexpr (D == KvDtype::f32) return *p;
+  else if constexpr (D == KvDtype::bf16) return kv_half::bf16_to_f32(*p);
+#if defined(__F16C__)
+  else return _cvtsh_ss(*p);
+#else
+  else return kv_half::f16_to_f32(*p);
+#endif
+}
+
+template <KvDtype D>
+inline elem_t<D> store1(float x) {
+  if constexpr (D == KvDtype::f32) return x;
+  else if constexpr (D == KvDtype::bf16) return kv_half::f32_to_bf16(x);
+#if defined(__F16C__)
+  else return _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+  else return kv_half::f32_to_f16(x);
+#endif
+}
+
+template <KvDtype D>
+void store_row(const float* src, elem_t<D>* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) store16<D>(dst + i, simd::load(src + i));
+  for (; i < n; ++i) dst[i] = store1<D>(src[i]);
+}
+
+template <KvDtype D>
+void load_row(const elem_t<D>* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) simd::store(dst + i, load16<D>(src + i));
+  for (; i < n; ++i) dst[i] = load1<D>(src + i);
+}
+
+// Cache lines hold 64 bytes: 16 floats or 32 halves.
+template <KvDtype D>
+constexpr int kVectorsPerLine = int(64 / (16 * sizeof(elem_t<D>)));
+
+// ---- attention ---------------------------------------------------------------
+
+template <KvDtype D>
+inline float dot(const float* a, const elem_t<D>* b, int32_t n) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int32_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  for (int32_t i = 0; i < n; ++i) sum += a[i] * load1<D>(b + i);
   return sum;
 }
 
 // Any head_dim, plain loops.
+template <KvDtype D>
 void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvView& kv,
                     float scale, const SoftmaxState& st) {
   const int32_t bs = kv.block_size, hd = kv.head_dim, bs16 = (bs + 15) / 16 * 16;
@@ -75,8 +228,8 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
     const int32_t n = std::min(bs, t.n_ctx - begin);
     for (int32_t h = t.head_begin; h < t.head_end; ++h) {
       const int64_t base = int64_t(seq.table[j]) * kv.block_stride + int64_t(h) * bs * hd;
-      const float* keys = kv.keys + base;
-      const float* values = kv.values + base;
+      const elem_t<D>* keys = static_cast<const elem_t<D>*>(kv.keys) + base;
+      const elem_t<D>* values = static_cast<const elem_t<D>*>(kv.values) + base;
       for (int32_t g = 0; g < t.group; ++g) {
         const int32_t qh = (h - t.head_begin) * t.group + g;
         const float* q = t.q + int64_t(qh) * hd;
@@ -84,7 +237,7 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
         float* acc = st.acc + int64_t(qh) * hd;
         float block_max = kNegInf;
         for (int32_t s = 0; s < n; ++s) {
-          sc[s] = dot(q, keys + int64_t(s) * hd, hd) * scale;
+          sc[s] = dot<D>(q, keys + int64_t(s) * hd, hd) * scale;
           block_max = std::max(block_max, sc[s]);
         }
         if (block_max > st.max[qh]) {
@@ -105,9 +258,9 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
         st.sum[qh] += block_sum;
         for (int32_t s = 0; s < n; ++s) {
           const float p = sc[s];
-          const float* v = values + int64_t(s) * hd;
+          const elem_t<D>* v = values + int64_t(s) * hd;
 #pragma omp simd
-          for (int32_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+          for (int32_t d = 0; d < hd; ++d) acc[d] += p * load1<D>(v + d);
         }
       }
     }
@@ -119,17 +272,19 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
 }
 
 // head_dim = 16·V: a head's query and output accumulator live in V vector
-// registers, and scores are reduced and exponentiated 16 at a time.
+// registers, and scores are reduced and exponentiated 16 at a time. Keys and
+// values are widened to float 16 at a time as they are loaded.
 //
 // Blocks sit anywhere in the pool, so the hardware prefetchers cannot run
 // ahead from one block to the next: while block j is computed, its loops pull
 // block j + 1's keys and values (for all the item's heads, which are
 // contiguous in the block) into L2, slot by slot.
-template <int V>
+template <int V, KvDtype D>
 void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView& kv, float scale,
                 const SoftmaxState& st) {
-  using simd::f32x16;
+  using E = elem_t<D>;
   constexpr int32_t hd = 16 * V;
+  constexpr int kLine = kVectorsPerLine<D>;
   const int32_t bs = kv.block_size, bs16 = (bs + 15) / 16 * 16;
   const int32_t n_q = (t.head_end - t.head_begin) * t.group;
   f32x16 lane;
@@ -145,22 +300,22 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
         begin + bs < t.n_ctx ? int64_t(seq.table[j + 1]) * kv.block_stride : block;
     for (int32_t h = t.head_begin; h < t.head_end; ++h) {
       const int64_t head = int64_t(h) * bs * hd;
-      const float* keys = kv.keys + block + head;
-      const float* values = kv.values + block + head;
-      const float* next_keys = kv.keys + next_block + head;
-      const float* next_values = kv.values + next_block + head;
+      const E* keys = static_cast<const E*>(kv.keys) + block + head;
+      const E* values = static_cast<const E*>(kv.values) + block + head;
+      const E* next_keys = static_cast<const E*>(kv.keys) + next_block + head;
+      const E* next_values = static_cast<const E*>(kv.values) + next_block + head;
       for (int32_t g = 0; g < t.group; ++g) {
         const int32_t qh = (h - t.head_begin) * t.group + g;
         f32x16 qv[V];
         for (int c = 0; c < V; ++c) qv[c] = simd::load(t.q + int64_t(qh) * hd + 16 * c) * scale;
         float* sc = st.scores + int64_t(qh) * bs16;
         for (int32_t s = 0; s < n; ++s) {
-          const float* k = keys + int64_t(s) * hd;
-          f32x16 a = simd::load(k) * qv[0];
-          for (int c = 1; c < V; ++c) a += simd::load(k + 16 * c) * qv[c];
+          const E* k = keys + int64_t(s) * hd;
+          f32x16 a = load16<D>(k) * qv[0];
+          for (int c = 1; c < V; ++c) a += load16<D>(k + 16 * c) * qv[c];
           sc[s] = simd::hsum(a);
           if (g == 0)
-            for (int c = 0; c < V; ++c) __builtin_prefetch(next_keys + int64_t(s) * hd + 16 * c, 0, 2);
+            for (int c = 0; c < V; c += kLine) __builtin_prefetch(next_keys + int64_t(s) * hd + 16 * c, 0, 2);
         }
         f32x16 vmax = f32x16{} + kNegInf;
         for (int32_t c0 = 0; c0 < n; c0 += 16)
@@ -188,10 +343,10 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
         st.sum[qh] += simd::hsum(vsum);
         for (int32_t s = 0; s < n; ++s) {
           const float p = sc[s];
-          const float* v = values + int64_t(s) * hd;
-          for (int c = 0; c < V; ++c) acc[c] += simd::load(v + 16 * c) * p;
+          const E* v = values + int64_t(s) * hd;
+          for (int c = 0; c < V; ++c) acc[c] += load16<D>(v + 16 * c) * p;
           if (g == 0)
-            for (int c = 0; c < V; ++c)
+            for (int c = 0; c < V; c += kLine)
               __builtin_prefetch(next_values + int64_t(s) * hd + 16 * c, 0, 2);
         }
         for (int c = 0; c < V; ++c) simd::store(acc_mem + 16 * c, acc[c]);
@@ -209,25 +364,35 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
 using AttendFn = void (*)(const TokenHeads&, const SequenceView&, const PagedKvView&, float,
                           const SoftmaxState&);
 
+template <KvDtype D>
 AttendFn pick_attend(int32_t head_dim) {
   switch (head_dim) {
-    case 16: return &attend_vec<1>;
-    case 32: return &attend_vec<2>;
-    case 48: return &attend_vec<3>;
-    case 64: return &attend_vec<4>;
-    case 80: return &attend_vec<5>;
-    case 96: return &attend_vec<6>;
-    case 112: return &attend_vec<7>;
-    case 128: return &attend_vec<8>;
-    default: return &attend_generic;
+    case 16: return &attend_vec<1, D>;
+    case 32: return &attend_vec<2, D>;
+    case 48: return &attend_vec<3, D>;
+    case 64: return &attend_vec<4, D>;
+    case 80: return &attend_vec<5, D>;
+    case 96: return &attend_vec<6, D>;
+    case 112: return &attend_vec<7, D>;
+    case 128: return &attend_vec<8, D>;
+    default: return &attend_generic<D>;
   }
 }
 
-}  // namespace
+AttendFn pick_attend(int32_t head_dim, KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::f16: return pick_attend<KvDtype::f16>(head_dim);
+    case KvDtype::bf16: return pick_attend<KvDtype::bf16>(head_dim);
+    default: return pick_attend<KvDtype::f32>(head_dim);
+  }
+}
 
-void write_kv(const float* k, const float* v, int64_t ld, const SpanTable& spans,
-              const PagedKvView& kv) {
+template <KvDtype D>
+void write_kv_as(const float* k, const float* v, int64_t ld, const SpanTable& spans,
+                 const PagedKvView& kv) {
   const int32_t bs = kv.block_size, hd = kv.head_dim;
+  elem_t<D>* keys = static_cast<elem_t<D>*>(kv.keys);
+  elem_t<D>* values = static_cast<elem_t<D>*>(kv.values);
   for (int32_t s = 0; s < spans.n_seqs; ++s) {
     const SequenceView seq = sequence(spans, s);
     for (int32_t i = 0; i < seq.n_tokens; ++i) {
@@ -235,10 +400,42 @@ void write_kv(const float* k, const float* v, int64_t ld, const SpanTable& spans
       const int64_t slot = int64_t(seq.table[pos / bs]) * kv.block_stride + (pos % bs) * hd;
       for (int32_t h = 0; h < kv.n_kv_heads; ++h) {
         const int64_t dst = slot + int64_t(h) * bs * hd;
-        std::memcpy(kv.keys + dst, k + t * ld + int64_t(h) * hd, sizeof(float) * size_t(hd));
-        std::memcpy(kv.values + dst, v + t * ld + int64_t(h) * hd, sizeof(float) * size_t(hd));
+        if constexpr (D == KvDtype::f32) {
+          std::memcpy(keys + dst, k + t * ld + int64_t(h) * hd, sizeof(float) * size_t(hd));
+          std::memcpy(values + dst, v + t * ld + int64_t(h) * hd, sizeof(float) * size_t(hd));
+        } else {
+          store_row<D>(k + t * ld + int64_t(h) * hd, keys + dst, hd);
+          store_row<D>(v + t * ld + int64_t(h) * hd, values + dst, hd);
+        }
       }
     }
+  }
+}
+
+}  // namespace
+
+void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n) {
+  switch (dtype) {
+    case KvDtype::f16: return store_row<KvDtype::f16>(src, static_cast<uint16_t*>(dst), n);
+    case KvDtype::bf16: return store_row<KvDtype::bf16>(src, static_cast<uint16_t*>(dst), n);
+    default: std::memcpy(dst, src, sizeof(float) * size_t(n));
+  }
+}
+
+void kv_load(KvDtype dtype, const void* src, float* dst, int64_t n) {
+  switch (dtype) {
+    case KvDtype::f16: return load_row<KvDtype::f16>(static_cast<const uint16_t*>(src), dst, n);
+    case KvDtype::bf16: return load_row<KvDtype::bf16>(static_cast<const uint16_t*>(src), dst, n);
+    default: std::memcpy(dst, src, sizeof(float) * size_t(n));
+  }
+}
+
+void write_kv(const float* k, const float* v, int64_t ld, const SpanTable& spans,
+              const PagedKvView& kv) {
+  switch (kv.dtype) {
+    case KvDtype::f16: return write_kv_as<KvDtype::f16>(k, v, ld, spans, kv);
+    case KvDtype::bf16: return write_kv_as<KvDtype::bf16>(k, v, ld, spans, kv);
+    default: return write_kv_as<KvDtype::f32>(k, v, ld, spans, kv);
   }
 }
 
@@ -268,7 +465,7 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
   const float scale = 1.0f / std::sqrt(float(hd));
-  const AttendFn attend = pick_attend(hd);
+  const AttendFn attend = pick_attend(hd, kv.dtype);
 
 #pragma omp parallel if (n_items > 1)
   {

@@ -4,7 +4,9 @@
 // The cache layout is model/kv_cache.hpp's: inside one block, one layer's keys
 // are [n_kv_heads][block_size][head_dim], and its values follow. PagedKvView
 // points at that layer's keys and values in block 0; block b is block_stride
-// floats further on.
+// elements further on. Elements are `dtype` (kv_dtype.hpp): float32, or f16
+// or bf16, which write_kv rounds to and attention widens back to float in
+// registers; every product and sum is computed in float.
 //
 // A batch is a list of sequence spans (model/batch.hpp): sequence s brings the
 // tokens [token_begin[s], token_begin[s + 1]) of the flattened batch, at the
@@ -15,15 +17,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/kv_dtype.hpp"
+
 namespace conveyor::kernels {
 
 struct PagedKvView {
-  float* keys;           // [n_kv_heads][block_size][head_dim] of one layer, in block 0
-  float* values;         // same, for values
-  int64_t block_stride;  // floats from a block to the next
+  void* keys;            // [n_kv_heads][block_size][head_dim] of one layer, in block 0
+  void* values;          // same, for values
+  int64_t block_stride;  // elements from a block to the next
   int32_t n_kv_heads = 0;
   int32_t block_size = 0;
   int32_t head_dim = 0;
+  KvDtype dtype = KvDtype::f32;
 };
 
 struct SpanTable {
@@ -34,7 +39,8 @@ struct SpanTable {
   const int32_t* table_begin;   // [n_seqs + 1] offsets into block_tables
 };
 
-// Stores each token's key and value heads in the slot of its position.
+// Stores each token's key and value heads in the slot of its position,
+// converted to kv.dtype.
 void write_kv(const float* k,  // [n_tokens, ld]: n_kv_heads × head_dim keys per row
               const float* v,  // [n_tokens, ld]
               int64_t ld, const SpanTable& spans, const PagedKvView& kv);
@@ -55,5 +61,10 @@ void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim pe
                      const PagedKvView& kv,
                      float* out,  // [n_tokens, ldo]: n_heads × head_dim per row
                      int64_t ldo, AttentionWorkspace& workspace);
+
+// n floats to n elements of `dtype` (rounded to nearest even), and back
+// (exact): the conversions write_kv and paged_attention use, row by row.
+void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n);
+void kv_load(KvDtype dtype, const void* src, float* dst, int64_t n);
 
 }  // namespace conveyor::kernels

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -12,20 +14,33 @@
 namespace conveyor::kernels {
 namespace {
 
+constexpr KvDtype kAllDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16};
+
+// x as the cache of `dtype` holds it (kv_dtype.hpp's scalar conversions).
+float rounded(KvDtype dtype, float x) {
+  switch (dtype) {
+    case KvDtype::f16: return kv_half::f16_to_f32(kv_half::f32_to_f16(x));
+    case KvDtype::bf16: return kv_half::bf16_to_f32(kv_half::f32_to_bf16(x));
+    default: return x;
+  }
+}
+
 // A batch of sequence spans over a block pool, with every sequence's keys and
 // values for all its positions kept densely as the reference.
 struct Fixture {
   int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0, n_layers = 2, layer = 1;
+  KvDtype dtype = KvDtype::f32;
   std::vector<int32_t> start_pos, span_len;  // per sequence
   std::vector<int32_t> token_begin{0}, block_tables, table_begin{0};
-  std::vector<float> pool;                     // [n_blocks][n_layers][2][n_kv][bs][hd]
+  std::vector<std::byte> pool;                 // [n_blocks][n_layers][2][n_kv][bs][hd] of dtype
   std::vector<std::vector<float>> dense_k, dense_v;  // per sequence [pos][n_kv][hd]
-  int64_t block_stride = 0;
+  int64_t block_stride = 0;                    // elements
 
+  size_t elem_bytes() const { return kv_dtype_bytes(dtype); }
   PagedKvView view() {
-    const int64_t layer_floats = int64_t(n_kv_heads) * block_size * head_dim;
-    return {pool.data() + layer * 2 * layer_floats, pool.data() + (layer * 2 + 1) * layer_floats,
-            block_stride, n_kv_heads, block_size, head_dim};
+    const int64_t layer_bytes = int64_t(n_kv_heads) * block_size * head_dim * int64_t(elem_bytes());
+    return {pool.data() + layer * 2 * layer_bytes, pool.data() + (layer * 2 + 1) * layer_bytes,
+            block_stride, n_kv_heads, block_size, head_dim, dtype};
   }
   SpanTable spans() const {
     return {int32_t(start_pos.size()), token_begin.data(), start_pos.data(), block_tables.data(),
@@ -54,7 +69,11 @@ struct Fixture {
       table_begin.push_back(int32_t(block_tables.size()));
     }
     block_stride = int64_t(n_layers) * 2 * n_kv_heads * block_size * head_dim;
-    pool = testing::random_vector(size_t(n_blocks) * block_stride, seed + 1, -9.0f, 9.0f);
+    // Garbage in every slot, so a read of a wrong slot shows.
+    const std::vector<float> garbage =
+        testing::random_vector(size_t(n_blocks) * block_stride, seed + 1, -9.0f, 9.0f);
+    pool.resize(garbage.size() * elem_bytes());
+    kv_store(dtype, garbage.data(), pool.data(), int64_t(garbage.size()));
     for (size_t s = 0; s < start_pos.size(); ++s) {
       const int32_t total = start_pos[s] + span_len[s];
       dense_k.push_back(testing::random_vector(size_t(total) * kv_width(), seed + 2 + 2 * s));
@@ -62,12 +81,19 @@ struct Fixture {
     }
   }
 
-  // Where the cache must hold key (or value) dimension d of head h at pos.
-  float* slot(int32_t s, int32_t pos, int32_t h, bool value) {
+  // Where the cache must hold key (or value) head h at pos: head_dim elements.
+  std::byte* slot(int32_t s, int32_t pos, int32_t h, bool value) {
     const int32_t block = block_tables[table_begin[s] + pos / block_size];
     const PagedKvView v = view();
-    return (value ? v.values : v.keys) + block * block_stride +
-           (int64_t(h) * block_size + pos % block_size) * head_dim;
+    return static_cast<std::byte*>(value ? v.values : v.keys) +
+           (block * block_stride + (int64_t(h) * block_size + pos % block_size) * head_dim) *
+               int64_t(elem_bytes());
+  }
+  // That slot's contents, as floats.
+  std::vector<float> read_slot(int32_t s, int32_t pos, int32_t h, bool value) {
+    std::vector<float> out(static_cast<size_t>(head_dim));
+    kv_load(dtype, slot(s, pos, h, value), out.data(), head_dim);
+    return out;
   }
 
   // Writes the cached prefix [0, start_pos) the way the layout says.
@@ -75,11 +101,20 @@ struct Fixture {
     for (size_t s = 0; s < start_pos.size(); ++s)
       for (int32_t p = 0; p < start_pos[s]; ++p)
         for (int32_t h = 0; h < n_kv_heads; ++h) {
-          std::copy_n(&dense_k[s][(size_t(p) * n_kv_heads + h) * head_dim], head_dim,
-                      slot(int32_t(s), p, h, false));
-          std::copy_n(&dense_v[s][(size_t(p) * n_kv_heads + h) * head_dim], head_dim,
-                      slot(int32_t(s), p, h, true));
+          kv_store(dtype, &dense_k[s][(size_t(p) * n_kv_heads + h) * head_dim],
+                   slot(int32_t(s), p, h, false), head_dim);
+          kv_store(dtype, &dense_v[s][(size_t(p) * n_kv_heads + h) * head_dim],
+                   slot(int32_t(s), p, h, true), head_dim);
         }
+  }
+
+  // The keys and values as the cache holds them: every value rounded to dtype.
+  Fixture rounded_copy() const {
+    Fixture r = *this;
+    for (auto* dense : {&r.dense_k, &r.dense_v})
+      for (auto& seq : *dense)
+        for (float& x : seq) x = rounded(dtype, x);
+    return r;
   }
 
   // The span's new keys and values as write_kv receives them: [n_tokens][k | v].
@@ -97,8 +132,10 @@ struct Fixture {
 };
 
 Fixture make_fixture(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
-                     std::vector<int32_t> start_pos, std::vector<int32_t> span_len, uint32_t seed) {
+                     std::vector<int32_t> start_pos, std::vector<int32_t> span_len, uint32_t seed,
+                     KvDtype dtype = KvDtype::f32) {
   Fixture f;
+  f.dtype = dtype;
   f.n_heads = n_heads;
   f.n_kv_heads = n_kv_heads;
   f.head_dim = head_dim;
@@ -109,27 +146,38 @@ Fixture make_fixture(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int3
   return f;
 }
 
+// Every dtype, head sizes with and without a 16-wide vector path and a tail.
 TEST(WriteKv, PutsEachTokenInItsPositionsSlot) {
-  Fixture f = make_fixture(4, 2, 8, 4, {0, 5, 3}, {6, 1, 9}, 1);
-  const std::vector<float> pool_before = f.pool;
-  const std::vector<float> kv = f.span_kv();
-  write_kv(kv.data(), kv.data() + f.kv_width(), 2 * f.kv_width(), f.spans(), f.view());
-  size_t written = 0;
-  for (int32_t s = 0; s < 3; ++s)
-    for (int32_t i = 0; i < f.span_len[s]; ++i) {
-      const int32_t pos = f.start_pos[s] + i;
-      for (int32_t h = 0; h < f.n_kv_heads; ++h)
-        for (int32_t d = 0; d < f.head_dim; ++d) {
-          const size_t src = (size_t(pos) * f.n_kv_heads + h) * f.head_dim + d;
-          ASSERT_EQ(f.slot(s, pos, h, false)[d], f.dense_k[s][src]);
-          ASSERT_EQ(f.slot(s, pos, h, true)[d], f.dense_v[s][src]);
-          written += 2;
+  for (KvDtype dtype : kAllDtypes)
+    for (int32_t head_dim : {8, 32, 20}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + ", head_dim " + std::to_string(head_dim));
+      Fixture f = make_fixture(4, 2, head_dim, 4, {0, 5, 3}, {6, 1, 9}, 1, dtype);
+      const std::vector<std::byte> pool_before = f.pool;
+      const std::vector<float> kv = f.span_kv();
+      write_kv(kv.data(), kv.data() + f.kv_width(), 2 * f.kv_width(), f.spans(), f.view());
+      size_t written = 0;
+      for (int32_t s = 0; s < 3; ++s)
+        for (int32_t i = 0; i < f.span_len[s]; ++i) {
+          const int32_t pos = f.start_pos[s] + i;
+          for (int32_t h = 0; h < f.n_kv_heads; ++h) {
+            const std::vector<float> k = f.read_slot(s, pos, h, false), v = f.read_slot(s, pos, h, true);
+            for (int32_t d = 0; d < f.head_dim; ++d) {
+              const size_t src = (size_t(pos) * f.n_kv_heads + h) * f.head_dim + d;
+              ASSERT_EQ(k[size_t(d)], rounded(dtype, f.dense_k[s][src]));
+              ASSERT_EQ(v[size_t(d)], rounded(dtype, f.dense_v[s][src]));
+              written += 2;
+            }
+          }
         }
+      // Nothing else changed: at most `written` elements differ from before
+      // (fewer only where a new value rounds to the garbage that was there).
+      size_t changed = 0;
+      const size_t eb = f.elem_bytes();
+      for (size_t i = 0; i < f.pool.size(); i += eb)
+        changed += std::memcmp(&f.pool[i], &pool_before[i], eb) != 0;
+      EXPECT_LE(changed, written);
+      EXPECT_GE(changed, written * 99 / 100);
     }
-  // Nothing else changed: exactly `written` floats differ from before.
-  size_t changed = 0;
-  for (size_t i = 0; i < f.pool.size(); ++i) changed += f.pool[i] != pool_before[i];
-  EXPECT_EQ(changed, written);
 }
 
 // Dense causal attention of one sequence's span, in double.
@@ -163,7 +211,11 @@ std::vector<float> naive_attention(const Fixture& f, int32_t s, const std::vecto
   return out;
 }
 
-void check_attention(Fixture& f, uint32_t seed) {
+// Attention over `f` against the naive version of its values rounded to the
+// dtype (the arithmetic: float tolerance) and of the exact values (the
+// dtype's own error: below `dtype_tolerance`). Returns that error.
+double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) {
+  SCOPED_TRACE(kv_dtype_name(f.dtype));
   f.fill_prefix();
   const std::vector<float> kv = f.span_kv();
   write_kv(kv.data(), kv.data() + f.kv_width(), 2 * f.kv_width(), f.spans(), f.view());
@@ -174,26 +226,64 @@ void check_attention(Fixture& f, uint32_t seed) {
   std::vector<float> out(size_t(f.n_tokens()) * ldo, 0.0f);
   AttentionWorkspace ws;
   paged_attention(q.data(), ldq, f.n_heads, f.spans(), f.view(), out.data(), ldo, ws);
+  const Fixture as_cached = f.rounded_copy();
+  double worst_exact = 0.0;
   for (int32_t s = 0; s < int32_t(f.start_pos.size()); ++s) {
-    const std::vector<float> ref = naive_attention(f, s, q, ldq);
+    const std::vector<float> ref = naive_attention(as_cached, s, q, ldq);
+    const std::vector<float> exact = naive_attention(f, s, q, ldq);
     for (int32_t i = 0; i < f.span_len[s]; ++i) {
       const float* got = out.data() + (f.token_begin[s] + i) * ldo;
-      const float* want = ref.data() + size_t(i) * f.n_heads * f.head_dim;
-      ASSERT_LT(testing::relative_error(got, want, size_t(f.n_heads) * f.head_dim), 1e-5)
+      const size_t n = size_t(f.n_heads) * f.head_dim;
+      EXPECT_LT(testing::relative_error(got, ref.data() + size_t(i) * n, n), 1e-5)
           << "sequence " << s << " token " << i;
+      worst_exact = std::max(worst_exact, testing::relative_error(got, exact.data() + size_t(i) * n, n));
     }
+  }
+  if (f.dtype == KvDtype::f32) return 0.0;
+  // Rounding the cache is all the difference from exact values, and it is small.
+  EXPECT_LT(worst_exact, dtype_tolerance);
+  return worst_exact;
+}
+
+// Bound on the error against exact keys and values (relative to the output's
+// scale) that rounding the cache brings: about 4x the worst measured over
+// these tests (f16 7.9e-4, bf16 5.2e-3: a 10-bit and a 7-bit mantissa).
+double dtype_tolerance(KvDtype dtype) { return dtype == KvDtype::bf16 ? 2e-2 : 3e-3; }
+
+// Keeps the worst error of each dtype, recorded as a test property.
+struct WorstError {
+  double by_dtype[3] = {0, 0, 0};
+  void add(KvDtype d, double e) { by_dtype[int(d)] = std::max(by_dtype[int(d)], e); }
+  ~WorstError() {
+    for (KvDtype d : {KvDtype::f16, KvDtype::bf16})
+      ::testing::Test::RecordProperty(std::string("worst_error_") + kv_dtype_name(d),
+                                      std::to_string(by_dtype[int(d)]));
+  }
+};
+
+TEST(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
+  WorstError worst;
+  for (KvDtype dtype : kAllDtypes) {
+    uint32_t seed = 100;
+    for (int32_t block_size : {1, 4, 16})
+      for (auto [heads, kv_heads] : {std::pair{4, 4}, std::pair{8, 2}, std::pair{6, 1}}) {
+        // Decode tokens after long contexts, a fresh prompt, a prefill chunk that
+        // continues a cached prefix, and a span longer than one token tile.
+        Fixture f = make_fixture(heads, kv_heads, 16, block_size, {40, 0, 0, 23, 7, 100},
+                                 {1, 13, 1, 9, 40, 1}, ++seed, dtype);
+        worst.add(dtype, check_attention(f, ++seed, dtype_tolerance(dtype)));
+      }
   }
 }
 
-TEST(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
-  uint32_t seed = 100;
-  for (int32_t block_size : {1, 4, 16})
-    for (auto [heads, kv_heads] : {std::pair{4, 4}, std::pair{8, 2}, std::pair{6, 1}}) {
-      // Decode tokens after long contexts, a fresh prompt, a prefill chunk that
-      // continues a cached prefix, and a span longer than one token tile.
-      Fixture f = make_fixture(heads, kv_heads, 16, block_size, {40, 0, 0, 23, 7, 100},
-                               {1, 13, 1, 9, 40, 1}, ++seed);
-      check_attention(f, ++seed);
+// The vector path for every head size it has (16·V, V = 1..8), in each dtype.
+TEST(PagedAttention, EveryVectorHeadSize) {
+  WorstError worst;
+  for (KvDtype dtype : kAllDtypes)
+    for (int32_t head_dim = 16; head_dim <= 128; head_dim += 16) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+      Fixture f = make_fixture(4, 2, head_dim, 16, {30, 0}, {1, 20}, uint32_t(head_dim), dtype);
+      worst.add(dtype, check_attention(f, uint32_t(head_dim) + 1, dtype_tolerance(dtype)));
     }
 }
 
@@ -203,8 +293,11 @@ TEST(PagedAttention, OddHeadDimAndManySequences) {
     start.push_back((i * 37) % 70);
     len.push_back(i % 5 == 0 ? 1 + i % 11 : 1);
   }
-  Fixture f = make_fixture(6, 3, 12, 16, start, len, 7);
-  check_attention(f, 8);
+  WorstError worst;
+  for (KvDtype dtype : kAllDtypes) {
+    Fixture f = make_fixture(6, 3, 12, 16, start, len, 7, dtype);
+    worst.add(dtype, check_attention(f, 8, dtype_tolerance(dtype)));
+  }
 }
 
 TEST(PagedAttention, WorkspaceIsReusedAcrossCalls) {
