@@ -1,5 +1,8 @@
 #include "model/weights.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +30,14 @@ void WeightMatrix::decode_row(int64_t row, int64_t in, float* out) const {
   }
   kernels::dequantize_row(type, encoded.data() + size_t(row) * kernels::row_bytes(type, in), in,
                           out);
+}
+
+void WeightMatrix::release_pages() const {
+  if (!file_mapped || encoded.empty()) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(encoded.data()) + page - 1) / page * page;
+  const uintptr_t end = (uintptr_t(encoded.data()) + encoded.size()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice
 }
 
 bool weights_match(const ModelConfig& c, const ModelWeights& w) {

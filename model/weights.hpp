@@ -24,6 +24,7 @@ struct WeightMatrix {
   std::vector<float> values;           // type f32: [out * in]
   std::span<const uint8_t> encoded;    // other types: out rows of ggml blocks
   std::shared_ptr<const void> storage;  // keeps `encoded` alive (the mapped file)
+  bool file_mapped = false;             // `encoded` lies in a read-only file mapping
 
   // Values (f32) or encoded values (the element count the bytes hold).
   size_t elements(int64_t in) const;
@@ -34,6 +35,10 @@ struct WeightMatrix {
   }
   // Row `row` of a matrix with `in` columns, decoded to float.
   void decode_row(int64_t row, int64_t in, float* out) const;
+  // Once the matrix has been copied elsewhere (repacked), drops the pages of
+  // a file mapping that only it covers from the process's resident memory;
+  // the bytes stay valid and are read again from the file if used.
+  void release_pages() const;
 };
 
 struct LayerWeights {

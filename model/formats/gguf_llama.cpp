@@ -141,6 +141,7 @@ Expected<WeightMatrix> load_matrix(const GgufFile& file, const GgufTensorInfo& t
   m.type = WeightType(t.type);
   m.encoded = t.data;
   m.storage = file.storage;
+  m.file_mapped = file.mapped;
   return m;
 }
 

@@ -285,7 +285,10 @@ Expected<GgufFile> read_gguf(const std::string& path) {
   Expected<std::shared_ptr<const MappedFile>> mapped = MappedFile::open(path);
   if (!mapped) return mapped.error();
   Expected<GgufFile> file = parse_gguf((*mapped)->bytes(), path);
-  if (file) file->storage = std::move(*mapped);
+  if (file) {
+    file->mapped = (*mapped)->mapped();
+    file->storage = std::move(*mapped);
+  }
   return file;
 }
 

@@ -40,6 +40,7 @@ Expected<LoadedModel> load_file(const std::string& path, const LoadOptions& opti
     auto gguf = parse_gguf((*file)->bytes(), path);
     if (!gguf) return gguf.error();
     gguf->storage = *file;  // quantized matrices point into the mapping
+    gguf->mapped = (*file)->mapped();
     auto model = llama_from_gguf(*gguf, options.dequantize);
     if (!model) return model.error();
     if (gguf->find("general.name") == nullptr) model->config.name = stem(path);

@@ -28,6 +28,9 @@ class MappedFile {
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
+  // True when bytes() is a read-only mapping of the file (not a buffer copy):
+  // pages of it can then be dropped from memory and are read again on use.
+  bool mapped() const { return mapped_; }
 
  private:
   MappedFile() = default;

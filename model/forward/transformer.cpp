@@ -112,12 +112,15 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
       p.w3 = Linear::stack({&w.w3}, dim);
     }
     p.w2 = Linear::stack({&w.w2}, hidden);
+    for (const WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) m->release_pages();
     w = LayerWeights{};  // free the unpacked copy before packing the next layer
   }
   if (config_.tied_embeddings) {
     m.classifier = Linear::stack({&weights.token_embedding}, dim);
+    weights.token_embedding.release_pages();
   } else {
     m.classifier = Linear::stack({&weights.classifier}, dim);
+    weights.classifier.release_pages();
     m.token_embedding = std::move(weights.token_embedding);
   }
   weights.token_embedding = WeightMatrix{};
@@ -127,6 +130,15 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
 }
 
 Transformer::~Transformer() { delete impl_; }
+
+size_t Transformer::weight_bytes() const {
+  size_t bytes = impl_->classifier.bytes();
+  for (const PackedLayer& l : impl_->layers) {
+    for (const Linear& part : l.qkv) bytes += part.bytes();
+    bytes += l.wo.bytes() + l.w13.bytes() + l.w1.bytes() + l.w3.bytes() + l.w2.bytes();
+  }
+  return bytes;
+}
 
 void Transformer::set_profile(ForwardProfile* profile) { impl_->profile = profile; }
 

@@ -40,6 +40,9 @@ class Transformer {
   Transformer& operator=(const Transformer&) = delete;
 
   const ModelConfig& config() const { return config_; }
+  // Bytes of the packed matrices that a decode step reads (every layer's and
+  // the classifier's), in their storage encodings.
+  size_t weight_bytes() const;
 
   // Runs `batch`, writing its keys and values into `kv`, and fills `logits`
   // with one row of vocab_size floats for each sequence whose want_logits is
