@@ -2,24 +2,51 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 namespace conveyor {
 
+std::optional<KvDtype> parse_kv_dtype(std::string_view name) {
+  if (name == "f32") return KvDtype::f32;
+  if (name == "f16") return KvDtype::f16;
+  if (name == "bf16") return KvDtype::bf16;
+  return std::nullopt;
+}
+
+KvDtype default_kv_dtype() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) return KvDtype::bf16;
+#endif
+  return KvDtype::f16;
+}
+
 KvCacheShape KvCacheShape::for_model(const ModelConfig& config, int32_t block_size,
-                                     int32_t n_blocks) {
+                                     int32_t n_blocks, KvDtype dtype) {
   KvCacheShape s;
   s.n_layers = config.n_layers;
   s.n_kv_heads = config.n_kv_heads;
   s.head_dim = config.head_dim();
   s.block_size = block_size;
   s.n_blocks = n_blocks;
+  s.dtype = dtype;
   return s;
 }
 
+namespace {
+constexpr std::align_val_t kPoolAlignment{64};
+}
+
+void KvCache::Free::operator()(std::byte* p) const { ::operator delete[](p, kPoolAlignment); }
+
 KvCache::KvCache(const KvCacheShape& shape)
-    : shape_(shape), data_(new float[shape.block_floats() * size_t(shape.n_blocks)]) {
+    : shape_(shape),
+      data_(static_cast<std::byte*>(
+          ::operator new[](std::max<size_t>(shape.block_bytes() * size_t(shape.n_blocks), 1),
+                           kPoolAlignment))) {
   // Ask for transparent huge pages on the pool's 2 MiB-aligned interior:
   // attention reads blocks scattered over the pool, and with 4 KiB pages it
   // loses up to a third of the read bandwidth (kernels/cpu/README.md).

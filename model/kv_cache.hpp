@@ -2,10 +2,12 @@
 //
 // Layout: block b is one contiguous region holding, for every layer, the keys
 // and then the values of `block_size` token slots:
-//   [n_blocks][n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]  float32
-// Keeping a block contiguous makes a swap to host memory one memcpy per block;
-// keeping a head's slots contiguous inside it makes attention's dot products
-// run over contiguous memory.
+//   [n_blocks][n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]  of dtype
+// The element type is float32, f16 or bf16 (kernels/cpu/kv_dtype.hpp); the
+// layout is the same for each, only the element size changes. Keeping a block
+// contiguous makes a swap to host memory, or a copy-on-write copy, one memcpy
+// of block_bytes() per block; keeping a head's slots contiguous inside it
+// makes attention's dot products run over contiguous memory.
 //
 // Thread-safety: no locks. The engine shares one cache between two threads:
 // the executor's runner (the forward pass and copy-on-write copies) and the
@@ -19,10 +21,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 
+#include "kernels/cpu/kv_dtype.hpp"
 #include "model/config.hpp"
 
 namespace conveyor {
+
+using kernels::KvDtype;
+
+// "f32" | "f16" | "bf16"; nullopt for anything else.
+std::optional<KvDtype> parse_kv_dtype(std::string_view name);
+inline const char* to_string(KvDtype d) { return kernels::kv_dtype_name(d); }
+// bf16 where this CPU has AVX512-BF16 (checked at run time), else f16.
+KvDtype default_kv_dtype();
 
 struct KvCacheShape {
   int32_t n_layers = 0;
@@ -30,15 +44,21 @@ struct KvCacheShape {
   int32_t head_dim = 0;
   int32_t block_size = 16;  // token slots per block
   int32_t n_blocks = 0;
+  KvDtype dtype = KvDtype::f32;
 
-  static KvCacheShape for_model(const ModelConfig& config, int32_t block_size, int32_t n_blocks);
-  // Floats in one block (all layers, K and V).
-  size_t block_floats() const {
+  static KvCacheShape for_model(const ModelConfig& config, int32_t block_size, int32_t n_blocks,
+                                KvDtype dtype = KvDtype::f32);
+  // Elements in one block (all layers, K and V).
+  size_t block_elems() const {
     return size_t(n_layers) * 2 * n_kv_heads * block_size * head_dim;
   }
-  size_t block_bytes() const { return block_floats() * sizeof(float); }
-  // Floats of one head's K (or V) in one block: [block_size][head_dim].
-  size_t head_floats() const { return size_t(block_size) * head_dim; }
+  size_t block_bytes() const { return block_elems() * kernels::kv_dtype_bytes(dtype); }
+  // Bytes of one token's keys and values in all layers.
+  size_t token_bytes() const {
+    return size_t(n_layers) * 2 * n_kv_heads * head_dim * kernels::kv_dtype_bytes(dtype);
+  }
+  // Elements of one head's K (or V) in one block: [block_size][head_dim].
+  size_t head_elems() const { return size_t(block_size) * head_dim; }
 };
 
 class KvCache {
@@ -46,26 +66,31 @@ class KvCache {
   explicit KvCache(const KvCacheShape& shape);
 
   const KvCacheShape& shape() const { return shape_; }
+  KvDtype dtype() const { return shape_.dtype; }
 
-  // [n_kv_heads][block_size][head_dim] keys of `layer` in `block`.
-  float* keys(int32_t block, int32_t layer) { return slot(block, layer, 0); }
-  float* values(int32_t block, int32_t layer) { return slot(block, layer, 1); }
-  const float* keys(int32_t block, int32_t layer) const { return slot(block, layer, 0); }
-  const float* values(int32_t block, int32_t layer) const { return slot(block, layer, 1); }
-  // The whole block (all layers): what a swap copies.
-  float* block_data(int32_t block) { return data_.get() + size_t(block) * shape_.block_floats(); }
-  const float* block_data(int32_t block) const {
-    return data_.get() + size_t(block) * shape_.block_floats();
+  // [n_kv_heads][block_size][head_dim] keys of `layer` in `block`, elements of dtype().
+  void* keys(int32_t block, int32_t layer) { return slot(block, layer, 0); }
+  void* values(int32_t block, int32_t layer) { return slot(block, layer, 1); }
+  const void* keys(int32_t block, int32_t layer) const { return slot(block, layer, 0); }
+  const void* values(int32_t block, int32_t layer) const { return slot(block, layer, 1); }
+  // The whole block (all layers, block_bytes()): what a swap or a copy-on-write copies.
+  std::byte* block_data(int32_t block) { return data_.get() + size_t(block) * shape_.block_bytes(); }
+  const std::byte* block_data(int32_t block) const {
+    return data_.get() + size_t(block) * shape_.block_bytes();
   }
 
  private:
-  float* slot(int32_t block, int32_t layer, int kv) const {
-    return data_.get() + size_t(block) * shape_.block_floats() +
-           (size_t(layer) * 2 + kv) * shape_.n_kv_heads * shape_.head_floats();
+  std::byte* slot(int32_t block, int32_t layer, int kv) const {
+    return data_.get() + size_t(block) * shape_.block_bytes() +
+           (size_t(layer) * 2 + kv) * shape_.n_kv_heads * shape_.head_elems() *
+               kernels::kv_dtype_bytes(shape_.dtype);
   }
 
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
   KvCacheShape shape_;
-  std::unique_ptr<float[]> data_;
+  std::unique_ptr<std::byte[], Free> data_;
 };
 
 }  // namespace conveyor

@@ -24,9 +24,10 @@ class PagedDriver {
     std::vector<float> logits;
   };
 
-  PagedDriver(Transformer& model, int32_t block_size, int32_t n_blocks, uint32_t seed)
+  PagedDriver(Transformer& model, int32_t block_size, int32_t n_blocks, uint32_t seed,
+              KvDtype dtype = KvDtype::f32)
       : model_(model),
-        cache_(KvCacheShape::for_model(model.config(), block_size, n_blocks)),
+        cache_(KvCacheShape::for_model(model.config(), block_size, n_blocks, dtype)),
         block_size_(block_size) {
     free_.resize(size_t(n_blocks));
     std::iota(free_.begin(), free_.end(), 0);
