@@ -10,14 +10,43 @@ namespace conveyor {
 
 namespace {
 
-// llama.cpp's general.file_type (llama_ftype) for a model stored as `type`.
-uint32_t file_type(GgmlType type) {
-  switch (type) {
-    case GgmlType::F16: return 1;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::BF16: return 32;
-    default: return 0;
+// ggml's GGML_QNT_VERSION, which llama.cpp stores as general.quantization_version.
+constexpr uint32_t kQuantizationVersion = 2;
+
+constexpr std::pair<GgufFileType, std::string_view> kFileTypeNames[] = {
+    {GgufFileType::all_f32, "f32"}, {GgufFileType::f16, "f16"},
+    {GgufFileType::bf16, "bf16"},   {GgufFileType::q8_0, "q8_0"},
+    {GgufFileType::q4_0, "q4_0"},   {GgufFileType::q4_k_m, "q4_k_m"},
+    {GgufFileType::q5_k_m, "q5_k_m"}, {GgufFileType::q6_k, "q6_k"},
+};
+
+// The type of most matrices (llama.cpp's default_type for the ftype).
+GgmlType base_type(GgufFileType t) {
+  switch (t) {
+    case GgufFileType::all_f32: return GgmlType::F32;
+    case GgufFileType::f16: return GgmlType::F16;
+    case GgufFileType::bf16: return GgmlType::BF16;
+    case GgufFileType::q8_0: return GgmlType::Q8_0;
+    case GgufFileType::q4_0: return GgmlType::Q4_0;
+    case GgufFileType::q4_k_m: return GgmlType::Q4_K;
+    case GgufFileType::q5_k_m: return GgmlType::Q5_K;
+    case GgufFileType::q6_k: return GgmlType::Q6_K;
   }
+  return GgmlType::F32;
+}
+
+bool fits(GgmlType type, uint64_t row_length) {
+  return row_length % ggml_type_traits(uint32_t(type)).block_size == 0;
+}
+
+// The layer of "blk.N.<...>", or -1.
+int32_t layer_of(std::string_view name) {
+  if (!name.starts_with("blk.")) return -1;
+  int32_t layer = 0;
+  size_t i = 4;
+  if (i >= name.size() || !std::isdigit(uint8_t(name[i]))) return -1;
+  for (; i < name.size() && std::isdigit(uint8_t(name[i])); ++i) layer = layer * 10 + (name[i] - '0');
+  return i < name.size() && name[i] == '.' ? layer : -1;
 }
 
 // Token types for a vocabulary that has none, by llama.cpp's conventions.
@@ -99,10 +128,10 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
       m.tokenizer_model != "gpt2")
     return make_error(Errc::unsupported, "model '" + c.name + "': tokenizer model '" +
                                              m.tokenizer_model + "' cannot be written");
-  if (!is_convertible_type(o.tensor_type))
-    return make_error(Errc::invalid_argument, "GGUF tensor type " +
-                                                  ggml_type_description(uint32_t(o.tensor_type)) +
-                                                  " cannot be written (F32, F16, BF16, Q8_0)");
+  if (gguf_file_type_name(o.file_type).empty())
+    return make_error(Errc::invalid_argument,
+                      "GGUF file type " + std::to_string(uint32_t(o.file_type)) +
+                          " cannot be written (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)");
   if (c.n_heads <= 0 || c.dim % c.n_heads != 0 || !weights_match(c, m.weights))
     return make_error(Errc::invalid_argument,
                       "model '" + c.name + "': weights do not match the config");
@@ -116,7 +145,8 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
   b.add("general.architecture", GgufValue::of_string("llama"));
   b.add("general.name", GgufValue::of_string(c.name));
   b.add("general.alignment", GgufValue::of_uint32(o.alignment));
-  b.add("general.file_type", GgufValue::of_uint32(file_type(o.tensor_type)));
+  b.add("general.file_type", GgufValue::of_uint32(uint32_t(o.file_type)));
+  b.add("general.quantization_version", GgufValue::of_uint32(kQuantizationVersion));
   b.add("llama.vocab_size", GgufValue::of_uint32(c.vocab_size));
   b.add("llama.context_length", GgufValue::of_uint32(c.context_length));
   b.add("llama.embedding_length", GgufValue::of_uint32(c.dim));
@@ -133,9 +163,7 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
   const uint64_t q = uint64_t(c.n_heads) * c.head_dim();
   auto matrix = [&](const std::string& name, uint64_t cols, uint64_t rows,
                     const std::vector<float>& w) {
-    GgmlType type = o.tensor_type;
-    if (type == GgmlType::Q8_0 && cols % kQ8_0BlockSize != 0) type = GgmlType::F16;
-    b.add_tensor(name, {cols, rows}, type, w);
+    b.add_tensor(name, {cols, rows}, gguf_matrix_type(o.file_type, c, name, cols), w);
   };
   auto norm = [&](const std::string& name, const std::vector<float>& w) {
     b.add_tensor(name, {d}, GgmlType::F32, w);
@@ -167,15 +195,65 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
 
 }  // namespace
 
-Expected<GgmlType> parse_gguf_tensor_type(std::string_view name) {
+Expected<GgufFileType> parse_gguf_file_type(std::string_view name) {
   std::string lower(name);
   for (char& ch : lower) ch = char(std::tolower(uint8_t(ch)));
-  if (lower == "f32") return GgmlType::F32;
-  if (lower == "f16") return GgmlType::F16;
-  if (lower == "bf16") return GgmlType::BF16;
-  if (lower == "q8_0") return GgmlType::Q8_0;
-  return make_error(Errc::invalid_argument, "unknown GGUF tensor type '" + std::string(name) +
-                                                "' (expected f32, f16, bf16 or q8_0)");
+  for (const auto& [type, type_name] : kFileTypeNames)
+    if (lower == type_name) return type;
+  return make_error(Errc::invalid_argument,
+                    "unknown GGUF file type '" + std::string(name) +
+                        "' (expected f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k)");
+}
+
+std::string_view gguf_file_type_name(GgufFileType type) {
+  for (const auto& [t, type_name] : kFileTypeNames)
+    if (t == type) return type_name;
+  return {};
+}
+
+// llama.cpp's llama_tensor_get_type (src/llama-quant.cpp) for the file types
+// above and a dense llama model. Its per-layer counters equal the layer
+// number, because llama-quantize visits tensors sorted by layer.
+GgmlType gguf_matrix_type(GgufFileType file_type, const ModelConfig& c, std::string_view name,
+                          uint64_t row_length) {
+  GgmlType type = base_type(file_type);
+  const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 ||
+                         type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  if (!quantized) return type;  // llama.cpp mixes types only when quantizing
+  const bool k_m = file_type == GgufFileType::q4_k_m || file_type == GgufFileType::q5_k_m;
+  const int32_t n = c.n_layers, layer = layer_of(name);
+  // Layers that get more bits in the _M mixes: the first and last eighth,
+  // and every third in between.
+  const bool more_bits =
+      layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
+  auto ends_with = [&](std::string_view suffix) { return name.ends_with(suffix); };
+  if (name == "output.weight" || (c.tied_embeddings && name == "token_embd.weight")) {
+    // The classifier (or the embedding that doubles as it): Q6_K, or Q8_0
+    // when its rows do not fit the file's own type.
+    if (!fits(type, row_length))
+      type = GgmlType::Q8_0;
+    else if (type != GgmlType::Q8_0)
+      type = GgmlType::Q6_K;
+  } else if (name == "token_embd.weight") {
+    // The file's type.
+  } else if (ends_with("attn_v.weight")) {
+    if (k_m && more_bits) type = GgmlType::Q6_K;
+    // llama.cpp's 70B rule (80 layers with grouped-query attention): the
+    // value matrix is 8x smaller than the query's, so Q4_K becomes Q5_K.
+    if (n == 80 && c.n_heads != c.n_kv_heads && type == GgmlType::Q4_K) type = GgmlType::Q5_K;
+  } else if (ends_with("ffn_down.weight")) {
+    if (k_m && more_bits) type = GgmlType::Q6_K;
+  }
+  if (!fits(type, row_length)) {
+    switch (type) {
+      case GgmlType::Q4_K:  // llama.cpp: Q5_0
+      case GgmlType::Q5_K:  // llama.cpp: Q5_1
+      case GgmlType::Q6_K: type = GgmlType::Q8_0; break;
+      default: type = GgmlType::F16; break;
+    }
+    if (!fits(type, row_length)) type = GgmlType::F16;
+  }
+  return type;
 }
 
 Status write_gguf(const LoadedModel& model, const std::string& path,

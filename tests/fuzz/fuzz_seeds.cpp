@@ -133,16 +133,17 @@ int main(int argc, char** argv) {
   struct Seed {
     const char* name;
     const LoadedModel* model;
-    GgmlType type;
+    GgufFileType type;
   };
-  for (const Seed& s : {Seed{"spm_f32.gguf", &spm, GgmlType::F32},
-                        Seed{"spm_f16.gguf", &spm, GgmlType::F16},
-                        Seed{"spm_bf16.gguf", &spm, GgmlType::BF16},
-                        Seed{"q8_0.gguf", &q8, GgmlType::Q8_0},
-                        Seed{"bytes_gpt2.gguf", &bytes, GgmlType::F16},
-                        Seed{"no_vocab.gguf", &none, GgmlType::F32}}) {
+  for (const Seed& s : {Seed{"spm_f32.gguf", &spm, GgufFileType::all_f32},
+                        Seed{"spm_f16.gguf", &spm, GgufFileType::f16},
+                        Seed{"spm_bf16.gguf", &spm, GgufFileType::bf16},
+                        Seed{"q8_0.gguf", &q8, GgufFileType::q8_0},
+                        Seed{"q4_0.gguf", &q8, GgufFileType::q4_0},
+                        Seed{"bytes_gpt2.gguf", &bytes, GgufFileType::f16},
+                        Seed{"no_vocab.gguf", &none, GgufFileType::all_f32}}) {
     GgufWriteOptions options;
-    options.tensor_type = s.type;
+    options.file_type = s.type;
     auto b = serialize_gguf(*s.model, options);
     if (!b) {
       std::fprintf(stderr, "%s: %s\n", s.name, b.error().message.c_str());

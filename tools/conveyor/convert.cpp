@@ -19,6 +19,11 @@ struct ConvertArgs {
 };
 
 int run_convert(const ConvertArgs& args) {
+  auto type = parse_gguf_file_type(args.type);
+  if (!type) {
+    std::cerr << "conveyor convert: " << type.error().message << "\n";
+    return kExitUsage;
+  }
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
   options.dequantize = true;  // the writer encodes from float32
@@ -27,13 +32,8 @@ int run_convert(const ConvertArgs& args) {
     std::cerr << "conveyor convert: " << loaded.error().message << "\n";
     return kExitFailure;
   }
-  auto type = parse_gguf_tensor_type(args.type);
-  if (!type) {
-    std::cerr << "conveyor convert: " << type.error().message << "\n";
-    return kExitUsage;
-  }
   GgufWriteOptions options_out;
-  options_out.tensor_type = *type;
+  options_out.file_type = *type;
   if (Status s = write_gguf(*loaded, args.out, options_out); !s) {
     std::cerr << "conveyor convert: " << s.error().message << "\n";
     return kExitFailure;
@@ -50,7 +50,9 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--model", args->model, "GGUF file, llama2.c checkpoint, or dummy:NAME");
   cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
   cmd->add_option("--out", args->out, "output GGUF path")->required();
-  cmd->add_option("--type", args->type, "tensor type: f32, f16 or q8_0");
+  cmd->add_option("--type", args->type,
+                  "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k (llama.cpp's mixes of "
+                  "tensor types for q4_0 and the _m types)");
   cmd->callback([args, &exit_code] { exit_code = run_convert(*args); });
 }
 

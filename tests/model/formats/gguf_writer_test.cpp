@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "model/formats/dummy.hpp"
 #include "model/formats/gguf_llama.hpp"
@@ -93,10 +96,12 @@ TEST(GgufWriter, F32RoundTripIsExact) {
 
 TEST(GgufWriter, ReducedPrecisionMatchesTheEncoding) {
   const LoadedModel m = small_model(false);
-  for (GgmlType type : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0}) {
+  for (auto [file_type, type] : {std::pair{GgufFileType::f16, GgmlType::F16},
+                                 std::pair{GgufFileType::bf16, GgmlType::BF16},
+                                 std::pair{GgufFileType::q8_0, GgmlType::Q8_0}}) {
     SCOPED_TRACE(ggml_type_description(uint32_t(type)));
     GgufWriteOptions options;
-    options.tensor_type = type;
+    options.file_type = file_type;
     const LoadedModel back = round_trip(m, options);
     expect_same_config(m.config, back.config);
     EXPECT_EQ(back.weights.token_embedding.values, through(type, m.weights.token_embedding.values));
@@ -115,7 +120,7 @@ TEST(GgufWriter, Q8_0FallsBackToF16ForShortRows) {
   m.config.n_heads = 4;
   m.weights = make_random_weights(m.config, 5);
   GgufWriteOptions options;
-  options.tensor_type = GgmlType::Q8_0;
+  options.file_type = GgufFileType::q8_0;
   auto bytes = serialize_gguf(m, options);
   ASSERT_TRUE(bytes) << bytes.error().message;
   auto file = parse_gguf(*bytes, "short.gguf");
@@ -187,21 +192,37 @@ TEST(GgufWriter, ReportsErrors) {
   EXPECT_EQ(serialize_gguf(m).error().code, Errc::invalid_argument);
   m = small_model(false);
   GgufWriteOptions bad;
-  bad.tensor_type = GgmlType::Q4_K;
+  bad.file_type = GgufFileType(3);  // llama.cpp's Q4_1, which conveyor does not write
   EXPECT_EQ(serialize_gguf(m, bad).error().code, Errc::invalid_argument);
-  bad.tensor_type = GgmlType::F32;
+  bad.file_type = GgufFileType::all_f32;
   bad.alignment = 24;
   EXPECT_EQ(serialize_gguf(m, bad).error().code, Errc::invalid_argument);
 }
 
-TEST(GgufWriter, ParsesTensorTypeNames) {
-  EXPECT_EQ(*parse_gguf_tensor_type("f32"), GgmlType::F32);
-  EXPECT_EQ(*parse_gguf_tensor_type("F16"), GgmlType::F16);
-  EXPECT_EQ(*parse_gguf_tensor_type("bf16"), GgmlType::BF16);
-  EXPECT_EQ(*parse_gguf_tensor_type("Q8_0"), GgmlType::Q8_0);
-  auto bad = parse_gguf_tensor_type("q4_k");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("q4_k"), std::string::npos);
+TEST(GgufWriter, ParsesFileTypeNames) {
+  EXPECT_EQ(*parse_gguf_file_type("f32"), GgufFileType::all_f32);
+  EXPECT_EQ(*parse_gguf_file_type("F16"), GgufFileType::f16);
+  EXPECT_EQ(*parse_gguf_file_type("bf16"), GgufFileType::bf16);
+  EXPECT_EQ(*parse_gguf_file_type("Q8_0"), GgufFileType::q8_0);
+  EXPECT_EQ(*parse_gguf_file_type("q4_0"), GgufFileType::q4_0);
+  EXPECT_EQ(*parse_gguf_file_type("Q4_K_M"), GgufFileType::q4_k_m);
+  EXPECT_EQ(*parse_gguf_file_type("q5_k_m"), GgufFileType::q5_k_m);
+  EXPECT_EQ(*parse_gguf_file_type("q6_k"), GgufFileType::q6_k);
+  // llama.cpp's numbers (llama_ftype), as general.file_type stores them.
+  EXPECT_EQ(uint32_t(GgufFileType::q4_0), 2u);
+  EXPECT_EQ(uint32_t(GgufFileType::q8_0), 7u);
+  EXPECT_EQ(uint32_t(GgufFileType::q4_k_m), 15u);
+  EXPECT_EQ(uint32_t(GgufFileType::q5_k_m), 17u);
+  EXPECT_EQ(uint32_t(GgufFileType::q6_k), 18u);
+  EXPECT_EQ(uint32_t(GgufFileType::bf16), 32u);
+  for (const char* name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"})
+    EXPECT_EQ(gguf_file_type_name(*parse_gguf_file_type(name)), name);
+  EXPECT_EQ(gguf_file_type_name(GgufFileType(3)), "");
+  for (const char* name : {"q4_k", "q4_k_s", "q5_0", ""}) {
+    auto bad = parse_gguf_file_type(name);
+    ASSERT_FALSE(bad) << name;
+    EXPECT_NE(bad.error().message.find("'" + std::string(name) + "'"), std::string::npos);
+  }
 }
 
 TEST(GgufWriter, ByteTokenizerModelsKeepTheirTokenization) {
@@ -226,12 +247,271 @@ TEST(GgufWriter, SharedModelReencodesToTheSharedQ8_0) {
   ASSERT_TRUE(f32 && q8);
   expect_same_weights(f32->weights, round_trip(*f32).weights);
   GgufWriteOptions options;
-  options.tensor_type = GgmlType::Q8_0;
+  options.file_type = GgufFileType::q8_0;
   const LoadedModel ours = round_trip(*f32, options);
   expect_same_weights(q8->weights, ours.weights);  // bit for bit what llama.cpp wrote
   EXPECT_EQ(ours.vocabulary->pieces, q8->vocabulary->pieces);
   EXPECT_EQ(ours.vocabulary->scores, q8->vocabulary->scores);
   EXPECT_EQ(ours.vocabulary->types, q8->vocabulary->types);
+}
+
+// A model whose rows (256) fit the K-quants, with 8 layers so that the _m
+// mixes vary by layer.
+LoadedModel k_quant_model() {
+  LoadedModel m = small_model(false);
+  m.config.dim = 256;
+  m.config.hidden_dim = 256;
+  m.config.n_layers = 8;
+  m.config.n_heads = 4;
+  m.config.n_kv_heads = 2;
+  m.weights = make_random_weights(m.config, 11);
+  return m;
+}
+
+double rms_relative_error(const std::vector<float>& x, const std::vector<float>& y) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
+    ref += double(x[i]) * x[i];
+  }
+  return std::sqrt(err / ref);
+}
+
+GgmlType stored_type(const GgufFile& f, const std::string& name) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  return t ? GgmlType(t->type) : GgmlType::I8;
+}
+
+TEST(GgufWriter, WritesEveryFileTypeAndReadsItBack) {
+  const LoadedModel m = k_quant_model();
+  const ModelConfig& c = m.config;
+  for (const char* name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"}) {
+    SCOPED_TRACE(name);
+    GgufWriteOptions options;
+    options.file_type = *parse_gguf_file_type(name);
+    auto bytes = serialize_gguf(m, options);
+    ASSERT_TRUE(bytes) << bytes.error().message;
+    auto file = parse_gguf(*bytes, std::string(name) + ".gguf");
+    ASSERT_TRUE(file) << file.error().message;
+    EXPECT_EQ(file->find("general.file_type")->as_int(), int64_t(options.file_type));
+    EXPECT_EQ(file->find("general.quantization_version")->as_int(), 2);
+    for (const GgufTensorInfo& t : file->tensors) {
+      const GgmlType expected = t.dims.size() == 1 ? GgmlType::F32
+                                                   : gguf_matrix_type(options.file_type, c,
+                                                                      t.name, t.dims[0]);
+      EXPECT_EQ(ggml_type_description(t.type), ggml_type_description(uint32_t(expected))) << t.name;
+      // Every tensor decodes through the reader.
+      EXPECT_TRUE(tensor_to_f32(*file, t)) << t.name;
+    }
+
+    // The loader keeps each matrix in its type for the forward pass...
+    auto kept = llama_from_gguf(*file);
+    ASSERT_TRUE(kept) << kept.error().message;
+    EXPECT_EQ(uint32_t(kept->weights.layers[7].wv.type),
+              uint32_t(stored_type(*file, "blk.7.attn_v.weight")));
+    EXPECT_EQ(uint32_t(kept->weights.classifier.type), uint32_t(stored_type(*file, "output.weight")));
+    // ...and decodes it to exactly what the encoders' round trip gives.
+    auto back = llama_from_gguf(*file, /*dequantize=*/true);
+    ASSERT_TRUE(back) << back.error().message;
+    auto check = [&](const std::string& tensor, const std::vector<float>& original,
+                     const std::vector<float>& loaded) {
+      const GgmlType type = stored_type(*file, tensor);
+      EXPECT_EQ(loaded, through(type, original)) << tensor;
+      const double bound = type == GgmlType::Q4_0   ? 0.095
+                           : type == GgmlType::Q4_K ? 0.078
+                           : type == GgmlType::Q5_K ? 0.039
+                           : type == GgmlType::Q6_K ? 0.020
+                           : type == GgmlType::Q8_0 ? 0.005
+                                                    : 0.004;  // F16, BF16, F32
+      EXPECT_LT(rms_relative_error(original, loaded), bound) << tensor;
+    };
+    check("token_embd.weight", m.weights.token_embedding.values, back->weights.token_embedding.values);
+    check("output.weight", m.weights.classifier.values, back->weights.classifier.values);
+    for (int32_t i : {0, 1, 3, 7}) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      const LayerWeights &src = m.weights.layers[size_t(i)], &dst = back->weights.layers[size_t(i)];
+      check(p + "attn_v.weight", src.wv.values, dst.wv.values);
+      check(p + "attn_output.weight", src.wo.values, dst.wo.values);
+      check(p + "ffn_down.weight", src.w2.values, dst.w2.values);
+      check(p + "ffn_up.weight", src.w3.values, dst.w3.values);
+      EXPECT_EQ(dst.ffn_norm, src.ffn_norm);
+    }
+  }
+}
+
+TEST(GgufWriter, MixesTensorTypesAsLlamaCpp) {
+  const LoadedModel m = k_quant_model();
+  // 8 layers: llama.cpp's use_more_bits picks layers 0 and 7 (the first and
+  // last eighth) and 3 and 6 (every third in between).
+  const std::set<int32_t> more_bits = {0, 3, 6, 7};
+  for (auto [file_type, base] : {std::pair{GgufFileType::q4_k_m, GgmlType::Q4_K},
+                                 std::pair{GgufFileType::q5_k_m, GgmlType::Q5_K},
+                                 std::pair{GgufFileType::q4_0, GgmlType::Q4_0},
+                                 std::pair{GgufFileType::q6_k, GgmlType::Q6_K}}) {
+    SCOPED_TRACE(gguf_file_type_name(file_type));
+    GgufWriteOptions options;
+    options.file_type = file_type;
+    auto bytes = serialize_gguf(m, options);
+    ASSERT_TRUE(bytes) << bytes.error().message;
+    auto file = parse_gguf(*bytes, "mix.gguf");
+    ASSERT_TRUE(file);
+    const bool k_m = file_type == GgufFileType::q4_k_m || file_type == GgufFileType::q5_k_m;
+    EXPECT_EQ(stored_type(*file, "output.weight"), GgmlType::Q6_K);
+    EXPECT_EQ(stored_type(*file, "token_embd.weight"), base);
+    EXPECT_EQ(stored_type(*file, "output_norm.weight"), GgmlType::F32);
+    for (int32_t i = 0; i < 8; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      const GgmlType more = k_m && more_bits.contains(i) ? GgmlType::Q6_K : base;
+      EXPECT_EQ(stored_type(*file, p + "attn_v.weight"), more) << i;
+      EXPECT_EQ(stored_type(*file, p + "ffn_down.weight"), more) << i;
+      for (const char* other : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"})
+        EXPECT_EQ(stored_type(*file, p + other + ".weight"), base) << i << " " << other;
+      EXPECT_EQ(stored_type(*file, p + "attn_norm.weight"), GgmlType::F32);
+    }
+  }
+  // Tied embeddings: the embedding is the classifier, so it gets Q6_K.
+  LoadedModel tied = k_quant_model();
+  tied.config.tied_embeddings = true;
+  tied.weights.classifier = {};
+  GgufWriteOptions options;
+  options.file_type = GgufFileType::q4_k_m;
+  auto bytes = serialize_gguf(tied, options);
+  ASSERT_TRUE(bytes) << bytes.error().message;
+  auto file = parse_gguf(*bytes, "tied.gguf");
+  ASSERT_TRUE(file);
+  EXPECT_EQ(stored_type(*file, "token_embd.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(file->find_tensor("output.weight"), nullptr);
+}
+
+TEST(GgufWriter, MixesFollowTheLayerCount) {
+  ModelConfig c = k_quant_model().config;
+  auto type = [&](GgufFileType ft, const std::string& name) {
+    return gguf_matrix_type(ft, c, name, 4096);
+  };
+  // 32 layers (a 7B/8B shape): Q6_K on layers 0-3 and 28-31, and on every
+  // third from 6 to 27.
+  c.n_layers = 32;
+  std::set<int32_t> q6;
+  for (int32_t i = 0; i < 32; ++i)
+    if (type(GgufFileType::q4_k_m, "blk." + std::to_string(i) + ".attn_v.weight") == GgmlType::Q6_K)
+      q6.insert(i);
+  EXPECT_EQ(q6, (std::set<int32_t>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
+  EXPECT_EQ(type(GgufFileType::q5_k_m, "blk.9.ffn_down.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type(GgufFileType::q5_k_m, "blk.10.ffn_down.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::q4_0, "blk.0.attn_v.weight"), GgmlType::Q4_0);
+  // 80 layers with grouped-query attention (llama.cpp's 70B): attn_v never
+  // below Q5_K in Q4_K_M.
+  c.n_layers = 80;
+  c.n_heads = 64;
+  c.n_kv_heads = 8;
+  EXPECT_EQ(type(GgufFileType::q4_k_m, "blk.40.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::q4_k_m, "blk.42.attn_v.weight"), GgmlType::Q6_K);  // (42 - 10) % 3 == 2
+  EXPECT_EQ(type(GgufFileType::q4_k_m, "blk.40.attn_q.weight"), GgmlType::Q4_K);
+  c.n_kv_heads = 64;  // 80 layers without GQA (65B): no such rule
+  EXPECT_EQ(type(GgufFileType::q4_k_m, "blk.40.attn_v.weight"), GgmlType::Q4_K);
+  // Not llama.cpp's file types: F16 and BF16 files store every matrix so.
+  EXPECT_EQ(type(GgufFileType::bf16, "output.weight"), GgmlType::BF16);
+  EXPECT_EQ(type(GgufFileType::f16, "blk.0.attn_v.weight"), GgmlType::F16);
+  EXPECT_EQ(type(GgufFileType::all_f32, "token_embd.weight"), GgmlType::F32);
+}
+
+TEST(GgufWriter, RowsThatDoNotFitFallBack) {
+  // Rows of 64 and 96 values fit neither the K-quants (256) nor, for 48, Q4_0 (32).
+  const LoadedModel m = small_model(false);  // dim 64, hidden 96
+  auto types = [](const LoadedModel& model, GgufFileType ft) {
+    GgufWriteOptions options;
+    options.file_type = ft;
+    auto bytes = serialize_gguf(model, options);
+    EXPECT_TRUE(bytes) << bytes.error().message;
+    std::map<std::string, GgmlType> out;
+    if (!bytes) return out;
+    auto file = parse_gguf(*bytes, "fallback.gguf");
+    EXPECT_TRUE(file);
+    if (!file) return out;
+    for (const GgufTensorInfo& t : file->tensors) out[t.name] = GgmlType(t.type);
+    return out;
+  };
+  for (GgufFileType ft : {GgufFileType::q4_k_m, GgufFileType::q5_k_m, GgufFileType::q6_k}) {
+    SCOPED_TRACE(gguf_file_type_name(ft));
+    for (const auto& [name, type] : types(m, ft))
+      EXPECT_EQ(type, name.ends_with("norm.weight") ? GgmlType::F32 : GgmlType::Q8_0) << name;
+  }
+  // Q4_0: rows of 64 and 96 fit; the classifier gets Q8_0 (Q6_K does not fit).
+  auto q4 = types(m, GgufFileType::q4_0);
+  EXPECT_EQ(q4["output.weight"], GgmlType::Q8_0);
+  EXPECT_EQ(q4["token_embd.weight"], GgmlType::Q4_0);
+  EXPECT_EQ(q4["blk.1.ffn_down.weight"], GgmlType::Q4_0);
+  LoadedModel narrow = small_model(false);
+  narrow.config.dim = 48;
+  narrow.config.n_heads = 4;
+  narrow.weights = make_random_weights(narrow.config, 5);
+  auto q4n = types(narrow, GgufFileType::q4_0);
+  EXPECT_EQ(q4n["token_embd.weight"], GgmlType::F16);
+  EXPECT_EQ(q4n["output.weight"], GgmlType::F16);
+  EXPECT_EQ(q4n["blk.0.attn_q.weight"], GgmlType::F16);
+  EXPECT_EQ(q4n["blk.0.ffn_down.weight"], GgmlType::Q4_0);  // rows of hidden_dim = 96
+}
+
+// The shared files were quantized by llama.cpp's llama-quantize: the recipe
+// gives every matrix the type llama.cpp gave it, and a model of the same
+// shape written here gets the same types tensor by tensor.
+TEST(GgufWriter, RecipesChooseTheTypesLlamaCppChose) {
+  struct Case {
+    const char* file;
+    GgufFileType type;
+    const char* arch;
+  };
+  for (const Case& k : {Case{"tiny-llama2-q4_0.gguf", GgufFileType::q4_0, "llama"},
+                        Case{"tiny-llama2-q4_k_m.gguf", GgufFileType::q4_k_m, "llama"},
+                        Case{"tiny-llama2-q5_k_m.gguf", GgufFileType::q5_k_m, "llama"},
+                        Case{"tiny-llama2-q8_0.gguf", GgufFileType::q8_0, "llama"},
+                        Case{"tiny-llama3-q4_k_m.gguf", GgufFileType::q4_k_m, "llama"},
+                        Case{"tiny-qwen2-q4_k_m.gguf", GgufFileType::q4_k_m, "qwen2"}}) {
+    CONVEYOR_REQUIRE_MODEL(path, k.file);
+    SCOPED_TRACE(k.file);
+    auto file = read_gguf(path);
+    ASSERT_TRUE(file) << file.error().message;
+    EXPECT_EQ(file->find("general.file_type")->as_int(), int64_t(k.type));
+    const std::string arch = k.arch;
+    ModelConfig c;
+    c.n_layers = int32_t(*file->find(arch + ".block_count")->as_int());
+    c.n_heads = int32_t(*file->find(arch + ".attention.head_count")->as_int());
+    c.n_kv_heads = int32_t(*file->find(arch + ".attention.head_count_kv")->as_int());
+    c.dim = int32_t(*file->find(arch + ".embedding_length")->as_int());
+    c.hidden_dim = int32_t(*file->find(arch + ".feed_forward_length")->as_int());
+    c.tied_embeddings = file->find_tensor("output.weight") == nullptr;
+    size_t matrices = 0;
+    for (const GgufTensorInfo& t : file->tensors) {
+      if (t.dims.size() < 2) continue;  // norms, biases, rope_freqs: F32
+      EXPECT_EQ(ggml_type_description(uint32_t(gguf_matrix_type(k.type, c, t.name, t.dims[0]))),
+                ggml_type_description(t.type))
+          << t.name;
+      ++matrices;
+    }
+    EXPECT_EQ(matrices, size_t(7 * c.n_layers + (c.tied_embeddings ? 1 : 2)));
+    if (arch != "llama") continue;
+    // Written here from random weights of that shape (a smaller vocabulary).
+    LoadedModel m = small_model(c.tied_embeddings);
+    m.config.dim = c.dim;
+    m.config.hidden_dim = c.hidden_dim;
+    m.config.n_layers = c.n_layers;
+    m.config.n_heads = c.n_heads;
+    m.config.n_kv_heads = c.n_kv_heads;
+    m.weights = make_random_weights(m.config, 3);
+    GgufWriteOptions options;
+    options.file_type = k.type;
+    auto bytes = serialize_gguf(m, options);
+    ASSERT_TRUE(bytes) << bytes.error().message;
+    auto ours = parse_gguf(*bytes, "ours.gguf");
+    ASSERT_TRUE(ours);
+    EXPECT_EQ(ours->tensors.size(), file->tensors.size() - (file->find_tensor("rope_freqs.weight") ? 1 : 0));
+    for (const GgufTensorInfo& t : ours->tensors) {
+      const GgufTensorInfo* theirs = file->find_tensor(t.name);
+      ASSERT_NE(theirs, nullptr) << t.name;
+      EXPECT_EQ(ggml_type_description(t.type), ggml_type_description(theirs->type)) << t.name;
+    }
+  }
 }
 
 }  // namespace
