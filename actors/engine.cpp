@@ -4,6 +4,7 @@
 
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
+#include "actors/kv_capacity.hpp"
 #include "actors/policy_actors.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_actor.hpp"
@@ -18,7 +19,15 @@ Status validate(const EngineConfig& c) {
   };
   if (c.block_size < 1 || c.block_size > 1024 || (c.block_size & (c.block_size - 1)) != 0)
     return bad("block-size", "must be a power of two between 1 and 1024");
-  if (c.kv_cache_tokens < c.block_size) return bad("kv-cache-tokens", "must hold at least one block");
+  if (c.kv_cache_tokens != 0 && c.kv_cache_tokens < c.block_size)
+    return bad("kv-cache-tokens", "must hold at least one block");
+  if (c.kv_cache_memory < 0) return bad("kv-cache-memory", "must be >= 0");
+  if (c.kv_cache_tokens != 0 && c.kv_cache_memory != 0)
+    return bad("kv-cache-memory", "give --kv-cache-tokens or --kv-cache-memory, not both");
+  if (!(c.kv_cache_memory_fraction > 0.0 && c.kv_cache_memory_fraction <= 1.0))
+    return bad("kv-cache-memory-fraction", "must be in (0, 1]");
+  if (c.kv_cache_dtype != "auto" && !parse_kv_dtype(c.kv_cache_dtype))
+    return bad("kv-cache-dtype", "must be f32, f16, bf16 or auto, not '" + c.kv_cache_dtype + "'");
   if (c.swap_space_tokens < 0) return bad("swap-space-tokens", "must be >= 0");
   if (c.max_num_seqs < 1) return bad("max-num-seqs", "must be >= 1");
   if (c.max_batched_tokens < 1) return bad("max-batched-tokens", "must be >= 1");
@@ -28,6 +37,11 @@ Status validate(const EngineConfig& c) {
   if (auto m = parse_admission_mode(c.admission); !m) return bad("admission", m.error().message);
   if (auto m = parse_batching_mode(c.batching); !m) return bad("batching", m.error().message);
   return Status::ok();
+}
+
+KvDtype kv_dtype_of(const EngineConfig& c) {
+  if (auto d = parse_kv_dtype(c.kv_cache_dtype)) return *d;
+  return default_kv_dtype();
 }
 
 void RequestHandle::cancel() const {
@@ -40,22 +54,46 @@ Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
 Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
                                                  LoadedModel model) {
   if (Status s = validate(config); !s) return s.error();
-  const int32_t n_blocks = int32_t(config.kv_cache_tokens / config.block_size);
-  auto kv = std::make_shared<KvCache>(KvCacheShape::for_model(model.config, config.block_size, n_blocks));
+  const KvDtype dtype = kv_dtype_of(config);
   ModelInfo info{model.config, model.eos_ids, model.tokenizer};
+  // The weights first, so that the memory left for the cache is measured after them.
   auto transformer =
       std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
+  KvCapacityRequest request;
+  request.token_bytes = int64_t(KvCacheShape::for_model(model.config, 1, 0, dtype).token_bytes());
+  request.block_size = config.block_size;
+  request.tokens = config.kv_cache_tokens;
+  request.memory = config.kv_cache_memory;
+  request.fraction = config.kv_cache_memory_fraction;
+  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = read_mem_available();
+  request.context_length = model.config.context_length;
+  request.max_num_seqs = config.max_num_seqs;
+  auto capacity = plan_kv_capacity(request);
+  if (!capacity) return capacity.error();
+  EngineConfig resolved = config;
+  resolved.kv_cache_tokens = capacity->tokens;
+  resolved.kv_cache_memory = 0;
+  resolved.kv_cache_dtype = to_string(dtype);
+
+  const int32_t n_blocks = int32_t(capacity->tokens / config.block_size);
+  auto kv = std::make_shared<KvCache>(
+      KvCacheShape::for_model(model.config, config.block_size, n_blocks, dtype));
   auto runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
   std::shared_ptr<SwapEngine> swap;
   if (config.swap_space_tokens >= config.block_size)
     swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
-  return create(sys, config, std::move(info), std::move(runner), std::move(swap));
+  auto engine = create(sys, resolved, std::move(info), std::move(runner), std::move(swap));
+  if (engine) (*engine)->kv_capacity_ = std::move(capacity).value();
+  return engine;
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
                                                  ModelInfo info, std::shared_ptr<StepRunner> runner,
                                                  std::shared_ptr<SwapEngine> swap) {
   if (Status s = validate(config); !s) return s.error();
+  if (config.kv_cache_tokens == 0)
+    return make_error(Errc::invalid_argument,
+                      "--kv-cache-tokens: an engine on its own runner needs its capacity in tokens");
   auto preemption_mode = parse_preemption_mode(config.preemption);
   auto admission = make_admission_policy(config.admission, config.admission_config);
   if (!admission) return admission.error();
@@ -63,6 +101,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   std::unique_ptr<Engine> engine(new Engine(sys, config, std::move(info)));
   const ModelConfig& mc = engine->info_.config;
   engine->num_blocks_ = int32_t(config.kv_cache_tokens / config.block_size);
+  engine->kv_capacity_ = KvCapacity{int64_t(engine->num_blocks_) * config.block_size, 0, "--kv-cache-tokens"};
   const int32_t host_blocks = swap ? int32_t(config.swap_space_tokens / config.block_size) : 0;
 
   SchedulerConfig sc;

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "actors/engine_config.hpp"
+#include "actors/kv_capacity.hpp"
 #include "actors/messages.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -52,7 +53,9 @@ struct ModelInfo {
 
 class Engine {
  public:
-  // Loads `model` into a CPU runner with a KV cache of config.kv_cache_tokens.
+  // Loads `model` into a CPU runner with a KV cache of config.kv_cache_dtype,
+  // sized by config.kv_cache_tokens, kv_cache_memory or the memory available
+  // after the weights are loaded (actors/kv_capacity.hpp).
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   LoadedModel model);
   // With any runner and swap engine (fakes in tests). A null swap engine
@@ -77,7 +80,12 @@ class Engine {
   Expected<EngineStats> stats();
 
   const ModelInfo& model() const { return info_; }
+  // The config; after create() with a model, as resolved: kv_cache_tokens is
+  // the capacity chosen, kv_cache_dtype the type chosen (not "auto"),
+  // kv_cache_memory 0.
   const EngineConfig& config() const { return config_; }
+  // The KV cache's capacity, bytes (0 with a runner of the caller's) and origin.
+  const KvCapacity& kv_capacity() const { return kv_capacity_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
   // Latency histograms and finish counters (for /metrics).
   const EngineMetrics& metrics() const { return *actors_.metrics; }
@@ -91,6 +99,7 @@ class Engine {
   EngineConfig config_;
   ModelInfo info_;
   int32_t num_blocks_ = 0;
+  KvCapacity kv_capacity_;
   SchedulerActors actors_;
   scheduler_actor scheduler_;
   std::atomic<request_id> next_id_{1};

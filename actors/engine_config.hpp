@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/kv_cache.hpp"
 #include "model/status.hpp"
 #include "policies/admission.hpp"
 
@@ -15,7 +16,14 @@ namespace conveyor {
 
 struct EngineConfig {
   int32_t block_size = 16;              // tokens per KV block (a power of two)
-  int64_t kv_cache_tokens = 65536;      // device KV capacity in tokens (rounded down to blocks)
+  // Device KV capacity (actors/kv_capacity.hpp): kv_cache_tokens when not 0
+  // (rounded down to blocks), else kv_cache_memory bytes when not 0, else
+  // kv_cache_memory_fraction of the memory available once the weights are
+  // loaded, between one full context and context_length × max_num_seqs tokens.
+  int64_t kv_cache_tokens = 0;
+  int64_t kv_cache_memory = 0;
+  double kv_cache_memory_fraction = 0.5;
+  std::string kv_cache_dtype = "auto";  // f32 | f16 | bf16 | auto (bf16 with AVX512-BF16, else f16)
   int64_t swap_space_tokens = 0;        // host swap capacity in tokens (0: no swap)
   int32_t max_num_seqs = 256;           // running sequences at once
   int32_t max_batched_tokens = 2048;    // tokens per iteration
@@ -33,5 +41,9 @@ struct EngineConfig {
 
 // Checks ranges and names; the message names the field.
 Status validate(const EngineConfig& config);
+
+// The KV cache's element type the config asks for ("auto": default_kv_dtype()).
+// The config must be valid.
+KvDtype kv_dtype_of(const EngineConfig& config);
 
 }  // namespace conveyor

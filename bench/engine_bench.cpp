@@ -11,6 +11,7 @@
 //   4. throughput under memory pressure with recompute, swap and cost.
 //
 // usage: engine_bench [--model dummy:llama-15m] [--requests 256] [--quick]
+//                     [--kv-cache-dtype auto|f32|f16|bf16]
 // The dummy model's context is raised to 2048 so that 1024-token outputs
 // fit (random weights do not care where RoPE positions end).
 #include <algorithm>
@@ -33,6 +34,15 @@ namespace conveyor {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+// --kv-cache-dtype: every engine and decode step of the run uses it.
+std::string g_kv_dtype = "auto";
+
+EngineConfig default_config() {
+  EngineConfig c;
+  c.kv_cache_dtype = g_kv_dtype;
+  return c;
+}
 
 struct Workload {
   std::vector<std::vector<int32_t>> prompts;
@@ -164,7 +174,7 @@ double closed_loop(Engine& engine, int concurrency, int total, int32_t prompt_le
 double decode_step_ms(const LoadedModel& model, int b) {
   Transformer t(model.config, model.weights, 0);
   const int32_t bs = 16, ctx = 64, per_seq = ctx / bs + 1;
-  KvCache kv(KvCacheShape::for_model(model.config, bs, b * per_seq));
+  KvCache kv(KvCacheShape::for_model(model.config, bs, b * per_seq, kv_dtype_of(default_config())));
   ForwardBatch batch;
   std::vector<float> logits;
   std::vector<int32_t> prompt(size_t(ctx), 7);
@@ -272,10 +282,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     else if (!std::strcmp(argv[i], "--closed-loop") && i + 1 < argc) closed = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc) g_kv_dtype = argv[++i];
     else {
-      std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead] [--closed-loop C]\n");
+      std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead] [--closed-loop C] "
+                   "[--kv-cache-dtype D]\n");
       return 2;
     }
+  }
+  if (Status s = validate(default_config()); !s) {
+    std::fprintf(stderr, "engine_bench: %s\n", s.error().message.c_str());
+    return 2;
   }
   auto loaded = load_model(model_name);
   if (!loaded) {
@@ -285,15 +301,16 @@ int main(int argc, char** argv) {
   LoadedModel model = std::move(loaded).value();
   model.config.context_length = std::max(model.config.context_length, 2048);
   const int32_t vocab = model.config.vocab_size;
-  std::printf("model %s: dim %d, %d layers, vocab %d; %u hardware threads\n", model_name.c_str(),
-              model.config.dim, model.config.n_layers, vocab, std::thread::hardware_concurrency());
+  std::printf("model %s: dim %d, %d layers, vocab %d; %u hardware threads; KV cache %s\n", model_name.c_str(),
+              model.config.dim, model.config.n_layers, vocab, std::thread::hardware_concurrency(),
+              to_string(kv_dtype_of(default_config())));
 
   testing::EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
   if (closed > 0) {
     // The server comparison's workload: 128-token prompts, 128 new tokens,
     // `conveyor serve`'s default engine configuration.
-    auto engine = Engine::create(sys, EngineConfig{}, model);
+    auto engine = Engine::create(sys, default_config(), model);
     if (!engine) return 1;
     const int total = std::max(requests, 2 * closed);
     const double tps = closed_loop(**engine, closed, total, 128, 128, vocab);
@@ -310,7 +327,7 @@ int main(int argc, char** argv) {
   std::printf("workload: %d requests, 32-token prompts, output exponential mean 128 capped at 1024 "
               "(total %lld output tokens)\n\n", requests, (long long)chat.total_output());
 
-  EngineConfig base;
+  EngineConfig base = default_config();
   base.max_num_seqs = 32;
   base.max_batched_tokens = 2048;
   base.kv_cache_tokens = 32 * 1152;

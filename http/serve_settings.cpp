@@ -7,6 +7,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "actors/kv_capacity.hpp"
+
 namespace conveyor::http {
 namespace {
 
@@ -41,6 +43,18 @@ Setter text(std::string& out) {
   return [&out](const toml::node& n, const std::string& where) -> Status {
     if (!n.is_string()) return type_error(where, "a string");
     out = *n.value<std::string>();
+    return Status::ok();
+  };
+}
+
+// Bytes as an integer, or a size string ("4GiB", actors/kv_capacity.hpp).
+Setter byte_size(int64_t& out) {
+  return [&out](const toml::node& n, const std::string& where) -> Status {
+    if (n.is_integer()) return integer(out)(n, where);
+    if (!n.is_string()) return type_error(where, "a size such as \"4GiB\" or a number of bytes");
+    auto bytes = parse_byte_size(*n.value<std::string>());
+    if (!bytes) return make_error(Errc::invalid_argument, where + ": " + bytes.error().message);
+    out = *bytes;
     return Status::ok();
   };
 }
@@ -93,6 +107,9 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
   const std::map<std::string, Setter> engine{
       {"block_size", integer(e.block_size)},
       {"kv_cache_tokens", integer(e.kv_cache_tokens)},
+      {"kv_cache_memory", byte_size(e.kv_cache_memory)},
+      {"kv_cache_memory_fraction", real(e.kv_cache_memory_fraction)},
+      {"kv_cache_dtype", text(e.kv_cache_dtype)},
       {"swap_space_tokens", integer(e.swap_space_tokens)},
       {"max_num_seqs", integer(e.max_num_seqs)},
       {"max_batched_tokens", integer(e.max_batched_tokens)},

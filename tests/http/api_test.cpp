@@ -253,6 +253,23 @@ TEST(ServeSettings, TomlOverridesAndRejectsUnknownKeys) {
   EXPECT_FALSE(parse_serve_config("[engine\n", "t.toml", s).is_ok());
 }
 
+TEST(ServeSettings, KvCacheMemoryTakesASizeOrBytes) {
+  ServeSettings s;
+  ASSERT_TRUE(parse_serve_config("[engine]\nkv_cache_memory = \"4GiB\"\nkv_cache_dtype = \"f16\"\n"
+                                 "kv_cache_memory_fraction = 0.25\n",
+                                 "t.toml", s)
+                  .is_ok());
+  EXPECT_EQ(s.engine.kv_cache_memory, int64_t(4) << 30);
+  EXPECT_EQ(s.engine.kv_cache_dtype, "f16");
+  EXPECT_EQ(s.engine.kv_cache_memory_fraction, 0.25);
+  ASSERT_TRUE(parse_serve_config("[engine]\nkv_cache_memory = 1048576\n", "t.toml", s).is_ok());
+  EXPECT_EQ(s.engine.kv_cache_memory, 1048576);
+  const Status bad = parse_serve_config("[engine]\nkv_cache_memory = \"4 gigs\"\n", "t.toml", s);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.error().message.find("engine.kv_cache_memory"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(parse_serve_config("[engine]\nkv_cache_memory = true\n", "t.toml", s).is_ok());
+}
+
 TEST(ServeSettings, ExampleConfigsLoad) {
   for (const char* name : {"serve.toml", "serve-llama-110m.toml"}) {
     ServeSettings s;

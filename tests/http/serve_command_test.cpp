@@ -37,9 +37,18 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
   EXPECT_EQ(exit_code_of("--no-such-flag", &out), 2);
   EXPECT_EQ(exit_code_of("--config /nonexistent.toml", &out), 2);
   EXPECT_EQ(exit_code_of("--chat-template jinja", &out), 2);
+  EXPECT_EQ(exit_code_of("--kv-cache-memory 4XB", &out), 2);
+  EXPECT_NE(out.find("--kv-cache-memory: '4XB' is not a size: unknown unit"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--kv-cache-memory 0", &out), 2);
+  EXPECT_EQ(exit_code_of("--kv-cache-tokens 4096 --kv-cache-memory 1GiB", &out), 2);
+  EXPECT_NE(out.find("not both"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--kv-cache-dtype f8", &out), 2);
+  EXPECT_NE(out.find("--kv-cache-dtype"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--kv-cache-memory-fraction 1.5", &out), 2);
   EXPECT_EQ(exit_code_of("--help", &out), 0);
   for (const char* flag : {"--model", "--tokenizer", "--host", "--port", "--config", "--block-size",
-                           "--kv-cache-tokens", "--swap-space-tokens", "--max-num-seqs", "--max-batched-tokens",
+                           "--kv-cache-tokens", "--kv-cache-memory", "--kv-cache-memory-fraction",
+                           "--kv-cache-dtype", "--swap-space-tokens", "--max-num-seqs", "--max-batched-tokens",
                            "--prefill-chunk", "--preemption", "--admission", "--batching", "--max-waiting",
                            "--api-key", "--threads"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
@@ -53,7 +62,8 @@ struct Child {
   uint16_t port = 0;
 };
 
-Child start_serve() {
+Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* capacity = "4096",
+                  const char* dtype = "auto") {
   Child c;
   int fds[2];
   if (pipe(fds) != 0) return c;
@@ -62,8 +72,8 @@ Child start_serve() {
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
-    execl(kConveyor.c_str(), kConveyor.c_str(), "serve", "--port", "0", "--kv-cache-tokens", "4096",
-          "--threads", "1", static_cast<char*>(nullptr));
+    execl(kConveyor.c_str(), kConveyor.c_str(), "serve", "--port", "0", capacity_flag, capacity,
+          "--kv-cache-dtype", dtype, "--threads", "1", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -105,6 +115,21 @@ TEST(ServeCommand, LogsServesAndStopsOnSignals) {
     EXPECT_EQ(wait_exit(c, std::chrono::seconds(10)), 0) << "signal " << sig;
     fclose(c.out);
   }
+}
+
+// The startup line gives the capacity in tokens and bytes, and the dtype:
+// conveyor-tiny keeps 4 layers × 2 × 4 KV heads × 8 values per token, 512
+// bytes in f16, so 1 MiB holds 128 blocks of 16 tokens.
+TEST(ServeCommand, KvCacheMemoryFlagSizesTheCache) {
+  Child c = start_serve("--kv-cache-memory", "1MiB", "f16");
+  ASSERT_GT(c.port, 0) << c.log;
+  EXPECT_NE(c.log.find("KV cache 2048 tokens in 128 blocks of 16, f16, 1.0 MiB (--kv-cache-memory 1.0 MiB)"),
+            std::string::npos)
+      << c.log;
+  EXPECT_EQ(http_request(c.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 3})").status, 200);
+  kill(c.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(c, std::chrono::seconds(10)), 0);
+  fclose(c.out);
 }
 
 }  // namespace

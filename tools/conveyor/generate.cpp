@@ -1,7 +1,8 @@
 // `conveyor generate`: one prompt through the model runtime, text (or ids) out.
 //
 // This drives the runtime directly: one sequence, a KV cache just big enough
-// for it, prefill in chunks and then one decode step per token.
+// for it (of --kv-cache-dtype; its size goes to stderr), prefill in chunks and
+// then one decode step per token.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/kv_capacity.hpp"
 #include "model/batch.hpp"
 #include "model/formats/loader.hpp"
 #include "model/forward/transformer.hpp"
@@ -35,6 +37,7 @@ struct GenerateArgs {
   bool ids_only = false;
   bool ignore_eos = false;
   int threads = 0;
+  std::string kv_cache_dtype = "auto";
 };
 
 constexpr int32_t kBlockSize = 16;
@@ -70,6 +73,10 @@ int usage_error(const std::string& message) {
 }
 
 int run_generate(const GenerateArgs& args) {
+  const std::optional<KvDtype> kv_dtype =
+      args.kv_cache_dtype == "auto" ? std::optional(default_kv_dtype()) : parse_kv_dtype(args.kv_cache_dtype);
+  if (!kv_dtype)
+    return usage_error("--kv-cache-dtype: must be f32, f16, bf16 or auto, not '" + args.kv_cache_dtype + "'");
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
   auto loaded = load_model(args.model, options);
@@ -113,7 +120,10 @@ int run_generate(const GenerateArgs& args) {
   const int32_t total =
       std::min<int32_t>(config.context_length, int32_t(prompt.size()) + args.max_tokens);
   const int32_t n_blocks = (total + kBlockSize - 1) / kBlockSize;
-  KvCache kv(KvCacheShape::for_model(config, kBlockSize, n_blocks));
+  KvCache kv(KvCacheShape::for_model(config, kBlockSize, n_blocks, *kv_dtype));
+  std::cerr << "conveyor generate: KV cache " << int64_t(n_blocks) * kBlockSize << " tokens in " << n_blocks
+            << " blocks of " << kBlockSize << ", " << to_string(*kv_dtype) << ", "
+            << format_bytes(int64_t(kv.shape().block_bytes()) * n_blocks) << "\n";
   std::vector<int32_t> block_table(n_blocks);
   for (int32_t b = 0; b < n_blocks; ++b) block_table[b] = b;
 
@@ -179,6 +189,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--ids", args->ids_only, "print the generated token ids instead of text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the end-of-sequence token");
   cmd->add_option("--threads", args->threads, "compute threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: bf16 where the CPU "
+                  "has AVX512-BF16, else f16)");
   cmd->callback([args, cmd, &exit_code] {
     if (!args->prompt && !args->prompt_ids) {
       exit_code = usage_error("give --prompt TEXT or --prompt-ids 1,2,3 (see --help)");

@@ -35,6 +35,8 @@ struct ServeFlags {
   std::optional<uint16_t> port;
   std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
   std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
+  std::optional<std::string> kv_cache_memory, kv_cache_dtype;
+  std::optional<double> kv_cache_memory_fraction;
   std::optional<std::string> preemption, admission, batching;
   std::optional<bool> overlap;
   std::optional<int> threads;
@@ -67,7 +69,22 @@ int run_serve(const ServeFlags& f) {
   override_with(s.server.max_output_bytes, f.max_output_bytes);
   EngineConfig& e = s.engine;
   override_with(e.block_size, f.block_size);
-  override_with(e.kv_cache_tokens, f.kv_cache_tokens);
+  // One capacity flag replaces whichever of the two the config file gave.
+  if (f.kv_cache_tokens && f.kv_cache_memory)
+    return fail(kExitUsage, "--kv-cache-memory: give --kv-cache-tokens or --kv-cache-memory, not both");
+  if (f.kv_cache_tokens) {
+    e.kv_cache_tokens = *f.kv_cache_tokens;
+    e.kv_cache_memory = 0;
+  }
+  if (f.kv_cache_memory) {
+    auto bytes = parse_byte_size(*f.kv_cache_memory);
+    if (!bytes) return fail(kExitUsage, "--kv-cache-memory: " + bytes.error().message);
+    if (*bytes <= 0) return fail(kExitUsage, "--kv-cache-memory: must be more than 0 bytes");
+    e.kv_cache_memory = *bytes;
+    e.kv_cache_tokens = 0;
+  }
+  override_with(e.kv_cache_memory_fraction, f.kv_cache_memory_fraction);
+  override_with(e.kv_cache_dtype, f.kv_cache_dtype);
   override_with(e.swap_space_tokens, f.swap_space_tokens);
   override_with(e.max_num_seqs, f.max_num_seqs);
   override_with(e.max_batched_tokens, f.max_batched_tokens);
@@ -123,13 +140,18 @@ int run_serve(const ServeFlags& f) {
   const std::string template_name = context->chat ? to_string(context->chat->kind()) : "none (no tokenizer)";
 
   const int32_t blocks = (*engine)->num_blocks();
+  const EngineConfig& resolved = (*engine)->config();
+  const KvCapacity& kv = (*engine)->kv_capacity();
+  const int64_t token_bytes = kv.tokens > 0 ? kv.bytes / kv.tokens : 0;
   std::cout << "conveyor serve: model " << source << " served as '" << served << "'\n"
             << "conveyor serve: shape dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers
             << " layers, " << mc.n_heads << " heads (" << mc.n_kv_heads << " KV), vocab " << mc.vocab_size
             << ", context " << mc.context_length << ", " << mc.parameter_count() << " parameters\n"
-            << "conveyor serve: KV cache " << int64_t(blocks) * e.block_size << " tokens in " << blocks
-            << " blocks of " << e.block_size << "; swap " << e.swap_space_tokens << " tokens; chat template "
-            << template_name << "\n";
+            << "conveyor serve: KV cache " << kv.tokens << " tokens in " << blocks << " blocks of "
+            << e.block_size << ", " << resolved.kv_cache_dtype << ", " << format_bytes(kv.bytes) << " ("
+            << kv.origin << "); swap " << e.swap_space_tokens << " tokens ("
+            << format_bytes(e.swap_space_tokens / e.block_size * e.block_size * token_bytes)
+            << "); chat template " << template_name << "\n";
 
   http::Server server(port, s.server, std::move(context).value());
   auto bound = server.start();
@@ -163,7 +185,17 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-output-bytes", f->max_output_bytes,
                   "unsent output per connection before its request is cancelled (default 1 MiB)");
   cmd->add_option("--block-size", f->block_size, "tokens per KV block, a power of two (default 16)");
-  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens, "KV cache capacity in tokens (default 65536)");
+  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
+                  "KV cache capacity in tokens (default: sized from memory, see --kv-cache-memory)");
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV cache capacity in bytes: 4GiB, 512MiB, 1.5GB, ... (default: --kv-cache-memory-fraction "
+                  "of the memory available after the weights load)");
+  cmd->add_option("--kv-cache-memory-fraction", f->kv_cache_memory_fraction,
+                  "share of the available memory the KV cache takes when neither capacity flag is given "
+                  "(default 0.5)");
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: bf16 where the CPU "
+                  "has AVX512-BF16, else f16)");
   cmd->add_option("--swap-space-tokens", f->swap_space_tokens, "host swap capacity in tokens (default 0)");
   cmd->add_option("--max-num-seqs", f->max_num_seqs, "running sequences at once (default 256)");
   cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "tokens per iteration (default 2048)");
