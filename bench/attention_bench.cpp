@@ -1,0 +1,99 @@
+// attention_bench: paged attention's decode step with the KV cache in f32,
+// f16 and bf16, for the attention shapes of llama-15m (6 heads of 48) and
+// llama-110m (12 heads of 64), at several batch sizes and contexts. Each
+// sequence's blocks are scattered over the pool, as the block manager leaves
+// them. Prints the median time of one layer's call and the KV bytes it read
+// per second.
+//
+// usage: attention_bench [--threads N] [--reps R]
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "kernels/cpu/paged_attention.hpp"
+
+using namespace conveyor::kernels;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int32_t n_heads, head_dim;
+};
+
+// Median seconds of one decode call: `batch` sequences, each one token at
+// position ctx - 1 over ctx cached positions.
+double time_decode(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, int reps) {
+  const int32_t bs = 16, n_kv = s.n_heads, hd = s.head_dim;
+  const int32_t per_seq = (ctx + bs - 1) / bs, n_blocks = batch * per_seq;
+  // One layer's keys and values per block (the other layers only stride past).
+  const int64_t block_stride = int64_t(2) * n_kv * bs * hd;
+  const size_t eb = kv_dtype_bytes(dtype);
+  std::vector<std::byte> pool(size_t(n_blocks) * size_t(block_stride) * eb);
+  {
+    std::vector<float> values(size_t(block_stride) * n_blocks);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : values) v = dist(rng);
+    kv_store(dtype, values.data(), pool.data(), int64_t(values.size()));
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(n_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(2));
+  std::vector<int32_t> token_begin(static_cast<size_t>(batch) + 1), start_pos(static_cast<size_t>(batch)),
+      table_begin(static_cast<size_t>(batch) + 1);
+  for (int32_t b = 0; b <= batch; ++b) {
+    token_begin[size_t(b)] = b;
+    table_begin[size_t(b)] = b * per_seq;
+    if (b < batch) start_pos[size_t(b)] = ctx - 1;
+  }
+  const SpanTable spans{batch, token_begin.data(), start_pos.data(), ids.data(), table_begin.data()};
+  const PagedKvView view{pool.data(), pool.data() + size_t(n_kv) * bs * hd * eb, block_stride, n_kv, bs, hd, dtype};
+  const int64_t width = int64_t(s.n_heads) * hd;
+  std::vector<float> q(size_t(batch) * width, 0.1f), out(size_t(batch) * width);
+  AttentionWorkspace ws;
+  paged_attention(q.data(), width, s.n_heads, spans, view, out.data(), width, ws);  // warm up
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_s();
+    paged_attention(q.data(), width, s.n_heads, spans, view, out.data(), width, ws);
+    times.push_back(now_s() - t0);
+  }
+  return median(times);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 31;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: attention_bench [--threads N] [--reps R]\n");
+      return 2;
+    }
+  }
+  std::printf("paged attention, one decode token per sequence, one layer; median of %d calls, %d threads\n",
+              reps, omp_get_max_threads());
+  std::printf("%-10s %5s %5s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)", "f16 us (GB/s)",
+              "bf16 us (GB/s)");
+  for (const Shape& s : {Shape{"15m", 6, 48}, Shape{"110m", 12, 64}})
+    for (int32_t batch : {1, 8, 32})
+      for (int32_t ctx : {256, 1024}) {
+        std::printf("%-10s %5d %5d", s.name, batch, ctx);
+        for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16}) {
+          const double t = time_decode(s, dtype, batch, ctx, reps);
+          const double bytes = 2.0 * batch * ctx * s.n_heads * s.head_dim * double(kv_dtype_bytes(dtype));
+          std::printf(" | %9.1f (%6.1f)   ", t * 1e6, bytes / t * 1e-9);
+        }
+        std::printf("\n");
+      }
+  return 0;
+}
