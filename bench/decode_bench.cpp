@@ -1,7 +1,15 @@
 // Decode throughput of the paged forward pass against the machine's roofline.
 //
 //   decode_bench [--models dummy:llama-15m,dummy:llama-110m] [--batches 1,8,16,32,64]
-//                [--steps 16] [--repeats 3] [--context 128] [--threads 2] [--block-size 16]
+//                [--types f32,bf16,q8_0,q4_k_m] [--steps 16] [--repeats 3] [--context 128]
+//                [--threads 2] [--block-size 16]
+//
+// --types runs each model with its matrices stored as each of these GGUF file
+// types (conveyor convert's names): the float32 weights are written as a GGUF
+// file of that type in memory (llama.cpp's tensor-type mix for q4_k_m and
+// q5_k_m) and loaded back as `conveyor serve` loads a file, so the products
+// run on the encoded weights. The weight bytes of the roofline are the bytes
+// that a step reads in that encoding.
 //
 // For each model and batch size B it prefills B sequences to about `context`
 // positions, then times decode steps (every sequence one token). The roofline
@@ -29,7 +37,10 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
 #include "model/batch.hpp"
+#include "model/formats/gguf_llama.hpp"
+#include "model/formats/gguf_writer.hpp"
 #include "model/formats/loader.hpp"
 #include "model/forward/transformer.hpp"
 #include "model/kv_cache.hpp"
@@ -144,20 +155,43 @@ int64_t matmul_params(const ModelConfig& c) {
 
 struct Options {
   std::vector<std::string> models = {"dummy:llama-15m", "dummy:llama-110m"};
+  std::vector<std::string> types = {"f32"};
   std::vector<int> batches = {1, 8, 16, 32, 64};
   int steps = 16, repeats = 3, context = 128, threads = 2, block_size = 16;
 };
 
-void run_model(const std::string& spec, const Options& o, Roofline& best) {
+[[noreturn]] void fail(const std::string& what, const Error& e) {
+  std::fprintf(stderr, "%s: %s\n", what.c_str(), e.message.c_str());
+  std::exit(1);
+}
+
+// `model` with its matrices encoded as GGUF file type `type`, through an
+// in-memory GGUF file, as a served file is loaded.
+LoadedModel encoded_as(const LoadedModel& model, const std::string& type) {
+  auto file_type = parse_gguf_file_type(type);
+  if (!file_type) fail(type, file_type.error());
+  GgufWriteOptions options;
+  options.file_type = *file_type;
+  auto bytes = serialize_gguf(model, options);
+  if (!bytes) fail(type, bytes.error());
+  auto storage = std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value());
+  auto file = parse_gguf(*storage, model.source + " as " + type);
+  if (!file) fail(type, file.error());
+  file->storage = storage;
+  auto back = llama_from_gguf(*file);
+  if (!back) fail(type, back.error());
+  return std::move(back).value();
+}
+
+void run_model(const std::string& spec, const std::string& type, const Options& o,
+               Roofline& best) {
   auto loaded = load_model(spec);
-  if (!loaded) {
-    std::fprintf(stderr, "%s: %s\n", spec.c_str(), loaded.error().message.c_str());
-    std::exit(1);
-  }
+  if (!loaded) fail(spec, loaded.error());
+  if (type != "f32") loaded = encoded_as(*loaded, type);
   const ModelConfig config = loaded->config;
   const int64_t params = matmul_params(config);
   Transformer model(config, std::move(loaded->weights), o.threads);
-  const double weight_bytes = 4.0 * double(params);
+  const double weight_bytes = double(model.weight_bytes());
   std::vector<Result> results;
   std::mt19937 rng(1);
   for (int batch_size : o.batches) {
@@ -247,8 +281,10 @@ void run_model(const std::string& spec, const Options& o, Roofline& best) {
         {batch_size, step_s, flops, kv_bytes, prefill_tokens / prefill_s, best_profile, roof});
   }
 
-  std::printf("\n%s: %.1fM parameters in matrix products (%.0f MB), context ~%d, block size %d\n",
-              spec.c_str(), params / 1e6, weight_bytes / 1e6, o.context, o.block_size);
+  std::printf("\n%s as %s: %.1fM parameters in matrix products (%.0f MB read per step, %s "
+              "kernels), context ~%d, block size %d\n",
+              spec.c_str(), type.c_str(), params / 1e6, weight_bytes / 1e6,
+              kernels::isa_name(kernels::active_isa()), o.context, o.block_size);
   std::printf("best in this run: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed "
               "kernel %.1f)\n",
               best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9);
@@ -281,6 +317,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--models") o.models = conveyor::split(value);
+    else if (flag == "--types") o.types = conveyor::split(value);
     else if (flag == "--batches") {
       o.batches.clear();
       for (const std::string& b : conveyor::split(value)) o.batches.push_back(std::atoi(b.c_str()));
@@ -298,6 +335,7 @@ int main(int argc, char** argv) {
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("threads %d, OMP_WAIT_POLICY=%s\n", o.threads, wait ? wait : "(unset)");
   conveyor::Roofline best;
-  for (const std::string& spec : o.models) conveyor::run_model(spec, o, best);
+  for (const std::string& spec : o.models)
+    for (const std::string& type : o.types) conveyor::run_model(spec, type, o, best);
   return 0;
 }
