@@ -59,7 +59,8 @@ class Engine {
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   LoadedModel model);
   // With any runner and swap engine (fakes in tests). A null swap engine
-  // means no swap space: swap preemption falls back to recompute.
+  // means no swap space: swap preemption falls back to recompute. The runner
+  // owns its KV memory, so config.kv_cache_tokens must give the capacity.
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   ModelInfo info, std::shared_ptr<StepRunner> runner,
                                                   std::shared_ptr<SwapEngine> swap);
