@@ -30,7 +30,7 @@ namespace conveyor {
 // The model a GGUF file of architecture `llama` holds. Matrices stored as F16,
 // BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K keep their encoding and point into the
 // file's storage (which the weights then keep alive), unless `dequantize`
-// asks for float32 (F16, BF16 and Q8_0 only).
+// asks for float32.
 Expected<LoadedModel> llama_from_gguf(const GgufFile& file, bool dequantize = false);
 
 // The tokenizer a GGUF file describes (tokenizer.ggml.*): its vocabulary, the
