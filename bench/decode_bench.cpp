@@ -20,7 +20,10 @@
 // `repeats` times `steps` decode steps and keeps the run with the best median.
 //   roofline(step) = max(weight bytes / bandwidth, flops / peak)
 //   flops = 2 · (parameters in matrix products) · B + attention flops
-// and `of_roof` is roofline / measured. `kv_roof` adds the KV-cache bytes a
+// and `of_roof` is roofline / measured. `floor_ms` is the bandwidth floor
+// alone (weight bytes / bandwidth) and `x_floor` the step time over it; the
+// compute roof uses the float32 sgemm peak, which does not bound the int8
+// products of the quantized types. `kv_roof` adds the KV-cache bytes a
 // step reads to the weight bytes: attention at long contexts is memory-bound
 // too, and the plain roofline does not count it.
 #include <omp.h>
@@ -288,9 +291,9 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
   std::printf("best in this run: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed "
               "kernel %.1f)\n",
               best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9);
-  std::printf("%5s %10s %10s %6s %6s %10s %8s %8s %8s %10s   %s\n", "batch", "step_ms", "tok/s",
-              "GB/s", "GF/s", "roof_ms", "bound", "of_roof", "kv_roof", "prefill/s",
-              "median step, ms: matmul attn logits other");
+  std::printf("%5s %10s %10s %6s %6s %9s %8s %10s %8s %8s %8s %10s   %s\n", "batch", "step_ms",
+              "tok/s", "GB/s", "GF/s", "floor_ms", "x_floor", "roof_ms", "bound", "of_roof",
+              "kv_roof", "prefill/s", "median step, ms: matmul attn logits other");
   for (const Result& r : results) {
     const Roofline& roof = r.roof;
     const double memory_s = weight_bytes / roof.bandwidth, compute_s = r.flops / roof.blas_peak;
@@ -299,9 +302,10 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
     const ForwardProfile& p = r.profile;
     const double per_call = 1e3 / double(std::max<int64_t>(p.calls, 1));
     std::printf(
-        "%5d %10.3f %10.1f %6.1f %6.0f %10.3f %8s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f %5.2f %5.2f\n",
+        "%5d %10.3f %10.1f %6.1f %6.0f %9.3f %7.2fx %10.3f %8s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f "
+        "%5.2f %5.2f\n",
                 r.batch_size, r.step_s * 1e3, r.batch_size / r.step_s, roof.bandwidth / 1e9,
-                roof.blas_peak / 1e9, roof_s * 1e3,
+                roof.blas_peak / 1e9, memory_s * 1e3, r.step_s / memory_s, roof_s * 1e3,
                 memory_s > compute_s ? "memory" : "compute", 100.0 * roof_s / r.step_s,
                 100.0 * kv_roof_s / r.step_s, r.prefill_tokens_per_s, p.matmul * per_call,
                 p.attention * per_call, p.logits * per_call, (p.norms + p.embed) * per_call);
