@@ -50,6 +50,12 @@ void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32
 
 }  // namespace
 
+bool quant_kernels_supported() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+
 Isa detected_isa() {
   static const Isa isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                  __builtin_cpu_supports("avx512vl") &&

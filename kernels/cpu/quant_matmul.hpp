@@ -32,7 +32,9 @@ namespace conveyor::kernels {
 
 enum class Isa : uint8_t { avx2, avx512 };
 
-// The best instruction set this CPU runs (AVX2 is required).
+// True when this CPU runs the products at all: AVX2 with FMA and F16C (x86-64-v3).
+bool quant_kernels_supported();
+// The best instruction set this CPU runs (avx2 also when quant_kernels_supported is false).
 Isa detected_isa();
 // The one the kernels use: detected_isa() unless forced (tests compare both).
 Isa active_isa();

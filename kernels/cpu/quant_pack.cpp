@@ -28,11 +28,11 @@ PanelFormat panel_format(WeightType type, int32_t k) {
     case WeightType::q8_0: f.block = 32, f.bits = 8, f.zero = 128, f.full_range = true; break;
     case WeightType::q4_0: f.block = 32, f.bits = 4, f.zero = 8; break;
     case WeightType::q4_k: f.block = 32, f.bits = 4, f.offsets = true; break;
-    case WeightType::q5_k: f.block = 32, f.bits = 8, f.offsets = true; break;
-    case WeightType::q6_k: f.block = 16, f.bits = 8, f.zero = 32; break;
+    case WeightType::q5_k: f.block = 32, f.bits = 4, f.planes = 1, f.offsets = true; break;
+    case WeightType::q6_k: f.block = 16, f.bits = 4, f.planes = 2, f.zero = 32; break;
     case WeightType::f32: break;
   }
-  f.quant_bytes = size_t(kQuantPanelRows) * f.block * f.bits / 8;
+  f.quant_bytes = size_t(kQuantPanelRows) * f.block * (f.bits + f.planes) / 8;
   f.block_bytes = kQuantPanelRows * 2 * (f.offsets ? 2 : 1) + f.quant_bytes;
   f.panel_bytes = size_t(k / f.block) * f.block_bytes;
   return f;
@@ -132,13 +132,19 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
       scales[r] = f32_to_fp16(b.scale);
       if (f.offsets) offsets[r] = f32_to_fp16(b.offset);
       for (int32_t c = 0; c < f.block; ++c) {
-        const int32_t group = c / 4, j = c % 4;
+        const int32_t group = c / 4, byte = r * 4 + c % 4;
         if (f.bits == 8) {
-          quants[group * 64 + r * 4 + j] = b.q[c];
-        } else {
-          const int32_t chunk = group % 4, shift = group < 4 ? 0 : 4;
-          quants[chunk * 64 + r * 4 + j] |= uint8_t(b.q[c] << shift);
+          quants[group * 64 + byte] = b.q[c];
+          continue;
         }
+        const int32_t chunks = f.block / 8;  // nibble vectors: groups g and g + chunks
+        const int32_t chunk = group % chunks, shift = group < chunks ? 0 : 4;
+        quants[chunk * 64 + byte] |= uint8_t((b.q[c] & 15) << shift);
+        for (int32_t e = 0; e < f.planes; ++e)
+          if ((b.q[c] >> (4 + e)) & 1) {
+            uint8_t* mask = quants + f.block * kQuantPanelRows / 2 + (group * f.planes + e) * 8;
+            mask[byte / 8] |= uint8_t(1 << (byte % 8));
+          }
       }
     }
   }
@@ -197,12 +203,18 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
     const float offset = f.offsets ? fp16_to_f32(scales[kQuantPanelRows + r]) : f.zero * scale;
     const uint8_t* quants = blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1);
     for (int32_t c = 0; c < f.block; ++c) {
-      const int32_t group = c / 4, j = c % 4;
+      const int32_t group = c / 4, byte = r * 4 + c % 4;
       int q;
-      if (f.bits == 8)
-        q = quants[group * 64 + r * 4 + j];
-      else
-        q = (quants[(group % 4) * 64 + r * 4 + j] >> (group < 4 ? 0 : 4)) & 15;
+      if (f.bits == 8) {
+        q = quants[group * 64 + byte];
+      } else {
+        const int32_t chunks = f.block / 8;
+        q = (quants[(group % chunks) * 64 + byte] >> (group < chunks ? 0 : 4)) & 15;
+        for (int32_t e = 0; e < f.planes; ++e) {
+          const uint8_t* mask = quants + f.block * kQuantPanelRows / 2 + (group * f.planes + e) * 8;
+          q |= ((mask[byte / 8] >> (byte % 8)) & 1) << (4 + e);
+        }
+      }
       out[ib * f.block + c] = scale * float(q) - offset;
     }
   }

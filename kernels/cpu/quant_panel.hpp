@@ -17,11 +17,12 @@ struct PanelFormat {
   bool half = false;        // F16/BF16: [m/16][k][16] 16-bit values
   bool bf16 = false;        // which half type
   int32_t block = 0;        // k values per block (32, or 16 for Q6_K)
-  int32_t bits = 0;         // bits per stored quant: 4 or 8
+  int32_t bits = 0;         // 8: one byte per quant; 4: a nibble, plus `planes` high bits
+  int32_t planes = 0;       // with bits 4: bit planes for bits 4 (Q5_K) and 5 (Q6_K)
   bool offsets = false;     // per-row f16 offsets follow the scales (Q4_K, Q5_K)
   float zero = 0;           // without offsets: value = scale · (q − zero)
   bool full_range = false;  // quants use all 8 bits (Q8_0): AVX2 needs a signed trick
-  size_t quant_bytes = 0;   // quants of one (panel, block): 16 · block · bits / 8
+  size_t quant_bytes = 0;   // quants of one (panel, block): 16 · block · (bits + planes) / 8
   size_t block_bytes = 0;   // scales, offsets and quants of one (panel, block)
   size_t panel_bytes = 0;   // one panel for the k it was made for
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/quant_matmul.hpp"
 #include "model/formats/config_check.hpp"
 #include "model/formats/gguf_metadata.hpp"
 
@@ -181,12 +182,19 @@ Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c, 
       return file_error(file, "tensor '" + job.name + "' has shape " + shape_string(t->dims) +
                                   ", expected " + shape_string(job.shape) +
                                   " from the model's metadata");
-    const bool runs = job.matrix && !dequantize ? kernels::is_weight_type(t->type)
-                                                : is_convertible_type(GgmlType(t->type));
+    const bool encoded = job.matrix && !dequantize && GgmlType(t->type) != GgmlType::F32;
+    const bool runs = encoded ? kernels::is_weight_type(t->type)
+                              : is_convertible_type(GgmlType(t->type));
     if (!runs)
       return file_error(file,
                         "tensor '" + job.name + "' has type " + ggml_type_description(t->type) +
                             ", which conveyor does not support",
+                        Errc::unsupported);
+    if (encoded && !kernels::quant_kernels_supported())
+      return file_error(file,
+                        "tensor '" + job.name + "' has type " + ggml_type_description(t->type) +
+                            ": products on it need a CPU with AVX2, FMA and F16C, which this "
+                            "one lacks (convert the file with --type f32)",
                         Errc::unsupported);
   }
   for (const Job& job : jobs) {
