@@ -1,6 +1,7 @@
 #include "actors/engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
@@ -9,6 +10,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_actor.hpp"
 #include "actors/swap_engine.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
 #include "model/forward/transformer.hpp"
 
 namespace conveyor {
@@ -48,6 +50,31 @@ void RequestHandle::cancel() const {
   if (actor_) caf::anon_send(actor_, cancel_atom_v);
 }
 
+namespace {
+
+// The storage types of the matrices, in a fixed order: "Q4_K, Q6_K".
+std::string weight_types(const ModelWeights& w) {
+  std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};
+  for (const LayerWeights& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) all.push_back(m);
+  std::string out;
+  for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16, WeightType::q8_0,
+                       WeightType::q6_k, WeightType::q5_k, WeightType::q4_k, WeightType::q4_0}) {
+    const bool used = std::any_of(all.begin(), all.end(),
+                                  [t](const WeightMatrix* m) { return !m->empty() && m->type == t; });
+    if (used) out += (out.empty() ? "" : ", ") + std::string(kernels::weight_type_name(t));
+  }
+  return out;
+}
+
+std::string format_megabytes(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", double(bytes) / 1e6);
+  return text;
+}
+
+}  // namespace
+
 Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
     : sys_(sys), config_(std::move(config)), info_(std::move(info)) {}
 
@@ -56,9 +83,13 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   if (Status s = validate(config); !s) return s.error();
   const KvDtype dtype = kv_dtype_of(config);
   ModelInfo info{model.config, model.eos_ids, model.tokenizer};
+  const std::string types = weight_types(model.weights);
   // The weights first, so that the memory left for the cache is measured after them.
   auto transformer =
       std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
+  std::string weights = format_megabytes(transformer->weight_bytes()) + " as " + types;
+  if (types != "F32")
+    weights += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
   KvCapacityRequest request;
   request.token_bytes = int64_t(KvCacheShape::for_model(model.config, 1, 0, dtype).token_bytes());
   request.block_size = config.block_size;
@@ -83,7 +114,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   if (config.swap_space_tokens >= config.block_size)
     swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
   auto engine = create(sys, resolved, std::move(info), std::move(runner), std::move(swap));
-  if (engine) (*engine)->kv_capacity_ = std::move(capacity).value();
+  if (engine) {
+    (*engine)->kv_capacity_ = std::move(capacity).value();
+    (*engine)->weights_description_ = std::move(weights);
+  }
   return engine;
 }
 

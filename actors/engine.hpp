@@ -87,6 +87,9 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   // The KV cache's capacity, bytes (0 with a runner of the caller's) and origin.
   const KvCapacity& kv_capacity() const { return kv_capacity_; }
+  // How the weights are held, for start-up lines: "78.0 MB as Q4_K, Q6_K
+  // (avx512-vnni products)"; "" with a runner of the caller's.
+  const std::string& weights_description() const { return weights_description_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
   // Latency histograms and finish counters (for /metrics).
   const EngineMetrics& metrics() const { return *actors_.metrics; }
@@ -101,6 +104,7 @@ class Engine {
   ModelInfo info_;
   int32_t num_blocks_ = 0;
   KvCapacity kv_capacity_;
+  std::string weights_description_;
   SchedulerActors actors_;
   scheduler_actor scheduler_;
   std::atomic<request_id> next_id_{1};

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/cpu/kv_dtype.hpp"
+
 namespace conveyor::kernels {
 
 bool is_weight_type(uint32_t t) {
@@ -65,30 +67,7 @@ float fp16_to_f32(uint16_t h) {
   return f;
 }
 
-uint16_t f32_to_fp16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t exp = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) return uint16_t(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
-  const int32_t e = int32_t(exp) - 127 + 15;
-  if (e >= 31) return uint16_t(sign | 0x7c00u);  // overflow: infinity
-  if (e <= 0) {                                  // half subnormal or zero
-    if (e < -10) return uint16_t(sign);
-    mant |= 0x800000u;
-    const uint32_t shift = uint32_t(14 - e);
-    uint32_t h = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;
-    return uint16_t(sign | h);
-  }
-  uint32_t h = (uint32_t(e) << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry may reach infinity
-  return uint16_t(sign | h);
-}
+uint16_t f32_to_fp16(float f) { return kv_half::f32_to_f16(f); }
 
 namespace {
 

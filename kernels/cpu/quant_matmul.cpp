@@ -2,6 +2,8 @@
 // the kernels of quant_kernels.inc compiled for it.
 #include "kernels/cpu/quant_matmul.hpp"
 
+#include <cpuid.h>
+
 #include <atomic>
 
 #include "kernels/cpu/quant_panel.hpp"
@@ -51,8 +53,13 @@ void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32
 }  // namespace
 
 bool quant_kernels_supported() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  // F16C through cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports
+  // does not know it.
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
   return ok;
 }
 

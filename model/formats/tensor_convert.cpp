@@ -13,29 +13,7 @@ static_assert(std::endian::native == std::endian::little,
 
 float half_to_float(uint16_t h) { return kernels::fp16_to_f32(h); }
 
-uint16_t float_to_half(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t exp = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) return uint16_t(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
-  const int32_t e = int32_t(exp) - 127 + 15;
-  if (e >= 31) return uint16_t(sign | 0x7c00u);  // overflow: infinity
-  if (e <= 0) {                                  // half subnormal or zero
-    if (e < -10) return uint16_t(sign);
-    mant |= 0x800000u;
-    const uint32_t shift = uint32_t(14 - e);
-    uint32_t h = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;
-    return uint16_t(sign | h);
-  }
-  uint32_t h = (uint32_t(e) << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry may reach infinity
-  return uint16_t(sign | h);
-}
+uint16_t float_to_half(float f) { return kernels::f32_to_fp16(f); }
 
 float bf16_to_float(uint16_t b) { return kernels::bf16_to_f32(b); }
 

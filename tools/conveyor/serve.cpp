@@ -147,6 +147,7 @@ int run_serve(const ServeFlags& f) {
             << "conveyor serve: shape dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers
             << " layers, " << mc.n_heads << " heads (" << mc.n_kv_heads << " KV), vocab " << mc.vocab_size
             << ", context " << mc.context_length << ", " << mc.parameter_count() << " parameters\n"
+            << "conveyor serve: weights " << (*engine)->weights_description() << "\n"
             << "conveyor serve: KV cache " << kv.tokens << " tokens in " << blocks << " blocks of "
             << e.block_size << ", " << resolved.kv_cache_dtype << ", " << format_bytes(kv.bytes) << " ("
             << kv.origin << "); swap " << e.swap_space_tokens << " tokens ("
