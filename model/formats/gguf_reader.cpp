@@ -281,15 +281,19 @@ Expected<GgufFile> parse_gguf(std::span<const uint8_t> bytes, const std::string&
   return Parser(bytes, name).run();
 }
 
+Expected<GgufFile> parse_gguf(std::shared_ptr<const MappedFile> mapped) {
+  Expected<GgufFile> file = parse_gguf(mapped->bytes(), mapped->path());
+  if (file) {
+    file->mapped = mapped->mapped();
+    file->storage = std::move(mapped);
+  }
+  return file;
+}
+
 Expected<GgufFile> read_gguf(const std::string& path) {
   Expected<std::shared_ptr<const MappedFile>> mapped = MappedFile::open(path);
   if (!mapped) return mapped.error();
-  Expected<GgufFile> file = parse_gguf((*mapped)->bytes(), path);
-  if (file) {
-    file->mapped = (*mapped)->mapped();
-    file->storage = std::move(*mapped);
-  }
-  return file;
+  return parse_gguf(std::move(mapped).value());
 }
 
 Expected<std::vector<float>> tensor_to_f32(const GgufFile& file, const GgufTensorInfo& t) {

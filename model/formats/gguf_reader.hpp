@@ -111,6 +111,11 @@ inline constexpr int kMaxGgufArrayDepth = 8;
 // outlive the result. `name` is used in error messages.
 Expected<GgufFile> parse_gguf(std::span<const uint8_t> bytes, const std::string& name);
 
+// Parses an opened file; the result keeps it alive (storage) and says
+// whether its bytes are a mapping (mapped).
+class MappedFile;
+Expected<GgufFile> parse_gguf(std::shared_ptr<const MappedFile> file);
+
 // Maps the file at `path` and parses it; the result keeps the mapping alive.
 Expected<GgufFile> read_gguf(const std::string& path);
 

@@ -37,10 +37,8 @@ Expected<LoadedModel> load_file(const std::string& path, const LoadOptions& opti
       return make_error(Errc::invalid_argument,
                         path + ": a GGUF file carries its own tokenizer; a separate tokenizer "
                                "file is only for llama2.c checkpoints and dummy models");
-    auto gguf = parse_gguf((*file)->bytes(), path);
+    auto gguf = parse_gguf(*file);  // quantized matrices point into the mapping
     if (!gguf) return gguf.error();
-    gguf->storage = *file;  // quantized matrices point into the mapping
-    gguf->mapped = (*file)->mapped();
     auto model = llama_from_gguf(*gguf, options.dequantize);
     if (!model) return model.error();
     if (gguf->find("general.name") == nullptr) model->config.name = stem(path);

@@ -68,8 +68,11 @@ struct Transformer::Impl {
   kernels::QuantScratch quant;
   ForwardProfile* profile = nullptr;
 
-  // x[t] = the embedding row of tokens[t].
+  // x[t] = the embedding row of tokens[t]. A packed (tied) row is a strided
+  // gather, one value per 64-byte line, and an encoded one a decode: spread
+  // long prompts over the threads.
   void embed(const ModelConfig& c, const int32_t* tokens, int32_t n, float* x) const {
+#pragma omp parallel for schedule(static) if (n >= 64)
     for (int32_t t = 0; t < n; ++t) {
       if (c.tied_embeddings)
         classifier.row(tokens[t], x + int64_t(t) * c.dim);
@@ -123,8 +126,6 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
     weights.classifier.release_pages();
     m.token_embedding = std::move(weights.token_embedding);
   }
-  weights.token_embedding = WeightMatrix{};
-  weights.classifier = WeightMatrix{};
   m.final_norm = std::move(weights.final_norm);
   m.ensure_rope_table(config_, std::max(config_.context_length, 1));
 }
