@@ -14,6 +14,7 @@
 #include "model/formats/gguf_reader.hpp"
 #include "model/formats/gguf_writer.hpp"
 #include "model/forward/transformer.hpp"
+#include "tests/model/formats/formats_test_util.hpp"
 
 namespace conveyor {
 namespace {
@@ -83,12 +84,7 @@ TEST_P(ConvertRoundTrip, LogitsStayWithinTheFormatsError) {
   const std::vector<float> got = logits(*back, prompt);
 
   ASSERT_EQ(got.size(), want.size());
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  const double relative = std::sqrt(err / norm);
+  const double relative = test::rms_relative_error(want, got);
   std::cout << c.type << ": RMS logit error / RMS logit = " << relative << "\n";
   EXPECT_LE(relative, c.max_relative_rms);
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,16 @@ inline LoadedModel small_model(bool tied = false, int32_t vocab = 300) {
   m.eos_ids = {2};
   m.chat_template = "{{ messages }}";
   return m;
+}
+
+// sqrt(Σ (y - x)² / Σ x²): y's error relative to the reference x, over all values.
+inline double rms_relative_error(const std::vector<float>& x, const std::vector<float>& y) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
+    ref += double(x[i]) * x[i];
+  }
+  return std::sqrt(err / ref);
 }
 
 }  // namespace conveyor::test

@@ -15,6 +15,7 @@
 namespace conveyor {
 namespace {
 
+using test::rms_relative_error;
 using test::small_model;
 
 LoadedModel round_trip(const LoadedModel& m, GgufWriteOptions options = {}) {
@@ -266,15 +267,6 @@ LoadedModel k_quant_model() {
   m.config.n_kv_heads = 2;
   m.weights = make_random_weights(m.config, 11);
   return m;
-}
-
-double rms_relative_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
-    ref += double(x[i]) * x[i];
-  }
-  return std::sqrt(err / ref);
 }
 
 GgmlType stored_type(const GgufFile& f, const std::string& name) {

@@ -20,6 +20,8 @@
 namespace conveyor {
 namespace {
 
+using test::rms_relative_error;
+
 const GgmlType kNewTypes[] = {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 std::string type_name(GgmlType t) { return ggml_type_traits(uint32_t(t)).name; }
@@ -31,16 +33,6 @@ std::vector<float> round_trip(GgmlType type, const std::vector<float>& x) {
   EXPECT_TRUE(encode_from_f32(type, x, enc));
   EXPECT_TRUE(decode_to_f32(type, enc, out));
   return out;
-}
-
-// sqrt(sum (y - x)^2 / sum x^2) over the whole matrix.
-double rms_relative_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
-    ref += double(x[i]) * x[i];
-  }
-  return std::sqrt(err / ref);
 }
 
 struct Shape {
