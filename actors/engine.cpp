@@ -1,7 +1,6 @@
 #include "actors/engine.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
@@ -67,12 +66,6 @@ std::string weight_types(const ModelWeights& w) {
   return out;
 }
 
-std::string format_megabytes(size_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MB", double(bytes) / 1e6);
-  return text;
-}
-
 }  // namespace
 
 Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
@@ -87,7 +80,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   // The weights first, so that the memory left for the cache is measured after them.
   auto transformer =
       std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
-  std::string weights = format_megabytes(transformer->weight_bytes()) + " as " + types;
+  std::string weights = format_bytes(int64_t(transformer->weight_bytes())) + " as " + types;
   if (types != "F32")
     weights += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
   KvCapacityRequest request;

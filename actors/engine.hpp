@@ -87,7 +87,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   // The KV cache's capacity, bytes (0 with a runner of the caller's) and origin.
   const KvCapacity& kv_capacity() const { return kv_capacity_; }
-  // How the weights are held, for start-up lines: "78.0 MB as Q4_K, Q6_K
+  // How the weights are held, for start-up lines: "74.4 MiB as Q6_K, Q4_K
   // (avx512-vnni products)"; "" with a runner of the caller's.
   const std::string& weights_description() const { return weights_description_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
