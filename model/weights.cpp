@@ -10,8 +10,9 @@
 namespace conveyor {
 
 int64_t ModelConfig::parameter_count() const {
-  const int64_t d = dim, h = hidden_dim, kv = kv_dim(), q = int64_t{n_heads} * head_dim();
-  const int64_t per_layer = 2 * d + q * d + 2 * kv * d + d * q + 3 * h * d;
+  const int64_t d = dim, h = hidden_dim, kv = kv_dim(), q = q_dim();
+  const int64_t per_layer = 2 * d + q * d + 2 * kv * d + d * q + 3 * h * d +
+                            (qkv_bias ? q + 2 * kv : 0) + (qk_norm ? 2 * head_dim() : 0);
   const int64_t embed = int64_t{vocab_size} * d;
   return embed + n_layers * per_layer + d + (tied_embeddings ? 0 : embed);
 }
@@ -41,8 +42,11 @@ void WeightMatrix::release_pages() const {
 }
 
 bool weights_match(const ModelConfig& c, const ModelWeights& w) {
-  const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.n_heads) * c.head_dim();
+  const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.q_dim());
   const size_t embed = size_t(c.vocab_size) * d;
+  const size_t hd = size_t(c.head_dim());
+  if (!w.rope_freq_factors.empty() && w.rope_freq_factors.size() != size_t(c.rotary_dim() / 2))
+    return false;
   if (w.token_embedding.elements(c.dim) != embed || w.final_norm.size() != d) return false;
   if (c.tied_embeddings ? !w.classifier.empty() : w.classifier.elements(c.dim) != embed)
     return false;
@@ -53,6 +57,12 @@ bool weights_match(const ModelConfig& c, const ModelWeights& w) {
         l.wk.elements(d) != kv * d || l.wv.elements(d) != kv * d ||
         l.wo.elements(q_in) != d * q || l.w1.elements(d) != h * d ||
         l.w2.elements(c.hidden_dim) != d * h || l.w3.elements(d) != h * d)
+      return false;
+    if (c.qkv_bias ? (l.bq.size() != q || l.bk.size() != kv || l.bv.size() != kv)
+                   : !(l.bq.empty() && l.bk.empty() && l.bv.empty()))
+      return false;
+    if (c.qk_norm ? (l.q_norm.size() != hd || l.k_norm.size() != hd)
+                  : !(l.q_norm.empty() && l.k_norm.empty()))
       return false;
   }
   return true;
@@ -83,7 +93,7 @@ std::vector<float> random_matrix(SplitMix& rng, size_t rows, size_t cols) {
 
 ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed) {
   SplitMix rng{seed};
-  const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.n_heads) * c.head_dim();
+  const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.q_dim());
   ModelWeights w;
   // Embeddings get unit-scale entries so activations start at a sensible size.
   w.token_embedding.values.resize(size_t(c.vocab_size) * d);
@@ -99,6 +109,17 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed) {
     l.w1.values = random_matrix(rng, h, d);
     l.w2.values = random_matrix(rng, d, h);
     l.w3.values = random_matrix(rng, h, d);
+    if (c.qkv_bias) {
+      l.bq = random_matrix(rng, 1, q);
+      l.bk = random_matrix(rng, 1, kv);
+      l.bv = random_matrix(rng, 1, kv);
+    }
+    if (c.qk_norm) {  // around 1, so that the norms are not the identity
+      l.q_norm.resize(size_t(c.head_dim()));
+      l.k_norm.resize(size_t(c.head_dim()));
+      for (float& x : l.q_norm) x = 0.5f + rng.uniform();
+      for (float& x : l.k_norm) x = 0.5f + rng.uniform();
+    }
   }
   w.final_norm.assign(d, 1.0f);
   if (!c.tied_embeddings) w.classifier.values = random_matrix(rng, c.vocab_size, d);

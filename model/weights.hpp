@@ -51,6 +51,8 @@ struct LayerWeights {
   WeightMatrix w1;               // gate [hidden_dim, dim]
   WeightMatrix w2;               // down [dim, hidden_dim]
   WeightMatrix w3;               // up   [hidden_dim, dim]
+  std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim] when config.qkv_bias, else empty
+  std::vector<float> q_norm, k_norm;  // [head_dim] each when config.qk_norm, else empty
 };
 
 struct ModelWeights {
@@ -58,6 +60,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;  // [n_layers]
   std::vector<float> final_norm;     // [dim]
   WeightMatrix classifier;           // [vocab_size, dim]; empty when tied_embeddings
+  std::vector<float> rope_freq_factors;  // [rotary_dim / 2] divisors of each pair's frequency
+                                         // (Llama 3.1), or empty
 };
 
 // True when every tensor has the size that `config` implies.

@@ -1,17 +1,24 @@
 #include "kernels/cpu/rope.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace conveyor::kernels {
 
 void rope_table(float theta, int32_t rotary_dim, int32_t n_positions, float* table) {
-  const int32_t half = rotary_dim / 2;
+  std::vector<double> freqs(size_t(rotary_dim / 2));
+  for (size_t i = 0; i < freqs.size(); ++i) freqs[i] = std::pow(double(theta), -2.0 * double(i) / rotary_dim);
+  rope_table(freqs, 1.0, n_positions, table);
+}
+
+void rope_table(std::span<const double> pair_freqs, double scale, int32_t n_positions,
+                float* table) {
+  const int64_t half = int64_t(pair_freqs.size());
   for (int32_t p = 0; p < n_positions; ++p)
-    for (int32_t i = 0; i < half; ++i) {
-      const double freq = std::pow(double(theta), -2.0 * i / rotary_dim);
-      const double angle = p * freq;
-      table[(int64_t(p) * half + i) * 2] = float(std::cos(angle));
-      table[(int64_t(p) * half + i) * 2 + 1] = float(std::sin(angle));
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = p * pair_freqs[size_t(i)];
+      table[(p * half + i) * 2] = float(std::cos(angle) * scale);
+      table[(p * half + i) * 2 + 1] = float(std::sin(angle) * scale);
     }
 }
 

@@ -1,11 +1,13 @@
 // Rotary position embedding (RoPE) applied to query and key heads in place.
 //
 // Pair i (0 <= i < rotary_dim / 2) of a head at position p turns by the angle
-// p · theta^(-2i / rotary_dim). Which two dimensions form pair i depends on the
-// checkpoint's layout; dimensions past rotary_dim are left alone.
+// p · freq[i], where freq[i] = theta^(-2i / rotary_dim) unless the model
+// scales it (model/forward/rope_scaling.hpp). Which two dimensions form pair i
+// depends on the checkpoint's layout; dimensions past rotary_dim are left alone.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace conveyor::kernels {
 
@@ -22,6 +24,10 @@ inline int64_t rope_table_floats(int32_t rotary_dim, int32_t n_positions) {
 // table[p][i] = (cos, sin) of pair i's angle at position p, computed in double.
 void rope_table(float theta, int32_t rotary_dim, int32_t n_positions,
                 float* table);  // [n_positions][rotary_dim / 2][2]
+// The same for given per-pair frequencies (radians per position), with cos
+// and sin both multiplied by `scale` (YaRN's attention scaling).
+void rope_table(std::span<const double> pair_freqs, double scale, int32_t n_positions,
+                float* table);  // [n_positions][pair_freqs.size()][2]
 
 // Rotates n_heads consecutive heads of each token row. Positions must be below
 // the table's n_positions.

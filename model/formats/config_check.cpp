@@ -33,7 +33,9 @@ Status check_config(const ModelConfig& c, const std::string& source) {
       return fail(std::string(l.name) + " " + std::to_string(l.value) + " is outside [1, " +
                   std::to_string(l.max) + "]");
   }
-  if (c.dim % c.n_heads != 0)
+  if (c.head_size < 0 || c.head_size > (1 << 12))
+    return fail("head size " + std::to_string(c.head_size) + " is outside [1, 4096]");
+  if (c.head_size == 0 && c.dim % c.n_heads != 0)
     return fail("n_heads " + std::to_string(c.n_heads) + " does not divide dim " +
                 std::to_string(c.dim));
   if (c.n_heads % c.n_kv_heads != 0)
@@ -46,6 +48,15 @@ Status check_config(const ModelConfig& c, const std::string& source) {
                 " must be even and at most the head dimension " + std::to_string(c.head_dim()));
   if (!std::isfinite(c.rope_theta) || c.rope_theta <= 0.0f)
     return fail("rope_theta " + std::to_string(c.rope_theta) + " must be positive");
+  if (!std::isfinite(c.rope_scaling_factor) || c.rope_scaling_factor < 1.0f ||
+      c.rope_scaling_factor > 1024.0f)
+    return fail("RoPE scaling factor " + std::to_string(c.rope_scaling_factor) +
+                " must be in [1, 1024]");
+  if (c.rope_scaling == RopeScaling::yarn &&
+      (c.rope_original_context <= 0 || !std::isfinite(c.yarn_beta_fast) ||
+       !std::isfinite(c.yarn_beta_slow) || c.yarn_beta_fast <= 0 || c.yarn_beta_slow <= 0 ||
+       !std::isfinite(c.rope_attn_factor) || c.rope_attn_factor <= 0))
+    return fail("YaRN needs a positive original context length, betas and attention factor");
   if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0.0f || c.rms_eps >= 1.0f)
     return fail("rms_eps " + std::to_string(c.rms_eps) + " must be in (0, 1)");
   return Status::ok();

@@ -37,33 +37,65 @@ std::vector<uint64_t> squeezed(std::vector<uint64_t> dims) {
   return dims;
 }
 
-Status check_supported_features(const GgufFile& file, const ModelConfig& c) {
-  auto experts = get_int(file, "llama.expert_count", 0, 0, kI32Max);
-  if (!experts) return experts.error();
-  if (*experts > 0)
-    return metadata_error(file, "llama.expert_count",
-                          "is " + std::to_string(*experts) +
-                              ": mixture-of-experts models are not supported",
+// What sets each architecture apart from `llama`; everything else (the
+// tensor names, the metadata keys under the architecture's prefix) is shared.
+struct Family {
+  const char* architecture;
+  RopeLayout rope_layout;  // llama.cpp permutes `llama` Q/K rows for adjacent pairs
+  bool qkv_bias;
+  bool qk_norm;
+};
+
+constexpr Family kFamilies[] = {
+    {"llama", RopeLayout::adjacent_pairs, false, false},  // Llama 2/3.x, Mistral, SmolLM
+    {"qwen2", RopeLayout::half_split, true, false},       // Qwen 2, Qwen 2.5
+    {"qwen3", RopeLayout::half_split, false, true},       // Qwen 3 (dense)
+};
+
+const Family* find_family(std::string_view architecture) {
+  for (const Family& f : kFamilies)
+    if (architecture == f.architecture) return &f;
+  return nullptr;
+}
+
+// RoPE scaling from <arch>.rope.scaling.* (and the older rope.scale_linear).
+Status read_rope_scaling(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  auto type = get_string(file, arch + ".rope.scaling.type", std::string("none"));
+  if (!type) return type.error();
+  auto factor = get_float(file, arch + ".rope.scaling.factor", 0.0);
+  if (!factor) return factor.error();
+  if (*factor == 0.0) {
+    auto legacy = get_float(file, arch + ".rope.scale_linear", 0.0);
+    if (!legacy) return legacy.error();
+    factor = *legacy;
+    if (*type == "none" && *legacy != 0.0 && *legacy != 1.0) type = std::string("linear");
+  }
+  if (*type == "none" || *factor == 1.0) return Status::ok();
+  if (*type != "linear" && *type != "yarn")
+    return metadata_error(file, arch + ".rope.scaling.type",
+                          "is '" + *type + "': conveyor implements none, linear and yarn",
                           Errc::unsupported);
-  auto scaling = get_string(file, "llama.rope.scaling.type", std::string("none"));
-  if (!scaling) return scaling.error();
-  if (*scaling != "none")
-    return metadata_error(file, "llama.rope.scaling.type",
-                          "is '" + *scaling + "': RoPE scaling is not supported",
-                          Errc::unsupported);
-  if (file.find_tensor("rope_freqs.weight") != nullptr)
-    return file_error(file,
-                      "the model has RoPE frequency factors (rope_freqs.weight, Llama 3.1 "
-                      "style), which conveyor does not implement",
-                      Errc::unsupported);
-  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"}) {
-    auto length = get_int(file, key, c.head_dim(), 1, kI32Max);
-    if (!length) return length.error();
-    if (*length != c.head_dim())
-      return metadata_error(file, key,
-                            "is " + std::to_string(*length) + ", but dim / n_heads is " +
-                                std::to_string(c.head_dim()) + ": not supported",
-                            Errc::unsupported);
+  if (*factor == 0.0)
+    return metadata_error(file, arch + ".rope.scaling.factor",
+                          "is missing, but rope.scaling.type is '" + *type + "'");
+  c.rope_scaling = *type == "linear" ? RopeScaling::linear : RopeScaling::yarn;
+  c.rope_scaling_factor = float(*factor);
+  if (c.rope_scaling == RopeScaling::yarn) {
+    auto original = get_int(file, arch + ".rope.scaling.original_context_length",
+                            std::nullopt, 1, kI32Max);
+    if (!original) return original.error();
+    c.rope_original_context = int32_t(*original);
+    struct FloatKey {
+      const char* suffix;
+      float* field;
+    };
+    for (const FloatKey& k : {FloatKey{".rope.scaling.attn_factor", &c.rope_attn_factor},
+                              FloatKey{".rope.scaling.yarn_beta_fast", &c.yarn_beta_fast},
+                              FloatKey{".rope.scaling.yarn_beta_slow", &c.yarn_beta_slow}}) {
+      auto v = get_float(file, arch + k.suffix, double(*k.field));
+      if (!v) return v.error();
+      *k.field = float(*v);
+    }
   }
   return Status::ok();
 }
@@ -71,51 +103,76 @@ Status check_supported_features(const GgufFile& file, const ModelConfig& c) {
 Expected<ModelConfig> read_config(const GgufFile& file) {
   auto arch = get_string(file, "general.architecture", std::nullopt);
   if (!arch) return arch.error();
-  if (*arch != "llama")
+  const Family* family = find_family(*arch);
+  if (family == nullptr)
     return file_error(file,
-                      "architecture '" + *arch + "' is not supported (conveyor reads 'llama')",
+                      "architecture '" + *arch +
+                          "' is not supported (conveyor reads 'llama', 'qwen2' and 'qwen3')",
                       Errc::unsupported);
+  const std::string& a = *arch;
   ModelConfig c;
+  c.architecture = a;
+  c.rope_layout = family->rope_layout;
+  c.qkv_bias = family->qkv_bias;
+  c.qk_norm = family->qk_norm;
   struct IntKey {
-    const char* key;
+    std::string key;
     int32_t* field;
   };
-  for (const IntKey& k : {IntKey{"llama.embedding_length", &c.dim},
-                          IntKey{"llama.feed_forward_length", &c.hidden_dim},
-                          IntKey{"llama.block_count", &c.n_layers},
-                          IntKey{"llama.attention.head_count", &c.n_heads},
-                          IntKey{"llama.context_length", &c.context_length}}) {
+  for (const IntKey& k : {IntKey{a + ".embedding_length", &c.dim},
+                          IntKey{a + ".feed_forward_length", &c.hidden_dim},
+                          IntKey{a + ".block_count", &c.n_layers},
+                          IntKey{a + ".attention.head_count", &c.n_heads},
+                          IntKey{a + ".context_length", &c.context_length}}) {
     auto v = get_int(file, k.key, std::nullopt, 1, kI32Max);
     if (!v) return v.error();
     *k.field = int32_t(*v);
   }
-  auto kv = get_int(file, "llama.attention.head_count_kv", c.n_heads, 1, kI32Max);
+  auto experts = get_int(file, a + ".expert_count", 0, 0, kI32Max);
+  if (!experts) return experts.error();
+  if (*experts > 0)
+    return metadata_error(file, a + ".expert_count",
+                          "is " + std::to_string(*experts) +
+                              ": mixture-of-experts models are not supported",
+                          Errc::unsupported);
+  auto kv = get_int(file, a + ".attention.head_count_kv", c.n_heads, 1, kI32Max);
   if (!kv) return kv.error();
   c.n_kv_heads = int32_t(*kv);
-  auto theta = get_float(file, "llama.rope.freq_base", 10000.0);
+  // Qwen 3 heads are wider than dim / n_heads; key and value heads must agree.
+  const int64_t default_head = c.dim % c.n_heads == 0 ? c.dim / c.n_heads : 0;
+  auto key_length = get_int(file, a + ".attention.key_length", default_head, 1, kI32Max);
+  if (!key_length) return key_length.error();
+  auto value_length = get_int(file, a + ".attention.value_length", *key_length, 1, kI32Max);
+  if (!value_length) return value_length.error();
+  if (*value_length != *key_length)
+    return metadata_error(file, a + ".attention.value_length",
+                          "is " + std::to_string(*value_length) + ", but key_length is " +
+                              std::to_string(*key_length) + ": not supported",
+                          Errc::unsupported);
+  c.head_size = *key_length == default_head ? 0 : int32_t(std::min<int64_t>(*key_length, 1 << 13));
+  auto theta = get_float(file, a + ".rope.freq_base", 10000.0);
   if (!theta) return theta.error();
   c.rope_theta = float(*theta);
-  auto eps = get_float(file, "llama.attention.layer_norm_rms_epsilon", 1e-5);
+  auto eps = get_float(file, a + ".attention.layer_norm_rms_epsilon", 1e-5);
   if (!eps) return eps.error();
   c.rms_eps = float(*eps);
-  const int64_t head_dim = c.dim % c.n_heads == 0 ? c.dim / c.n_heads : 0;
-  auto rope_dim = get_int(file, "llama.rope.dimension_count", head_dim, 0, kI32Max);
+  auto rope_dim = get_int(file, a + ".rope.dimension_count", c.head_dim(), 0, kI32Max);
   if (!rope_dim) return rope_dim.error();
-  c.rope_dim = *rope_dim == head_dim ? 0 : int32_t(*rope_dim);  // 0: the whole head
-  c.rope_layout = RopeLayout::adjacent_pairs;
+  c.rope_dim = *rope_dim == c.head_dim() ? 0 : int32_t(std::min<int64_t>(*rope_dim, 1 << 13));
+  if (Status s = read_rope_scaling(file, a, c); !s) return s.error();
 
   // The vocabulary size is the embedding's row count; the token list and
-  // llama.vocab_size, when present, must agree with it.
+  // <arch>.vocab_size, when present, must agree with it.
   const GgufTensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return file_error(file, "missing tensor 'token_embd.weight'");
   if (embd->dims.size() < 2 || embd->dims[1] > uint64_t(kI32Max) || embd->dims[1] == 0)
     return file_error(file, "tensor 'token_embd.weight' has shape " + shape_string(embd->dims) +
                                 ", expected [dim, vocab_size]");
   c.vocab_size = int32_t(embd->dims[1]);
-  auto vocab_key = get_int(file, "llama.vocab_size", c.vocab_size, 1, kI32Max);
+  auto vocab_key = get_int(file, a + ".vocab_size", c.vocab_size, 1, kI32Max);
   if (!vocab_key) return vocab_key.error();
   if (*vocab_key != c.vocab_size)
-    return metadata_error(file, "llama.vocab_size",
+    return metadata_error(file, a + ".vocab_size",
                           "is " + std::to_string(*vocab_key) + ", but token_embd.weight has " +
                               std::to_string(c.vocab_size) + " rows");
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
@@ -124,7 +181,6 @@ Expected<ModelConfig> read_config(const GgufFile& file) {
   c.name = name->empty() ? file.name : *name;
 
   if (Status s = check_config(c, file.name); !s) return s.error();
-  if (Status s = check_supported_features(file, c); !s) return s.error();
   return c;
 }
 
@@ -148,17 +204,20 @@ Expected<WeightMatrix> load_matrix(const GgufFile& file, const GgufTensorInfo& t
 
 Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c, bool dequantize) {
   const uint64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
-  const uint64_t q = uint64_t(c.n_heads) * c.head_dim();
+  const uint64_t q = uint64_t(c.q_dim()), hd = uint64_t(c.head_dim());
   ModelWeights w;
   struct Job {
     std::string name;
     std::vector<uint64_t> shape;
-    std::vector<float>* norm = nullptr;  // a norm vector (always float32), or
+    std::vector<float>* norm = nullptr;  // a vector (norm, bias: always float32), or
     WeightMatrix* matrix = nullptr;      // a matrix
   };
   std::vector<Job> jobs = {{"token_embd.weight", {d, v}, nullptr, &w.token_embedding},
                            {"output_norm.weight", {d}, &w.final_norm}};
   if (!c.tied_embeddings) jobs.push_back({"output.weight", {d, v}, nullptr, &w.classifier});
+  // Llama 3.1's frequency factors: one per rotated pair.
+  if (file.find_tensor("rope_freqs.weight") != nullptr)
+    jobs.push_back({"rope_freqs.weight", {uint64_t(c.rotary_dim() / 2)}, &w.rope_freq_factors});
   w.layers.resize(size_t(c.n_layers));
   for (int32_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = w.layers[size_t(i)];
@@ -172,6 +231,15 @@ Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c, 
     jobs.push_back({p + "ffn_gate.weight", {d, h}, nullptr, &l.w1});
     jobs.push_back({p + "ffn_down.weight", {h, d}, nullptr, &l.w2});
     jobs.push_back({p + "ffn_up.weight", {d, h}, nullptr, &l.w3});
+    if (c.qkv_bias) {
+      jobs.push_back({p + "attn_q.bias", {q}, &l.bq});
+      jobs.push_back({p + "attn_k.bias", {kv}, &l.bk});
+      jobs.push_back({p + "attn_v.bias", {kv}, &l.bv});
+    }
+    if (c.qk_norm) {
+      jobs.push_back({p + "attn_q_norm.weight", {hd}, &l.q_norm});
+      jobs.push_back({p + "attn_k_norm.weight", {hd}, &l.k_norm});
+    }
   }
   // Check that every tensor exists with its shape and a type the forward pass
   // runs before loading any, so a bad file fails fast and without allocating.
@@ -209,6 +277,10 @@ Expected<ModelWeights> read_weights(const GgufFile& file, const ModelConfig& c, 
       *job.matrix = std::move(m).value();
     }
   }
+  for (float f : w.rope_freq_factors)
+    if (!std::isfinite(f) || f <= 0.0f)
+      return file_error(file, "tensor 'rope_freqs.weight' holds " + std::to_string(f) +
+                                  ": RoPE frequency factors must be positive");
   return w;
 }
 

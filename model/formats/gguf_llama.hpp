@@ -1,18 +1,25 @@
-// From a parsed GGUF file of architecture `llama` to a LoadedModel.
+// From a parsed GGUF file of a Llama-family architecture to a LoadedModel.
 //
-// Reads the llama.* shape keys (context_length, embedding_length,
+// Architectures: `llama` (Llama 2 and 3.x, Mistral, SmolLM, ...), `qwen2`
+// (Qwen 2 / 2.5: Q/K/V biases) and `qwen3` (dense Qwen 3: RMS norms on each
+// query and key head, heads wider than dim / n_heads). One table in
+// gguf_llama.cpp says how each differs; the keys are read under the
+// architecture's prefix: context_length, embedding_length,
 // feed_forward_length, block_count, attention.head_count, head_count_kv
-// [default head_count], rope.freq_base [10000], rope.dimension_count [head
-// dim], attention.layer_norm_rms_epsilon [1e-5]), checks every tensor's shape
-// against them and converts the tensors to float32. The classifier is tied to
-// the token embedding when output.weight is absent. llama.cpp stores Q and K of
-// `llama` models permuted for RoPE on adjacent pairs, so the config says
-// RopeLayout::adjacent_pairs and the weights are used as stored.
+// [default head_count], attention.key_length/value_length [dim / n_heads],
+// rope.freq_base [10000], rope.dimension_count [head size],
+// attention.layer_norm_rms_epsilon [1e-5], and rope.scaling.type (none,
+// linear, yarn) with its factor, original_context_length, attn_factor and
+// yarn_beta_fast/slow. Llama 3.1's rope_freqs.weight is read as per-pair
+// frequency divisors. Every tensor's shape is checked against the metadata.
+// The classifier is tied to the token embedding when output.weight is
+// absent. llama.cpp stores Q and K of `llama` models permuted for RoPE on
+// adjacent pairs, and those of qwen2/qwen3 unpermuted (half-split pairs); the
+// config says which, and the weights are used as stored.
 //
-// Refused as unsupported: other architectures, mixture-of-experts models, RoPE
-// scaling (rope.scaling.type other than none, or a rope_freqs.weight tensor),
-// key/value head sizes different from dim / n_heads, and tokenizer models other
-// than "llama" (SentencePiece) and "gpt2" (byte-level BPE).
+// Refused as unsupported: other architectures, mixture-of-experts models,
+// other RoPE scaling types, key and value heads of different sizes, and
+// tokenizer models other than "llama" (SentencePiece) and "gpt2" (byte-level BPE).
 #pragma once
 
 #include <memory>

@@ -132,41 +132,67 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
     return make_error(Errc::invalid_argument,
                       "GGUF file type " + std::to_string(uint32_t(o.file_type)) +
                           " cannot be written (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)");
-  if (c.n_heads <= 0 || c.dim % c.n_heads != 0 || !weights_match(c, m.weights))
+  if (c.n_heads <= 0 || c.head_dim() <= 0 || !weights_match(c, m.weights))
     return make_error(Errc::invalid_argument,
                       "model '" + c.name + "': weights do not match the config");
-  const bool permute = c.rope_layout == RopeLayout::half_split;
+  // GGUF `llama` stores Q and K for adjacent pairs; qwen2 and qwen3 as they are (half split).
+  const std::string& arch = c.architecture;
+  const bool llama = arch == "llama";
+  if (!llama && arch != "qwen2" && arch != "qwen3")
+    return make_error(Errc::unsupported,
+                      "model '" + c.name + "': architecture '" + arch + "' cannot be written");
+  if (!llama && c.rope_layout != RopeLayout::half_split)
+    return make_error(Errc::unsupported, "model '" + c.name + "': " + arch +
+                                             " files rotate half-split pairs");
+  const bool permute = llama && c.rope_layout == RopeLayout::half_split;
   if (permute && c.rotary_dim() != c.head_dim())
     return make_error(Errc::unsupported,
                       "model '" + c.name + "': partial RoPE in the half_split layout cannot be "
                       "written as GGUF llama");
 
   GgufBuilder b(o.alignment);
-  b.add("general.architecture", GgufValue::of_string("llama"));
+  b.add("general.architecture", GgufValue::of_string(arch));
   b.add("general.name", GgufValue::of_string(c.name));
   b.add("general.alignment", GgufValue::of_uint32(o.alignment));
   b.add("general.file_type", GgufValue::of_uint32(uint32_t(o.file_type)));
   b.add("general.quantization_version", GgufValue::of_uint32(kQuantizationVersion));
-  b.add("llama.vocab_size", GgufValue::of_uint32(c.vocab_size));
-  b.add("llama.context_length", GgufValue::of_uint32(c.context_length));
-  b.add("llama.embedding_length", GgufValue::of_uint32(c.dim));
-  b.add("llama.feed_forward_length", GgufValue::of_uint32(c.hidden_dim));
-  b.add("llama.block_count", GgufValue::of_uint32(c.n_layers));
-  b.add("llama.attention.head_count", GgufValue::of_uint32(c.n_heads));
-  b.add("llama.attention.head_count_kv", GgufValue::of_uint32(c.n_kv_heads));
-  b.add("llama.rope.freq_base", GgufValue::of_float32(c.rope_theta));
-  b.add("llama.rope.dimension_count", GgufValue::of_uint32(c.rotary_dim()));
-  b.add("llama.attention.layer_norm_rms_epsilon", GgufValue::of_float32(c.rms_eps));
+  const std::string k = arch + ".";
+  b.add(k + "vocab_size", GgufValue::of_uint32(c.vocab_size));
+  b.add(k + "context_length", GgufValue::of_uint32(c.context_length));
+  b.add(k + "embedding_length", GgufValue::of_uint32(c.dim));
+  b.add(k + "feed_forward_length", GgufValue::of_uint32(c.hidden_dim));
+  b.add(k + "block_count", GgufValue::of_uint32(c.n_layers));
+  b.add(k + "attention.head_count", GgufValue::of_uint32(c.n_heads));
+  b.add(k + "attention.head_count_kv", GgufValue::of_uint32(c.n_kv_heads));
+  if (c.head_size > 0) {
+    b.add(k + "attention.key_length", GgufValue::of_uint32(c.head_size));
+    b.add(k + "attention.value_length", GgufValue::of_uint32(c.head_size));
+  }
+  b.add(k + "rope.freq_base", GgufValue::of_float32(c.rope_theta));
+  b.add(k + "rope.dimension_count", GgufValue::of_uint32(c.rotary_dim()));
+  if (c.rope_scaling != RopeScaling::none) {
+    const bool yarn = c.rope_scaling == RopeScaling::yarn;
+    b.add(k + "rope.scaling.type", GgufValue::of_string(yarn ? "yarn" : "linear"));
+    b.add(k + "rope.scaling.factor", GgufValue::of_float32(c.rope_scaling_factor));
+    if (yarn) {
+      b.add(k + "rope.scaling.original_context_length",
+            GgufValue::of_uint32(c.rope_original_context));
+      b.add(k + "rope.scaling.attn_factor", GgufValue::of_float32(c.rope_attn_factor));
+      b.add(k + "rope.scaling.yarn_beta_fast", GgufValue::of_float32(c.yarn_beta_fast));
+      b.add(k + "rope.scaling.yarn_beta_slow", GgufValue::of_float32(c.yarn_beta_slow));
+    }
+  }
+  b.add(k + "attention.layer_norm_rms_epsilon", GgufValue::of_float32(c.rms_eps));
   add_tokenizer(b, m);
 
   const uint64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
-  const uint64_t q = uint64_t(c.n_heads) * c.head_dim();
+  const uint64_t q = uint64_t(c.q_dim());
   auto matrix = [&](const std::string& name, uint64_t cols, uint64_t rows,
                     const std::vector<float>& w) {
     b.add_tensor(name, {cols, rows}, gguf_matrix_type(o.file_type, c, name, cols), w);
   };
   auto norm = [&](const std::string& name, const std::vector<float>& w) {
-    b.add_tensor(name, {d}, GgmlType::F32, w);
+    b.add_tensor(name, {uint64_t(w.size())}, GgmlType::F32, w);  // norms, biases: always F32
   };
   auto rope_rows = [&](const std::vector<float>& w, int32_t heads) -> const std::vector<float>& {
     if (!permute) return w;
@@ -177,6 +203,7 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
   matrix("token_embd.weight", d, v, m.weights.token_embedding.values);
   norm("output_norm.weight", m.weights.final_norm);
   if (!c.tied_embeddings) matrix("output.weight", d, v, m.weights.classifier.values);
+  if (!m.weights.rope_freq_factors.empty()) norm("rope_freqs.weight", m.weights.rope_freq_factors);
   for (int32_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& l = m.weights.layers[size_t(i)];
     const std::string p = "blk." + std::to_string(i) + ".";
@@ -189,6 +216,15 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
     matrix(p + "ffn_gate.weight", d, h, l.w1.values);
     matrix(p + "ffn_down.weight", h, d, l.w2.values);
     matrix(p + "ffn_up.weight", d, h, l.w3.values);
+    if (c.qkv_bias) {
+      norm(p + "attn_q.bias", l.bq);
+      norm(p + "attn_k.bias", l.bk);
+      norm(p + "attn_v.bias", l.bv);
+    }
+    if (c.qk_norm) {
+      norm(p + "attn_q_norm.weight", l.q_norm);
+      norm(p + "attn_k_norm.weight", l.k_norm);
+    }
   }
   return b;
 }

@@ -15,6 +15,7 @@
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
 #include "model/forward/linear.hpp"
+#include "model/forward/rope_scaling.hpp"
 
 namespace conveyor {
 
@@ -27,11 +28,22 @@ namespace {
 struct PackedLayer {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
   std::vector<Linear> qkv;  // [q_dim + 2 kv_dim, dim] in one or three parts, in column order
+  std::vector<float> qkv_bias;        // [q_dim + 2 kv_dim], or empty
+  std::vector<float> q_norm, k_norm;  // [head_dim] each, or empty
   Linear wo;                // [dim, q_dim]
   Linear w13;               // gate (w1) and up (w3) fused; or, when their types differ,
   Linear w1, w3;            // each [hidden, dim]
   Linear w2;                // [dim, hidden]
 };
+
+// x[t][i] += bias[i] for n rows of `cols` values.
+void add_bias(float* x, int64_t ldx, int32_t n, const float* bias, int32_t cols) {
+  for (int32_t t = 0; t < n; ++t) {
+    float* row = x + t * ldx;
+#pragma omp simd
+    for (int32_t i = 0; i < cols; ++i) row[i] += bias[i];
+  }
+}
 
 template <class T>
 T* grow(std::vector<T>& v, size_t n) {
@@ -51,6 +63,7 @@ struct Transformer::Impl {
   Linear classifier;            // [vocab, dim]
   WeightMatrix token_embedding;  // [vocab, dim]; empty when tied
   std::vector<float> final_norm;       // [dim]
+  RopeFrequencies rope;                // per-pair frequencies after the model's scaling
   std::vector<float> rope_table;       // [rope_positions][rotary_dim / 2][2]
   int32_t rope_positions = 0;
 
@@ -85,7 +98,7 @@ struct Transformer::Impl {
     if (n_positions <= rope_positions) return;
     rope_positions = std::max(n_positions, 2 * rope_positions);
     rope_table.resize(size_t(kernels::rope_table_floats(c.rotary_dim(), rope_positions)));
-    kernels::rope_table(c.rope_theta, c.rotary_dim(), rope_positions, rope_table.data());
+    kernels::rope_table(rope.pair_freqs, rope.scale, rope_positions, rope_table.data());
   }
 };
 
@@ -96,13 +109,20 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
   m.n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
   omp_set_num_threads(m.n_threads);
   const int32_t dim = config_.dim, hidden = config_.hidden_dim;
-  const int32_t q_dim = config_.n_heads * config_.head_dim();
+  const int32_t q_dim = config_.q_dim();
   m.layers.resize(size_t(config_.n_layers));
   for (int32_t l = 0; l < config_.n_layers; ++l) {
     LayerWeights& w = weights.layers[size_t(l)];
     PackedLayer& p = m.layers[size_t(l)];
     p.attn_norm = std::move(w.attn_norm);
     p.ffn_norm = std::move(w.ffn_norm);
+    if (config_.qkv_bias) {
+      p.qkv_bias = std::move(w.bq);
+      p.qkv_bias.insert(p.qkv_bias.end(), w.bk.begin(), w.bk.end());
+      p.qkv_bias.insert(p.qkv_bias.end(), w.bv.begin(), w.bv.end());
+    }
+    p.q_norm = std::move(w.q_norm);
+    p.k_norm = std::move(w.k_norm);
     if (same_type({&w.wq, &w.wk, &w.wv}))
       p.qkv.push_back(Linear::stack({&w.wq, &w.wk, &w.wv}, dim));
     else
@@ -127,6 +147,7 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
     m.token_embedding = std::move(weights.token_embedding);
   }
   m.final_norm = std::move(weights.final_norm);
+  m.rope = rope_frequencies(config_, weights.rope_freq_factors);
   m.ensure_rope_table(config_, std::max(config_.context_length, 1));
 }
 
@@ -169,7 +190,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   omp_set_num_threads(m.n_threads);
   const int32_t n = batch.num_tokens(), n_seqs = batch.num_seqs();
   const int32_t dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
-  const int32_t q_dim = c.n_heads * hd, kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
+  const int32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
   const float eps = c.rms_eps;
 
   float* x = grow(m.x, size_t(n) * dim);
@@ -210,6 +231,14 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
     for (int32_t part = 0, col = 0; part < int32_t(w.qkv.size()); col += w.qkv[size_t(part)].rows(), ++part)
       w.qkv[size_t(part)].apply(xn, dim, n, qkv + col, qkv_dim, false, m.quant);
     clock.mark(&ForwardProfile::matmul);
+    if (!w.qkv_bias.empty()) add_bias(qkv, qkv_dim, n, w.qkv_bias.data(), qkv_dim);
+    if (!w.q_norm.empty()) {  // every query head, then every key head, of each token
+      for (int32_t t = 0; t < n; ++t) {
+        float* row = qkv + int64_t(t) * qkv_dim;
+        kernels::rmsnorm(row, hd, c.n_heads, hd, w.q_norm.data(), eps, row, hd);
+        kernels::rmsnorm(row + q_dim, hd, c.n_kv_heads, hd, w.k_norm.data(), eps, row + q_dim, hd);
+      }
+    }
     // Queries and keys are adjacent in a qkv row: one call rotates both.
     kernels::rope_apply(qkv, qkv_dim, n, c.n_heads + c.n_kv_heads, hd, c.rotary_dim(), rope_style,
                         positions, m.rope_table.data());

@@ -331,7 +331,18 @@ TEST(GgufCorruption, ModelLevelProblems) {
 
   p = valid_parts();
   p.set("llama.rope.scaling.type", GgufValue::of_string("yarn"));
-  expect_error(p.bytes(), Errc::unsupported, "RoPE scaling");
+  expect_error(p.bytes(), Errc::bad_format, "'llama.rope.scaling.factor' is missing");
+  p.set("llama.rope.scaling.factor", GgufValue::of_float32(4.0f));
+  expect_error(p.bytes(), Errc::bad_format, "'llama.rope.scaling.original_context_length' is missing");
+  p.set("llama.rope.scaling.type", GgufValue::of_string("longrope"));
+  expect_error(p.bytes(), Errc::unsupported, "conveyor implements none, linear and yarn");
+  p.set("llama.rope.scaling.type", GgufValue::of_string("linear"));
+  p.set("llama.rope.scaling.factor", GgufValue::of_float32(-2.0f));
+  expect_error(p.bytes(), Errc::bad_format, "RoPE scaling factor");
+
+  p = valid_parts();
+  p.set("llama.attention.value_length", GgufValue::of_uint32(4));
+  expect_error(p.bytes(), Errc::unsupported, "value_length' is 4, but key_length is");
 
   p = valid_parts();
   p.set("llama.expert_count", GgufValue::of_uint32(8));

@@ -3,6 +3,7 @@
 // architecture's definition, sharing no code with conveyor's kernels.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -28,6 +29,14 @@ class ReferenceModel {
       std::vector<double> xn = rmsnorm(x, L.attn_norm);
       std::vector<double> q = matvec(L.wq.values, xn, q_dim), k = matvec(L.wk.values, xn, kv_dim),
                           v = matvec(L.wv.values, xn, kv_dim);
+      if (c_.qkv_bias) {  // Qwen 2
+        for (int32_t i = 0; i < q_dim; ++i) q[size_t(i)] += L.bq[size_t(i)];
+        for (int32_t i = 0; i < kv_dim; ++i) k[size_t(i)] += L.bk[size_t(i)], v[size_t(i)] += L.bv[size_t(i)];
+      }
+      if (c_.qk_norm) {  // Qwen 3: each head normalized on its own
+        for (int32_t h = 0; h < c_.n_heads; ++h) head_norm(&q[size_t(h) * hd], L.q_norm);
+        for (int32_t h = 0; h < c_.n_kv_heads; ++h) head_norm(&k[size_t(h) * hd], L.k_norm);
+      }
       for (int32_t h = 0; h < c_.n_heads; ++h) rope(&q[size_t(h) * hd], pos);
       for (int32_t h = 0; h < c_.n_kv_heads; ++h) rope(&k[size_t(h) * hd], pos);
       keys_[size_t(l)].insert(keys_[size_t(l)].end(), k.begin(), k.end());
@@ -77,6 +86,12 @@ class ReferenceModel {
     return out;
   }
 
+  void head_norm(double* head, const std::vector<float>& weight) const {
+    const std::vector<double> x(head, head + weight.size());
+    const std::vector<double> y = rmsnorm(x, weight);
+    std::copy(y.begin(), y.end(), head);
+  }
+
   // W [rows, x.size()] times x.
   static std::vector<double> matvec(const std::vector<float>& w, const std::vector<double>& x,
                                     int32_t rows) {
@@ -89,7 +104,10 @@ class ReferenceModel {
   void rope(double* head, int32_t pos) const {
     const int32_t rot = c_.rotary_dim(), half = rot / 2;
     for (int32_t i = 0; i < half; ++i) {
-      const double angle = pos * std::pow(double(c_.rope_theta), -2.0 * i / rot);
+      double freq = std::pow(double(c_.rope_theta), -2.0 * i / rot);
+      if (!w_.rope_freq_factors.empty()) freq /= w_.rope_freq_factors[size_t(i)];  // Llama 3.1
+      if (c_.rope_scaling == RopeScaling::linear) freq /= c_.rope_scaling_factor;
+      const double angle = pos * freq;
       const bool adjacent = c_.rope_layout == RopeLayout::adjacent_pairs;
       double& a = head[adjacent ? 2 * i : i];
       double& b = head[adjacent ? 2 * i + 1 : i + half];

@@ -148,6 +148,39 @@ TEST(Transformer, GroupedQueryHalfSplitPartialRopeUntiedMatchesReference) {
   check_all_layouts(c, make_random_weights(c, 2), 22);
 }
 
+// The families' switches (model/config.hpp), each against the reference.
+TEST(Transformer, Qwen2BiasesMatchReference) {
+  ModelConfig c = small_config();
+  c.architecture = "qwen2";
+  c.n_kv_heads = 2;
+  c.rope_layout = RopeLayout::half_split;
+  c.rope_theta = 1e6f;
+  c.qkv_bias = true;
+  check_all_layouts(c, make_random_weights(c, 4), 44);
+}
+
+TEST(Transformer, Qwen3HeadNormsAndWideHeadsMatchReference) {
+  ModelConfig c = small_config();
+  c.architecture = "qwen3";
+  c.n_kv_heads = 2;
+  c.head_size = 16;  // q_dim 64 > dim 48, as in Qwen 3
+  c.rope_layout = RopeLayout::half_split;
+  c.qk_norm = true;
+  c.tied_embeddings = false;
+  check_all_layouts(c, make_random_weights(c, 5), 55);
+}
+
+TEST(Transformer, Llama31FrequencyFactorsAndLinearScalingMatchReference) {
+  ModelConfig c = small_config();
+  c.rope_theta = 500000.0f;
+  c.rope_scaling = RopeScaling::linear;
+  c.rope_scaling_factor = 4.0f;
+  ModelWeights w = make_random_weights(c, 6);
+  for (int32_t i = 0; i < c.rotary_dim() / 2; ++i)
+    w.rope_freq_factors.push_back(1.0f + 7.0f * float(i) / float(c.rotary_dim() / 2));
+  check_all_layouts(c, w, 66);
+}
+
 TEST(Transformer, ProfileCountsCallsAndPhases) {
   const ModelConfig c = small_config();
   Transformer model(c, make_random_weights(c, 3), 2);
