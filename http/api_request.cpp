@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "http/request_fields.hpp"
+
 namespace conveyor::http {
 namespace {
 
@@ -18,6 +20,27 @@ ApiError type_error(std::string_view field, std::string_view want) {
 
 ApiError invalid_json(simdjson::error_code err) {
   return bad_request(std::string("the request body is not valid JSON: ") + simdjson::error_message(err));
+}
+
+// The JSON text of a value as sent (consumes the value).
+simdjson::error_code raw_json(od::value& v, std::string_view& out) {
+  od::json_type t;
+  if (auto err = v.type().get(t)) return err;
+  if (t == od::json_type::array) {
+    od::array a;
+    if (auto err = v.get_array().get(a)) return err;
+    return a.raw_json().get(out);
+  }
+  if (t == od::json_type::object) {
+    od::object o;
+    if (auto err = v.get_object().get(o)) return err;
+    return o.raw_json().get(out);
+  }
+  out = v.raw_json_token();
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n' || out.back() == '\t' ||
+                          out.back() == '\r'))
+    out.remove_suffix(1);
+  return simdjson::SUCCESS;
 }
 
 bool is_null(od::value& v) {
@@ -131,20 +154,36 @@ Fail parse_content(od::value& v, std::string& out) {
     for (auto field : p) {
       std::string_view key;
       if (auto err = field.unescaped_key().get(key)) return invalid_json(err);
-      if (key != "text") continue;
-      od::value text;
-      if (auto err = field.value().get(text)) return invalid_json(err);
+      od::value value;
+      if (auto err = field.value().get(value)) return invalid_json(err);
       std::string piece;
-      if (Fail f = get_string(text, "content", piece)) return f;
-      out += piece;
+      if (key == "type") {
+        if (Fail f = get_string(value, "content", piece)) return f;
+        if (piece != "text")
+          return bad_request("content parts of type '" + piece + "' are not supported (text only)",
+                             "messages");
+      } else if (key == "text") {
+        if (Fail f = get_string(value, "content", piece)) return f;
+        out += piece;
+      }
     }
   }
   return {};
 }
 
-Fail parse_messages(od::value& v, std::vector<ChatMessage>& out) {
+// Keeps the array's JSON as sent (every message key reaches the chat
+// template) and reads role and content from it.
+Fail parse_messages(od::value& v, ApiRequest& r) {
+  std::string_view raw;
+  if (raw_json(v, raw)) return type_error("messages", "an array of messages");
+  r.messages_json.assign(raw);
+  thread_local od::parser parser;
+  const simdjson::padded_string padded(r.messages_json);
+  od::document doc;
+  if (auto err = parser.iterate(padded).get(doc)) return invalid_json(err);
+  std::vector<ChatMessage>& out = r.messages;
   od::array arr;
-  if (v.get_array().get(arr)) return type_error("messages", "an array of messages");
+  if (doc.get_array().get(arr)) return type_error("messages", "an array of messages");
   for (auto el : arr) {
     od::object m;
     if (el.get_object().get(m)) return type_error("messages", "an array of objects");
@@ -232,7 +271,28 @@ Fail parse_logprobs(od::value& v, Pending& p) {
   return get_int32(v, "logprobs", *p.logprobs_count);
 }
 
-Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p) {
+// A field that apply_field does not handle: in the table as refused (400,
+// unless its value asks for nothing), or not in the table at all.
+Fail refused_field(std::string_view key, od::value& v, uint8_t scope) {
+  const RequestField* f = find_request_field(key, scope);
+  std::string field(key);
+  if (f == nullptr)
+    return bad_request("unrecognized request field '" + field + "'", field);
+  std::string_view raw;
+  if (raw_json(v, raw)) return type_error(key, "valid JSON");
+  std::string compact;  // harmless values hold no spaces inside strings
+  for (char c : raw)
+    if (c != ' ' && c != '\n' && c != '\t' && c != '\r') compact.push_back(c);
+  std::string_view harmless = f->harmless;
+  while (!harmless.empty()) {
+    const size_t bar = harmless.find('|');
+    if (harmless.substr(0, bar) == compact) return {};
+    harmless = bar == std::string_view::npos ? std::string_view() : harmless.substr(bar + 1);
+  }
+  return bad_request("'" + field + "' is not supported: " + std::string(f->note), field);
+}
+
+Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, uint8_t scope) {
   SamplingParams& s = r.sampling;
   if (key == "prompt") {
     p.has_prompt = true;
@@ -240,7 +300,13 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p) 
   }
   if (key == "messages") {
     p.has_messages = true;
-    return parse_messages(v, r.messages);
+    return parse_messages(v, r);
+  }
+  if (key == "tools" && (scope & kRender)) {
+    std::string_view raw;
+    if (raw_json(v, raw) || !raw.starts_with('[')) return type_error(key, "an array of tools");
+    r.tools_json.assign(raw);
+    return {};
   }
   if (key == "model") return get_string(v, "model", r.model);
   if (key == "max_tokens") return get_int32(v, key, p.max_tokens.emplace());
@@ -274,7 +340,14 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p) 
     return parse_client_id(v, r);
   }
   if (key == "type") return get_string(v, key, p.type);
-  return {};  // unknown fields are ignored
+  if (key == "add_special_tokens") return get_bool(v, key, r.add_special_tokens);
+  if (key == "parse_special") return get_bool(v, key, r.parse_special);
+  if (key == "add_generation_prompt") return get_bool(v, key, r.add_generation_prompt);
+  if (key == "prompt_cache_key" || key == "safety_identifier") {
+    std::string ignored;
+    return get_string(v, key, ignored);
+  }
+  return refused_field(key, v, scope);
 }
 
 Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
@@ -289,6 +362,10 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
     if (p.has_prompt == p.has_messages)
       return bad_request("a request needs either 'prompt' or 'messages'");
     r.chat = p.has_messages;
+  } else if (endpoint == Endpoint::render) {
+    r.chat = true;
+    if (!p.has_messages) return bad_request("'messages' is required", "messages");
+    return {};
   } else {
     r.chat = endpoint == Endpoint::chat;
     if (r.chat && !p.has_messages) return bad_request("'messages' is required", "messages");
@@ -350,7 +427,7 @@ ParseResult parse_api_request(std::string_view body, Endpoint endpoint) {
     }
     od::value value = field.value();
     if (is_null(value)) continue;
-    if (Fail f = apply_field(key, value, result.request, pending)) {
+    if (Fail f = apply_field(key, value, result.request, pending, scope_of(endpoint))) {
       result.error = std::move(f);
       return result;
     }

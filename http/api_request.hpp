@@ -4,8 +4,8 @@
 // field, and the ranges that need no model (n, logprobs, number of prompts
 // and stop strings). What needs the model (sampling ranges against the
 // vocabulary, prompt length, the model name) is the planner's job
-// (request_plan.hpp). Unknown fields are ignored, as OpenAI clients send
-// many; `null` counts as absent.
+// (request_plan.hpp). Fields conveyor does not implement, and fields it does
+// not know, are refused by name (request_fields.hpp); `null` counts as absent.
 //
 // Thread-safety: any thread; each thread parses with its own parser.
 #pragma once

@@ -17,6 +17,7 @@ enum class Endpoint : uint8_t {
   completions,  // POST /v1/completions: `prompt`
   chat,         // POST /v1/chat/completions: `messages`
   websocket,    // one message on /v1/ws: `prompt` or `messages`, plus `id`, or a cancel
+  render,       // POST /v1/chat/completions/render: `messages`, the prompt without generating
 };
 
 struct ChatMessage {
@@ -38,6 +39,11 @@ struct ApiRequest {
   std::string model;                 // "" = the served model
   std::vector<Prompt> prompts;       // completion: one or more
   std::vector<ChatMessage> messages; // chat
+  std::string messages_json;         // chat: the messages array as sent (for templates)
+  std::string tools_json;            // render: the tools array as sent, or ""
+  bool add_special_tokens = true;    // text prompts: BOS as the model wants
+  bool parse_special = true;         // text prompts: special tokens in the text become ids
+  bool add_generation_prompt = true; // chat: the template opens the assistant's turn
   SamplingParams sampling;           // max_tokens, temperature, ..., seed, logprobs (-1: none)
   bool max_tokens_given = false;     // chat without max_tokens: up to the context length
   std::vector<std::string> stop;

@@ -7,6 +7,7 @@
 #include "http/api_request.hpp"
 #include "http/metrics_text.hpp"
 #include "http/routes.hpp"
+#include "http/tokenize_routes.hpp"
 #include "http/websocket_session.hpp"
 
 namespace conveyor::http {
@@ -151,6 +152,16 @@ void HttpSession::handle_request() {
     case Route::metrics: return start_metrics();
     case Route::completions: return start_completion(false);
     case Route::chat: return start_completion(true);
+    case Route::render:
+    case Route::tokenize:
+    case Route::detokenize: {
+      const std::string& body = req.body();
+      auto answer = m.route == Route::tokenize     ? tokenize_response(body, model)
+                    : m.route == Route::detokenize ? detokenize_response(body, model)
+                                                   : render_response(body, model);
+      if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
+      return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
+    }
     case Route::websocket: {
       if (!beast::websocket::is_upgrade(req))
         return send_error(bad_request("GET /v1/ws expects a WebSocket upgrade"));

@@ -59,6 +59,7 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     ApiError e = bad_request("the model '" + request.model + "' does not exist; this server serves '" +
                                  model.served_name + "'",
                              "model");
+    e.status = 404;  // as OpenAI answers
     e.code = "model_not_found";
     return e;
   }
@@ -75,7 +76,9 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
       }
       if (!model.tokenizer)
         return bad_request("the model has no tokenizer: send the prompt as token ids", param);
-      plan.prompts.push_back(model.tokenizer->encode(*p.text, /*add_bos=*/true));
+      plan.prompts.push_back(model.tokenizer->encode(
+          *p.text, EncodeOptions{.add_bos = request.add_special_tokens,
+                                 .parse_special = request.parse_special}));
     }
   }
   for (const auto& ids : plan.prompts) {

@@ -18,11 +18,14 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
       {"/v1/completions", "POST", Route::completions},
       {"/v1/chat/completions", "POST", Route::chat},
       {"/v1/ws", "GET", Route::websocket},
+      {"/v1/chat/completions/render", "POST", Route::render},
+      {"/tokenize", "POST", Route::tokenize},
+      {"/detokenize", "POST", Route::detokenize},
   };
   for (const Entry& e : table) {
     if (e.path != path) continue;
     RouteMatch m;
-    m.needs_key = path.starts_with("/v1/");
+    m.needs_key = path != "/health" && path != "/metrics";
     m.allow = e.method.data();
     m.route = method == e.method ? e.route : Route::wrong_method;
     return m;

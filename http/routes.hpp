@@ -15,6 +15,9 @@ enum class Route : uint8_t {
   completions,  // POST /v1/completions
   chat,         // POST /v1/chat/completions
   websocket,    // GET  /v1/ws (upgrade)
+  render,       // POST /v1/chat/completions/render: the prompt a chat request makes
+  tokenize,     // POST /tokenize
+  detokenize,   // POST /detokenize
   not_found,
   wrong_method,
 };
@@ -22,7 +25,8 @@ enum class Route : uint8_t {
 struct RouteMatch {
   Route route = Route::not_found;
   const char* allow = "";   // the allowed method, for 405's Allow header
-  bool needs_key = false;   // /v1/*: with --api-key, needs "Authorization: Bearer KEY"
+  bool needs_key = false;   // /v1/*, /tokenize, /detokenize: with --api-key, needs
+                            // "Authorization: Bearer KEY"
 };
 
 // `target` may carry a query string; it is ignored.

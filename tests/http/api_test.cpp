@@ -22,7 +22,7 @@ TEST(ApiRequest, ParsesEveryField) {
       R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": -1,
           "min_p": 0.1, "seed": 42, "stop": ["a", "b"], "n": 3, "logprobs": 2, "presence_penalty": 0.5,
           "frequency_penalty": -0.5, "stream": true, "stream_options": {"include_usage": true},
-          "user": "u", "ignore_eos": true, "priority": 4, "return_token_ids": true, "unknown": [1, {"x": 2}],
+          "user": "u", "ignore_eos": true, "priority": 4, "return_token_ids": true, "echo": false,
           "suffix": null})",
       Endpoint::completions);
   ASSERT_FALSE(r.error) << r.error->message;

@@ -30,6 +30,41 @@ TEST_F(Completions, HealthAndModels) {
   EXPECT_EQ(std::string(list["data"].as_array().at(0).as_object().at("id").as_string()), server_->model_name());
 }
 
+// What the model receives: /tokenize, /detokenize and the chat render agree
+// with the prompt a completion or chat request runs.
+TEST_F(Completions, TokenizeDetokenizeAndRenderShowThePrompt) {
+  const Response t = post("/tokenize", {{"prompt", "Hello"}});
+  ASSERT_EQ(t.status, 200) << t.body;
+  json::object tok = parse_object(t.body);
+  json::array ids;
+  for (int32_t id : server_->encode("Hello")) ids.emplace_back(id);
+  EXPECT_EQ(tok["tokens"].as_array(), ids);
+  EXPECT_EQ(tok["count"].as_int64(), int64_t(ids.size()));
+  EXPECT_EQ(tok["max_model_len"].as_int64(), server_->context_length());
+  const Response pieces = post("/tokenize", {{"content", "Hi"}, {"add_special", false}, {"with_pieces", true}});
+  ASSERT_EQ(pieces.status, 200) << pieces.body;
+  json::array p = parse_object(pieces.body)["tokens"].as_array();
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].as_object().at("piece"), "H");
+
+  const Response d = post("/detokenize", {{"tokens", ids}});
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(parse_object(d.body)["prompt"], "Hello");
+  EXPECT_EQ(post("/detokenize", {{"tokens", json::array{-1}}}).status, 400);
+  EXPECT_EQ(post("/tokenize", {{"prompt", "x"}, {"bogus", 1}}).status, 400);
+
+  const json::array messages = {json::object{{"role", "user"}, {"content", "Hi there"}}};
+  const Response r = post("/v1/chat/completions/render", {{"messages", messages}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json::object render = parse_object(r.body);
+  EXPECT_NE(std::string(render["prompt"].as_string()).find("Hi there"), std::string::npos);
+  const Response chat = post("/v1/chat/completions", {{"messages", messages},
+                                                      {"max_tokens", 1},
+                                                      {"return_token_ids", true}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(parse_object(chat.body)["prompt_token_ids"], render["prompt_token_ids"]);
+}
+
 TEST_F(Completions, TextPromptNotStreamed) {
   const Response r = post("/v1/completions", {{"model", server_->model_name()},
                                               {"prompt", "Hello"},

@@ -60,8 +60,32 @@ TEST_F(Errors, OutOfRange) {
   expect_400(post(R"({"prompt": [1, 2, 100000]})"), "prompt");  // outside the vocabulary
 }
 
-TEST_F(Errors, UnknownModel) {
-  expect_400(post(R"({"model": "gpt-17", "prompt": "x"})"), "model", "model_not_found");
+TEST_F(Errors, UnknownModelIs404AsOpenAi) {
+  for (const char* path : {"/v1/completions", "/tokenize"}) {
+    const Response r = post(R"({"model": "gpt-17", "prompt": "x"})", path);
+    ASSERT_EQ(r.status, 404) << r.body;
+    json::object e = error_of(r);
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_EQ(e["param"], "model");
+    EXPECT_EQ(e["code"], "model_not_found");
+  }
+}
+
+// Fields conveyor does not implement are refused by name (the whole table is
+// walked in request_fields_test.cpp); harmless values of them pass.
+TEST_F(Errors, UnimplementedFieldsAreRefusedByName) {
+  expect_400(post(R"({"prompt": "x", "logit_bias": {"5": 100}})"), "logit_bias");
+  expect_400(post(R"({"prompt": "x", "echo": true})"), "echo");
+  expect_400(post(R"({"prompt": "x", "best_of": 3})"), "best_of");
+  expect_400(post(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+                  "/v1/chat/completions"),
+             "tools");
+  expect_400(post(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+                  "/v1/chat/completions"),
+             "response_format");
+  expect_400(post(R"({"prompt": "x", "max_tokenz": 3})"), "max_tokenz");
+  const Response ok = post(R"({"prompt": "x", "max_tokens": 1, "echo": false, "logit_bias": {}})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
 TEST_F(Errors, PromptLongerThanTheContext) {

@@ -1,0 +1,97 @@
+#include "http/request_fields.hpp"
+
+namespace conveyor::http {
+namespace {
+
+constexpr FieldSupport I = FieldSupport::implemented;
+constexpr FieldSupport R = FieldSupport::refused;
+constexpr uint8_t kBoth = kCompletions | kChat;
+constexpr uint8_t kAll = kCompletions | kChat | kRender;
+
+constexpr RequestField kFields[] = {
+    // Shared by both OpenAI endpoints.
+    {"model", kAll, I, "", "must name the served model (404 model_not_found otherwise)"},
+    {"max_tokens", kBoth, I, "", "tokens to generate at most"},
+    {"temperature", kBoth, I, "", "sampling temperature; 0 is greedy"},
+    {"top_p", kBoth, I, "", "nucleus sampling"},
+    {"n", kBoth, I, "", "choices per prompt (1-64)"},
+    {"stream", kBoth, I, "", "server-sent events"},
+    {"stream_options", kBoth, I, "", "include_usage"},
+    {"stop", kBoth, I, "", "up to 16 stop strings, removed from the output"},
+    {"seed", kBoth, I, "", "seeds each sequence's generator"},
+    {"presence_penalty", kBoth, I, "", "OpenAI's presence penalty"},
+    {"frequency_penalty", kBoth, I, "", "OpenAI's frequency penalty"},
+    {"logprobs", kBoth, I, "", "completions: top count; chat: true/false"},
+    {"user", kBoth, I, "", "kept with the request for logs"},
+    {"logit_bias", kBoth, R, "{}", "per-token biases are not implemented"},
+    {"service_tier", kBoth, R, "\"auto\"|\"default\"", "conveyor has one service tier"},
+    // Completions only.
+    {"prompt", kCompletions, I, "", "text, token ids, or a list of either"},
+    {"echo", kCompletions, R, "false", "echoing the prompt back is not implemented"},
+    {"best_of", kCompletions, R, "1", "best_of is not implemented; use n and pick by logprobs"},
+    {"suffix", kCompletions, R, "\"\"", "fill-in-the-middle suffixes are not implemented"},
+    // Chat only.
+    {"messages", kChat | kRender, I, "",
+     "rendered with the model's chat template; role, content and the other message keys "
+     "reach the template"},
+    {"max_completion_tokens", kChat, I, "", "the same as max_tokens"},
+    {"top_logprobs", kChat, I, "", "alternatives per token with logprobs: true"},
+    {"tools", kChat, R, "[]",
+     "tool calls are not parsed from the output; /v1/chat/completions/render shows the prompt "
+     "a template makes of tools"},
+    {"tool_choice", kChat, R, "\"none\"", "tool calls are not implemented"},
+    {"parallel_tool_calls", kChat, R, "false", "tool calls are not implemented"},
+    {"functions", kChat, R, "[]", "function calls are not implemented"},
+    {"function_call", kChat, R, "\"none\"", "function calls are not implemented"},
+    {"response_format", kChat, R, "{\"type\":\"text\"}",
+     "JSON mode and structured outputs are not implemented"},
+    {"modalities", kChat, R, "[\"text\"]", "conveyor generates text only"},
+    {"audio", kChat, R, "", "audio output is not implemented"},
+    {"prediction", kChat, R, "", "predicted outputs are not implemented"},
+    {"reasoning_effort", kChat, R, "", "reasoning effort is not implemented"},
+    {"verbosity", kChat, R, "", "verbosity is not implemented"},
+    {"web_search_options", kChat, R, "", "web search is not implemented"},
+    {"store", kChat, R, "false", "completions are not stored"},
+    {"metadata", kChat, R, "{}", "metadata is kept only with stored completions, which are not implemented"},
+    {"prompt_cache_key", kBoth, I, "", "accepted; prefix caching is automatic"},
+    {"safety_identifier", kBoth, I, "", "kept with the request for logs, as user"},
+    // Extensions (vLLM's names where vLLM has the field).
+    {"top_k", kBoth, I, "", "keep the k most likely tokens; 0 or -1 is off"},
+    {"min_p", kBoth, I, "", "drop tokens below min_p times the most likely one's probability"},
+    {"repetition_penalty", kBoth, I, "", "divide the logits of tokens already seen"},
+    {"ignore_eos", kBoth, I, "", "keep generating past end-of-sequence tokens"},
+    {"priority", kBoth, I, "", "higher runs first under the priority policy"},
+    {"return_token_ids", kBoth, I, "", "prompt_token_ids and per-choice token_ids"},
+    {"add_special_tokens", kCompletions, I, "", "text prompts: prepend BOS as the model wants (default true)"},
+    {"parse_special", kCompletions, I, "",
+     "text prompts: special tokens written in the text become their ids (default true); "
+     "false for untrusted text"},
+    {"add_generation_prompt", kChat | kRender, I, "",
+     "the template opens the assistant's turn (default true)"},
+    {"tools", kRender, I, "", "passed to the chat template"},
+    // The WebSocket envelope.
+    {"id", kWebSocket, I, "", "the client's request id"},
+    {"type", kWebSocket, I, "", "completion, chat or cancel"},
+};
+
+}  // namespace
+
+std::span<const RequestField> request_fields() { return kFields; }
+
+const RequestField* find_request_field(std::string_view name, uint8_t scope) {
+  for (const RequestField& f : kFields)
+    if (f.name == name && (f.scope & scope)) return &f;
+  return nullptr;
+}
+
+uint8_t scope_of(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::completions: return kCompletions;
+    case Endpoint::chat: return kChat;
+    case Endpoint::websocket: return kCompletions | kChat | kWebSocket;
+    case Endpoint::render: return kRender;
+  }
+  return 0;
+}
+
+}  // namespace conveyor::http
