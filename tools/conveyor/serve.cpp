@@ -144,7 +144,7 @@ int run_serve(const ServeFlags& f) {
   const KvCapacity& kv = (*engine)->kv_capacity();
   const int64_t token_bytes = kv.tokens > 0 ? kv.bytes / kv.tokens : 0;
   std::cout << "conveyor serve: model " << source << " served as '" << served << "'\n"
-            << "conveyor serve: shape dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers
+            << "conveyor serve: " << mc.architecture << ", dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers
             << " layers, " << mc.n_heads << " heads (" << mc.n_kv_heads << " KV), vocab " << mc.vocab_size
             << ", context " << mc.context_length << ", " << mc.parameter_count() << " parameters\n"
             << "conveyor serve: weights " << (*engine)->weights_description() << "\n"
