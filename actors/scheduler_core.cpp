@@ -479,7 +479,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
       continue;
     }
     shortfall += g.shortfall;
-    failed_.push_back(g.seq);
+    failed_.push_back(Short{g.seq, planned->max_new});
   }
   // Blocks already on their way to host memory will be free soon: sequences
   // short of blocks wait for them rather than preempting more.
@@ -522,7 +522,7 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
     Sequence* s = find(v.seq);
     if (s == nullptr || s->state != State::running) continue;
     if (Planned* p = planned_for(*s)) p->dropped = true;
-    std::erase(failed_, v.seq);
+    std::erase_if(failed_, [&](const Short& f) { return f.id == v.seq; });
     remove_running(v.seq);
     if (v.mode == PreemptionMode::swap) {
       ++preemptions_swap_;
@@ -536,12 +536,13 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
     }
   }
   take_pending_updates(retry);  // the recompute victims' blocks go back first
-  // The sequences that were short try once more; if the victims did not free
-  // enough (or are still being copied out), they sit this iteration out.
-  for (seq_id id : failed_) {
-    Sequence& s = seqs_.at(id);
+  // The sequences that were short try once more, within the share of the
+  // iteration's token budget they had; if the victims did not free enough
+  // (or are still being copied out), they sit this iteration out.
+  for (const Short& f : failed_) {
+    Sequence& s = seqs_.at(f.id);
     const int32_t remaining = s.length() - s.scheduled;
-    const int32_t n = std::min(remaining, config_.prefill_chunk);
+    const int32_t n = std::min(remaining, f.budget);
     plan(s, n, false, false);
     request_slots(retry, s, false, s.scheduled + n);
   }

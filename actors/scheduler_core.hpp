@@ -267,7 +267,11 @@ class SchedulerCore {
   std::vector<seq_id> pending_swap_in_;      // asked of the block manager this batch
   std::vector<seq_id> retired_samplers_;
   std::vector<seq_id> cancelled_;            // cancelled, still holding something
-  std::vector<seq_id> failed_;               // running, short of blocks this iteration
+  struct Short {
+    seq_id id;
+    int32_t budget;  // the tokens the iteration's budget gave it
+  };
+  std::vector<Short> failed_;                // running, short of blocks this iteration
   std::vector<seq_id> swap_out_requested_;   // victims whose swap-out the block manager must confirm
   std::vector<std::pair<int32_t, int32_t>> copies_;  // copy-on-write for the next step
   std::vector<SeqProgress> pending_computed_;

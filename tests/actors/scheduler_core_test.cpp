@@ -168,6 +168,8 @@ class Simulation {
       batch = core_.apply_preemption(preemption_(*q));
     }
     StepPlan plan = core_.build_step();
+    // A step never exceeds the token budget, preemption retries included.
+    EXPECT_LE(plan.batch.num_tokens(), options_.max_batched_tokens) << "iteration " << iteration_;
     for (int32_t token : plan.batch.tokens) placeholders_ += token < 0 ? 1 : 0;
     return plan;
   }
@@ -343,6 +345,33 @@ TEST(SchedulerCore, LongPromptIsChunkedAndDecodesKeepRunning) {
   ASSERT_TRUE(sim.run_until_idle(200));
   sim.check_outputs();
   sim.check_all_free();
+}
+
+// Preemption under a budget smaller than one prefill chunk: the budget check
+// in Simulation::build holds on every step. (A sequence short of blocks is
+// re-planned after the preemption within the share of the budget it had; it
+// once took a whole chunk, which only a prefill that needs new blocks could
+// exceed, and admission gives a prompt all its blocks at once.)
+TEST(SchedulerCore, PreemptionUnderATightBudgetStaysWithinIt) {
+  for (PreemptionMode mode : {PreemptionMode::recompute, PreemptionMode::swap}) {
+    SimOptions o;
+    o.num_blocks = 14;
+    o.num_host_blocks = 32;
+    o.prefill_chunk = 8;
+    o.max_batched_tokens = 6;
+    o.preemption = mode;
+    Simulation sim(o, 7);
+    auto& rng = sim.rng();
+    for (request_id id = 1; id <= 300; ++id) {
+      ASSERT_TRUE(sim.submit(id, random_prompt(rng, 9, 40), 1 + int32_t(rng() % 12), int32_t(rng() % 3)).is_ok());
+      if (id % 3 == 0) sim.iterate();
+      if (HasFatalFailure()) return;
+    }
+    ASSERT_TRUE(sim.run_until_idle(100000));
+    sim.check_outputs();
+    sim.check_all_free();
+    EXPECT_GT(sim.core().preemptions(mode), 0u);
+  }
 }
 
 TEST(SchedulerCore, PrefixCacheSkipsTheSharedPrefix) {
@@ -530,6 +559,7 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   o.num_blocks = w.num_blocks;
   o.num_host_blocks = w.num_host_blocks;
   o.overlap = w.overlap;
+  o.max_batched_tokens = 13;  // below max_num_seqs x prefill_chunk: chunks get cut short
   Simulation sim(o, seed_from_env());
   auto& rng = sim.rng();
   const int kRequests = 2000;
