@@ -180,6 +180,8 @@ Value string_method(const Value& self, std::string_view name, CallArgs call) {
   if (name == "lower") return (bind_args(std::move(call), {}, who), rewritten(pystr::lower(t), data));
   if (name == "title") return (bind_args(std::move(call), {}, who), rewritten(pystr::title(t), data));
   if (name == "capitalize") return (bind_args(std::move(call), {}, who), rewritten(pystr::capitalize(t), data));
+  if (name == "swapcase") return (bind_args(std::move(call), {}, who), rewritten(pystr::swapcase(t), data));
+  if (name == "casefold") return (bind_args(std::move(call), {}, who), rewritten(pystr::lower(t), data));
   if (name == "replace") {
     Args a = bind_args(std::move(call), {"old", "new", "count"}, who);
     need_str(a[0], who);
@@ -293,7 +295,7 @@ Value string_method(const Value& self, std::string_view name, CallArgs call) {
 
 constexpr std::string_view kStringMethods[] = {
     "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "upper", "lower",
-    "title", "capitalize", "replace", "find", "rfind", "index", "rindex", "count", "join", "format", "center",
+    "title", "capitalize", "swapcase", "casefold", "replace", "find", "rfind", "index", "rindex", "count", "join", "format", "center",
     "ljust", "rjust", "zfill", "removeprefix", "removesuffix", "partition", "rpartition", "isdigit",
     "isnumeric", "isdecimal", "isalpha", "isalnum", "isspace", "islower", "isupper"};
 

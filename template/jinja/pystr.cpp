@@ -280,6 +280,16 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+std::string swapcase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for_each_char(s, [&](size_t, char32_t c) {
+    if (lower_char(c) != c) append_utf8(out, lower_char(c));
+    else append_upper(out, c);
+  });
+  return out;
+}
+
 std::string capitalize(std::string_view s) {
   std::string out;
   out.reserve(s.size());

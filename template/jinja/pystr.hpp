@@ -44,6 +44,7 @@ std::vector<Span> splitlines(std::string_view s);
 bool is_cased(char32_t c);
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
+std::string swapcase(std::string_view s);
 std::string capitalize(std::string_view s);  // str.capitalize()
 std::string title(std::string_view s);       // str.title()
 std::string jinja_title(std::string_view s);  // the `title` filter: words split at -, space, ( { [ <
