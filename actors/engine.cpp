@@ -169,7 +169,10 @@ Engine::~Engine() {
 }
 
 RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
-  if (spec.request.id == 0) spec.request.id = next_id_++;
+  if (spec.request.id == 0) {  // from a range of its own: caller-chosen ids are below it
+    spec.request.id = kFirstAutomaticRequestId + next_id_++;
+    spec.request.automatic_id = true;
+  }
   if (!spec.tokenizer) spec.tokenizer = info_.tokenizer;
   spec.metrics = actors_.metrics;
   const request_id id = spec.request.id;

@@ -27,7 +27,8 @@ const char* to_string(FinishReason r);
 
 // What a client submits.
 struct GenerateRequest {
-  request_id id = 0;                // set by the engine when 0
+  request_id id = 0;                // the caller's (below 2^62), or set by the engine when 0
+  bool automatic_id = false;        // the engine chose `id` (from 2^62 up)
   std::vector<int32_t> prompt;      // token ids, BOS included where the model wants it
   SamplingParams sampling;
   int32_t priority = 0;             // higher runs first
@@ -38,8 +39,10 @@ struct GenerateRequest {
 };
 
 // Request ids from 2^63 up are the engine's own (the sequences of samples
-// 1..n-1); a client's id must be below.
+// 1..n-1); from 2^62 up to there, the ids Engine::submit gives requests that
+// came without one. A client's id must be below 2^62, so the two never collide.
 inline constexpr uint64_t kFirstSampleSeqId = uint64_t(1) << 63;
+inline constexpr uint64_t kFirstAutomaticRequestId = uint64_t(1) << 62;
 // The most samples one request may ask for (the engine's max_num_seqs may cap it lower).
 inline constexpr int32_t kMaxSamples = 1024;
 

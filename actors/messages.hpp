@@ -42,7 +42,8 @@ typename Inspector::result_type inspect(Inspector& f, SampleResult& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateRequest& x) {
-  return f(caf::meta::type_name("GenerateRequest"), x.id, x.prompt, x.sampling, x.priority, x.n);
+  return f(caf::meta::type_name("GenerateRequest"), x.id, x.automatic_id, x.prompt, x.sampling,
+           x.priority, x.n);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {

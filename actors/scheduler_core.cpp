@@ -78,8 +78,10 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   if (const int32_t most = std::min(config_.max_num_seqs, kMaxSamples); r.n < 1 || r.n > most)
     return make_error(Errc::invalid_argument, "n must be between 1 and " + std::to_string(most) +
                                                   " (the engine's max_num_seqs), got " + std::to_string(r.n));
-  if (r.id >= kFirstSampleSeqId)
-    return make_error(Errc::invalid_argument, "request ids must be below 2^63");
+  if (r.id >= (r.automatic_id ? kFirstSampleSeqId : kFirstAutomaticRequestId))
+    return make_error(Errc::invalid_argument,
+                      "request ids must be below 2^62 (the engine numbers requests that come "
+                      "without an id from 2^62 up)");
   if (seqs_.count(r.id) || groups_.count(r.id))
     return make_error(Errc::invalid_argument, "duplicate request id");
   if (int32_t(waiting_.size()) >= config_.max_waiting)

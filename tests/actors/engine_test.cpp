@@ -196,6 +196,27 @@ TEST(FakeEngine, InvalidRequestIsAnErrorEvent) {
   EXPECT_NE(o.message.find("outside the vocabulary"), std::string::npos) << o.message;
 }
 
+// Ids the engine chooses come from a range of their own: a caller's id 1
+// beside an automatic one runs, and a caller's id in the engine's range is
+// refused with a message saying why.
+TEST(FakeEngine, CallerAndAutomaticIdsNeverCollide) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  Collector collector;
+  const RequestHandle automatic = engine->submit(testing::greedy_spec(0, {1, 2, 3}, 5, true), collector.callback_for(0));
+  EXPECT_GE(automatic.id(), kFirstAutomaticRequestId);
+  EXPECT_LT(automatic.id(), kFirstSampleSeqId);
+  engine->submit(testing::greedy_spec(1, {1, 2, 3}, 5, true), collector.callback_for(1));
+  engine->submit(testing::greedy_spec(automatic.id() + 1, {1, 2, 3}, 5, true), collector.callback_for(2));
+  ASSERT_TRUE(collector.wait_for(3));
+  EXPECT_EQ(collector.outcomes().at(0).finish, FinishReason::length);
+  EXPECT_EQ(collector.outcomes().at(1).finish, FinishReason::length);
+  const Outcome refused = collector.outcomes().at(2);
+  EXPECT_EQ(refused.finish, FinishReason::error);
+  EXPECT_NE(refused.message.find("below 2^62"), std::string::npos) << refused.message;
+}
+
 // ---- the real model --------------------------------------------------------------
 
 class Stories : public ::testing::Test {
