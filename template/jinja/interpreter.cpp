@@ -147,7 +147,19 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
     }
     case Stmt::Kind::break_: return Flow::break_;
     case Stmt::Kind::continue_: return Flow::continue_;
-    case Stmt::Kind::scope: return exec(static_cast<const ScopeStmt&>(s).body);
+    case Stmt::Kind::scope: {  // transformers runs it as a call block: a scope of its own
+      auto inner = std::make_shared<Scope>();
+      inner->parent = scope_;
+      std::swap(scope_, inner);
+      try {
+        exec(static_cast<const ScopeStmt&>(s).body);
+      } catch (...) {
+        std::swap(scope_, inner);
+        throw;
+      }
+      std::swap(scope_, inner);
+      break;
+    }
   }
   return Flow::normal;
 }

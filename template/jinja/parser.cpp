@@ -157,7 +157,10 @@ class Parser {
     if (tag == "generation") {
       advance();
       auto s = std::make_unique<ScopeStmt>(line);
+      const int saved = loop_depth_;  // like a macro body: no loop to break out of
+      loop_depth_ = 0;
       s->body = parse_block_body({"endgeneration"}, true);
+      loop_depth_ = saved;
       return out.push_back(std::move(s));
     }
     if (tag == "block" || tag == "extends" || tag == "include" || tag == "import" || tag == "from" ||

@@ -137,9 +137,7 @@ std::vector<Span> split(std::string_view s, const std::string* sep, long maxspli
     while (size_t n = space_at(s, i)) i += n;
     if (i >= s.size()) break;
     if (maxsplit >= 0 && static_cast<long>(out.size()) == maxsplit) {
-      size_t end = s.size();  // the rest, less trailing whitespace
-      while (size_t n = space_before(s, end)) end -= n;
-      out.push_back({i, end});
+      out.push_back({i, s.size()});  // the rest, trailing whitespace and all
       break;
     }
     const size_t begin = i;
@@ -167,9 +165,7 @@ std::vector<Span> rsplit(std::string_view s, const std::string* sep, long maxspl
       while (size_t n = space_before(s, end)) end -= n;
       if (end == 0) break;
       if (static_cast<long>(out.size()) == maxsplit) {
-        size_t begin = 0;
-        while (size_t n = space_at(s, begin)) begin += n;
-        out.push_back({begin, end});
+        out.push_back({0, end});  // the rest, leading whitespace and all
         break;
       }
       size_t begin = end;
