@@ -16,6 +16,7 @@ packages=(
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libsimdjson-dev
   libcli11-dev libtomlplusplus-dev libopenblas-openmp-dev
   libgtest-dev libgmock-dev
+  python3-jinja2
   clang libclang-rt-14-dev
   prometheus
 )
