@@ -29,6 +29,27 @@ struct Interpreter::Scope {
   }
 };
 
+// Makes `scope` current for its lifetime, then restores the one before.
+class Interpreter::ScopeGuard {
+ public:
+  ScopeGuard(Interpreter& in, std::shared_ptr<Scope> scope) : in_(in), saved_(std::move(scope)) {
+    std::swap(in_.scope_, saved_);
+  }
+  ~ScopeGuard() { std::swap(in_.scope_, saved_); }
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  Interpreter& in_;
+  std::shared_ptr<Scope> saved_;
+};
+
+std::shared_ptr<Interpreter::Scope> Interpreter::child_scope() const {
+  auto scope = std::make_shared<Scope>();
+  scope->parent = scope_;
+  return scope;
+}
+
 Interpreter::Interpreter(const RenderOptions& options) : options_(options), budget_(options.limits) {
   auto global = [this](const char* name, Value (Interpreter::*fn)(CallArgs)) {
     globals_[name] = Value::function(name, [fn](Interpreter& in, CallArgs args) { return (in.*fn)(std::move(args)); });
@@ -132,32 +153,15 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
       const auto& x = static_cast<const WithStmt&>(s);
       std::vector<Value> values;  // evaluated in the enclosing scope
       for (const auto& [target, expr] : x.assignments) values.push_back(eval(*expr));
-      auto inner = std::make_shared<Scope>();
-      inner->parent = scope_;
-      std::swap(scope_, inner);
-      try {
-        for (size_t i = 0; i < values.size(); ++i) exec_set(x.assignments[i].first, values[i]);
-        const Flow f = exec(x.body);
-        std::swap(scope_, inner);
-        return f;
-      } catch (...) {
-        std::swap(scope_, inner);
-        throw;
-      }
+      ScopeGuard inner(*this, child_scope());
+      for (size_t i = 0; i < values.size(); ++i) exec_set(x.assignments[i].first, values[i]);
+      return exec(x.body);
     }
     case Stmt::Kind::break_: return Flow::break_;
     case Stmt::Kind::continue_: return Flow::continue_;
     case Stmt::Kind::scope: {  // transformers runs it as a call block: a scope of its own
-      auto inner = std::make_shared<Scope>();
-      inner->parent = scope_;
-      std::swap(scope_, inner);
-      try {
-        exec(static_cast<const ScopeStmt&>(s).body);
-      } catch (...) {
-        std::swap(scope_, inner);
-        throw;
-      }
-      std::swap(scope_, inner);
+      ScopeGuard inner(*this, child_scope());
+      exec(static_cast<const ScopeStmt&>(s).body);
       break;
     }
   }
@@ -190,13 +194,8 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& s) {
   std::vector<Value> items = iterate(eval(*s.iterable));
   budget_.charge(items.size());
   const std::shared_ptr<Scope> outer = scope_;
-  struct Restore {
-    std::shared_ptr<Scope>& slot;
-    std::shared_ptr<Scope> saved;
-    ~Restore() { slot = saved; }
-  } restore{scope_, outer};
-
-  auto iteration_scope = [&](const Value& item) {
+  ScopeGuard restore(*this, outer);
+  auto iteration_scope = [&](const Value& item) {  // every iteration starts afresh
     scope_ = std::make_shared<Scope>();
     scope_->parent = outer;
     exec_set(s.target, item);
@@ -303,15 +302,11 @@ Value Interpreter::call_macro(const MacroStmt& m, const std::weak_ptr<Scope>& de
   scope->set("kwargs", Value::dict(std::move(kwargs)));
 
   ++call_depth_;
-  std::swap(scope_, scope);
-  struct Restore {
-    Interpreter& in;
-    std::shared_ptr<Scope>& saved;
-    ~Restore() {
-      std::swap(in.scope_, saved);
-      --in.call_depth_;
-    }
-  } restore{*this, scope};
+  struct Depth {
+    int& depth;
+    ~Depth() { --depth; }
+  } depth{call_depth_};
+  ScopeGuard in_macro(*this, std::move(scope));
   for (size_t i = 0; i < m.params.size(); ++i) {  // defaults see the parameters before them
     if (given[i]) continue;
     const auto& [name, default_value] = m.params[i];

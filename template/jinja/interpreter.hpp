@@ -41,6 +41,8 @@ class Interpreter {
 
  private:
   struct Scope;
+  class ScopeGuard;
+  std::shared_ptr<Scope> child_scope() const;
   enum class Flow : uint8_t { normal, break_, continue_ };
 
   Flow exec(const Body& body);

@@ -122,6 +122,26 @@ TEST(JinjaWhitespace, RawBlocksAreText) {
   EXPECT_EQ(render("{% raw %}{{ x }}{% if %}{% endraw %}!"), "{{ x }}{% if %}!");
 }
 
+TEST(JinjaWhitespace, BlockSetKeepsTrimmedLines) {
+  EXPECT_EQ(render(R"x({% set text %}
+line1
+  {% if true %}
+  line2
+  {% endif %}
+{% endset %}[{{ text }}])x"), R"x([line1
+  line2
+])x");
+}
+
+TEST(JinjaWhitespace, IndentedLoopsWithMinus) {
+  EXPECT_EQ(render(R"x(   {%- for x in [1] %}
+   {{ x }}
+   {% endfor %}|{% for x in [1, 2] -%}
+    {{ x }}
+{%- endfor %})x"), R"x(   1
+|12)x");
+}
+
 TEST(JinjaLiterals, PythonRenderingOfScalars) {
   EXPECT_EQ(render("{{ true }} {{ False }} {{ none }} {{ None }} {{ 1 }} {{ 1.0 }} {{ 1e16 }} {{ 1e-5 }} {{ 0.0001 }} {{ -0.0 }} {{ 1/3 }}"), "True False None None 1 1.0 1e+16 1e-05 0.0001 -0.0 0.3333333333333333");
 }
@@ -152,6 +172,10 @@ TEST(JinjaLiterals, DictLiteralKeepsOrderAndLastValue) {
 
 TEST(JinjaLiterals, UndefinedPrintsNothing) {
   EXPECT_EQ(render("[{{ nothing }}][{{ d.missing }}]"), "[][]");
+}
+
+TEST(JinjaLiterals, FloatsPrintLikePython) {
+  EXPECT_EQ(render("{{ 0.1 + 0.2 }} {{ 1e300 * 1e300 }} {{ 3.0 * 2 }} {{ 7 / 7 }} {{ 1e22 }} {{ 123456789.123456789 }} {{ 1.5e300|tojson }}"), "0.30000000000000004 inf 6.0 1.0 1e+22 123456789.12345679 1.5e+300");
 }
 
 TEST(JinjaExpressions, Arithmetic) {
@@ -274,6 +298,30 @@ TEST(JinjaScoping, SetShadowsContext) {
   EXPECT_EQ(render("{% set messages = messages[1:] %}{{ messages | length }}"), "1");
 }
 
+TEST(JinjaScoping, MacrosSeeTheirDefinitionScopeNotTheCaller) {
+  EXPECT_EQ(render("{% macro m() %}[{{ x }}|{{ i }}]{% endmacro %}{% set x = 1 %}{{ m() }}{% for i in range(2) %}{% set x = 5 %}{{ m() }}{% endfor %}{% set x = 2 %}{{ m() }}"), "[1|][1|][1|][2|]");
+}
+
+TEST(JinjaScoping, MacroSetsStayInside) {
+  EXPECT_EQ(render("{% macro m() %}{% set y = 1 %}{{ y }}{% endmacro %}{{ m() }}[{{ y }}]"), "1[]");
+}
+
+TEST(JinjaScoping, MacrosChangeNamespaces) {
+  EXPECT_EQ(render("{% set ns = namespace(c=0) %}{% macro inc() %}{% set ns.c = ns.c + 1 %}{% endmacro %}{{ inc() }}{{ inc() }}{{ ns.c }}"), "2");
+}
+
+TEST(JinjaScoping, NestedLoopsShadowLoop) {
+  EXPECT_EQ(render("{% for i in range(2) %}{% set outer = loop %}{% for j in range(2) %}{{ outer.index }}{{ loop.index }} {% endfor %}{{ loop.index }};{% endfor %}"), "11 12 1;21 22 2;");
+}
+
+TEST(JinjaScoping, LoopVariablesEndWithTheLoop) {
+  EXPECT_EQ(render("{% for i in [1] %}{% endfor %}[{{ i }}]{% set j = 9 %}{% for j in [1] %}{{ j }}{% endfor %}[{{ j }}]"), "[]1[9]");
+}
+
+TEST(JinjaScoping, MacrosDefinedInBranchesAndLoops) {
+  EXPECT_EQ(render("{% if true %}{% macro m() %}M{% endmacro %}{% endif %}{{ m() }}{% for x in [1, 2] %}{% macro n() %}{{ x }}{% endmacro %}{{ n() }}{% endfor %}"), "M12");
+}
+
 TEST(JinjaMacros, DefaultsAndKeywords) {
   EXPECT_EQ(render(R"x({% macro m(a, b=a ~ "!") %}[{{ a }},{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, 3) }}{{ m(b=5, a=0) }}{{ m() }})x"), "[1,1!][1,3][0,5][,!]");
 }
@@ -380,6 +428,26 @@ TEST(JinjaFilters, UnknownFilterFails) {
   EXPECT_TRUE(fails("{{ 1|nosuchfilter }}"));
 }
 
+TEST(JinjaFilters, FormatOperator) {
+  EXPECT_EQ(render(R"x({{ "%s" | format(none) }} {{ "%d items" % 3 }} {{ "%.3f" % 3.14159 }} {{ "%5.1f|%-5d|%+d" % (2.25, 3, 4) }} {{ "%%" % () }})x"), "None 3 items 3.142   2.2|3    |+4 %");
+}
+
+TEST(JinjaFilters, TojsonKeysAndValues) {
+  EXPECT_EQ(render(R"x({{ {1: "a", 2.5: "b", true: "c", none: "d"}|tojson }} {{ none|tojson }} {{ "<>&'/"|tojson }} {{ [1, [2, [3]]]|tojson(indent=1) }})x"), R"x({"1": "c", "2.5": "b", "null": "d"} null "<>&'/" [
+ 1,
+ [
+  2,
+  [
+   3
+  ]
+ ]
+])x");
+}
+
+TEST(JinjaFilters, TrimUsesPythonWhitespace) {
+  EXPECT_EQ(render(R"x([{{ "\t x \n"|trim }}|{{ "\u00a0x\u3000"|trim }}|{{ "xyx"|trim("y") }}])x"), "[x|x|xyx]");
+}
+
 TEST(JinjaTests, TypeTests) {
   EXPECT_EQ(render("{{ x is defined }} {{ x is undefined }} {{ d is mapping }} {{ l is sequence }} {{ s is string }} {{ 1 is number }} {{ 1.5 is float }} {{ 1 is integer }} {{ true is integer }} {{ true is boolean }} {{ n is none }} {{ s is iterable }} {{ 1 is iterable }} {{ raise_exception is callable }} {{ true is true }} {{ 0 is false }}"), "False True True True True True True True False True True True False True True False");
 }
@@ -421,6 +489,10 @@ TEST(JinjaMethods, DictAndListMethods) {
 TEST(JinjaMethods, MutatingMethodsAreRefused) {
   // Python: SecurityError: access to attribute 'append' of 'list' object is unsafe.
   EXPECT_TRUE(fails("{{ l.append(4) }}"));
+}
+
+TEST(JinjaMethods, NonAsciiStrings) {
+  EXPECT_EQ(render(R"x({{ "héllo"[:-1] }} {{ "日本語"[1] }} {{ "日本語"|length }} {{ "日本語"|reverse }} [{{ "aé"|center(6) }}] {{ "straße ΣΑΣ"|upper }} {{ "ΣΑΣ ΣΑΣ"|lower }} {{ "éa"|title }})x"), R"x(héll 本 3 語本日 [  aé  ] STRASSE ΣΑΣ σας σας Éa)x");
 }
 
 TEST(JinjaGlobals, Range) {
