@@ -226,6 +226,7 @@ Value Interpreter::make_loop(size_t index, const std::vector<Value>& items) {
   loop->is_loop = true;
   const auto i = static_cast<int64_t>(index);
   const auto n = static_cast<int64_t>(items.size());
+  loop->attrs.reserve(12);
   loop->attrs = {
       {"index", Value::integer(i + 1)},      {"index0", Value::integer(i)},
       {"revindex", Value::integer(n - i)},   {"revindex0", Value::integer(n - i - 1)},

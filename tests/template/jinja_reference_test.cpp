@@ -1,5 +1,6 @@
 // Real chat templates against Python's jinja2, configured as Hugging Face
-// transformers configures it (tests/template/render_reference.py): every
+// transformers configures it (tests/template/render_reference.py), rendered
+// through render_chat with the variables apply_chat_template passes: every
 // template in data/templates.json with every conversation in
 // data/conversations/, with and without the generation prompt. Both must
 // fail together or render the same bytes.
@@ -16,7 +17,7 @@
 
 #include <boost/json.hpp>
 
-#include "template/jinja/jinja.hpp"
+#include "template/jinja/chat.hpp"
 
 namespace conveyor::jinja {
 namespace {
@@ -35,10 +36,9 @@ std::string slurp(const fs::path& p) {
 }
 
 struct Case {
-  std::string name;  // template/conversation/agp
+  std::string name;  // template/conversation[/prompt]
   std::string source;
-  json::object context;   // caller data: messages, tools, documents
-  json::object tcontext;  // bos_token, eos_token, add_generation_prompt, template kwargs
+  ChatInputs inputs;
 };
 
 std::vector<Case> all_cases() {
@@ -56,16 +56,12 @@ std::vector<Case> all_cases() {
         Case c;
         c.name = std::string(info.at("name").as_string()) + "/" + path.stem().string() + (agp ? "/prompt" : "");
         c.source = source;
-        c.context["messages"] = conv.at("messages");
-        c.context["tools"] = conv.contains("tools") ? conv.at("tools") : json::value(nullptr);
-        c.context["documents"] = nullptr;
-        c.tcontext["add_generation_prompt"] = agp;
-        for (const char* token : {"bos_token", "eos_token"}) {
-          if (info.contains(token)) c.tcontext[token] = info.at(token);
-        }
-        if (conv.contains("template_kwargs")) {
-          for (const auto& kv : conv.at("template_kwargs").as_object()) c.tcontext[kv.key()] = kv.value();
-        }
+        c.inputs.messages = conv.at("messages").as_array();
+        if (conv.contains("tools")) c.inputs.tools = conv.at("tools");
+        c.inputs.add_generation_prompt = agp;
+        if (info.contains("bos_token")) c.inputs.bos_token = std::string(info.at("bos_token").as_string());
+        if (info.contains("eos_token")) c.inputs.eos_token = std::string(info.at("eos_token").as_string());
+        if (conv.contains("template_kwargs")) c.inputs.kwargs = conv.at("template_kwargs").as_object();
         cases.push_back(std::move(c));
       }
     }
@@ -73,12 +69,21 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
+// The case as render_reference.py reads it: the variables transformers passes.
+json::object python_case(const Case& c) {
+  json::object tcontext = c.inputs.kwargs;
+  tcontext["add_generation_prompt"] = c.inputs.add_generation_prompt;
+  if (c.inputs.bos_token) tcontext["bos_token"] = *c.inputs.bos_token;
+  if (c.inputs.eos_token) tcontext["eos_token"] = *c.inputs.eos_token;
+  const json::object context = {
+      {"messages", c.inputs.messages}, {"tools", c.inputs.tools}, {"documents", c.inputs.documents}};
+  return {{"template", c.source}, {"context", context}, {"tcontext", tcontext}, {"now", kNow}};
+}
+
 // Python's answers, or an empty array with `skip_reason` set.
 json::array python_renders(const std::vector<Case>& cases, std::string& skip_reason) {
   json::array input;
-  for (const Case& c : cases) {
-    input.push_back(json::object{{"template", c.source}, {"context", c.context}, {"tcontext", c.tcontext}, {"now", kNow}});
-  }
+  for (const Case& c : cases) input.push_back(python_case(c));
   const fs::path dir = fs::temp_directory_path();
   const fs::path in = dir / ("jinja_reference_" + std::to_string(::getpid()) + ".json");
   const fs::path err = dir / ("jinja_reference_" + std::to_string(::getpid()) + ".err");
@@ -131,7 +136,7 @@ TEST(JinjaReference, RealTemplatesRenderAsPythonJinja2Does) {
     const json::object& want = expected[i].as_object();
     auto tmpl = Template::parse(c.source);
     ASSERT_TRUE(tmpl) << c.name << ": " << tmpl.error().message;
-    const auto got = tmpl->render(c.context, c.tcontext, options);
+    const auto got = render_chat(*tmpl, c.inputs, options);
     if (!want.at("ok").as_bool()) {
       EXPECT_FALSE(got) << c.name << ": Python failed (" << want.at("error").as_string().c_str()
                         << ") but conveyor rendered:\n" << got->text;
@@ -166,8 +171,9 @@ TEST(JinjaProvenance, DataRangesCoverExactlyTheMessagesInAChatMLRender) {
       json::object{{"role", "assistant"}, {"content", "Hello"}},
       json::object{{"role", "user"}, {"content", ""}},
   };
-  const auto r = tmpl->render(json::object{{"messages", messages}, {"tools", nullptr}},
-                              json::object{{"add_generation_prompt", true}});
+  ChatInputs inputs;
+  inputs.messages = messages;
+  const auto r = render_chat(*tmpl, inputs);
   ASSERT_TRUE(r) << r.error().message;
 
   // Walk the text: each message shows as <|im_start|>{role}\n{content}<|im_end|>\n,

@@ -1,0 +1,32 @@
+// A chat template rendered the way Hugging Face's apply_chat_template calls
+// it: the caller's messages, tools and documents are data (tools and
+// documents are None when absent, so `tools is defined` holds as in
+// transformers); the special tokens, add_generation_prompt and the template
+// kwargs (enable_thinking, ...) are the template's side.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include "template/jinja/jinja.hpp"
+
+namespace conveyor::jinja {
+
+struct ChatInputs {
+  boost::json::array messages;           // [{"role": ..., "content": ...}, ...]
+  boost::json::value tools = nullptr;    // a list of tool schemas, or null
+  boost::json::value documents = nullptr;
+  bool add_generation_prompt = true;
+  std::optional<std::string> bos_token;  // unset: undefined in the template (as when a config has none)
+  std::optional<std::string> eos_token;
+  boost::json::object kwargs;            // extra template variables (chat_template_kwargs)
+};
+
+Expected<Rendered> render_chat(const Template& chat_template, const ChatInputs& inputs,
+                               const RenderOptions& options = {});
+
+}  // namespace conveyor::jinja
