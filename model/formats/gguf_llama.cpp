@@ -1,5 +1,6 @@
 #include "model/formats/gguf_llama.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -330,6 +331,53 @@ Status read_scores_and_types(const GgufFile& file, Vocabulary& vocab) {
   return Status::ok();
 }
 
+// Pieces of tokens that end generation besides the eos/eot/eom keys, as
+// llama.cpp finds them by text (llama-vocab.cpp, special_eog_ids): chat
+// formats' end-of-turn markers, and fill-in-the-middle padding, repository
+// and file separators.
+constexpr std::string_view kEndOfGenerationPieces[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek
+    "[e~[",
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+
+// eos, eot and eom first (those present), then the added tokens (not normal
+// text pieces) whose piece says they end generation, in id order, without
+// repeats. Unlike llama.cpp, a normal piece that merely reads so does not end
+// generation (Qwen's vocabulary learned "</s>" as text, id 128247). As in
+// llama.cpp, "<|end|>" is not one when "<|return|>" and "<|call|>" (or
+// "<|calls|>" and "<|flush|>") are (gpt-oss, Solar), nor "</s>" when
+// "<|tool_response>" is (Gemma 4).
+std::vector<int32_t> end_of_generation_ids(const Vocabulary* vocab,
+                                           std::initializer_list<int32_t> keyed) {
+  std::vector<int32_t> ids;
+  const auto add = [&](int32_t id) {
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  for (int32_t id : keyed) add(id);
+  if (vocab == nullptr) return ids;
+  std::vector<std::pair<std::string_view, int32_t>> found;
+  for (size_t id = 0; id < vocab->pieces.size(); ++id) {
+    const TokenType type = vocab->types.empty() ? TokenType::control : vocab->types[id];
+    if (type == TokenType::normal || type == TokenType::byte) continue;  // no types: trust the text
+    for (std::string_view piece : kEndOfGenerationPieces)
+      if (vocab->pieces[id] == piece) found.emplace_back(piece, int32_t(id));
+  }
+  const auto has = [&](std::string_view piece) {
+    return std::any_of(found.begin(), found.end(), [&](const auto& f) { return f.first == piece; });
+  };
+  const bool drop_end = (has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>"));
+  const bool drop_eos_piece = has("<|tool_response>");
+  for (const auto& [piece, id] : found) {
+    if ((drop_end && piece == "<|end|>") || (drop_eos_piece && piece == "</s>")) continue;
+    add(id);
+  }
+  return ids;
+}
+
 }  // namespace
 
 Expected<GgufTokenizer> tokenizer_from_gguf(const GgufFile& file) {
@@ -358,17 +406,27 @@ Expected<GgufTokenizer> tokenizer_from_gguf(const GgufFile& file) {
   auto eos = token_id(file, "tokenizer.ggml.eos_token_id", n_vocab);
   auto unk = token_id(file, "tokenizer.ggml.unknown_token_id", n_vocab);
   auto eot = token_id(file, "tokenizer.ggml.eot_token_id", n_vocab);
-  for (auto* id : {&bos, &eos, &unk, &eot})
+  auto eom = token_id(file, "tokenizer.ggml.eom_token_id", n_vocab);
+  for (auto* id : {&bos, &eos, &unk, &eot, &eom})
     if (!*id) return id->error();
-  if (*eos >= 0) out.eos_ids.push_back(*eos);
-  if (*eot >= 0 && *eot != *eos) out.eos_ids.push_back(*eot);
-  if (!is_spm && !is_bpe) return out;
+  if (!is_spm && !is_bpe) {
+    out.eos_ids = end_of_generation_ids(nullptr, {*eos, *eot, *eom});
+    return out;
+  }
 
   vocab.bos_id = *bos;
   vocab.eos_id = *eos;
   vocab.unk_id = *unk;
   if (Status s = read_scores_and_types(file, vocab); !s) return s.error();
-  auto add_bos = get_bool(file, "tokenizer.ggml.add_bos_token", is_spm);
+  out.eos_ids = end_of_generation_ids(&vocab, {*eos, *eot, *eom});
+  if (is_bpe) {
+    // Which pre-tokenizer (Llama 3's, Qwen's, ...) splits text; none: GPT-2's.
+    auto pre = get_string(file, "tokenizer.ggml.pre", std::string());
+    if (!pre) return pre.error();
+    vocab.pre = std::move(pre).value();
+  }
+  const bool bos_by_default = is_spm || bpe_adds_bos_by_default(vocab.pre);
+  auto add_bos = get_bool(file, "tokenizer.ggml.add_bos_token", bos_by_default);
   if (!add_bos) return add_bos.error();
   vocab.add_bos = *add_bos;
   auto add_space = get_bool(file, "tokenizer.ggml.add_space_prefix", is_spm);

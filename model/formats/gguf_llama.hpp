@@ -40,10 +40,16 @@ namespace conveyor {
 // asks for float32.
 Expected<LoadedModel> llama_from_gguf(const GgufFile& file, bool dequantize = false);
 
-// The tokenizer a GGUF file describes (tokenizer.ggml.*): its vocabulary, the
-// tokenizer built from it, the ids that end generation (eos, plus eot when
-// present) and the chat template. vocabulary and tokenizer are empty when
-// tokenizer.ggml.model is absent, "none" or "no_vocab".
+// The tokenizer a GGUF file describes (tokenizer.ggml.*): its vocabulary (with
+// tokenizer.ggml.pre, the BPE pre-tokenizer; an unknown name is refused as
+// unsupported), the tokenizer built from it, the ids that end generation and
+// the chat template. eos_ids holds eos, eot and eom (those present), then the
+// tokens llama.cpp treats as end of generation by their text (<|eot_id|>,
+// <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, the
+// fill-in-the-middle separators, ...). add_bos defaults to true for
+// SentencePiece and for the pre-tokenizers that llama.cpp gives BOS (Llama 3).
+// vocabulary and tokenizer are empty when tokenizer.ggml.model is absent,
+// "none" or "no_vocab".
 struct GgufTokenizer {
   std::string model;  // tokenizer.ggml.model: "llama", "gpt2", or "" for none
   std::optional<Vocabulary> vocabulary;

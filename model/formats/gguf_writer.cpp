@@ -86,7 +86,7 @@ void add_tokenizer(GgufBuilder& b, const LoadedModel& m) {
   b.add("tokenizer.ggml.token_type", GgufValue::of_array(GgufArray::of_int32(token_types(v))));
   if (bpe) {
     b.add("tokenizer.ggml.merges", GgufValue::of_array(GgufArray::of_strings(v.merges)));
-    b.add("tokenizer.ggml.pre", GgufValue::of_string("gpt-2"));
+    b.add("tokenizer.ggml.pre", GgufValue::of_string(v.pre.empty() ? "gpt-2" : v.pre));
   }
   if (v.bos_id >= 0) b.add("tokenizer.ggml.bos_token_id", GgufValue::of_uint32(v.bos_id));
   const int32_t eos = v.eos_id >= 0 ? v.eos_id : first_eos;

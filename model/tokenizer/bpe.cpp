@@ -1,12 +1,16 @@
-// Byte-level BPE (GGUF "gpt2": GPT-2, Llama 3, SmolLM), matching llama.cpp's
-// llm_tokenizer_bpe with the GPT-2 pre-tokenizer.
+// Byte-level BPE (GGUF "gpt2": GPT-2, Llama 3, Qwen 2, SmolLM), matching
+// Hugging Face's BPE model with a ByteLevel pre-tokenizer and llama.cpp's
+// llm_tokenizer_bpe.
 //
-// Encoding: split the text with the GPT-2 pattern; write each piece's bytes
-// as GPT-2's printable stand-ins (bytes_to_unicode: a space is "Ġ", a newline
-// "Ċ"); split into characters and repeatedly apply the adjacent merge with the
-// lowest rank (ties: leftmost), using a priority queue over a linked list of
-// symbols. A final symbol that is not in the vocabulary falls back to one
-// token per character. Control tokens are never produced from plain text.
+// Encoding a stretch of text without added tokens: normalize it and split it
+// into words as the vocabulary's pre-tokenizer says (pretokenizer.hpp); write
+// each word's bytes as GPT-2's printable stand-ins (bytes_to_unicode: a space
+// is "Ġ", a newline "Ċ"); when the pre-tokenizer ignores merges and the word
+// is a piece, that is its token; otherwise split it into characters and
+// repeatedly apply the adjacent merge with the lowest rank (ties: leftmost),
+// using a priority queue over a linked list of symbols. A final symbol that is
+// not in the vocabulary falls back to one token per character. Merges produce
+// only normal and user-defined pieces.
 // Decoding maps the stand-ins back to bytes. The vocabulary's
 // add_space_prefix is ignored: byte-level BPE encodes spaces explicitly.
 #include <array>
@@ -14,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer/gpt2_pretokenizer.hpp"
+#include "model/tokenizer/pretokenizer.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/tokenizer/symbol_merge.hpp"
 #include "model/tokenizer/utf8.hpp"
@@ -25,6 +29,7 @@ namespace {
 
 using tokenizer_detail::find_piece;
 using tokenizer_detail::PieceIndex;
+using tokenizer_detail::PreTokenizer;
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves; the
 // other 68 bytes take code points 256, 257, ... in byte order.
@@ -53,10 +58,15 @@ using tokenizer_detail::Symbol;
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  BpeTokenizer(Vocabulary vocab, PieceIndex merge_ranks)
-      : vocab_(std::move(vocab)), merge_ranks_(std::move(merge_ranks)) {
+  BpeTokenizer(Vocabulary vocab, PieceIndex merge_ranks,
+               std::shared_ptr<const PreTokenizer> pre_tokenizer)
+      : vocab_(std::move(vocab)),
+        merge_ranks_(std::move(merge_ranks)),
+        pre_tokenizer_(std::move(pre_tokenizer)) {
     bos_id_ = vocab_.bos_id;
     eos_id_ = vocab_.eos_id;
+    add_bos_ = vocab_.add_bos;
+    set_added_tokens(vocab_);
     const auto n = static_cast<int32_t>(vocab_.pieces.size());
     for (int32_t id = 0; id < n; ++id) {
       if (tokenizer_detail::is_encodable(vocab_.types[id]) && !vocab_.pieces[id].empty()) {
@@ -66,24 +76,6 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.pieces.size()); }
-
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
-    std::vector<int32_t> out;
-    if (add_bos && vocab_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-    std::string mapped;
-    std::string key;
-    std::vector<Symbol> symbols;
-    for (std::string_view word : tokenizer_detail::gpt2_pretokenize(text)) {
-      mapped.clear();
-      for (char c : word) mapped += byte_map().to_text[static_cast<uint8_t>(c)];
-      tokenizer_detail::split_characters(mapped, symbols);
-      merge(mapped, symbols, key);
-      for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
-        append_symbol(std::string_view(mapped).substr(symbols[i].offset, symbols[i].length), out);
-      }
-    }
-    return out;
-  }
 
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || id >= vocab_size()) return {};
@@ -116,6 +108,32 @@ class BpeTokenizer final : public Tokenizer {
   std::string piece(int32_t id) const override {
     if (id < 0 || id >= vocab_size()) return {};
     return vocab_.pieces[id];
+  }
+
+ protected:
+  void encode_text(std::string_view text, bool, std::vector<int32_t>& out) const override {
+    std::string normalized;
+    text = pre_tokenizer_->normalize(text, normalized);
+    std::vector<std::string_view> words;
+    pre_tokenizer_->split(text, words);
+    std::string mapped;
+    std::string key;
+    std::vector<Symbol> symbols;
+    for (std::string_view word : words) {
+      mapped.clear();
+      for (char c : word) mapped += byte_map().to_text[static_cast<uint8_t>(c)];
+      if (pre_tokenizer_->ignore_merges()) {
+        if (const int32_t id = find_piece(index_, mapped); id >= 0) {
+          out.push_back(id);
+          continue;
+        }
+      }
+      tokenizer_detail::split_characters(mapped, symbols);
+      merge(mapped, symbols, key);
+      for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
+        append_symbol(std::string_view(mapped).substr(symbols[i].offset, symbols[i].length), out);
+      }
+    }
   }
 
  private:
@@ -179,6 +197,7 @@ class BpeTokenizer final : public Tokenizer {
   Vocabulary vocab_;
   PieceIndex index_;        // pieces that text can produce
   PieceIndex merge_ranks_;  // "left right" -> rank (0 merges first)
+  std::shared_ptr<const PreTokenizer> pre_tokenizer_;
 };
 
 }  // namespace
@@ -186,6 +205,10 @@ class BpeTokenizer final : public Tokenizer {
 Expected<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocabulary vocab) {
   if (Status status = tokenizer_detail::normalize_vocabulary(vocab, "bpe"); !status) {
     return status.error();
+  }
+  auto pre_tokenizer = PreTokenizer::create(vocab.pre);
+  if (!pre_tokenizer) {
+    return make_error(pre_tokenizer.error().code, "bpe vocabulary: " + pre_tokenizer.error().message);
   }
   if (vocab.merges.size() > static_cast<size_t>(INT32_MAX)) {
     return make_error(Errc::invalid_argument, "bpe vocabulary: too many merges");
@@ -206,8 +229,12 @@ Expected<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocabulary vocab) {
   }
   vocab.merges.clear();
   vocab.merges.shrink_to_fit();
-  return std::unique_ptr<Tokenizer>(
-      std::make_unique<BpeTokenizer>(std::move(vocab), std::move(merge_ranks)));
+  return std::unique_ptr<Tokenizer>(std::make_unique<BpeTokenizer>(
+      std::move(vocab), std::move(merge_ranks), std::move(pre_tokenizer).value()));
+}
+
+bool bpe_adds_bos_by_default(std::string_view pre) {
+  return tokenizer_detail::pretokenizer_adds_bos(pre);
 }
 
 }  // namespace conveyor

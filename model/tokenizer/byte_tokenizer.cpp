@@ -20,14 +20,6 @@ class ByteTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return 258; }
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
-    std::vector<int32_t> out;
-    out.reserve(text.size() + 1);
-    if (add_bos) out.push_back(kBos);
-    for (char c : text) out.push_back(static_cast<uint8_t>(c));
-    return out;
-  }
-
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || id > 255) return {};
     return std::string(1, static_cast<char>(id));
@@ -48,6 +40,12 @@ class ByteTokenizer final : public Tokenizer {
     if (id < 0 || id > 255) return {};
     static constexpr char kHex[] = "0123456789ABCDEF";
     return std::string{'<', '0', 'x', kHex[id >> 4], kHex[id & 15], '>'};
+  }
+
+ protected:
+  void encode_text(std::string_view text, bool, std::vector<int32_t>& out) const override {
+    out.reserve(out.size() + text.size());
+    for (char c : text) out.push_back(static_cast<uint8_t>(c));
   }
 };
 

@@ -8,11 +8,11 @@
 // is not a piece falls back to its bytes as `<0xNN>` tokens, or to the unknown
 // token when the vocabulary has no byte tokens.
 //
-// Only normal and user-defined pieces can be produced from text: control
-// tokens (`<s>`), the unknown token and byte tokens are never matched by their
-// spelling, so typing "<s>" in a prompt cannot forge a BOS. (llama.cpp also
-// splits user-defined tokens out of the text before merging; conveyor lets
-// them take part in merges like normal pieces.)
+// Added tokens (user-defined always, control with parse_special) are cut out
+// of the text first (tokenizer.hpp); as in llama.cpp, each stretch of text
+// that starts the input or follows such a token gets the leading space.
+// Merges produce only normal and user-defined pieces: control tokens, the
+// unknown token and byte tokens never come from merging.
 #include <array>
 #include <optional>
 #include <string>
@@ -69,6 +69,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   explicit SentencePieceTokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
     bos_id_ = vocab_.bos_id;
     eos_id_ = vocab_.eos_id;
+    add_bos_ = vocab_.add_bos;
+    set_added_tokens(vocab_);
     byte_ids_.fill(-1);
     const auto n = static_cast<int32_t>(vocab_.pieces.size());
     for (int32_t id = 0; id < n; ++id) {
@@ -84,21 +86,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.pieces.size()); }
-
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
-    std::vector<int32_t> out;
-    if (add_bos && vocab_.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-    if (text.empty()) return out;
-    const std::string escaped = escape_spaces(text, vocab_.add_space_prefix);
-    std::vector<Symbol> symbols;
-    tokenizer_detail::split_characters(escaped, symbols);
-    merge(escaped, symbols);
-    out.reserve(out.size() + symbols.size());
-    for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
-      append_symbol(std::string_view(escaped).substr(symbols[i].offset, symbols[i].length), out);
-    }
-    return out;
-  }
 
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || id >= vocab_size()) return {};
@@ -137,6 +124,19 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string piece(int32_t id) const override {
     if (id < 0 || id >= vocab_size()) return {};
     return vocab_.pieces[id];
+  }
+
+ protected:
+  void encode_text(std::string_view text, bool follows_token,
+                   std::vector<int32_t>& out) const override {
+    const std::string escaped = escape_spaces(text, vocab_.add_space_prefix && follows_token);
+    std::vector<Symbol> symbols;
+    tokenizer_detail::split_characters(escaped, symbols);
+    merge(escaped, symbols);
+    out.reserve(out.size() + symbols.size());
+    for (ptrdiff_t i = 0; i != -1; i = symbols[i].next) {
+      append_symbol(std::string_view(escaped).substr(symbols[i].offset, symbols[i].length), out);
+    }
   }
 
  private:

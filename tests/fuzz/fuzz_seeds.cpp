@@ -126,6 +126,17 @@ int main(int argc, char** argv) {
   bytes.vocabulary = byte_vocabulary(258);
   bytes.tokenizer_model = "gpt2";
   bytes.eos_ids = {257};
+  // The same byte vocabulary, split as Llama 3 and Qwen 2 split text.
+  const auto bytes_split_as = [](const char* pre) {
+    LoadedModel m = tiny_model(8, 258, true);
+    m.vocabulary = byte_vocabulary(258);
+    m.vocabulary->pre = pre;
+    m.tokenizer_model = "gpt2";
+    m.eos_ids = {257};
+    return m;
+  };
+  LoadedModel llama3_bytes = bytes_split_as("llama-bpe");
+  LoadedModel qwen_bytes = bytes_split_as("qwen2");
   LoadedModel q8 = tiny_model(32, 24, true);
   q8.vocabulary = spm.vocabulary;
   LoadedModel none = tiny_model(8, 16, true);
@@ -141,6 +152,8 @@ int main(int argc, char** argv) {
                         Seed{"q8_0.gguf", &q8, GgufFileType::q8_0},
                         Seed{"q4_0.gguf", &q8, GgufFileType::q4_0},
                         Seed{"bytes_gpt2.gguf", &bytes, GgufFileType::f16},
+                        Seed{"bytes_llama3.gguf", &llama3_bytes, GgufFileType::f16},
+                        Seed{"bytes_qwen2.gguf", &qwen_bytes, GgufFileType::f16},
                         Seed{"no_vocab.gguf", &none, GgufFileType::all_f32}}) {
     GgufWriteOptions options;
     options.file_type = s.type;

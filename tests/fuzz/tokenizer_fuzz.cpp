@@ -6,7 +6,9 @@
 //         vocabulary reader;
 //   odd:  a GGUF file whose tokenizer.ggml.* metadata builds a tokenizer.
 // Whatever tokenizer results then encodes text (a fixed string and part of
-// the input) and decodes ids, including out-of-range ones.
+// the input) as plain text and with special tokens parsed (verbatim ranges
+// taken from the input), and decodes ids, including out-of-range ones. A text
+// that is verbatim as a whole must encode as plain text does.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,12 +24,24 @@ namespace {
 void exercise(const conveyor::Tokenizer& t, std::span<const uint8_t> input) {
   const std::string_view text(reinterpret_cast<const char*>(input.data()),
                               input.size() < 256 ? input.size() : 256);
-  for (std::string_view s : {std::string_view("Hello world \xE2\x96\x81 <s>\n\xF0\x9F\x98\x80"),
-                             text}) {
+  for (std::string_view s :
+       {std::string_view("Hello world \xE2\x96\x81 <s>\n\xF0\x9F\x98\x80<|im_start|></s>"), text}) {
     const std::vector<int32_t> ids = t.encode(s, true);
     for (int32_t id : ids)
       if (id < 0 || id >= t.vocab_size()) __builtin_trap();  // ids must be in range
     (void)t.decode(ids);
+
+    std::vector<conveyor::TextRange> verbatim;
+    for (size_t i = 0; i + 1 < input.size() && verbatim.size() < 4; i += 2)
+      verbatim.push_back({input[i], size_t(input[i]) + input[i + 1] % 64});
+    const std::vector<int32_t> special =
+        t.encode(s, {.add_bos = true, .parse_special = true, .verbatim = verbatim});
+    for (int32_t id : special)
+      if (id < 0 || id >= t.vocab_size()) __builtin_trap();
+    (void)t.decode(special);
+    const conveyor::TextRange all{0, s.size()};
+    if (t.encode(s, {.add_bos = true, .parse_special = true, .verbatim = {&all, 1}}) != ids)
+      __builtin_trap();  // nothing is parsed inside a verbatim range
   }
   std::vector<int32_t> odd = {-1, 0, 1, t.vocab_size() - 1, t.vocab_size(), INT32_MAX};
   (void)t.decode(odd);
