@@ -38,15 +38,13 @@
 #include <boost/json/object.hpp>
 
 #include "model/status.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor::jinja {
 
-// Byte offsets [begin, end) into a rendered text.
-struct TextRange {
-  size_t begin = 0;
-  size_t end = 0;
-  friend bool operator==(const TextRange&, const TextRange&) = default;
-};
+// Byte offsets [begin, end) into a rendered text: the tokenizer's type, so
+// the data ranges go to Tokenizer::encode as its verbatim ranges unchanged.
+using TextRange = conveyor::TextRange;
 
 struct Rendered {
   std::string text;

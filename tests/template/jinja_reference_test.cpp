@@ -178,7 +178,7 @@ TEST(JinjaProvenance, DataRangesCoverExactlyTheMessagesInAChatMLRender) {
 
   // Walk the text: each message shows as <|im_start|>{role}\n{content}<|im_end|>\n,
   // except that the template spells the leading system role itself.
-  std::vector<TextRange> expected;
+  std::vector<std::pair<size_t, size_t>> expected;
   size_t at = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     for (const char* field : {"role", "content"}) {
@@ -186,11 +186,13 @@ TEST(JinjaProvenance, DataRangesCoverExactlyTheMessagesInAChatMLRender) {
       const std::string s(messages[i].as_object().at(field).as_string());
       const size_t found = r->text.find(s, at);
       ASSERT_NE(found, std::string::npos) << s;
-      if (!s.empty()) expected.push_back({found, found + s.size()});
+      if (!s.empty()) expected.emplace_back(found, found + s.size());
       at = found + s.size();
     }
   }
-  EXPECT_EQ(r->data, expected) << r->text;
+  std::vector<std::pair<size_t, size_t>> got;
+  for (const TextRange& d : r->data) got.emplace_back(d.begin, d.end);
+  EXPECT_EQ(got, expected) << r->text;
   EXPECT_TRUE(r->text.ends_with("<|im_start|>assistant\n"));
   // The template's own markers are outside every range.
   const size_t first_marker = r->text.find("<|im_start|>");
