@@ -1,12 +1,34 @@
 #include "http/chat_template.hpp"
 
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "template/jinja/chat.hpp"
+
 namespace conveyor::http {
+
+namespace {
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::nullopt;
+  std::stringstream s;
+  s << f.rdbuf();
+  if (f.bad()) return std::nullopt;
+  return s.str();
+}
+
+}  // namespace
 
 const char* to_string(ChatTemplateKind kind) {
   switch (kind) {
     case ChatTemplateKind::plain: return "plain";
     case ChatTemplateKind::llama2: return "llama2";
     case ChatTemplateKind::chatml: return "chatml";
+    case ChatTemplateKind::jinja: return "jinja";
   }
   return "?";
 }
@@ -15,8 +37,9 @@ Expected<ChatTemplateKind> parse_chat_template_kind(std::string_view name) {
   if (name == "plain") return ChatTemplateKind::plain;
   if (name == "llama2") return ChatTemplateKind::llama2;
   if (name == "chatml") return ChatTemplateKind::chatml;
+  if (!name.empty() && std::ifstream(std::string(name)).good()) return ChatTemplateKind::jinja;
   return make_error(Errc::invalid_argument, "unknown chat template '" + std::string(name) +
-                                                "' (auto, plain, llama2 or chatml)");
+                                                "' (auto, plain, llama2, chatml or a template file)");
 }
 
 ChatTemplateKind detect_chat_template(std::string_view gguf_template) {
@@ -25,8 +48,15 @@ ChatTemplateKind detect_chat_template(std::string_view gguf_template) {
   return ChatTemplateKind::plain;
 }
 
-ChatTemplate::ChatTemplate(ChatTemplateKind kind, std::shared_ptr<const Tokenizer> tokenizer)
-    : kind_(kind), tokenizer_(std::move(tokenizer)) {
+ChatTemplate::ChatTemplate(jinja::Template source, std::string origin, std::shared_ptr<const Tokenizer> tokenizer)
+    : kind_(ChatTemplateKind::jinja),
+      description_("jinja (" + origin + ")"),
+      tokenizer_(std::move(tokenizer)),
+      jinja_(std::make_shared<const jinja::Template>(std::move(source))) {}
+
+ChatTemplate::ChatTemplate(ChatTemplateKind kind, std::shared_ptr<const Tokenizer> tokenizer, std::string_view note)
+    : kind_(kind), description_(to_string(kind)), tokenizer_(std::move(tokenizer)) {
+  if (!note.empty()) description_ += " (" + std::string(note) + ")";
   const std::vector<int32_t> probe = tokenizer_->encode("a", /*add_bos=*/true);
   adds_bos_ = tokenizer_->bos_id() >= 0 && !probe.empty() && probe.front() == tokenizer_->bos_id();
   if (kind_ != ChatTemplateKind::chatml) return;
@@ -103,23 +133,75 @@ std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(
   return out;
 }
 
-std::vector<int32_t> ChatTemplate::encode(const std::vector<ChatMessage>& messages) const {
-  std::vector<int32_t> ids;
-  for (const Fragment& f : fragments(messages)) {
-    if (f.special >= 0) {
-      ids.push_back(f.special);
-    } else {
-      const std::vector<int32_t> piece = tokenizer_->encode(f.text, /*add_bos=*/false);
-      ids.insert(ids.end(), piece.begin(), piece.end());
-    }
-  }
-  return ids;
+Expected<ChatPrompt> ChatTemplate::apply(const std::vector<ChatMessage>& messages,
+                                         std::string_view tools_json) const {
+  if (kind_ == ChatTemplateKind::jinja) return apply_jinja(messages, tools_json);
+  return apply_builtin(messages);
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
-  std::string out;
-  for (const Fragment& f : fragments(messages)) out += f.text;
-  return out;
+ChatPrompt ChatTemplate::apply_builtin(const std::vector<ChatMessage>& messages) const {
+  ChatPrompt prompt;
+  for (const Fragment& f : fragments(messages)) {
+    prompt.text += f.text;
+    if (f.special >= 0) {
+      prompt.ids.push_back(f.special);
+    } else {
+      const std::vector<int32_t> piece = tokenizer_->encode(f.text, /*add_bos=*/false);
+      prompt.ids.insert(prompt.ids.end(), piece.begin(), piece.end());
+    }
+  }
+  return prompt;
+}
+
+Expected<ChatPrompt> ChatTemplate::apply_jinja(const std::vector<ChatMessage>& messages,
+                                               std::string_view tools_json) const {
+  jinja::ChatInputs inputs;
+  for (const ChatMessage& m : messages) inputs.messages.push_back(boost::json::object{{"role", m.role}, {"content", m.content}});
+  if (!tools_json.empty()) {
+    boost::system::error_code ec;
+    inputs.tools = boost::json::parse(tools_json, ec);
+    if (ec) return make_error(Errc::invalid_argument, "tools: not valid JSON (" + ec.message() + ")");
+  }
+  inputs.add_generation_prompt = true;
+  std::string bos;
+  if (tokenizer_->bos_id() >= 0) inputs.bos_token = bos = tokenizer_->piece(tokenizer_->bos_id());
+  if (tokenizer_->eos_id() >= 0) inputs.eos_token = tokenizer_->piece(tokenizer_->eos_id());
+
+  auto rendered = jinja::render_chat(*jinja_, inputs);
+  if (!rendered) return make_error(Errc::invalid_argument, "chat template: " + rendered.error().message);
+  ChatPrompt prompt;
+  prompt.text = std::move(rendered->text);
+  prompt.data = std::move(rendered->data);
+  // A template that writes bos_token itself gets no second one.
+  const bool starts_with_bos = !bos.empty() && prompt.text.starts_with(bos) &&
+                               (prompt.data.empty() || prompt.data.front().begin >= bos.size());
+  prompt.ids = tokenizer_->encode(
+      prompt.text, EncodeOptions{.add_bos = !starts_with_bos, .parse_special = true, .verbatim = prompt.data});
+  return prompt;
+}
+
+Expected<std::shared_ptr<const ChatTemplate>> make_chat_template(std::string_view setting,
+                                                                std::string_view gguf_template,
+                                                                std::shared_ptr<const Tokenizer> tokenizer) {
+  if (setting == "auto") {
+    if (gguf_template.empty()) return std::make_shared<const ChatTemplate>(ChatTemplateKind::plain, tokenizer);
+    auto parsed = jinja::Template::parse(gguf_template);
+    if (parsed) {
+      return std::make_shared<const ChatTemplate>(std::move(*parsed), "GGUF tokenizer.chat_template", tokenizer);
+    }
+    // A template this interpreter cannot read: serve with the format it shows.
+    return std::make_shared<const ChatTemplate>(detect_chat_template(gguf_template), tokenizer,
+                                                "the GGUF template does not parse here: " + parsed.error().message);
+  }
+  auto kind = parse_chat_template_kind(setting);
+  if (!kind) return kind.error();
+  if (*kind != ChatTemplateKind::jinja) return std::make_shared<const ChatTemplate>(*kind, tokenizer);
+  const std::string path(setting);
+  const std::optional<std::string> source = read_file(path);
+  if (!source) return make_error(Errc::io_error, path + ": cannot read the chat template");
+  auto parsed = jinja::Template::parse(*source);
+  if (!parsed) return make_error(Errc::bad_format, path + ": " + parsed.error().message);
+  return std::make_shared<const ChatTemplate>(std::move(*parsed), path, tokenizer);
 }
 
 }  // namespace conveyor::http

@@ -31,17 +31,18 @@ std::string param_of(const std::string& message) { return message.substr(0, mess
 Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
                                           std::string served_name, std::string_view template_name,
                                           std::string_view gguf_template) {
-  ChatTemplateKind kind = detect_chat_template(gguf_template);
   if (template_name != "auto") {
-    auto parsed = parse_chat_template_kind(template_name);
-    if (!parsed) return parsed.error();
-    kind = *parsed;
+    if (auto parsed = parse_chat_template_kind(template_name); !parsed) return parsed.error();
   }
   ModelContext m;
   m.served_name = served_name.empty() ? config.name : std::move(served_name);
   m.config = std::move(config);
   m.tokenizer = std::move(tokenizer);
-  if (m.tokenizer) m.chat = std::make_shared<const ChatTemplate>(kind, m.tokenizer);
+  if (m.tokenizer) {
+    auto chat = make_chat_template(template_name, gguf_template, m.tokenizer);
+    if (!chat) return chat.error();
+    m.chat = std::move(*chat);
+  }
   return m;
 }
 
@@ -67,7 +68,9 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   const char* param = request.chat ? "messages" : "prompt";
   if (request.chat) {
     if (!model.chat) return bad_request("the model has no tokenizer: use /v1/completions with token ids", param);
-    plan.prompts.push_back(model.chat->encode(request.messages));
+    auto prompt = model.chat->apply(request.messages, request.tools_json);
+    if (!prompt) return bad_request(prompt.error().message, param);
+    plan.prompts.push_back(std::move(prompt->ids));
   } else {
     for (const Prompt& p : request.prompts) {
       if (!p.text) {

@@ -130,11 +130,12 @@ std::variant<std::string, ApiError> render_response(std::string_view body, const
   if (auto e = check_model(json::object{{"model", r.model.empty() ? model.served_name : r.model}}, model))
     return *e;
   if (!model.chat) return bad_request("the model has no tokenizer, so no chat template", "messages");
-  const std::vector<int32_t> ids = model.chat->encode(r.messages);
+  auto prompt = model.chat->apply(r.messages, r.tools_json);
+  if (!prompt) return bad_request(prompt.error().message, "messages");
   json::object out;
-  out["prompt"] = model.chat->render(r.messages);
-  out["prompt_token_ids"] = detail::ids_array(ids);
-  out["count"] = ids.size();
+  out["prompt"] = prompt->text;
+  out["prompt_token_ids"] = detail::ids_array(prompt->ids);
+  out["count"] = prompt->ids.size();
   out["model"] = model.served_name;
   return json::serialize(out);
 }

@@ -105,15 +105,15 @@ TEST(ChatTemplate, DetectsFromGgufTemplate) {
 TEST(ChatTemplate, RendersTheThreeFormats) {
   std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
   const std::vector<ChatMessage> chat = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}};
-  EXPECT_EQ(ChatTemplate(ChatTemplateKind::llama2, bytes).render(chat),
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::llama2, bytes).apply(chat)->text,
             "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST] A1 </s><s>[INST] U2 [/INST]");
-  EXPECT_EQ(ChatTemplate(ChatTemplateKind::chatml, bytes).render(chat),
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::chatml, bytes).apply(chat)->text,
             "<s><|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1"
             "<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n");
   const ChatTemplate plain(ChatTemplateKind::plain, bytes);
-  EXPECT_EQ(plain.render(chat), "<s>S\n\nUser: U1\nAssistant: A1\nUser: U2\nAssistant:");
+  EXPECT_EQ(plain.apply(chat)->text, "<s>S\n\nUser: U1\nAssistant: A1\nUser: U2\nAssistant:");
   // Special tokens go in as ids: BOS first, then the text's bytes.
-  const std::vector<int32_t> ids = plain.encode({{"user", "x"}});
+  const std::vector<int32_t> ids = plain.apply({{"user", "x"}})->ids;
   EXPECT_EQ(ids, bytes->encode("User: x\nAssistant:", /*add_bos=*/true));
 }
 

@@ -137,7 +137,7 @@ int run_serve(const ServeFlags& f) {
   if (served.empty()) served = s.model.empty() ? mc.name : s.model;
   auto context = http::make_model_context(mc, port.tokenizer(), served, s.server.chat_template, gguf_template);
   if (!context) return fail(kExitUsage, context.error().message);
-  const std::string template_name = context->chat ? to_string(context->chat->kind()) : "none (no tokenizer)";
+  const std::string template_name = context->chat ? context->chat->description() : "none (no tokenizer)";
 
   const int32_t blocks = (*engine)->num_blocks();
   const EngineConfig& resolved = (*engine)->config();
@@ -181,7 +181,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
   cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
-  cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml (default auto)");
+  cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml | FILE (Jinja); default auto: the model's own template");
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (default 1 MiB)");
   cmd->add_option("--max-output-bytes", f->max_output_bytes,
                   "unsent output per connection before its request is cancelled (default 1 MiB)");
