@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "actors/backend.hpp"
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/kv_capacity.hpp"
@@ -9,8 +10,6 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_actor.hpp"
 #include "actors/swap_engine.hpp"
-#include "kernels/cpu/quant_matmul.hpp"
-#include "model/forward/transformer.hpp"
 
 namespace conveyor {
 
@@ -18,6 +17,7 @@ Status validate(const EngineConfig& c) {
   auto bad = [](const std::string& field, const std::string& why) {
     return Status(make_error(Errc::invalid_argument, "--" + field + ": " + why));
   };
+  if (auto d = parse_device(c.device); !d) return d.error();
   if (c.block_size < 1 || c.block_size > 1024 || (c.block_size & (c.block_size - 1)) != 0)
     return bad("block-size", "must be a power of two between 1 and 1024");
   if (c.kv_cache_tokens != 0 && c.kv_cache_tokens < c.block_size)
@@ -49,67 +49,25 @@ void RequestHandle::cancel() const {
   if (actor_) caf::anon_send(actor_, cancel_atom_v);
 }
 
-namespace {
-
-// The storage types of the matrices, in a fixed order: "Q4_K, Q6_K".
-std::string weight_types(const ModelWeights& w) {
-  std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};
-  for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) all.push_back(m);
-  std::string out;
-  for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16, WeightType::q8_0,
-                       WeightType::q6_k, WeightType::q5_k, WeightType::q4_k, WeightType::q4_0}) {
-    const bool used = std::any_of(all.begin(), all.end(),
-                                  [t](const WeightMatrix* m) { return !m->empty() && m->type == t; });
-    if (used) out += (out.empty() ? "" : ", ") + std::string(kernels::weight_type_name(t));
-  }
-  return out;
-}
-
-}  // namespace
-
 Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
     : sys_(sys), config_(std::move(config)), info_(std::move(info)) {}
 
 Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
                                                  LoadedModel model) {
   if (Status s = validate(config); !s) return s.error();
-  const KvDtype dtype = kv_dtype_of(config);
+  const DeviceSpec device = *parse_device(config.device);
+  if (Status s = check_device(device); !s) return s.error();
   ModelInfo info{model.config, model.eos_ids, model.tokenizer};
-  const std::string types = weight_types(model.weights);
-  // The weights first, so that the memory left for the cache is measured after them.
-  auto transformer =
-      std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
-  std::string weights = format_bytes(int64_t(transformer->weight_bytes())) + " as " + types;
-  if (types != "F32")
-    weights += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
-  KvCapacityRequest request;
-  request.token_bytes = int64_t(KvCacheShape::for_model(model.config, 1, 0, dtype).token_bytes());
-  request.block_size = config.block_size;
-  request.tokens = config.kv_cache_tokens;
-  request.memory = config.kv_cache_memory;
-  request.fraction = config.kv_cache_memory_fraction;
-  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = read_mem_available();
-  request.context_length = model.config.context_length;
-  request.max_num_seqs = config.max_num_seqs;
-  auto capacity = plan_kv_capacity(request);
-  if (!capacity) return capacity.error();
+  auto backend = backend_factory(device)(config, std::move(model));
+  if (!backend) return backend.error();
   EngineConfig resolved = config;
-  resolved.kv_cache_tokens = capacity->tokens;
+  resolved.kv_cache_tokens = backend->capacity.tokens;
   resolved.kv_cache_memory = 0;
-  resolved.kv_cache_dtype = to_string(dtype);
-
-  const int32_t n_blocks = int32_t(capacity->tokens / config.block_size);
-  auto kv = std::make_shared<KvCache>(
-      KvCacheShape::for_model(model.config, config.block_size, n_blocks, dtype));
-  auto runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
-  std::shared_ptr<SwapEngine> swap;
-  if (config.swap_space_tokens >= config.block_size)
-    swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
-  auto engine = create(sys, resolved, std::move(info), std::move(runner), std::move(swap));
+  resolved.kv_cache_dtype = to_string(backend->kv_dtype);
+  auto engine = create(sys, resolved, std::move(info), std::move(backend->runner), std::move(backend->swap));
   if (engine) {
-    (*engine)->kv_capacity_ = std::move(capacity).value();
-    (*engine)->weights_description_ = std::move(weights);
+    (*engine)->kv_capacity_ = std::move(backend->capacity);
+    (*engine)->weights_description_ = std::move(backend->weights_description);
   }
   return engine;
 }

@@ -53,9 +53,11 @@ struct ModelInfo {
 
 class Engine {
  public:
-  // Loads `model` into a CPU runner with a KV cache of config.kv_cache_dtype,
-  // sized by config.kv_cache_tokens, kv_cache_memory or the memory available
-  // after the weights are loaded (actors/kv_capacity.hpp).
+  // Loads `model` into the backend config.device names (actors/backend.hpp:
+  // the CPU, or an error for a device this build or machine cannot use),
+  // with a KV cache of config.kv_cache_dtype sized by config.kv_cache_tokens,
+  // kv_cache_memory or the memory available after the weights are loaded
+  // (actors/kv_capacity.hpp).
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   LoadedModel model);
   // With any runner and swap engine (fakes in tests). A null swap engine

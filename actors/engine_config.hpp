@@ -15,6 +15,10 @@
 namespace conveyor {
 
 struct EngineConfig {
+  // The backend: "cpu", or "cuda" / "cuda:N" for CUDA device N (0 when not
+  // given). parse_device() (actors/backend.hpp) reads it; validate() checks
+  // its form, Engine::create whether this build and machine can use it.
+  std::string device = "cpu";
   int32_t block_size = 16;              // tokens per KV block (a power of two)
   // Device KV capacity (actors/kv_capacity.hpp): kv_cache_tokens when not 0
   // (rounded down to blocks), else kv_cache_memory bytes when not 0, else
@@ -23,7 +27,8 @@ struct EngineConfig {
   int64_t kv_cache_tokens = 0;
   int64_t kv_cache_memory = 0;
   double kv_cache_memory_fraction = 0.5;
-  std::string kv_cache_dtype = "auto";  // f32 | f16 | bf16 | auto (bf16 with AVX512-BF16, else f16)
+  // f32 | f16 | bf16 | auto (on the CPU: bf16 with AVX512-BF16, else f16; on CUDA: bf16)
+  std::string kv_cache_dtype = "auto";
   int64_t swap_space_tokens = 0;        // host swap capacity in tokens (0: no swap)
   int32_t max_num_seqs = 256;           // running sequences at once
   int32_t max_batched_tokens = 2048;    // tokens per iteration
@@ -42,8 +47,8 @@ struct EngineConfig {
 // Checks ranges and names; the message names the field.
 Status validate(const EngineConfig& config);
 
-// The KV cache's element type the config asks for ("auto": default_kv_dtype()).
-// The config must be valid.
+// The KV cache's element type the config asks for ("auto": the CPU's
+// default_kv_dtype()). The config must be valid.
 KvDtype kv_dtype_of(const EngineConfig& config);
 
 }  // namespace conveyor

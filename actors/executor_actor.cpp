@@ -8,7 +8,6 @@ namespace {
 struct executor_state {
   executor_state() = default;  // not an aggregate: CAF would build it from the actor pointer
   std::shared_ptr<StepRunner> runner;
-  SampleMemory samples;  // fills the placeholders of plans built a step ahead
   static inline const char* name = "executor";
 };
 
@@ -19,9 +18,7 @@ executor_actor::behavior_type executor(executor_actor::stateful_pointer<executor
       [self](step_atom, StepPlan& plan) {
         auto& st = self->state;
         const auto start = std::chrono::steady_clock::now();
-        st.samples.prepare(plan);
         StepResult result = st.runner->run(plan);
-        st.samples.record(result);
         result.started_ns = start.time_since_epoch().count();
         result.finished_ns = std::chrono::steady_clock::now().time_since_epoch().count();
         return result;

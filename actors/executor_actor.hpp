@@ -1,5 +1,6 @@
-// The executor actor: owns a StepRunner (weights, samplers, and the KV pool
-// it shares with the swap actor) and runs one StepPlan per message. Spawn it
+// The executor actor: owns a StepRunner (weights, samplers, each sequence's
+// last sample, and the KV pool it shares with the swap actor) and runs one
+// StepPlan per message; the runner fills the plan's placeholders. Spawn it
 // detached so that a forward pass, which takes milliseconds, never blocks the
 // scheduler's worker threads.
 //

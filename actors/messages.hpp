@@ -5,7 +5,7 @@
 //   scheduler ──alloc──▶ block manager        (one batch per iteration)
 //   scheduler ──admit──▶ admission policy     (when there is room to admit)
 //   scheduler ──preempt──▶ preemption policy  (when running sequences are short of blocks)
-//   scheduler ──swap──▶ swap actor            (copies run on its own thread)
+//   scheduler ──swap──▶ swap actor            (orders overlap; replies when each lands)
 //   scheduler ──step──▶ executor              (one forward pass per iteration)
 //   scheduler ──TokenEvent──▶ request actor ──StreamEvent──▶ client sink
 //
@@ -188,6 +188,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor_engine, conveyor, alloc_atom, "alloc")      // one allocation batch
   CAF_ADD_ATOM(conveyor_engine, conveyor, stats_atom, "stats")      // ask for statistics
   CAF_ADD_ATOM(conveyor_engine, conveyor, swap_atom, "swap")        // run a swap order
+  CAF_ADD_ATOM(conveyor_engine, conveyor, landed_atom, "landed")    // a swap order's copies landed
   CAF_ADD_ATOM(conveyor_engine, conveyor, step_atom, "step")        // run one iteration
   CAF_ADD_ATOM(conveyor_engine, conveyor, admit_atom, "admit")      // admission query
   CAF_ADD_ATOM(conveyor_engine, conveyor, preempt_atom, "preempt")  // preemption query
@@ -222,8 +223,11 @@ using block_manager_actor =
     caf::typed_actor<caf::replies_to<alloc_atom, AllocationBatch>::with<AllocationResult>,
                      caf::replies_to<stats_atom>::with<BlockStats>>;
 
-// Copies blocks between device and host (detached: copies overlap compute).
-using swap_actor = caf::typed_actor<caf::replies_to<swap_atom, SwapOrder>::with<SwapDone>>;
+// Copies blocks between device and host (detached: copies overlap compute;
+// several orders may be in flight). `landed` is its own SwapEngine's
+// completion callback telling it that order `ticket` is done.
+using swap_actor = caf::typed_actor<caf::replies_to<swap_atom, SwapOrder>::with<SwapDone>,
+                                    caf::reacts_to<landed_atom, uint64_t, double>>;
 
 // Decides which waiting requests start; learns output lengths.
 using admission_actor =

@@ -36,8 +36,9 @@ void SampleMemory::record(const StepResult& result) {
 CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
     : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
 
-StepResult CpuStepRunner::run(const StepPlan& plan) {
+StepResult CpuStepRunner::run(StepPlan& plan) {
   const auto start = std::chrono::steady_clock::now();
+  samples_.prepare(plan);
   samplers_.apply(plan);
   for (const auto& [src, dst] : plan.copies)
     std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
@@ -78,6 +79,7 @@ StepResult CpuStepRunner::run(const StepPlan& plan) {
 #pragma omp parallel for schedule(dynamic, 4) if (rows_.size() > 8)
   for (size_t i = 0; i < rows_.size(); ++i)
     result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
+  samples_.record(result);
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

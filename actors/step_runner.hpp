@@ -1,10 +1,11 @@
 // What the executor actor runs: a StepPlan in, sampled tokens out.
 //
-// StepRunner is the seam between the engine and a backend. The CPU runner,
-// the only backend today, owns the Transformer and one Sampler per sequence
-// and shares the paged KV cache with the swap engine; tests use a fake. A
-// CUDA runner behind this interface is planned, not built. A runner is used
-// from one thread at a time (the executor actor's).
+// StepRunner is the seam between the engine and a backend (actors/backend.hpp
+// builds one per device). A runner owns what a step needs: the weights, the
+// KV pool (shared with the swap engine), one Sampler per sequence, and each
+// sequence's last sample. The CPU runner is the only backend built today;
+// tests use a fake; a CUDA runner behind this interface is planned, not
+// built. A runner is used from one thread at a time (the executor actor's).
 #pragma once
 
 #include <memory>
@@ -21,8 +22,13 @@ namespace conveyor {
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
-  // Runs one iteration: block copies, the forward pass, sampling.
-  virtual StepResult run(const StepPlan& plan) = 0;
+  // Runs one iteration: block copies, the forward pass, sampling. A plan
+  // built while the previous step ran holds a placeholder (-1) where that
+  // step's sample goes, always as a sequence's last token: the runner fills
+  // it with the sequence's last sample, which it keeps (a host runner in
+  // `plan` itself, through SampleMemory; a device runner may keep its
+  // samples on the device and never bring them back for this).
+  virtual StepResult run(StepPlan& plan) = 0;
 };
 
 // Keeps the per-sequence samplers that every runner needs: created when a
@@ -37,10 +43,9 @@ class SamplerTable {
   std::unordered_map<seq_id, std::unique_ptr<Sampler>> samplers_;
 };
 
-// The executor's side of planning ahead: a plan built while the previous
-// step ran has a placeholder (-1) where that step's sample goes, always a
-// sequence's last token. Steps run in order, so it is the sequence's last
-// sample, which this remembers.
+// A host runner's side of planning ahead: remembers each sequence's last
+// sample and fills the placeholders of the next plan with it. Steps run in
+// order, so the placeholder is always that sample.
 class SampleMemory {
  public:
   // Drops retired sequences and fills the plan's placeholders.
@@ -56,12 +61,13 @@ class SampleMemory {
 class CpuStepRunner final : public StepRunner {
  public:
   CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
-  StepResult run(const StepPlan& plan) override;
+  StepResult run(StepPlan& plan) override;
 
  private:
   std::unique_ptr<Transformer> transformer_;
   std::shared_ptr<KvCache> kv_;
   SamplerTable samplers_;
+  SampleMemory samples_;  // fills the placeholders of plans built a step ahead
   std::vector<float> logits_;
   std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
   struct Row {

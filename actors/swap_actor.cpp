@@ -1,19 +1,47 @@
 #include "actors/swap_actor.hpp"
 
-#include <chrono>
+#include <unordered_map>
 
 namespace conveyor {
 namespace {
 
-swap_actor::behavior_type swapper(swap_actor::pointer self, std::shared_ptr<SwapEngine> engine) {
-  (void)self;
+struct PendingOrder {
+  caf::typed_response_promise<SwapDone> reply;
+  seq_id seq = 0;
+  SwapDirection direction = SwapDirection::out;
+};
+
+struct swap_state {
+  swap_state() = default;  // not an aggregate: CAF would build it from the actor pointer
+  std::shared_ptr<SwapEngine> engine;
+  uint64_t next_ticket = 0;
+  std::unordered_map<uint64_t, PendingOrder> pending;  // submitted, not landed
+  static inline const char* name = "swap";
+};
+
+swap_actor::behavior_type swapper(swap_actor::stateful_pointer<swap_state> self,
+                                  std::shared_ptr<SwapEngine> engine) {
+  self->state.engine = std::move(engine);
   return {
-      [engine](swap_atom, const SwapOrder& order) {
-        const auto start = std::chrono::steady_clock::now();
-        if (engine) engine->copy(order);
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return SwapDone{order.seq, order.direction, seconds};
+      [self](swap_atom, const SwapOrder& order) -> caf::result<SwapDone> {
+        auto& st = self->state;
+        if (!st.engine) return SwapDone{order.seq, order.direction, 0.0};
+        const uint64_t ticket = st.next_ticket++;
+        auto reply = self->make_response_promise<SwapDone>();
+        st.pending.emplace(ticket, PendingOrder{reply, order.seq, order.direction});
+        // The callback may run on any thread, even inside submit(): it only
+        // sends a message, which this actor handles after this handler.
+        st.engine->submit(order, [me = caf::actor_cast<swap_actor>(self), ticket](double seconds) {
+          caf::anon_send(me, landed_atom_v, ticket, seconds);
+        });
+        return reply;
+      },
+      [self](landed_atom, uint64_t ticket, double seconds) {
+        auto& pending = self->state.pending;
+        auto it = pending.find(ticket);
+        if (it == pending.end()) return;
+        it->second.reply.deliver(SwapDone{it->second.seq, it->second.direction, seconds});
+        pending.erase(it);
       },
   };
 }

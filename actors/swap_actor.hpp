@@ -1,9 +1,13 @@
-// The swap actor: runs swap orders on its own thread (detached), so copies
-// between device and host memory overlap the executor's forward pass. The
-// scheduler hands a swapped sequence back to the executor only after the
-// order's SwapDone arrived.
+// The swap actor: hands swap orders to a SwapEngine and answers each with
+// SwapDone when the engine reports its copies landed. It does not wait for
+// one order before submitting the next, so orders overlap as far as the
+// engine allows. It runs detached (a thread of its own): an engine that
+// copies synchronously (the CPU one) copies on that thread, beside the
+// executor's forward pass. The scheduler hands a swapped sequence back to
+// the executor only after the order's SwapDone arrived.
 //
-// Receives: (swap, SwapOrder)  Replies: SwapDone (with the copy's duration)
+// Receives: (swap, SwapOrder)         Replies: SwapDone (with the copy's duration)
+//           (landed, ticket, seconds) from the engine's completion callback
 #pragma once
 
 #include <memory>
@@ -13,6 +17,7 @@
 
 namespace conveyor {
 
+// A null engine (no swap space) answers every order at once.
 swap_actor spawn_swap(caf::actor_system& sys, std::shared_ptr<SwapEngine> engine);
 
 }  // namespace conveyor

@@ -1,16 +1,27 @@
-// Copies KV blocks between device memory and host swap space.
+// Copies KV blocks between the device pool and host swap space.
 //
-// The swap actor owns a SwapEngine and runs each order on its own thread, so
-// copies overlap the executor's forward pass. On CPU both sides are host
-// memory and a copy is a memcpy per block (a block is contiguous across
-// layers, model/kv_cache.hpp); CpuSwapEngine is the only engine. Planned, not
-// built: a CUDA engine whose copy() runs cudaMemcpyAsync on a stream of its
-// own and waits on that stream only, so the compute stream keeps running.
+// An order is submitted and completes later: submit() starts its copies and
+// returns, and the engine calls the order's `done` once every block has
+// landed. Several orders may be in flight at once and may complete in any
+// order, so an engine with copy hardware of its own can overlap copies with
+// each other and with the forward pass. The swap actor (swap_actor.hpp)
+// submits each order as it arrives and answers the scheduler when `done`
+// runs.
+//
+// CpuSwapEngine, the only engine built today, copies on the calling thread
+// (one memcpy per block: a block is contiguous across layers,
+// model/kv_cache.hpp) and calls `done` before submit() returns; the swap
+// actor's own thread is what overlaps those copies with the forward pass.
+// Planned, not built: a CUDA engine that enqueues cudaMemcpyAsync on a copy
+// stream per direction, between the device pool and a pinned host pool, and
+// calls `done` from a host callback on that stream, so the compute stream
+// never waits for a copy it does not need.
 //
 // Safety: the scheduler only orders copies of blocks that no step plan
-// touches until the copy's completion has been reported.
+// touches until the order's completion has been reported.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "actors/engine_types.hpp"
@@ -20,19 +31,28 @@ namespace conveyor {
 
 class SwapEngine {
  public:
+  // Called once per order, with the seconds its copies took (for the cost
+  // policy: copy time, not time spent queued behind other orders). It may
+  // run on any thread, before submit() returns or after; it must not block.
+  using Done = std::function<void(double seconds)>;
+
   virtual ~SwapEngine() = default;
-  // Copies the order's blocks and returns when they have landed.
-  virtual void copy(const SwapOrder& order) = 0;
+  // Starts copying the order's blocks; `done` says when they have landed.
+  virtual void submit(const SwapOrder& order, Done done) = 0;
 };
+
+// Submits `order` and waits for it (tests, tools; never an actor thread).
+void copy_and_wait(SwapEngine& engine, const SwapOrder& order);
 
 class CpuSwapEngine final : public SwapEngine {
  public:
+  // The host pool is host memory of the device pool's shape, num_host_blocks blocks.
   CpuSwapEngine(std::shared_ptr<KvCache> device, int32_t num_host_blocks);
-  void copy(const SwapOrder& order) override;
+  void submit(const SwapOrder& order, Done done) override;
 
  private:
   std::shared_ptr<KvCache> device_;
-  KvCache host_;  // same block shape, num_host_blocks blocks
+  KvCache host_;
 };
 
 }  // namespace conveyor

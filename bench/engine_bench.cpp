@@ -127,7 +127,7 @@ void print_breakdown(const EngineStats& s, const IdleQuantiles& idle) {
 // A runner that does no work: every sequence samples token 5.
 class ZeroCostRunner final : public StepRunner {
  public:
-  StepResult run(const StepPlan& plan) override {
+  StepResult run(StepPlan& plan) override {
     StepResult r;
     r.iteration = plan.iteration;
     for (int32_t s = 0; s < plan.batch.num_seqs(); ++s)

@@ -105,6 +105,7 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
       {"shutdown_grace_seconds", real(o.shutdown_grace_seconds)},
   };
   const std::map<std::string, Setter> engine{
+      {"device", text(e.device)},
       {"block_size", integer(e.block_size)},
       {"kv_cache_tokens", integer(e.kv_cache_tokens)},
       {"kv_cache_memory", byte_size(e.kv_cache_memory)},

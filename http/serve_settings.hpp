@@ -7,7 +7,7 @@
 //   [server]  host, port, api_key, served_model_name, chat_template,
 //             max_body_bytes, max_output_bytes, io_threads,
 //             idle_timeout_seconds, shutdown_grace_seconds
-//   [engine]  block_size, kv_cache_tokens, kv_cache_memory (bytes, or a
+//   [engine]  device, block_size, kv_cache_tokens, kv_cache_memory (bytes, or a
 //             size string such as "4GiB"), kv_cache_memory_fraction,
 //             kv_cache_dtype, swap_space_tokens, max_num_seqs,
 //             max_batched_tokens, prefill_chunk, max_waiting, preemption,

@@ -37,26 +37,53 @@ KvCacheShape KvCacheShape::for_model(const ModelConfig& config, int32_t block_si
 }
 
 namespace {
+
 constexpr std::align_val_t kPoolAlignment{64};
+
+class HostAllocator final : public KvAllocator {
+ public:
+  std::byte* allocate(size_t bytes) override {
+    auto* data = static_cast<std::byte*>(
+        ::operator new[](std::max<size_t>(bytes, 1), kPoolAlignment, std::nothrow));
+    if (data == nullptr) return nullptr;
+    // Ask for transparent huge pages on the pool's 2 MiB-aligned interior:
+    // attention reads blocks scattered over the pool, and with 4 KiB pages it
+    // loses up to a third of the read bandwidth (kernels/cpu/README.md).
+    constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHuge - 1) & ~(kHuge - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHuge - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+    // Touch every page now so the first forward pass does not pay for faults.
+    std::memset(data, 0, bytes);
+    return data;
+  }
+  void deallocate(std::byte* p, size_t) override { ::operator delete[](p, kPoolAlignment); }
+  KvMemory memory() const override { return KvMemory::host; }
+};
+
+}  // namespace
+
+std::shared_ptr<KvAllocator> host_kv_allocator() {
+  static const std::shared_ptr<KvAllocator> host = std::make_shared<HostAllocator>();
+  return host;
 }
 
-void KvCache::Free::operator()(std::byte* p) const { ::operator delete[](p, kPoolAlignment); }
-
-KvCache::KvCache(const KvCacheShape& shape)
+KvCache::KvCache(const KvCacheShape& shape, std::shared_ptr<KvAllocator> allocator)
     : shape_(shape),
-      data_(static_cast<std::byte*>(
-          ::operator new[](std::max<size_t>(shape.block_bytes() * size_t(shape.n_blocks), 1),
-                           kPoolAlignment))) {
-  // Ask for transparent huge pages on the pool's 2 MiB-aligned interior:
-  // attention reads blocks scattered over the pool, and with 4 KiB pages it
-  // loses up to a third of the read bandwidth (kernels/cpu/README.md).
-  const size_t bytes = shape.block_bytes() * size_t(shape.n_blocks);
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data_.get()) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data_.get()) + bytes) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  // Touch every page now so the first forward pass does not pay for faults.
-  std::memset(data_.get(), 0, bytes);
+      allocator_(std::move(allocator)),
+      data_(allocator_->allocate(bytes()), Free{allocator_.get(), bytes()}) {}
+
+KvCache::KvCache(const KvCacheShape& shape) : KvCache(shape, host_kv_allocator()) {
+  if (!data_) throw std::bad_alloc();
+}
+
+Expected<std::shared_ptr<KvCache>> KvCache::create(const KvCacheShape& shape,
+                                                   std::shared_ptr<KvAllocator> allocator) {
+  std::shared_ptr<KvCache> kv(new KvCache(shape, std::move(allocator)));
+  if (!kv->data_)
+    return make_error(Errc::resource_exhausted,
+                      "cannot allocate the KV cache's " + std::to_string(kv->bytes()) + " bytes");
+  return kv;
 }
 
 }  // namespace conveyor

@@ -9,6 +9,12 @@
 // of block_bytes() per block; keeping a head's slots contiguous inside it
 // makes attention's dot products run over contiguous memory.
 //
+// Memory: a pool's bytes come from a KvAllocator, host memory unless told
+// otherwise. A CUDA build would give its device pool device memory and its
+// swap space pinned host memory (planned, not built: today every pool is
+// host memory). The pointers below point into the allocator's memory, so
+// host code may dereference them only where memory() is not `device`.
+//
 // Thread-safety: no locks. The engine shares one cache between two threads:
 // the executor's runner (the forward pass and copy-on-write copies) and the
 // swap actor's engine (block copies to and from host swap space), which may
@@ -27,6 +33,7 @@
 
 #include "kernels/cpu/kv_dtype.hpp"
 #include "model/config.hpp"
+#include "model/status.hpp"
 
 namespace conveyor {
 
@@ -61,12 +68,39 @@ struct KvCacheShape {
   size_t head_elems() const { return size_t(block_size) * head_dim; }
 };
 
+// Where a pool's bytes live.
+enum class KvMemory : uint8_t {
+  host,         // ordinary host memory
+  pinned_host,  // page-locked host memory: a device copies to and from it asynchronously
+  device,       // accelerator memory: host code must not dereference it
+};
+
+// Allocates and frees pool memory. Implementations are thread-safe.
+class KvAllocator {
+ public:
+  virtual ~KvAllocator() = default;
+  // `bytes` zeroed bytes aligned to at least 64, or null when they cannot be had.
+  virtual std::byte* allocate(size_t bytes) = 0;
+  virtual void deallocate(std::byte* p, size_t bytes) = 0;
+  virtual KvMemory memory() const = 0;
+};
+
+// Host memory, aligned to 64 bytes, with transparent huge pages asked for and
+// every page touched at allocation (kv_cache.cpp says why).
+std::shared_ptr<KvAllocator> host_kv_allocator();
+
 class KvCache {
  public:
+  // Host memory; throws std::bad_alloc when there is not enough (as `new` does).
   explicit KvCache(const KvCacheShape& shape);
+  // Memory from `allocator`; an error when it cannot provide the pool.
+  static Expected<std::shared_ptr<KvCache>> create(const KvCacheShape& shape,
+                                                   std::shared_ptr<KvAllocator> allocator);
 
   const KvCacheShape& shape() const { return shape_; }
   KvDtype dtype() const { return shape_.dtype; }
+  KvMemory memory() const { return allocator_->memory(); }
+  size_t bytes() const { return shape_.block_bytes() * size_t(shape_.n_blocks); }
 
   // [n_kv_heads][block_size][head_dim] keys of `layer` in `block`, elements of dtype().
   void* keys(int32_t block, int32_t layer) { return slot(block, layer, 0); }
@@ -86,10 +120,15 @@ class KvCache {
                kernels::kv_dtype_bytes(shape_.dtype);
   }
 
+  KvCache(const KvCacheShape& shape, std::shared_ptr<KvAllocator> allocator);
+
   struct Free {
-    void operator()(std::byte* p) const;
+    KvAllocator* allocator;
+    size_t bytes;
+    void operator()(std::byte* p) const { allocator->deallocate(p, bytes); }
   };
   KvCacheShape shape_;
+  std::shared_ptr<KvAllocator> allocator_;
   std::unique_ptr<std::byte[], Free> data_;
 };
 

@@ -65,7 +65,8 @@ class FakeRunner final : public StepRunner {
  public:
   FakeRunner(std::shared_ptr<FakeKv> kv, int32_t vocab) : kv_(std::move(kv)), vocab_(vocab) {}
 
-  StepResult run(const StepPlan& plan) override {
+  StepResult run(StepPlan& plan) override {
+    samples_.prepare(plan);
     std::lock_guard lock(kv_->mutex);
     const int32_t bs = kv_->block_size;
     auto& d = kv_->device;
@@ -99,6 +100,7 @@ class FakeRunner final : public StepRunner {
         seq = plan.forks[next_fork++].second;
       }
     }
+    samples_.record(result);
     ++steps_;
     return result;
   }
@@ -110,13 +112,20 @@ class FakeRunner final : public StepRunner {
   int32_t vocab_;
   std::vector<int32_t> read_;
   std::unordered_map<seq_id, uint64_t> seeds_;
+  SampleMemory samples_;  // fills the placeholders of plans built a step ahead
   int64_t steps_ = 0;
 };
 
 class FakeSwapEngine final : public SwapEngine {
  public:
   explicit FakeSwapEngine(std::shared_ptr<FakeKv> kv) : kv_(std::move(kv)) {}
-  void copy(const SwapOrder& order) override {
+  // Copies at once, as the CPU engine does.
+  void submit(const SwapOrder& order, Done done) override {
+    copy(order);
+    done(0.0);
+  }
+
+  void copy(const SwapOrder& order) {
     std::lock_guard lock(kv_->mutex);
     const int32_t bs = kv_->block_size;
     for (const auto& [from, to] : order.blocks) {

@@ -141,10 +141,8 @@ class Simulation {
   }
 
   StepResult execute(StepPlan plan) {
-    samples_.prepare(plan);
+    StepResult r = runner_.run(plan);  // fills the plan's placeholders first
     for (int32_t token : plan.batch.tokens) EXPECT_GE(token, 0) << "a placeholder left unfilled";
-    StepResult r = runner_.run(plan);
-    samples_.record(r);
     ++steps_run_;
     return r;
   }
@@ -180,7 +178,7 @@ class Simulation {
         ++it;
         continue;
       }
-      swap_.copy(it->second);
+      copy_and_wait(swap_, it->second);
       core_.on_swap_done(SwapDone{it->second.seq, it->second.direction, 0.0});
       it = in_flight_.erase(it);
     }
@@ -257,7 +255,6 @@ class Simulation {
   std::shared_ptr<FakeKv> kv_;
   FakeRunner runner_;
   FakeSwapEngine swap_;
-  SampleMemory samples_;
   std::optional<StepPlan> outstanding_;  // sent to the "executor", result not applied
   int64_t steps_run_ = 0;
   int64_t placeholders_ = 0;

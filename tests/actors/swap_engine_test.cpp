@@ -1,6 +1,6 @@
-// KV blocks as bytes, in each of the cache's dtypes: the layout's sizes, swap
-// out and back in (CpuSwapEngine) and copy-on-write copies (CpuStepRunner)
-// move whole blocks bit for bit.
+// KV blocks as bytes, in each of the cache's dtypes: the layout's sizes, the
+// pool's memory from its allocator, swap out and back in (CpuSwapEngine) and
+// copy-on-write copies (CpuStepRunner) move whole blocks bit for bit.
 #include "actors/swap_engine.hpp"
 
 #include <gtest/gtest.h>
@@ -64,6 +64,51 @@ TEST(KvCacheLayout, SizesFollowTheDtype) {
   }
 }
 
+// Host memory that counts what it hands out, or refuses everything.
+class CountingAllocator final : public KvAllocator {
+ public:
+  explicit CountingAllocator(bool refuse = false) : refuse_(refuse) {}
+  std::byte* allocate(size_t bytes) override {
+    if (refuse_) return nullptr;
+    live_ += bytes;
+    return static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64}));
+  }
+  void deallocate(std::byte* p, size_t bytes) override {
+    live_ -= bytes;
+    ::operator delete[](p, std::align_val_t{64});
+  }
+  KvMemory memory() const override { return KvMemory::pinned_host; }
+  size_t live() const { return live_; }
+
+ private:
+  bool refuse_;
+  size_t live_ = 0;
+};
+
+TEST(KvCacheMemory, ComesFromItsAllocatorAndGoesBack) {
+  auto allocator = std::make_shared<CountingAllocator>();
+  const KvCacheShape shape = KvCacheShape::for_model(small_config(), 16, 5, KvDtype::bf16);
+  {
+    auto kv = KvCache::create(shape, allocator);
+    ASSERT_TRUE(kv.has_value()) << kv.error().message;
+    EXPECT_EQ(allocator->live(), shape.block_bytes() * 5);
+    EXPECT_EQ((*kv)->bytes(), shape.block_bytes() * 5);
+    EXPECT_EQ((*kv)->memory(), KvMemory::pinned_host);
+    EXPECT_EQ((*kv)->block_data(0), static_cast<const std::byte*>((*kv)->keys(0, 0)));
+  }
+  EXPECT_EQ(allocator->live(), 0u);
+  KvCache host(shape);
+  EXPECT_EQ(host.memory(), KvMemory::host);
+}
+
+TEST(KvCacheMemory, AnAllocatorThatRefusesIsAnError) {
+  auto kv = KvCache::create(KvCacheShape::for_model(small_config(), 16, 5),
+                            std::make_shared<CountingAllocator>(/*refuse=*/true));
+  ASSERT_FALSE(kv.has_value());
+  EXPECT_EQ(kv.error().code, Errc::resource_exhausted);
+  EXPECT_NE(kv.error().message.find("KV cache"), std::string::npos) << kv.error().message;
+}
+
 TEST(CpuSwapEngine, BlocksRoundTripBitForBitInEachDtype) {
   for (KvDtype dtype : kAllDtypes) {
     SCOPED_TRACE(to_string(dtype));
@@ -72,10 +117,10 @@ TEST(CpuSwapEngine, BlocksRoundTripBitForBitInEachDtype) {
     std::vector<std::vector<std::byte>> before;
     for (int32_t b = 0; b < 6; ++b) before.push_back(block_bytes(*device, b));
     CpuSwapEngine swap(device, 4);
-    swap.copy(SwapOrder{1, SwapDirection::out, {{1, 0}, {4, 3}}});
+    copy_and_wait(swap, SwapOrder{1, SwapDirection::out, {{1, 0}, {4, 3}}});
     std::memset(device->block_data(1), 0, device->shape().block_bytes());
     std::memset(device->block_data(4), 0, device->shape().block_bytes());
-    swap.copy(SwapOrder{1, SwapDirection::in, {{0, 2}, {3, 5}}});
+    copy_and_wait(swap, SwapOrder{1, SwapDirection::in, {{0, 2}, {3, 5}}});
     EXPECT_EQ(block_bytes(*device, 2), before[1]);
     EXPECT_EQ(block_bytes(*device, 5), before[4]);
     EXPECT_EQ(block_bytes(*device, 0), before[0]);

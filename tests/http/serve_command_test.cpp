@@ -45,12 +45,17 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
   EXPECT_EQ(exit_code_of("--kv-cache-dtype f8", &out), 2);
   EXPECT_NE(out.find("--kv-cache-dtype"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--kv-cache-memory-fraction 1.5", &out), 2);
+  EXPECT_EQ(exit_code_of("--device tpu", &out), 2);
+  EXPECT_NE(out.find("--device: must be cpu, cuda or cuda:N"), std::string::npos) << out;
+  // No CUDA in the build, no device, or (so far) no CUDA runner: a message, not a crash.
+  EXPECT_EQ(exit_code_of("--device cuda --kv-cache-tokens 1024 --port 0", &out), 2);
+  EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--help", &out), 0);
   for (const char* flag : {"--model", "--tokenizer", "--host", "--port", "--config", "--block-size",
                            "--kv-cache-tokens", "--kv-cache-memory", "--kv-cache-memory-fraction",
                            "--kv-cache-dtype", "--swap-space-tokens", "--max-num-seqs", "--max-batched-tokens",
                            "--prefill-chunk", "--preemption", "--admission", "--batching", "--max-waiting",
-                           "--api-key", "--threads"})
+                           "--api-key", "--threads", "--device"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
 }
 

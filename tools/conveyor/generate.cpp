@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/backend.hpp"
 #include "actors/kv_capacity.hpp"
 #include "model/batch.hpp"
 #include "model/formats/loader.hpp"
@@ -38,6 +39,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   int threads = 0;
   std::string kv_cache_dtype = "auto";
+  std::string device = "cpu";
 };
 
 constexpr int32_t kBlockSize = 16;
@@ -73,6 +75,12 @@ int usage_error(const std::string& message) {
 }
 
 int run_generate(const GenerateArgs& args) {
+  auto device = parse_device(args.device);
+  if (!device) return usage_error(device.error().message);
+  if (Status s = check_device(*device); !s) return usage_error(s.error().message);
+  if (device->kind != DeviceKind::cpu)  // generate drives the CPU Transformer itself
+    return usage_error("--device " + args.device + ": conveyor generate runs on the CPU only (the CUDA "
+                       "runner is not built yet)");
   const std::optional<KvDtype> kv_dtype =
       args.kv_cache_dtype == "auto" ? std::optional(default_kv_dtype()) : parse_kv_dtype(args.kv_cache_dtype);
   if (!kv_dtype)
@@ -189,6 +197,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--ids", args->ids_only, "print the generated token ids instead of text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the end-of-sequence token");
   cmd->add_option("--threads", args->threads, "compute threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "cpu | cuda | cuda:N: the backend (default cpu)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
                   "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: bf16 where the CPU "
                   "has AVX512-BF16, else f16)");

@@ -35,7 +35,7 @@ struct ServeFlags {
   std::optional<uint16_t> port;
   std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
   std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
-  std::optional<std::string> kv_cache_memory, kv_cache_dtype;
+  std::optional<std::string> kv_cache_memory, kv_cache_dtype, device;
   std::optional<double> kv_cache_memory_fraction;
   std::optional<std::string> preemption, admission, batching;
   std::optional<bool> overlap;
@@ -68,6 +68,7 @@ int run_serve(const ServeFlags& f) {
   override_with(s.server.max_body_bytes, f.max_body_bytes);
   override_with(s.server.max_output_bytes, f.max_output_bytes);
   EngineConfig& e = s.engine;
+  override_with(e.device, f.device);
   override_with(e.block_size, f.block_size);
   // One capacity flag replaces whichever of the two the config file gave.
   if (f.kv_cache_tokens && f.kv_cache_memory)
@@ -185,6 +186,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (default 1 MiB)");
   cmd->add_option("--max-output-bytes", f->max_output_bytes,
                   "unsent output per connection before its request is cancelled (default 1 MiB)");
+  cmd->add_option("--device", f->device, "cpu | cuda | cuda:N: the backend that runs the model (default cpu)");
   cmd->add_option("--block-size", f->block_size, "tokens per KV block, a power of two (default 16)");
   cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
                   "KV cache capacity in tokens (default: sized from memory, see --kv-cache-memory)");

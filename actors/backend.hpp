@@ -1,0 +1,68 @@
+// Backends: what runs the model below the engine's actors.
+//
+// A backend is a StepRunner (weights, KV pool, forward pass, samplers) and a
+// SwapEngine (host swap space and its copies), sized from an EngineConfig.
+// The scheduler, block manager and policies never see which one runs.
+// EngineConfig::device names it: "cpu", or "cuda" / "cuda:N". Each has a
+// factory; Engine::create(sys, config, model) calls the one that
+// config.device names, and Engine::create(sys, config, info, runner, swap)
+// takes a backend of the caller's own.
+//
+// The CUDA factory exists in every build. Without CUDA compiled in
+// (CONVEYOR_CUDA, CMakeLists.txt), or without a usable device, it returns an
+// error that says which; where both exist, it still returns an error today:
+// the CUDA runner is planned, not built (docs/DESIGN.md).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "actors/engine_config.hpp"
+#include "actors/kv_capacity.hpp"
+#include "actors/step_runner.hpp"
+#include "actors/swap_engine.hpp"
+#include "model/formats/loader.hpp"
+#include "model/status.hpp"
+
+namespace conveyor {
+
+enum class DeviceKind : uint8_t { cpu, cuda };
+
+struct DeviceSpec {
+  DeviceKind kind = DeviceKind::cpu;
+  int32_t index = 0;  // CUDA device ordinal (0 for the CPU)
+};
+
+// "cpu", "cuda", "cuda:N" (N a decimal ordinal below 1024); the error names
+// the flag (--device) and the text.
+Expected<DeviceSpec> parse_device(std::string_view text);
+// "cpu", "cuda:0".
+std::string to_string(const DeviceSpec& device);
+
+// What a backend hands the engine.
+struct Backend {
+  std::shared_ptr<StepRunner> runner;
+  std::shared_ptr<SwapEngine> swap;  // null: no swap space (swap preemption recomputes)
+  KvCapacity capacity;               // the KV pool's tokens, bytes and origin
+  KvDtype kv_dtype = KvDtype::f32;   // the pool's element type ("auto" resolved)
+  std::string weights_description;   // "74.4 MiB as Q6_K, Q4_K (avx512-vnni products)"
+};
+
+// Builds a backend for `model` from a valid config: the weights in the
+// runner, a KV pool as actors/kv_capacity.hpp sizes it, and swap space of
+// config.swap_space_tokens (none below one block).
+using BackendFactory = Expected<Backend> (*)(const EngineConfig& config, LoadedModel model);
+
+Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model);
+Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel model);
+
+// The factory for a device.
+BackendFactory backend_factory(const DeviceSpec& device);
+
+// Whether this build and machine can run on `device`, checked before any
+// weights are touched: ok for the CPU; for CUDA an error that says what is
+// missing (CUDA support in this build, a device, that ordinal).
+Status check_device(const DeviceSpec& device);
+
+}  // namespace conveyor
