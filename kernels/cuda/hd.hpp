@@ -1,0 +1,120 @@
+// What the CUDA kernels' per-element math is written with: functions that
+// compile as __host__ __device__ under nvcc and as plain inline C++ under the
+// host compiler, so tests/kernels/cuda checks the arithmetic on machines
+// without a GPU (against the CPU kernels, kernels/cpu).
+//
+// This header and the *_math.hpp beside it include nothing from CUDA.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define CONVEYOR_HD __host__ __device__ __forceinline__
+#else
+#define CONVEYOR_HD inline
+#endif
+
+namespace conveyor::kernels::cuda {
+
+CONVEYOR_HD uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+CONVEYOR_HD float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// e^x, clamped to [-87, 88]: the arithmetic of kernels/cpu/simd.hpp's
+// exp_fast (a Cody-Waite reduction and a degree-5 polynomial, within 2 ulp),
+// which the CPU's SwiGLU and attention use. Under nvcc, contraction into
+// FMAs may move the last bit.
+CONVEYOR_HD float exp_fast(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  constexpr float kRound = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
+  float r = x - n * 0.693145751953125f;
+  r = r - n * 1.428606765330187045e-06f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  return e * bits_float(uint32_t(int32_t(n) + 127) << 23);
+}
+
+// ---- the KV cache's element types (kernels/cpu/kv_dtype.hpp, bit for bit) ----
+
+CONVEYOR_HD uint16_t f32_to_f16(float f) {
+  const uint32_t x = float_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));  // NaN, quiet
+  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to 65536 or more: infinity
+  if (abs < 0x38800000u) {
+    // Below 2^-14: a subnormal half, a multiple of 2^-24; adding 0.5 (whose
+    // ulp is 2^-24) rounds to it, to nearest even.
+    const float r = bits_float(abs) + 0.5f;
+    return uint16_t(sign | (float_bits(r) - 0x3f000000u));
+  }
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return uint16_t(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+CONVEYOR_HD float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = h & 0x7c00u, mant = h & 0x3ffu;
+  if (exp == 0x7c00u) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf, NaN
+  if (exp == 0) return bits_float(sign | float_bits(float(mant) * 5.9604644775390625e-8f));  // mant · 2^-24
+  return bits_float(sign | ((uint32_t(h & 0x7fffu) << 13) + 0x38000000u));
+}
+
+CONVEYOR_HD uint16_t f32_to_bf16(float f) {
+  uint32_t x = float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // NaN, quiet
+  if ((x & 0x7f800000u) == 0) x &= 0x80000000u;  // subnormal: signed zero
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+CONVEYOR_HD float bf16_to_f32(uint16_t b) { return bits_float(uint32_t(b) << 16); }
+
+// The KV dtypes as kernel template arguments: 0 f32, 1 f16, 2 bf16 (the
+// values of kernels::KvDtype).
+template <int D>
+struct KvElem {
+  using type = uint16_t;
+};
+template <>
+struct KvElem<0> {
+  using type = float;
+};
+
+template <int D>
+CONVEYOR_HD typename KvElem<D>::type kv_from_float(float x) {
+  if constexpr (D == 0) return x;
+  else if constexpr (D == 1) return f32_to_f16(x);
+  else return f32_to_bf16(x);
+}
+
+template <int D>
+CONVEYOR_HD float kv_to_float(typename KvElem<D>::type x) {
+  if constexpr (D == 0) return x;
+  else if constexpr (D == 1) return f16_to_f32(x);
+  else return bf16_to_f32(x);
+}
+
+}  // namespace conveyor::kernels::cuda

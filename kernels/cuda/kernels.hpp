@@ -1,0 +1,109 @@
+// The CUDA kernels: host functions that launch them on a stream.
+//
+// Each takes the arguments of its CPU twin in kernels/cpu (raw pointers and
+// sizes, the same shape comments), with every pointer in device memory, plus
+// the stream; it returns the launch's error (cudaSuccess, or why the launch
+// failed), never waits for the kernel, and allocates nothing: scratch comes
+// from the caller (the *_workspace_bytes functions size it). The per-element
+// math lives in the *_math.hpp headers beside this one, which
+// tests/kernels/cuda also compiles for the host and checks against the CPU
+// kernels; tests/kernels/cuda/device_test.cpp compares each kernel with its
+// CPU twin on a device (and skips without one).
+//
+// Built for sm_80 and sm_90 by default (CMAKE_CUDA_ARCHITECTURES).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/kv_dtype.hpp"
+#include "kernels/cpu/paged_attention.hpp"  // PagedKvView, SpanTable
+#include "kernels/cpu/rope.hpp"             // RopeStyle
+
+namespace conveyor::kernels::cuda {
+
+// ---- element-wise (kernels/cpu/rmsnorm.hpp, rope.hpp, swiglu.hpp) -----------------
+
+cudaError_t rmsnorm(const float* x,  // [n, ldx]
+                    int64_t ldx, int32_t n, int32_t dim,
+                    const float* weight,  // [dim]
+                    float eps,
+                    float* out,  // [n, ldo]; may be x
+                    int64_t ldo, cudaStream_t stream);
+
+// The table is kernels::rope_table's, uploaded: per-pair frequencies and
+// YaRN's scale as model/forward/rope_scaling.hpp computes them.
+cudaError_t rope_apply(float* x,  // [n_tokens, ldx]
+                       int64_t ldx, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
+                       int32_t rotary_dim, RopeStyle style,
+                       const int32_t* positions,  // [n_tokens]
+                       const float* table,        // [n_positions][rotary_dim / 2][2]
+                       cudaStream_t stream);
+
+cudaError_t swiglu(const float* gate,  // [n, ldg]
+                   const float* up,    // [n, ldg]
+                   int64_t ldg, int32_t n, int32_t hidden,
+                   float* out,  // [n, ldo]; may be gate
+                   int64_t ldo, cudaStream_t stream);
+
+// out[t] = table[tokens[t]] widened from bf16 (weights are uploaded as bf16).
+cudaError_t embedding_gather(const uint16_t* table,  // [vocab, dim] bf16
+                             int32_t dim,
+                             const int32_t* tokens,  // [n]
+                             int32_t n,
+                             float* out,  // [n, dim]
+                             cudaStream_t stream);
+
+// ---- the KV cache (kernels/cpu/paged_attention.hpp) ---------------------------------
+
+// The SpanTable's arrays and the view's keys and values are device memory.
+cudaError_t write_kv(const float* k,  // [n_tokens, ld]
+                     const float* v,  // [n_tokens, ld]
+                     int64_t ld, int32_t n_tokens, const SpanTable& spans, const PagedKvView& kv,
+                     cudaStream_t stream);
+
+// Copies whole blocks (block_bytes each, a multiple of 16) of a pool:
+// pairs[2i] to pairs[2i + 1], for copy-on-write.
+cudaError_t copy_blocks(void* pool, int64_t block_bytes,
+                        const int32_t* pairs,  // [n_pairs][2] (source, destination)
+                        int32_t n_pairs, cudaStream_t stream);
+
+// Scratch bytes paged_attention needs for a batch of n_tokens whose longest
+// context is max_context positions.
+int64_t paged_attention_workspace_bytes(int32_t n_tokens, int32_t n_heads, int32_t head_dim,
+                                        int32_t max_context);
+
+// Causal grouped-query attention over the cache, as the CPU kernel computes
+// it (decode tokens and prefill chunks in one flattened batch). max_context:
+// the longest start_pos + span length in the batch (the host knows it from
+// the plan). head_dim <= 256; n_heads / n_kv_heads <= 8.
+cudaError_t paged_attention(const float* q,  // [n_tokens, ldq]
+                            int64_t ldq, int32_t n_tokens, int32_t n_heads, const SpanTable& spans,
+                            const PagedKvView& kv, int32_t max_context,
+                            float* out,  // [n_tokens, ldo]
+                            int64_t ldo, void* workspace, cudaStream_t stream);
+
+// ---- sampling (model/sampling; sampling_math.hpp says what is mirrored) ------------
+
+// Per row r of `logits` ([rows, vocab]): repetition penalty over the tokens
+// seen[seen_begin[r], seen_begin[r + 1]) (distinct ids), then frequency and
+// presence over generated[gen_begin[r], gen_begin[r + 1]) with their counts.
+cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab,
+                            const float* repetition,  // [rows]
+                            const float* frequency,   // [rows]
+                            const float* presence,    // [rows]
+                            const int32_t* seen_begin, const int32_t* seen,
+                            const int32_t* gen_begin, const int32_t* generated,
+                            const int32_t* gen_counts, cudaStream_t stream);
+
+// One token per row: greedy where temperature[r] < 1e-5, else a draw with
+// uniforms[r] among weights exp((l - max) / T) >= min_p[r].
+cudaError_t sample_rows(const float* logits, int32_t rows, int32_t vocab,
+                        const float* temperature,  // [rows]
+                        const float* min_p,        // [rows]
+                        const double* uniforms,    // [rows], in [0, 1)
+                        int32_t* tokens,           // [rows]
+                        cudaStream_t stream);
+
+}  // namespace conveyor::kernels::cuda

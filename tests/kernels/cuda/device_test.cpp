@@ -1,0 +1,241 @@
+// Each CUDA kernel (kernels/cuda/kernels.hpp) on a device against its CPU
+// twin on random inputs: shapes, block sizes, GQA ratios and KV dtypes. On a
+// machine without a device every test skips and says why.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/swiglu.hpp"
+#include "kernels/cuda/kernels.hpp"
+#include "model/sampling/sampler.hpp"
+#include "tests/kernels/cuda/fixtures.hpp"
+
+namespace conveyor::kernels::cuda {
+namespace {
+
+using testing::make_batch;
+using testing::random_vector;
+using testing::relative_error;
+
+// Empty when a device is usable, else why not.
+std::string no_device_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return std::string("no CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(e);
+  if (n == 0) return "no CUDA device on this machine";
+  return "";
+}
+
+#define SKIP_WITHOUT_DEVICE()                                   \
+  do {                                                          \
+    if (const std::string why = no_device_reason(); !why.empty()) \
+      GTEST_SKIP() << why;                                      \
+  } while (0)
+
+#define CUDA_OK(expr)                                                        \
+  do {                                                                       \
+    const cudaError_t launched = (expr);                                     \
+    ASSERT_EQ(launched, cudaSuccess) << #expr << ": " << cudaGetErrorString(launched); \
+    const cudaError_t ran = cudaDeviceSynchronize();                         \
+    ASSERT_EQ(ran, cudaSuccess) << #expr << ": " << cudaGetErrorString(ran); \
+  } while (0)
+
+// Device memory holding a copy of a host vector.
+template <class T>
+class Device {
+ public:
+  explicit Device(size_t n) : n_(n) { cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n, 1) * sizeof(T)); }
+  explicit Device(const std::vector<T>& host) : Device(host.size()) {
+    cudaMemcpy(p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~Device() { cudaFree(p_); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  T* get() const { return p_; }
+  std::vector<T> read() const {
+    std::vector<T> out(n_);
+    cudaMemcpy(out.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return out;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_;
+};
+
+TEST(CudaKernels, RmsNormMatchesTheCpu) {
+  SKIP_WITHOUT_DEVICE();
+  for (int32_t dim : {7, 64, 288, 4096}) {
+    const int32_t n = 9;
+    const auto x = random_vector(size_t(n) * dim, 1 + dim, -3.0f, 3.0f), w = random_vector(size_t(dim), 2);
+    std::vector<float> cpu(x.size());
+    kernels::rmsnorm(x.data(), dim, n, dim, w.data(), 1e-5f, cpu.data(), dim);
+    Device<float> dx(x), dw(w), dout(x.size());
+    CUDA_OK(rmsnorm(dx.get(), dim, n, dim, dw.get(), 1e-5f, dout.get(), dim, nullptr));
+    EXPECT_LT(relative_error(dout.read().data(), cpu.data(), cpu.size()), 1e-5) << dim;
+  }
+}
+
+TEST(CudaKernels, RopeMatchesTheCpuInBothLayouts) {
+  SKIP_WITHOUT_DEVICE();
+  const int32_t hd = 64, rot = 48, heads = 6, n = 5, n_pos = 4096;
+  std::vector<float> table(size_t(rope_table_floats(rot, n_pos)));
+  kernels::rope_table(500000.0f, rot, n_pos, table.data());
+  const std::vector<int32_t> positions = {0, 3, 100, 2047, 4095};
+  for (RopeStyle style : {RopeStyle::adjacent_pairs, RopeStyle::half_split}) {
+    auto cpu = random_vector(size_t(n) * heads * hd, 3);
+    Device<float> dx(cpu), dt(table);
+    Device<int32_t> dp(positions);
+    kernels::rope_apply(cpu.data(), heads * hd, n, heads, hd, rot, style, positions.data(), table.data());
+    CUDA_OK(rope_apply(dx.get(), heads * hd, n, heads, hd, rot, style, dp.get(), dt.get(), nullptr));
+    EXPECT_LT(relative_error(dx.read().data(), cpu.data(), cpu.size()), 1e-6);
+  }
+}
+
+TEST(CudaKernels, SwiGluAndEmbeddingMatchTheCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const int32_t n = 3, hidden = 1000;
+  const auto both = random_vector(size_t(n) * 2 * hidden, 4, -10.0f, 10.0f);
+  std::vector<float> cpu(size_t(n) * hidden);
+  kernels::swiglu(both.data(), both.data() + hidden, 2 * hidden, n, hidden, cpu.data(), hidden);
+  Device<float> din(both), dout(cpu.size());
+  CUDA_OK(swiglu(din.get(), din.get() + hidden, 2 * hidden, n, hidden, dout.get(), hidden, nullptr));
+  EXPECT_LT(relative_error(dout.read().data(), cpu.data(), cpu.size()), 1e-5);
+
+  const int32_t vocab = 100, dim = 40;
+  const auto values = random_vector(size_t(vocab) * dim, 5);
+  std::vector<uint16_t> table(values.size());
+  for (size_t i = 0; i < values.size(); ++i) table[i] = kv_half::f32_to_bf16(values[i]);
+  const std::vector<int32_t> tokens = {5, 0, 99, 5};
+  Device<uint16_t> dtable(table);
+  Device<int32_t> dtokens(tokens);
+  Device<float> drows(tokens.size() * dim);
+  CUDA_OK(embedding_gather(dtable.get(), dim, dtokens.get(), int32_t(tokens.size()), drows.get(), nullptr));
+  const auto rows = drows.read();
+  for (size_t t = 0; t < tokens.size(); ++t)
+    for (int32_t i = 0; i < dim; ++i)
+      ASSERT_EQ(rows[t * dim + i], kv_half::bf16_to_f32(table[size_t(tokens[t]) * dim + i]));
+}
+
+// The batch's index arrays on the device.
+struct DeviceSpans {
+  explicit DeviceSpans(const testing::Batch& b)
+      : begin(b.token_begin), start(b.start_pos), tables(b.block_tables), table_begin(b.table_begin) {}
+  SpanTable table(int32_t n_seqs) const {
+    return {n_seqs, begin.get(), start.get(), tables.get(), table_begin.get()};
+  }
+  Device<int32_t> begin, start, tables, table_begin;
+};
+
+const std::vector<int32_t> kStarts = {1500, 5, 0, 300, 10, 0, 257};
+const std::vector<int32_t> kSpans = {1, 1, 64, 20, 0, 1, 1};
+
+TEST(CudaKernels, KvWritesAndAttentionMatchTheCpu) {
+  SKIP_WITHOUT_DEVICE();
+  struct Shape {
+    int32_t n_heads, n_kv_heads, head_dim;
+  };
+  const Shape shapes[] = {{8, 8, 64}, {8, 4, 64}, {16, 4, 128}, {32, 4, 128}, {14, 2, 64}, {8, 2, 256}, {4, 2, 48}};
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16})
+    for (int32_t bs : {8, 16, 32})
+      for (const Shape& s : shapes) {
+        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " block " + std::to_string(bs) + " heads " +
+                     std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) + " dim " +
+                     std::to_string(s.head_dim));
+        auto b = make_batch(s.n_heads, s.n_kv_heads, s.head_dim, bs, dtype, kStarts, kSpans, 7 + bs);
+        Device<std::byte> pool(b.pool);
+        Device<float> q(b.q), k(b.k), v(b.v), out(size_t(b.n_tokens()) * b.q_width());
+        DeviceSpans spans(b);
+        CUDA_OK(write_kv(k.get(), v.get(), b.kv_width(), b.n_tokens(), spans.table(b.n_seqs()), b.view(pool.get()),
+                         nullptr));
+        kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
+        ASSERT_EQ(pool.read(), b.pool);  // bit for bit
+
+        Device<std::byte> ws(size_t(paged_attention_workspace_bytes(b.n_tokens(), b.n_heads, b.head_dim,
+                                                                    b.max_context())));
+        CUDA_OK(paged_attention(q.get(), b.q_width(), b.n_tokens(), b.n_heads, spans.table(b.n_seqs()),
+                                b.view(pool.get()), b.max_context(), out.get(), b.q_width(), ws.get(), nullptr));
+        std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width());
+        AttentionWorkspace cpu_ws;
+        kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
+                                 b.q_width(), cpu_ws);
+        EXPECT_LT(relative_error(out.read().data(), cpu.data(), cpu.size()), 1e-5);
+      }
+}
+
+TEST(CudaKernels, BlockCopiesMoveWholeBlocks) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t block_bytes = 4096;
+  std::vector<std::byte> host(8 * block_bytes);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = std::byte(i * 7 + i / 4096);
+  Device<std::byte> pool(host);
+  const std::vector<int32_t> pairs = {1, 3, 1, 6, 0, 7};
+  Device<int32_t> dpairs(pairs);
+  CUDA_OK(copy_blocks(pool.get(), block_bytes, dpairs.get(), 3, nullptr));
+  for (size_t p = 0; p < 3; ++p)
+    std::memcpy(host.data() + pairs[2 * p + 1] * block_bytes, host.data() + pairs[2 * p] * block_bytes, block_bytes);
+  EXPECT_EQ(pool.read(), host);
+}
+
+// Penalties and the draw against the CPU Sampler, the host drawing each
+// row's uniform from a generator seeded as the Sampler's.
+TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
+  SKIP_WITHOUT_DEVICE();
+  const int32_t rows = 6, vocab = 32000;
+  const float temps[rows] = {0.0f, 1.0f, 0.7f, 1.3f, 0.9f, 0.0f};
+  const float min_ps[rows] = {0, 0, 0.05f, 0, 0.02f, 0};
+  const float reps[rows] = {1, 1, 1, 1.2f, 1.1f, 1.3f};
+  const float freqs[rows] = {0, 0, 0, 0, 0.4f, 0.5f};
+  const float pres[rows] = {0, 0, 0, 0, 0.3f, -0.2f};
+  std::vector<float> logits = random_vector(size_t(rows) * vocab, 8, -4.0f, 4.0f);
+  std::vector<int32_t> seen_begin{0}, seen, gen_begin{0}, generated, gen_counts;
+  std::vector<double> uniforms;
+  std::vector<int32_t> want;
+  for (int32_t r = 0; r < rows; ++r) {
+    SamplingParams p;
+    p.temperature = temps[r];
+    p.min_p = min_ps[r];
+    p.repetition_penalty = reps[r];
+    p.frequency_penalty = freqs[r];
+    p.presence_penalty = pres[r];
+    p.seed = 77 + r;
+    p.has_seed = true;
+    const std::vector<int32_t> prompt = {r, 100 + r, 5000};
+    for (int32_t t : prompt) seen.push_back(t);
+    seen_begin.push_back(int32_t(seen.size()));
+    generated.insert(generated.end(), {7, 9});
+    gen_counts.insert(gen_counts.end(), {2, 1});
+    gen_begin.push_back(int32_t(generated.size()));
+    std::mt19937_64 rng(p.seed);
+    // Sampler state as if it had generated 7, 7, 9 (seen then holds them too).
+    seen.insert(seen.end() - 3, {7, 9});
+    seen_begin.back() += 2;
+    Sampler cpu(p, prompt);
+    std::vector<float> row(logits.begin() + size_t(r) * vocab, logits.begin() + size_t(r + 1) * vocab);
+    for (int32_t t : {7, 7, 9}) {  // make the Sampler record them, with rows where they win
+      std::vector<float> forced(size_t(vocab), -100.0f);
+      forced[size_t(t)] = 100.0f;
+      (void)cpu.sample(forced);
+      if (p.temperature >= kGreedyTemperature) (void)rng();  // the Sampler drew a uniform for each
+    }
+    want.push_back(cpu.sample(row).token);
+    uniforms.push_back(double(rng() >> 11) * 0x1.0p-53);
+  }
+  // seen lists are sorted per row on the host side of a runner; order does not matter here.
+  Device<float> dl(logits), dt(std::vector<float>(temps, temps + rows)), dm(std::vector<float>(min_ps, min_ps + rows)),
+      dr(std::vector<float>(reps, reps + rows)), df(std::vector<float>(freqs, freqs + rows)),
+      dp(std::vector<float>(pres, pres + rows));
+  Device<int32_t> dsb(seen_begin), ds(seen), dgb(gen_begin), dg(generated), dgc(gen_counts), dtok(static_cast<size_t>(rows));
+  Device<double> du(uniforms);
+  CUDA_OK(apply_penalties(dl.get(), rows, vocab, dr.get(), df.get(), dp.get(), dsb.get(), ds.get(), dgb.get(),
+                          dg.get(), dgc.get(), nullptr));
+  CUDA_OK(sample_rows(dl.get(), rows, vocab, dt.get(), dm.get(), du.get(), dtok.get(), nullptr));
+  EXPECT_EQ(dtok.read(), want);
+}
+
+}  // namespace
+}  // namespace conveyor::kernels::cuda

@@ -1,0 +1,302 @@
+// The CUDA kernels' per-element math (kernels/cuda/*_math.hpp), compiled for
+// the host and checked against the CPU kernels: the same functions the
+// device kernels call, in the same loops (fixtures.hpp emulates the loops
+// whose order matters). Runs everywhere; no GPU needed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "kernels/cpu/kv_dtype.hpp"
+#include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/simd.hpp"
+#include "kernels/cpu/swiglu.hpp"
+#include "kernels/cuda/elementwise_math.hpp"
+#include "kernels/cuda/sampling_math.hpp"
+#include "model/forward/rope_scaling.hpp"
+#include "model/sampling/filters.hpp"
+#include "model/sampling/sampler.hpp"
+#include "tests/kernels/cuda/fixtures.hpp"
+
+namespace conveyor::kernels::cuda {
+namespace {
+
+using testing::make_batch;
+using testing::random_vector;
+using testing::relative_error;
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+std::vector<float> interesting_floats(uint32_t seed, size_t n) {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, 1e-8f, -3e-5f, 6.1e-5f, 1e-40f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), 3.4e38f};
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; ++i) v.push_back(std::bit_cast<float>(uint32_t(rng())));  // every exponent
+  for (float x : random_vector(n, seed + 1, -70000.0f, 70000.0f)) v.push_back(x);
+  return v;
+}
+
+TEST(CudaMath, HalfConversionsAreTheCpusBitForBit) {
+  for (float x : interesting_floats(1, 200000)) {
+    ASSERT_EQ(f32_to_f16(x), kv_half::f32_to_f16(x)) << x;
+    ASSERT_EQ(f32_to_bf16(x), kv_half::f32_to_bf16(x)) << x;
+  }
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = f16_to_f32(uint16_t(h)), b = kv_half::f16_to_f32(uint16_t(h));
+    ASSERT_EQ(bits(a), bits(b)) << h;
+    ASSERT_EQ(bits(bf16_to_f32(uint16_t(h))), bits(kv_half::bf16_to_f32(uint16_t(h)))) << h;
+  }
+}
+
+TEST(CudaMath, ExpFastIsTheCpusBitForBit) {
+  for (float x : random_vector(100000, 3, -100.0f, 100.0f)) ASSERT_EQ(bits(exp_fast(x)), bits(simd::exp_fast(x))) << x;
+}
+
+TEST(CudaMath, RmsNormMatchesTheCpuKernel) {
+  for (int32_t dim : {1, 7, 64, 288, 1000}) {
+    const int32_t n = 5;
+    const auto x = random_vector(size_t(n) * dim, 10 + dim, -3.0f, 3.0f);
+    const auto w = random_vector(size_t(dim), 11 + dim);
+    std::vector<float> cpu(x.size()), gpu(x.size());
+    kernels::rmsnorm(x.data(), dim, n, dim, w.data(), 1e-5f, cpu.data(), dim);
+    for (int32_t t = 0; t < n; ++t) {
+      float sum = 0.0f;
+      for (int32_t i = 0; i < dim; ++i) sum += x[size_t(t) * dim + i] * x[size_t(t) * dim + i];
+      const float scale = rmsnorm_scale(sum, dim, 1e-5f);
+      for (int32_t i = 0; i < dim; ++i)
+        gpu[size_t(t) * dim + i] = rmsnorm_apply(x[size_t(t) * dim + i], scale, w[size_t(i)]);
+    }
+    EXPECT_LT(relative_error(gpu.data(), cpu.data(), x.size()), 1e-6) << dim;
+  }
+}
+
+TEST(CudaMath, SwiGluMatchesTheCpuKernel) {
+  const auto gate = random_vector(4000, 20, -20.0f, 20.0f), up = random_vector(4000, 21, -2.0f, 2.0f);
+  std::vector<float> cpu(4000);
+  kernels::swiglu(gate.data(), up.data(), 1000, 4, 1000, cpu.data(), 1000);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    ASSERT_NEAR(swiglu(gate[i], up[i]), cpu[i], 1e-6f * std::max(1.0f, std::abs(cpu[i]))) << i;
+}
+
+// Both layouts, on the per-pair frequencies of a Llama 3.1-style file
+// (frequency factors) stretched by YaRN, and on a partial rotary dimension.
+TEST(CudaMath, RopeMatchesTheCpuKernelInBothLayouts) {
+  ModelConfig c;
+  c.dim = 256;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.rope_theta = 500000.0f;
+  c.rope_scaling = RopeScaling::yarn;
+  c.rope_scaling_factor = 4.0f;
+  c.rope_original_context = 2048;
+  const int32_t hd = c.head_dim(), rot = c.rotary_dim(), half = rot / 2;
+  std::vector<float> factors(static_cast<size_t>(half));
+  for (int32_t i = 0; i < half; ++i) factors[size_t(i)] = 1.0f + float(i) / float(half) * 7.0f;
+  const RopeFrequencies f = rope_frequencies(c, factors);
+  const int32_t n_pos = 3000, n = 6, heads = c.n_heads + c.n_kv_heads;
+  std::vector<float> table(size_t(rope_table_floats(rot, n_pos)));
+  kernels::rope_table(f.pair_freqs, f.scale, n_pos, table.data());
+  const std::vector<int32_t> positions = {0, 1, 17, 1023, 2048, 2999};
+  for (RopeStyle style : {RopeStyle::adjacent_pairs, RopeStyle::half_split}) {
+    const bool adjacent = style == RopeStyle::adjacent_pairs;
+    auto cpu = random_vector(size_t(n) * heads * hd, 30);
+    auto gpu = cpu;
+    kernels::rope_apply(cpu.data(), heads * hd, n, heads, hd, rot, style, positions.data(), table.data());
+    for (int32_t t = 0; t < n; ++t)
+      for (int32_t h = 0; h < heads; ++h) {
+        float* head = gpu.data() + (size_t(t) * heads + h) * hd;
+        const float* cs = table.data() + int64_t(positions[size_t(t)]) * half * 2;
+        for (int32_t i = 0; i < half; ++i) {
+          float* a = head + rope_first(i, adjacent);
+          rope_rotate(a[0], a[rope_partner(half, adjacent)], cs[2 * i], cs[2 * i + 1]);
+        }
+      }
+    EXPECT_LT(relative_error(gpu.data(), cpu.data(), cpu.size()), 1e-6) << int(style);
+  }
+}
+
+TEST(CudaMath, EmbeddingGatherWidensBf16Rows) {
+  const int32_t vocab = 50, dim = 24;
+  const auto values = random_vector(size_t(vocab) * dim, 40);
+  std::vector<uint16_t> table(values.size());
+  for (size_t i = 0; i < values.size(); ++i) table[i] = kv_half::f32_to_bf16(values[i]);
+  for (int32_t token : {0, 7, 49})
+    for (int32_t i = 0; i < dim; ++i)
+      ASSERT_EQ(embedding_value(table.data(), dim, token, i),
+                kv_half::bf16_to_f32(table[size_t(token) * dim + i]));
+}
+
+TEST(CudaMath, SequenceOfTokenSkipsEmptySpans) {
+  const std::vector<int32_t> begin = {0, 0, 3, 3, 3, 4, 9};
+  const std::vector<int32_t> want = {1, 1, 1, 4, 5, 5, 5, 5, 5};
+  for (int32_t t = 0; t < 9; ++t) EXPECT_EQ(sequence_of_token(begin.data(), 6, t), want[size_t(t)]) << t;
+}
+
+struct Shape {
+  int32_t n_heads, n_kv_heads, head_dim, block_size;
+};
+
+// Decode tokens (one long enough to need three partitions), prefill chunks
+// from the start and mid-way, and an empty span.
+const std::vector<int32_t> kStarts = {700, 5, 0, 300, 10, 0};
+const std::vector<int32_t> kSpans = {1, 1, 40, 20, 0, 1};
+
+TEST(CudaMath, KvWritesAreTheCpusBitForBit) {
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16})
+    for (int32_t bs : {8, 16, 32}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " block " + std::to_string(bs));
+      const auto b = make_batch(4, 2, 48, bs, dtype, kStarts, kSpans, 50 + bs);
+      std::vector<std::byte> cpu = b.pool, gpu = b.pool;
+      kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(cpu.data()));
+      testing::emulate_write_kv(b, gpu.data());
+      ASSERT_EQ(cpu, gpu);
+    }
+}
+
+TEST(CudaMath, AttentionMatchesTheCpuKernel) {
+  const Shape shapes[] = {{2, 2, 64, 16}, {4, 2, 64, 8}, {8, 2, 64, 32}, {16, 2, 64, 16},
+                          {6, 2, 48, 16}, {4, 1, 128, 16}, {2, 1, 256, 8}, {4, 4, 16, 32}};
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16})
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " heads " + std::to_string(s.n_heads) + "/" +
+                   std::to_string(s.n_kv_heads) + " dim " + std::to_string(s.head_dim) + " block " +
+                   std::to_string(s.block_size));
+      auto b = make_batch(s.n_heads, s.n_kv_heads, s.head_dim, s.block_size, dtype, kStarts, kSpans, 60);
+      kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
+      std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width()), gpu(cpu.size());
+      AttentionWorkspace ws;
+      kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
+                               b.q_width(), ws);
+      testing::emulate_attention(b, b.pool.data(), gpu.data());
+      EXPECT_LT(relative_error(gpu.data(), cpu.data(), cpu.size()), 2e-6);
+    }
+}
+
+// ---- sampling --------------------------------------------------------------------
+
+TEST(CudaMath, ExpNonpositiveIsTheSamplersBitForBit) {
+  for (float x : random_vector(200000, 70, -100.0f, 0.0f))
+    ASSERT_EQ(bits(exp_nonpositive(x)), bits(sampling::exp_nonpositive(x))) << x;
+  for (float x : {0.0f, -87.3f, -87.31f, -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    ASSERT_EQ(bits(exp_nonpositive(x)), bits(sampling::exp_nonpositive(x))) << x;
+}
+
+// The device's argmax: a reduction with argmax_better in any order.
+int32_t reduce_argmax(const std::vector<float>& l, uint32_t seed) {
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  float best = l[size_t(order[0])];
+  int32_t best_i = order[0];
+  for (int32_t i : order)
+    if (argmax_better(l[size_t(i)], i, best, best_i)) {
+      best = l[size_t(i)];
+      best_i = i;
+    }
+  return best_i;
+}
+
+TEST(CudaMath, GreedyIsTheSamplersChoiceWithTiesNanAndInfinities) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> rows = {
+      {1, 3, 3, 2}, {nan, 2, nan, 2}, {nan, nan, nan}, {nan, -inf, -inf, nan}, {-inf, -inf}, {1, inf, nan, inf}};
+  for (const auto& row : rows)
+    for (uint32_t seed = 0; seed < 5; ++seed) EXPECT_EQ(reduce_argmax(row, seed), sampling::argmax(row));
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    auto row = random_vector(5000, 80 + seed, -5.0f, 5.0f);
+    for (float& x : row) x = std::round(x * 4.0f) / 4.0f;  // many ties
+    EXPECT_EQ(reduce_argmax(row, seed), sampling::argmax(row));
+  }
+}
+
+// The device pipeline for one row: penalties (from the lists the runner
+// would upload), then greedy or the chunked draw, as sampling.cu runs it.
+struct DeviceSamplerModel {
+  SamplingParams params;
+  std::mt19937_64 rng;
+  std::vector<int32_t> seen;                        // distinct prompt and generated ids
+  std::vector<std::pair<int32_t, int32_t>> counts;  // generated (id, count)
+
+  DeviceSamplerModel(const SamplingParams& p, const std::vector<int32_t>& prompt) : params(p), rng(p.seed) {
+    seen = prompt;
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  }
+
+  int32_t sample(std::vector<float> l) {
+    const int32_t vocab = int32_t(l.size());
+    if (params.repetition_penalty != 1.0f)
+      for (int32_t t : seen) l[size_t(t)] = repetition_penalized(l[size_t(t)], params.repetition_penalty);
+    if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f)
+      for (auto [t, n] : counts)
+        l[size_t(t)] = count_penalized(l[size_t(t)], n, params.frequency_penalty, params.presence_penalty);
+    int32_t token = reduce_argmax(l, 0);
+    float max = -std::numeric_limits<float>::infinity();
+    for (float x : l) max = std::max(max, logit_or_neg_inf(x));
+    if (params.temperature >= kGreedyTemperature && std::isfinite(max)) {
+      const double u = double(rng() >> 11) * 0x1.0p-53;  // the CPU Sampler's uniform()
+      const float inv_t = 1.0f / params.temperature;
+      const int32_t threads = 256, chunk = (vocab + threads - 1) / threads;
+      std::vector<double> totals(threads, 0.0);
+      for (int32_t c = 0; c < threads; ++c)
+        for (int32_t i = c * chunk; i < std::min(vocab, (c + 1) * chunk); ++i)
+          totals[size_t(c)] += draw_weight(l[size_t(i)], max, inv_t, params.min_p);
+      token = draw_from_chunks(totals.data(), threads, chunk, vocab, u,
+                               [&](int32_t i) { return draw_weight(l[size_t(i)], max, inv_t, params.min_p); });
+    }
+    auto it = std::lower_bound(counts.begin(), counts.end(), std::pair<int32_t, int32_t>{token, 0});
+    if (it != counts.end() && it->first == token) ++it->second;
+    else counts.insert(it, {token, 1});
+    auto s = std::lower_bound(seen.begin(), seen.end(), token);
+    if (s == seen.end() || *s != token) seen.insert(s, token);
+    return token;
+  }
+};
+
+TEST(CudaMath, SamplingDrawsTheCpuSamplersIdsForTheSameSeed) {
+  struct Case {
+    float temperature, min_p, repetition, frequency, presence;
+  };
+  const Case cases[] = {{0.0f, 0, 1, 0, 0},     {1.0f, 0, 1, 0, 0},      {0.7f, 0.05f, 1, 0, 0},
+                        {1.3f, 0, 1.2f, 0, 0},  {0.9f, 0.02f, 1.1f, 0.4f, 0.3f}, {0.0f, 0, 1.3f, 0.5f, -0.2f}};
+  const std::vector<int32_t> prompt = {3, 9, 9, 27, 100, 4000};
+  int mismatches = 0, draws = 0;
+  for (const Case& c : cases)
+    for (int32_t vocab : {97, 32000}) {
+      SamplingParams p;
+      p.temperature = c.temperature;
+      p.min_p = c.min_p;
+      p.repetition_penalty = c.repetition;
+      p.frequency_penalty = c.frequency;
+      p.presence_penalty = c.presence;
+      p.seed = 1234;
+      p.has_seed = true;
+      const std::vector<int32_t> pr(prompt.begin(), prompt.begin() + (vocab > 4000 ? 6 : 3));
+      Sampler cpu(p, pr);
+      DeviceSamplerModel gpu(p, pr);
+      for (int step = 0; step < 60; ++step) {
+        // Peaked rows that favour a few ids, so penalties and repeats matter.
+        auto row = random_vector(size_t(vocab), 90 + step, -4.0f, 4.0f);
+        for (int k = 0; k < 5; ++k) row[size_t((step * 7 + k * 13) % vocab)] += 6.0f;
+        std::vector<float> scratch = row;
+        const int32_t want = cpu.sample(scratch).token;
+        const int32_t got = gpu.sample(row);
+        ++draws;
+        if (got != want) ++mismatches;
+        ASSERT_EQ(got, want) << "temperature " << c.temperature << " vocab " << vocab << " step " << step;
+      }
+    }
+  EXPECT_EQ(mismatches, 0) << draws;
+}
+
+}  // namespace
+}  // namespace conveyor::kernels::cuda
