@@ -78,7 +78,12 @@ std::string models_json(const std::string& served_name, int64_t created, int32_t
   return json::serialize(list);
 }
 
-std::string health_json() { return json::serialize(json::object{{"status", "ok"}}); }
+std::string health_json(bool draining) {
+  if (!draining) return json::serialize(json::object{{"status", "ok"}});
+  return json::serialize(json::object{
+      {"status", "draining"},
+      {"message", "the server is shutting down: requests already running finish, new ones are refused"}});
+}
 
 std::string make_response_id(std::string_view prefix) {
   thread_local std::mt19937_64 rng{std::random_device{}()};

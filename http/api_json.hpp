@@ -19,8 +19,9 @@ std::string error_json(const ApiError& error);
 std::string ws_error_json(const ApiError& error, const std::string& client_id, bool id_is_number);
 // GET /v1/models: the one served model.
 std::string models_json(const std::string& served_name, int64_t created, int32_t context_length);
-// GET /health.
-std::string health_json();
+// GET /health: {"status": "ok"}; while the server drains, {"status":
+// "draining", "message": ...} (sent with 503).
+std::string health_json(bool draining = false);
 
 // "cmpl-" + 24 random hex digits (any thread).
 std::string make_response_id(std::string_view prefix);

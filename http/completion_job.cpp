@@ -102,6 +102,7 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
   append_tokens(c, e);
   if (e.last()) {
     c.finish = e.finish;
+    if (e.finish == FinishReason::cancelled) c.cancel_reason = cancel_reason_;
     c.completion_tokens = std::max(e.completion_tokens, c.received_tokens);
     c.cached_prompt_tokens = e.cached_prompt_tokens;
     ++finished_;
@@ -132,6 +133,7 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
       choice["logprobs"] = nullptr;
     }
     if (!websocket || e.last()) choice["finish_reason"] = finish_value(e.finish);
+    if (e.last() && !websocket && !c.cancel_reason.empty()) choice["cancel_reason"] = c.cancel_reason;
     if (spec_.return_token_ids) {
       choice["token_ids"] = detail::ids_array(c.token_ids);
       if (!c.started)
@@ -207,11 +209,17 @@ void CompletionJob::finish_stream(std::vector<std::string>& out) {
                      {"usage", std::move(usage)}};
   if (choices_.size() > 1) event["choices"] = std::move(per_choice);
   if (stream_error_) event["error"] = detail::error_object(*stream_error_)["error"];
+  for (const Choice& c : choices_) {
+    if (c.cancel_reason.empty()) continue;
+    event["cancel_reason"] = c.cancel_reason;
+    break;
+  }
   out.push_back(json::serialize(event));
 }
 
 void CompletionJob::fail(const ApiError& error, std::vector<std::string>& out) {
   if (done_) return;
+  error_ = error;
   switch (spec_.mode) {
     case OutputMode::body:
       done_ = true;
@@ -258,6 +266,7 @@ std::string CompletionJob::body() const {
       choice["logprobs"] = nullptr;
     }
     choice["finish_reason"] = finish_value(c.finish);
+    if (!c.cancel_reason.empty()) choice["cancel_reason"] = c.cancel_reason;
     if (spec_.return_token_ids) {
       choice["token_ids"] = detail::ids_array(c.token_ids);
       choice["prompt_token_ids"] = detail::ids_array(spec_.prompts[i / size_t(spec_.n)]);
@@ -272,6 +281,23 @@ std::string CompletionJob::body() const {
                    {"usage", usage_object(spec_.prompts, completion, cached)}};
   if (spec_.return_token_ids && spec_.chat) doc["prompt_token_ids"] = detail::ids_array(spec_.prompts[0]);
   return json::serialize(doc);
+}
+
+JobSummary CompletionJob::summary() const {
+  JobSummary s;
+  for (const auto& p : spec_.prompts) s.prompt_tokens += int64_t(p.size());
+  bool length = false;
+  for (const Choice& c : choices_) {
+    s.completion_tokens += std::max(c.completion_tokens, c.received_tokens);
+    if (c.finish == FinishReason::none || c.finish == FinishReason::cancelled) s.cancelled = true;
+    if (c.finish == FinishReason::length) length = true;
+  }
+  s.error = error_;
+  s.finish = error_         ? FinishReason::error
+             : s.cancelled ? FinishReason::cancelled
+             : length      ? FinishReason::length
+                           : FinishReason::stop;
+  return s;
 }
 
 }  // namespace conveyor::http

@@ -12,6 +12,10 @@
 // (the session answers with its HTTP status: 400, 429, 503); after output
 // began, the failure is an error chunk (SSE) or the final event (WebSocket).
 // Once done(), the session cancels the choices still running.
+//
+// A choice whose last event says `cancelled` after set_cancel_reason() (the
+// server's drain ran out of time) carries the reason: SSE and body choices as
+// "cancel_reason", the WebSocket final event likewise.
 #pragma once
 
 #include <memory>
@@ -43,6 +47,17 @@ struct JobSpec {
   bool client_id_is_number = false;
 };
 
+// What the access log says of a job: its tokens and how it ended.
+struct JobSummary {
+  int64_t prompt_tokens = 0;      // all prompts, each once whatever n
+  int64_t completion_tokens = 0;  // all choices
+  // The request's: error if it failed, else cancelled if any choice was (or
+  // had not ended), else length if any ran out, else stop.
+  FinishReason finish = FinishReason::none;
+  bool cancelled = false;         // some choice was cancelled or never ended
+  std::optional<ApiError> error;  // why it failed
+};
+
 class CompletionJob {
  public:
   explicit CompletionJob(JobSpec spec);
@@ -51,6 +66,9 @@ class CompletionJob {
   void on_event(int32_t index, const StreamEvent& event, std::vector<std::string>& out);
   // Ends the job now (shutdown, output overflow) as if a choice had failed.
   void abort(const ApiError& why, std::vector<std::string>& out);
+  // Choices that end cancelled from now on say why (see the top of the file).
+  void set_cancel_reason(std::string reason) { cancel_reason_ = std::move(reason); }
+  JobSummary summary() const;
 
   bool done() const { return done_; }
   // Set when the job ended before any output: answer with this error.
@@ -71,6 +89,7 @@ class CompletionJob {
     int32_t received_tokens = 0;
     int32_t cached_prompt_tokens = 0;
     bool started = false;               // streaming: its first chunk went out
+    std::string cancel_reason;          // set when it ended cancelled after set_cancel_reason
   };
 
   void fail(const ApiError& error, std::vector<std::string>& out);
@@ -84,6 +103,8 @@ class CompletionJob {
   bool done_ = false;
   std::optional<ApiError> failure_;
   std::optional<ApiError> stream_error_;  // websocket: the error of the final event
+  std::optional<ApiError> error_;         // any mode: the error that ended the job
+  std::string cancel_reason_;
 };
 
 }  // namespace conveyor::http

@@ -28,6 +28,22 @@ ApiError shutting_down() {
   return ApiError{503, "the server is shutting down", "server_error", {}, "shutting_down"};
 }
 
+ApiError draining() {
+  return ApiError{503, "the server is shutting down and accepts no new requests", "server_error", {},
+                  "shutting_down"};
+}
+
+// A drained server is gone; a client that retries meets its successor (or
+// the load balancer's next choice) after this many seconds.
+constexpr const char* kDrainRetryAfterSeconds = "5";
+
+// How a request's route appears in the access log: the path, without the
+// query, cut short if long (it may be any 404).
+std::string logged_route(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return std::string(path.substr(0, 200));
+}
+
 std::string sse_header() {
   bhttp::response<bhttp::empty_body> res{bhttp::status::ok, 11};
   res.set(bhttp::field::server, "conveyor");
@@ -74,6 +90,14 @@ void HttpSession::shutdown() {
   });
 }
 
+void HttpSession::cancel_requests(const std::string& reason) {
+  net::post(executor_, [self = shared_from_this(), reason] {
+    if (!self->job_) return;
+    self->job_->set_cancel_reason(reason);
+    self->cancel_job();  // the engine's last events end the job as usual
+  });
+}
+
 // ---- reading requests ------------------------------------------------------------
 
 void HttpSession::do_read() {
@@ -106,6 +130,7 @@ void HttpSession::read_body() {
 void HttpSession::on_read(beast::error_code ec, std::size_t) {
   if (closed_) return;
   if (ec == bhttp::error::body_limit) {
+    open_record();
     busy_ = true;
     keep_alive_ = false;  // the rest of the body is still on the wire
     return send_error(ApiError{413,
@@ -114,6 +139,7 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
                                "invalid_request_error", {}, "request_too_large"});
   }
   if (ec && ec != bhttp::error::end_of_stream && ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
+    open_record();
     busy_ = true;
     keep_alive_ = false;
     return send_error(bad_request("malformed HTTP request: " + ec.message()));
@@ -122,8 +148,19 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
   handle_request();
 }
 
+void HttpSession::open_record() {
+  if (!parser_->is_header_done()) {
+    record_ = RequestRecord(registry_id_, "", "");
+    return;
+  }
+  const auto& req = parser_->get();
+  record_ = RequestRecord(registry_id_, std::string(req.method_string()),
+                          logged_route(std::string_view(req.target().data(), req.target().size())));
+}
+
 void HttpSession::handle_request() {
   busy_ = true;
+  sse_started_ = false;
   // While the engine works on the answer, no I/O handler may hold the session
   // (the callbacks hold weak pointers): hold it until the answer is sent.
   hold_ = shared_from_this();
@@ -131,7 +168,9 @@ void HttpSession::handle_request() {
   auto& req = parser_->get();
   keep_alive_ = req.keep_alive() && !shutting_down_;
   const std::string_view target(req.target().data(), req.target().size());
-  const RouteMatch m = match_route(std::string_view(req.method_string().data(), req.method_string().size()), target);
+  const std::string_view method(req.method_string().data(), req.method_string().size());
+  record_ = RequestRecord(registry_id_, std::string(method), logged_route(target));
+  const RouteMatch m = match_route(method, target);
   if (m.route == Route::not_found)
     return send_error(ApiError{404, "no such path: " + std::string(target), "not_found_error", {}, "not_found"});
   if (m.route == Route::wrong_method)
@@ -143,6 +182,13 @@ void HttpSession::handle_request() {
   if (m.needs_key && !authorized(std::string_view(auth.data(), auth.size()), state_->options().api_key))
     return send_error(ApiError{401, "missing or wrong API key (Authorization: Bearer KEY)",
                                "authentication_error", {}, "invalid_api_key"});
+  if (state_->draining() && m.route != Route::metrics) {
+    keep_alive_ = false;
+    if (m.route != Route::health) return send_error(draining());
+    record_.set_error("draining");
+    return send_response(503, health_json(/*draining=*/true), "application/json", nullptr,
+                         kDrainRetryAfterSeconds);
+  }
   const ModelContext& model = state_->model();
   switch (m.route) {
     case Route::health: return send_response(200, health_json(), "application/json");
@@ -167,7 +213,8 @@ void HttpSession::handle_request() {
         return send_error(bad_request("GET /v1/ws expects a WebSocket upgrade"));
       closed_ = true;  // the socket moves to the WebSocket session
       hold_.reset();
-      std::make_shared<WebSocketSession>(stream_.release_socket(), state_)->run(parser_->release());
+      record_.end(101);
+      std::make_shared<WebSocketSession>(stream_.release_socket(), state_, registry_id_)->run(parser_->release());
       return;
     }
     default: return;
@@ -205,6 +252,9 @@ void HttpSession::start_completion(bool chat) {
   spec.include_usage = r.include_usage;
   spec.return_token_ids = r.return_token_ids;
   spec.tokenizer = state_->model().tokenizer;
+  record_.set_id(spec.response_id);
+  record_.set_stream(r.stream);
+  record_.run_on_engine(*state_);
   job_ = std::make_unique<CompletionJob>(std::move(spec));
   ++serial_;
   sse_started_ = false;
@@ -215,6 +265,7 @@ void HttpSession::start_completion(bool chat) {
 
 void HttpSession::on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event) {
   if (serial != serial_ || !job_) return;  // a finished request's late events
+  if (!event.token_ids.empty()) record_.on_tokens();
   std::vector<std::string> out;
   job_->on_event(choice, event, out);
   emit(out);
@@ -233,15 +284,23 @@ void HttpSession::emit(std::vector<std::string>& payloads) {
 void HttpSession::finish_job() {
   cancel_job();  // choices still running (after an error) stop now
   std::unique_ptr<CompletionJob> job = std::move(job_);
+  record_.set_job(job->summary());
   if (job->failure()) return send_error(*job->failure());
   if (job->spec().mode == OutputMode::body) return send_response(200, job->body(), "application/json");
   response_complete_ = true;
+  record_.end(200);
   queue_output(std::string(kLastChunk));
 }
 
 void HttpSession::cancel_job() {
   for (const CancelFn& cancel : cancels_) cancel();
   cancels_.clear();
+}
+
+void HttpSession::drop_job() {
+  if (job_) record_.set_job(job_->summary());
+  cancel_job();
+  job_.reset();
 }
 
 // ---- metrics ----------------------------------------------------------------------
@@ -262,16 +321,21 @@ void HttpSession::start_metrics() {
 // ---- writing ----------------------------------------------------------------------
 
 void HttpSession::send_error(const ApiError& error, const char* allow) {
-  send_response(unsigned(error.status), error_json(error), "application/json", allow, error.status == 429);
+  const char* retry_after = error.status == 429                  ? "1"
+                            : error.code == "shutting_down" ? kDrainRetryAfterSeconds
+                                                             : nullptr;
+  record_.set_error(error.message);
+  send_response(unsigned(error.status), error_json(error), "application/json", allow, retry_after);
 }
 
 void HttpSession::send_response(unsigned status, std::string body, const char* content_type,
-                                const char* allow, bool retry_after) {
+                                const char* allow, const char* retry_after) {
+  record_.end(int(status));
   bhttp::response<bhttp::string_body> res{bhttp::int_to_status(status), 11};
   res.set(bhttp::field::server, "conveyor");
   res.set(bhttp::field::content_type, content_type);
   if (allow) res.set(bhttp::field::allow, allow);
-  if (retry_after) res.set(bhttp::field::retry_after, "1");
+  if (retry_after) res.set(bhttp::field::retry_after, retry_after);
   if (status == 401) res.set(bhttp::field::www_authenticate, "Bearer");
   res.keep_alive(keep_alive_);
   res.body() = std::move(body);
@@ -289,8 +353,7 @@ void HttpSession::queue_output(std::string bytes) {
   if (job_ && queued_bytes_ > state_->options().max_output_bytes) {
     // The client reads slower than the engine writes: drop it rather than
     // buffer without bound or slow the engine down.
-    cancel_job();
-    job_.reset();
+    drop_job();
     return close();
   }
   if (!write_in_flight_) do_write();
@@ -367,8 +430,7 @@ void HttpSession::on_probe(beast::error_code ec, std::size_t bytes) {
   }
   if (ec) {
     // End of stream or reset while a request runs: the client is gone.
-    cancel_job();
-    job_.reset();
+    drop_job();
     return close();
   }
   buffer_.commit(bytes);  // a pipelined request: kept for the next read
@@ -381,8 +443,8 @@ void HttpSession::close() {
   if (closed_) return;
   closed_ = true;
   hold_.reset();
-  cancel_job();
-  job_.reset();
+  drop_job();
+  record_.end(sse_started_ ? 200 : 499);  // unless the answer was complete: the client left
   beast::error_code ignored;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   stream_.socket().close(ignored);

@@ -9,6 +9,10 @@
 // connection closed (a client that stops reading never holds the engine).
 // While a completion runs, a read stays pending on the socket so that a
 // client that goes away cancels its request at once, not at the next write.
+//
+// Each request gets a RequestRecord (its access-log line). While the server
+// drains, every request but GET /metrics is answered 503 (/health with a
+// body that says "draining") and the connection is closed after it.
 #pragma once
 
 #include <boost/beast/core.hpp>
@@ -18,6 +22,7 @@
 #include <optional>
 
 #include "http/completion_job.hpp"
+#include "http/request_record.hpp"
 #include "http/server_state.hpp"
 
 namespace conveyor::http {
@@ -29,6 +34,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
 
   void run();
   void shutdown() override;
+  void cancel_requests(const std::string& reason) override;
   const boost::asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -36,6 +42,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void on_header(boost::beast::error_code ec, std::size_t bytes);
   void read_body();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
+  void open_record();  // a record for a request refused before it was routed
   void handle_request();
   void start_completion(bool chat);
   void start_metrics();
@@ -43,10 +50,11 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void emit(std::vector<std::string>& payloads);
   void finish_job();
   void cancel_job();
+  void drop_job();  // the job ends unfinished (client gone, output overflow)
 
   void send_error(const ApiError& error, const char* allow = nullptr);
   void send_response(unsigned status, std::string body, const char* content_type,
-                     const char* allow = nullptr, bool retry_after = false);
+                     const char* allow = nullptr, const char* retry_after = nullptr);
   void queue_output(std::string bytes);
   void do_write();
   void on_write(boost::beast::error_code ec, std::size_t bytes);
@@ -65,6 +73,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   std::shared_ptr<ServerState> state_;
   uint64_t registry_id_ = 0;
   std::shared_ptr<HttpSession> hold_;  // set while a request is answered
+  RequestRecord record_;               // the request being answered (after state_: it uses it)
 
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;

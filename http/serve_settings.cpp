@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "actors/kv_capacity.hpp"
+#include "http/server_log.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -36,6 +37,33 @@ Setter real(double& out) {
     if (!v) return type_error(where, "a number");
     out = *v;
     return Status::ok();
+  };
+}
+
+Setter seconds(double& out) {
+  return [&out](const toml::node& n, const std::string& where) -> Status {
+    const auto v = n.value<double>();
+    if (!v || !(*v >= 0)) return type_error(where, "a number of seconds, 0 or more");
+    out = *v;
+    return Status::ok();
+  };
+}
+
+// A string that `parse` accepts (its error names the choices).
+template <class Parse>
+Setter choice(std::string& out, Parse parse) {
+  return [&out, parse](const toml::node& n, const std::string& where) -> Status {
+    if (!n.is_string()) return type_error(where, "a string");
+    const std::string value = *n.value<std::string>();
+    if (auto parsed = parse(value); !parsed) return make_error(Errc::invalid_argument, where + ": " + parsed.error().message);
+    out = value;
+    return Status::ok();
+  };
+}
+
+Setter replaced_by(const char* key) {
+  return [key](const toml::node&, const std::string& where) -> Status {
+    return make_error(Errc::invalid_argument, where + " was replaced by " + key);
   };
 }
 
@@ -102,7 +130,11 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
       {"max_output_bytes", integer(o.max_output_bytes)},
       {"io_threads", integer(o.io_threads)},
       {"idle_timeout_seconds", real(o.idle_timeout_seconds)},
-      {"shutdown_grace_seconds", real(o.shutdown_grace_seconds)},
+      {"shutdown_timeout", seconds(o.shutdown_timeout_seconds)},
+      {"shutdown_grace_seconds", replaced_by("server.shutdown_timeout")},
+      {"log_level", choice(o.log_level, parse_log_level)},
+      {"log_format", choice(o.log_format, parse_log_format)},
+      {"log_stats_interval", seconds(o.log_stats_interval_seconds)},
   };
   const std::map<std::string, Setter> engine{
       {"device", text(e.device)},

@@ -6,7 +6,8 @@
 //   model = "dummy:llama-15m"          # top level: model, tokenizer
 //   [server]  host, port, api_key, served_model_name, chat_template,
 //             max_body_bytes, max_output_bytes, io_threads,
-//             idle_timeout_seconds, shutdown_grace_seconds
+//             idle_timeout_seconds, shutdown_timeout (seconds), log_level,
+//             log_format, log_stats_interval (seconds)
 //   [engine]  device, block_size, kv_cache_tokens, kv_cache_memory (bytes, or a
 //             size string such as "4GiB"), kv_cache_memory_fraction,
 //             kv_cache_dtype, swap_space_tokens, max_num_seqs,
@@ -15,9 +16,10 @@
 //             aging_interval_seconds, threads
 //
 // Keys use underscores where the flags use dashes; io_threads,
-// idle_timeout_seconds, shutdown_grace_seconds, prefix_caching and
-// aging_interval_seconds have no flag. An unknown key or table,
-// or a value of the wrong type or out of range, is an error naming it.
+// idle_timeout_seconds, prefix_caching and aging_interval_seconds have no
+// flag. An unknown key or table, or a value of the wrong type or out of
+// range, is an error naming it (shutdown_grace_seconds, which
+// shutdown_timeout replaced, names its successor).
 #pragma once
 
 #include <string>

@@ -4,17 +4,39 @@
 //   http::Server server(port, options, std::move(model_context));
 //   auto bound = server.start();     // the port (options.port 0: any free one)
 //   ...
+//   server.drain([] { /* tell the main thread */ });   // optional: a graceful end
 //   server.stop();                   // also done by the destructor
 //
-// stop(): stops accepting, ends in-flight requests with an error (SSE: an
-// error event then [DONE]; non-streaming: 503; WebSocket: a final event with
-// finish_reason "error", then a close), waits up to shutdown_grace_seconds
-// for the sessions to finish, then stops the Asio threads. Destroy the server
-// before the engine and the actor system.
+// drain(): from now on every new request is answered 503 with Retry-After
+// (GET /health too, with {"status": "draining"}; GET /metrics still works;
+// a new WebSocket request gets an error event), while the requests already
+// running go on. When none is left, `drained` is called. Requests still
+// running after options.shutdown_timeout_seconds are cancelled on the
+// engine: each ends as a cancelled request does, with its last events
+// (SSE: a last chunk with finish_reason "cancelled" and a "cancel_reason",
+// then [DONE]; WebSocket: a final event likewise), and `drained` is called
+// when they have ended, or kCancelGraceSeconds after the cancel if some
+// have not. The listener keeps accepting, so that late clients hear 503
+// rather than find no server.
 //
+// stop(): stops accepting, ends whatever still runs with an error (SSE: an
+// error event then [DONE]; non-streaming: 503; WebSocket: a final event with
+// finish_reason "error", then a close), waits up to kGoodbyeSeconds for the
+// sessions to send their last bytes and close, then stops the Asio threads.
+// After a drain there is usually nothing left to end but idle connections.
+// Destroy the server before the engine and the actor system.
+//
+// While it runs, the server logs (http/server_log.hpp) one access line per
+// request (http/request_record.hpp) and, every
+// options.log_stats_interval_seconds, the engine's summary
+// (http/engine_summary.hpp).
+//
+// Thread-safety: drain() from any thread; start() and stop() from the thread
+// that owns the server, never from the `drained` callback (an Asio thread).
 // This header hides Asio, so that tools and tests stay light to compile.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "http/engine_port.hpp"
@@ -25,6 +47,11 @@ namespace conveyor::http {
 
 class Server {
  public:
+  // After the drain's timeout: how long cancelled requests may take to end.
+  static constexpr double kCancelGraceSeconds = 2.0;
+  // stop(): how long sessions may take to send their last bytes.
+  static constexpr double kGoodbyeSeconds = 2.0;
+
   Server(EnginePort& engine, ServerOptions options, ModelContext model);
   ~Server();
   Server(const Server&) = delete;
@@ -32,6 +59,9 @@ class Server {
 
   // Binds, listens and starts the Asio threads; the port it listens on.
   Expected<uint16_t> start();
+  // A graceful end (above); a second call does nothing. Before start() or
+  // after stop(), calls `drained` at once.
+  void drain(std::function<void()> drained);
   void stop();
 
   const ModelContext& model() const;

@@ -1,7 +1,6 @@
 // The server's own settings (the engine's are EngineConfig), with defaults.
 // Each is a key of the [server] table of a config file (configs/serve.toml)
-// and, except io_threads, idle_timeout_seconds and shutdown_grace_seconds, a
-// `conveyor serve` flag.
+// and, except io_threads and idle_timeout_seconds, a `conveyor serve` flag.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +23,16 @@ struct ServerOptions {
   size_t max_output_bytes = 1 << 20;
   int io_threads = 1;                    // Asio threads (one is plenty on small machines)
   double idle_timeout_seconds = 60.0;    // keep-alive without a request; a stalled write
-  double shutdown_grace_seconds = 3.0;   // how long stop() lets sessions say goodbye
+  // Server::drain(): how long requests already running may take to finish
+  // before they are cancelled (key shutdown_timeout, flag --shutdown-timeout).
+  double shutdown_timeout_seconds = 30.0;
+  // The engine summary line (running, waiting, KV usage, tokens/s) every
+  // this many seconds; 0: none (key log_stats_interval).
+  double log_stats_interval_seconds = 10.0;
+  // The process's log (http/server_log.hpp), which `conveyor serve` sets up:
+  // trace | debug | info | warn | error | off, and text | json.
+  std::string log_level = "info";
+  std::string log_format = "text";
 };
 
 }  // namespace conveyor::http

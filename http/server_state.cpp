@@ -14,6 +14,7 @@ uint64_t ServerState::add_session(std::weak_ptr<SessionBase> session) {
 void ServerState::remove_session(uint64_t id) {
   std::lock_guard lock(sessions_mutex_);
   sessions_.erase(id);
+  if (sessions_.empty()) sessions_closed_.notify_all();
 }
 
 size_t ServerState::session_count() {
@@ -21,16 +22,58 @@ size_t ServerState::session_count() {
   return sessions_.size();
 }
 
+bool ServerState::wait_sessions_closed(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(sessions_mutex_);
+  return sessions_closed_.wait_until(lock, deadline, [this] { return sessions_.empty(); });
+}
+
+std::vector<std::shared_ptr<SessionBase>> ServerState::live_sessions() {
+  std::vector<std::shared_ptr<SessionBase>> live;
+  std::lock_guard lock(sessions_mutex_);
+  for (auto& [id, weak] : sessions_) {
+    if (auto s = weak.lock()) live.push_back(std::move(s));
+  }
+  return live;
+}
+
 void ServerState::shutdown_sessions() {
   stopping_ = true;
-  std::vector<std::shared_ptr<SessionBase>> live;
+  for (auto& s : live_sessions()) s->shutdown();
+}
+
+void ServerState::cancel_requests(const std::string& reason) {
+  for (auto& s : live_sessions()) s->cancel_requests(reason);
+}
+
+void ServerState::request_started() {
+  std::lock_guard lock(in_flight_mutex_);
+  ++in_flight_;
+}
+
+void ServerState::request_ended() {
+  std::function<void()> idle;
   {
-    std::lock_guard lock(sessions_mutex_);
-    for (auto& [id, weak] : sessions_) {
-      if (auto s = weak.lock()) live.push_back(std::move(s));
+    std::lock_guard lock(in_flight_mutex_);
+    if (in_flight_ > 0) --in_flight_;
+    if (in_flight_ == 0) std::swap(idle, when_idle_);
+  }
+  if (idle) idle();
+}
+
+size_t ServerState::requests_in_flight() {
+  std::lock_guard lock(in_flight_mutex_);
+  return in_flight_;
+}
+
+void ServerState::when_idle(std::function<void()> idle) {
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    if (in_flight_ > 0 || !idle) {
+      when_idle_ = std::move(idle);
+      return;
     }
   }
-  for (auto& s : live) s->shutdown();
+  idle();
 }
 
 }  // namespace conveyor::http

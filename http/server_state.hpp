@@ -1,7 +1,8 @@
 // What every session of one server shares (the Beast chat example's
 // "shared_state"): the engine port, the options, the model context, the
-// registry of live sessions (for shutdown), and the gate through which actor
-// threads post engine events into the io_context.
+// registry of live sessions (for shutdown), the drain's state (whether new
+// requests are refused, how many run on the engine), and the gate through
+// which actor threads post engine events into the io_context.
 //
 // Why the gate: request actors may outlive the io_context (they end a little
 // after the server stops). Posting to a destroyed io_context is undefined, and
@@ -14,6 +15,9 @@
 
 #include <boost/asio/post.hpp>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +35,10 @@ class SessionBase {
   // Ends the session's requests with an error ("the server is shutting
   // down") and closes it; safe from any thread (posts to its own strand).
   virtual void shutdown() = 0;
+  // Cancels the session's requests on the engine; each ends with its last
+  // events, finish_reason "cancelled" and `reason` (the drain ran out of
+  // time). Any thread.
+  virtual void cancel_requests(const std::string& reason) = 0;
 };
 
 class ServerState {
@@ -45,10 +53,27 @@ class ServerState {
   uint64_t add_session(std::weak_ptr<SessionBase> session);
   void remove_session(uint64_t id);
   size_t session_count();
+  // Blocks until no session is left or `deadline` passes; true when none is left.
+  bool wait_sessions_closed(std::chrono::steady_clock::time_point deadline);
   // Asks every live session to shut down; sessions that start later shut
   // down at once.
   void shutdown_sessions();
   bool stopping() const { return stopping_; }
+
+  // The drain. From begin_drain() on, sessions answer new requests with 503
+  // (WebSocket requests with an error event); requests already running go on.
+  void begin_drain() { draining_ = true; }
+  bool draining() const { return draining_; }
+  // Requests running on the engine (RequestRecord::run_on_engine counts them).
+  void request_started();
+  void request_ended();
+  size_t requests_in_flight();
+  // Calls `idle` once, as soon as no request is in flight: at once (on this
+  // thread) if none is, else on the thread that ends the last one. A null
+  // `idle` withdraws the one set before.
+  void when_idle(std::function<void()> idle);
+  // SessionBase::cancel_requests on every live session.
+  void cancel_requests(const std::string& reason);
 
   // Runs handler(session) on the session's strand, unless the session is
   // gone or the gate is closed (any thread). Session::executor() must be a
@@ -64,6 +89,12 @@ class ServerState {
       });
     }
   }
+  // Posts `handler` to `executor` unless the gate is closed (any thread).
+  template <class Executor, class Handler>
+  void post_guarded(const Executor& executor, Handler&& handler) {
+    std::lock_guard lock(gate_mutex_);
+    if (gate_open_) boost::asio::post(executor, std::forward<Handler>(handler));
+  }
   void close_gate() {
     std::lock_guard lock(gate_mutex_);
     gate_open_ = false;
@@ -73,10 +104,17 @@ class ServerState {
   EnginePort& engine_;
   const ServerOptions options_;
   const ModelContext model_;
+  std::vector<std::shared_ptr<SessionBase>> live_sessions();
+
   std::mutex sessions_mutex_;
+  std::condition_variable sessions_closed_;
   uint64_t next_session_ = 1;
   std::map<uint64_t, std::weak_ptr<SessionBase>> sessions_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::mutex in_flight_mutex_;
+  size_t in_flight_ = 0;
+  std::function<void()> when_idle_;
   std::mutex gate_mutex_;
   bool gate_open_ = true;
 };

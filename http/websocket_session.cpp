@@ -22,8 +22,9 @@ std::string id_key(const std::string& id, bool is_number) { return (is_number ? 
 
 }  // namespace
 
-WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state)
-    : executor_(socket.get_executor()), ws_(std::move(socket)), state_(std::move(state)) {}
+WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state,
+                                   uint64_t connection)
+    : executor_(socket.get_executor()), ws_(std::move(socket)), state_(std::move(state)), connection_(connection) {}
 
 WebSocketSession::~WebSocketSession() {
   for (auto& [serial, r] : running_) cancel(r);
@@ -59,12 +60,37 @@ void WebSocketSession::shutdown() {
       r.job->abort(why, out);
       for (std::string& m : out) s.send(std::move(m));
       s.cancel(r);
+      s.end_record(r, 200);
     }
     s.running_.clear();
     s.by_client_id_.clear();
     s.closing_ = true;
     if (!s.write_in_flight_) s.do_write();
   });
+}
+
+void WebSocketSession::cancel_requests(const std::string& reason) {
+  net::post(executor_, [self = shared_from_this(), reason] {
+    for (auto& [serial, r] : self->running_) {
+      r.job->set_cancel_reason(reason);
+      self->cancel(r);  // the engine's last events end each request as usual
+    }
+  });
+}
+
+void WebSocketSession::end_record(Running& r, int status_if_ok) {
+  const JobSummary summary = r.job->summary();
+  r.record.set_job(summary);
+  r.record.end(summary.error ? summary.error->status : status_if_ok);
+}
+
+void WebSocketSession::refuse(const ApiError& error, const ApiRequest& request) {
+  RequestRecord record(connection_, "WS", "/v1/ws");
+  if (!request.client_id.empty()) record.set_id(request.client_id);
+  record.set_stream(true);
+  record.set_error(error.message);
+  record.end(error.status);
+  send(ws_error_json(error, request.client_id, request.client_id_is_number));
 }
 
 void WebSocketSession::do_read() {
@@ -86,23 +112,24 @@ void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
 void WebSocketSession::handle_message(std::string_view text) {
   ParseResult parsed = parse_api_request(text, Endpoint::websocket);
   ApiRequest& r = parsed.request;
-  if (parsed.error) return send(ws_error_json(*parsed.error, r.client_id, r.client_id_is_number));
+  if (parsed.error) return refuse(*parsed.error, r);
   const std::string key = id_key(r.client_id, r.client_id_is_number);
   auto running = by_client_id_.find(key);
   if (r.cancel) {
     if (running != by_client_id_.end()) cancel(running_.at(running->second));
     return;
   }
-  if (running != by_client_id_.end())
-    return send(ws_error_json(bad_request("a request with this id is still running", "id"), r.client_id,
-                              r.client_id_is_number));
+  if (running != by_client_id_.end()) return refuse(bad_request("a request with this id is still running", "id"), r);
+  if (state_->draining())
+    return refuse(ApiError{503, "the server is shutting down and accepts no new requests", "server_error", {},
+                           "shutting_down"},
+                  r);
   start(std::move(r));
 }
 
 void WebSocketSession::start(ApiRequest r) {
   auto planned = plan_request(r, state_->model());
-  if (auto* error = std::get_if<ApiError>(&planned))
-    return send(ws_error_json(*error, r.client_id, r.client_id_is_number));
+  if (auto* error = std::get_if<ApiError>(&planned)) return refuse(*error, r);
   RequestPlan& plan = std::get<RequestPlan>(planned);
 
   JobSpec spec;
@@ -119,6 +146,10 @@ void WebSocketSession::start(ApiRequest r) {
 
   const uint64_t serial = next_serial_++;
   Running& running = running_[serial];
+  running.record = RequestRecord(connection_, "WS", "/v1/ws");
+  running.record.set_id(r.client_id);
+  running.record.set_stream(true);
+  running.record.run_on_engine(*state_);
   running.job = std::make_unique<CompletionJob>(std::move(spec));
   by_client_id_[id_key(r.client_id, r.client_id_is_number)] = serial;
   std::weak_ptr<WebSocketSession> weak = weak_from_this();
@@ -135,6 +166,7 @@ void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const St
   auto it = running_.find(serial);
   if (it == running_.end()) return;
   Running& r = it->second;
+  if (!event.token_ids.empty()) r.record.on_tokens();
   std::vector<std::string> out;
   r.job->on_event(choice, event, out);
   const bool done = r.job->done();
@@ -149,6 +181,7 @@ void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const St
   }
   if (done) {
     cancel(r);
+    end_record(r, 200);
     const JobSpec& spec = r.job->spec();
     by_client_id_.erase(id_key(spec.client_id, spec.client_id_is_number));
     running_.erase(it);
@@ -161,7 +194,10 @@ void WebSocketSession::cancel(Running& r) {
 }
 
 void WebSocketSession::cancel_all() {
-  for (auto& [serial, r] : running_) cancel(r);
+  for (auto& [serial, r] : running_) {
+    cancel(r);
+    end_record(r, 499);  // the socket closed under it
+  }
   running_.clear();
   by_client_id_.clear();
 }

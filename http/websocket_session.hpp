@@ -13,6 +13,10 @@
 // Closing the socket cancels all of its requests; a cancel for an id that is
 // not running (already finished) is ignored.
 //
+// While the server drains, new requests get an error event (code
+// "shutting_down"); cancels still work. Every request, run or refused, gets
+// a line in the access log (method "WS").
+//
 // Backpressure: output queued but not sent is bounded by max_output_bytes;
 // a delta that would pass it cancels its request (whose final event then
 // says `cancelled`); past twice the bound (plus 64 KiB for final events)
@@ -27,18 +31,21 @@
 #include <memory>
 
 #include "http/completion_job.hpp"
+#include "http/request_record.hpp"
 #include "http/server_state.hpp"
 
 namespace conveyor::http {
 
 class WebSocketSession : public SessionBase, public std::enable_shared_from_this<WebSocketSession> {
  public:
-  WebSocketSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state);
+  // `connection`: the number the access log gives the TCP connection.
+  WebSocketSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state, uint64_t connection);
   ~WebSocketSession() override;
 
   // Accepts the upgrade `request` (already read by the HTTP session).
   void run(boost::beast::http::request<boost::beast::http::string_body> request);
   void shutdown() override;
+  void cancel_requests(const std::string& reason) override;
   const boost::asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -46,12 +53,16 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
     std::unique_ptr<CompletionJob> job;
     std::vector<CancelFn> cancels;
     bool overflowed = false;  // deltas are dropped; the final event still goes
+    RequestRecord record;
   };
 
   void on_accept(boost::beast::error_code ec);
   void do_read();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void handle_message(std::string_view text);
+  // An error event for a message that runs nothing, and its access-log line.
+  void refuse(const ApiError& error, const ApiRequest& request);
+  void end_record(Running& r, int status_if_ok);
   void start(ApiRequest request);
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
   void cancel(Running& r);
@@ -67,6 +78,7 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   boost::beast::flat_buffer buffer_;
   std::shared_ptr<ServerState> state_;
   uint64_t registry_id_ = 0;
+  const uint64_t connection_;
 
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;

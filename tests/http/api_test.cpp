@@ -194,6 +194,68 @@ TEST(CompletionJob, WebSocketFinalCarriesTheClientId) {
   EXPECT_EQ(final_event["finish_reason"], "length");
 }
 
+// The drain's cancel: a choice that ends cancelled after set_cancel_reason
+// says why, in OpenAI's chunk shape (SSE) and in the final event (WebSocket).
+TEST(CompletionJob, CancelReasonRidesOnTheLastChunk) {
+  CompletionJob job(spec(OutputMode::sse));
+  std::vector<std::string> out;
+  job.on_event(0, event("a", 97), out);
+  job.set_cancel_reason("the server is shutting down");
+  StreamEvent last;
+  last.finish = FinishReason::cancelled;
+  last.completion_tokens = 1;
+  job.on_event(0, last, out);
+  ASSERT_EQ(out.size(), 3u);
+  json::object chunk = json::parse(out[1]).as_object();
+  json::object choice = chunk["choices"].as_array()[0].as_object();
+  EXPECT_EQ(choice["finish_reason"], "cancelled");
+  EXPECT_EQ(choice["cancel_reason"], "the server is shutting down");
+  EXPECT_EQ(out[2], "[DONE]");
+  const JobSummary summary = job.summary();
+  EXPECT_EQ(summary.finish, FinishReason::cancelled);
+  EXPECT_TRUE(summary.cancelled);
+  EXPECT_EQ(summary.prompt_tokens, 3);
+  EXPECT_EQ(summary.completion_tokens, 1);
+}
+
+TEST(CompletionJob, CancelReasonInTheWebSocketFinalEvent) {
+  CompletionJob job(spec(OutputMode::websocket));
+  job.set_cancel_reason("shutdown");
+  StreamEvent last;
+  last.finish = FinishReason::cancelled;
+  std::vector<std::string> out;
+  job.on_event(0, last, out);
+  ASSERT_EQ(out.size(), 1u);
+  json::object final_event = json::parse(out[0]).as_object();
+  EXPECT_EQ(final_event["finish_reason"], "cancelled");
+  EXPECT_EQ(final_event["cancel_reason"], "shutdown");
+}
+
+TEST(CompletionJob, NoCancelReasonWithoutTheDrainOrForOtherEnds) {
+  CompletionJob job(spec(OutputMode::body));
+  job.set_cancel_reason("shutdown");
+  std::vector<std::string> out;
+  job.on_event(0, event("a", 97, FinishReason::length), out);
+  ASSERT_TRUE(job.done());
+  json::object choice = json::parse(job.body()).as_object()["choices"].as_array()[0].as_object();
+  EXPECT_FALSE(choice.contains("cancel_reason"));
+  const JobSummary summary = job.summary();
+  EXPECT_EQ(summary.finish, FinishReason::length);
+  EXPECT_FALSE(summary.cancelled);
+  EXPECT_EQ(summary.completion_tokens, 2);
+}
+
+TEST(CompletionJob, SummaryOfAFailedJobSaysError) {
+  CompletionJob job(spec(OutputMode::sse));
+  std::vector<std::string> out;
+  job.abort(ApiError{503, "bye", "server_error", {}, "shutting_down"}, out);
+  const JobSummary summary = job.summary();
+  EXPECT_EQ(summary.finish, FinishReason::error);
+  ASSERT_TRUE(summary.error);
+  EXPECT_EQ(summary.error->message, "bye");
+  EXPECT_TRUE(summary.cancelled);  // its choice never ended
+}
+
 TEST(MetricsText, HistogramsAreCumulativeWithInf) {
   EngineMetrics metrics;
   metrics.iteration_tokens.observe(3);
@@ -268,6 +330,28 @@ TEST(ServeSettings, KvCacheMemoryTakesASizeOrBytes) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.error().message.find("engine.kv_cache_memory"), std::string::npos) << bad.error().message;
   EXPECT_FALSE(parse_serve_config("[engine]\nkv_cache_memory = true\n", "t.toml", s).is_ok());
+}
+
+TEST(ServeSettings, ShutdownAndLogKeys) {
+  ServeSettings s;
+  ASSERT_TRUE(parse_serve_config("[server]\nshutdown_timeout = 5\nlog_level = \"warn\"\nlog_format = \"json\"\n"
+                                 "log_stats_interval = 0\n",
+                                 "t.toml", s)
+                  .is_ok());
+  EXPECT_EQ(s.server.shutdown_timeout_seconds, 5.0);
+  EXPECT_EQ(s.server.log_level, "warn");
+  EXPECT_EQ(s.server.log_format, "json");
+  EXPECT_EQ(s.server.log_stats_interval_seconds, 0.0);
+  const Status old_key = parse_serve_config("[server]\nshutdown_grace_seconds = 3.0\n", "t.toml", s);
+  ASSERT_FALSE(old_key.is_ok());
+  EXPECT_NE(old_key.error().message.find("replaced by server.shutdown_timeout"), std::string::npos)
+      << old_key.error().message;
+  const Status level = parse_serve_config("[server]\nlog_level = \"loud\"\n", "t.toml", s);
+  ASSERT_FALSE(level.is_ok());
+  EXPECT_NE(level.error().message.find("server.log_level"), std::string::npos) << level.error().message;
+  EXPECT_FALSE(parse_serve_config("[server]\nlog_format = \"xml\"\n", "t.toml", s).is_ok());
+  EXPECT_FALSE(parse_serve_config("[server]\nshutdown_timeout = -1\n", "t.toml", s).is_ok());
+  EXPECT_FALSE(parse_serve_config("[server]\nlog_stats_interval = \"10s\"\n", "t.toml", s).is_ok());
 }
 
 TEST(ServeSettings, ExampleConfigsLoad) {

@@ -45,6 +45,9 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
   EXPECT_EQ(exit_code_of("--kv-cache-dtype f8", &out), 2);
   EXPECT_NE(out.find("--kv-cache-dtype"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--kv-cache-memory-fraction 1.5", &out), 2);
+  EXPECT_EQ(exit_code_of("--shutdown-timeout -1", &out), 2);
+  EXPECT_EQ(exit_code_of("--log-format xml", &out), 2);
+  EXPECT_NE(out.find("--log-format: 'xml' is not a log format"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--device tpu", &out), 2);
   EXPECT_NE(out.find("--device: must be cpu, cuda or cuda:N"), std::string::npos) << out;
   // No CUDA in the build, no device, or (so far) no CUDA runner: a message, not a crash.
@@ -55,7 +58,8 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
                            "--kv-cache-tokens", "--kv-cache-memory", "--kv-cache-memory-fraction",
                            "--kv-cache-dtype", "--swap-space-tokens", "--max-num-seqs", "--max-batched-tokens",
                            "--prefill-chunk", "--preemption", "--admission", "--batching", "--max-waiting",
-                           "--api-key", "--threads", "--device"})
+                           "--api-key", "--threads", "--device", "--shutdown-timeout", "--log-level",
+                           "--log-format", "--log-stats-interval"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
 }
 

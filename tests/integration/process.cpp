@@ -101,13 +101,13 @@ uint16_t free_loopback_port() {
 }
 
 ServeProcess::ServeProcess(const std::string& conveyor_binary, const std::vector<std::string>& extra_args,
-                           const std::string& log_path)
+                           const std::string& log_path, const std::vector<std::string>& env)
     : port_(free_loopback_port()), log_path_(log_path) {
   std::vector<std::string> argv{conveyor_binary, "serve", "--host", "127.0.0.1", "--port", std::to_string(port_)};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
-  pid_ = spawn(argv, {}, {}, fd);
+  pid_ = spawn(argv, env, {}, fd);
   close(fd);
 }
 
@@ -132,6 +132,27 @@ bool ServeProcess::wait_ready(std::chrono::seconds timeout, std::string& error) 
   }
   error = "conveyor serve did not answer GET /v1/models within the time limit:\n" + log_tail();
   return false;
+}
+
+std::string ServeProcess::log() const { return read_file(log_path_); }
+
+void ServeProcess::signal(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int ServeProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  int code = -1;
+  if (!wait_until(pid_, Clock::now() + timeout, status)) {
+    kill(-pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    code = -2;
+  } else if (WIFEXITED(status)) {
+    code = WEXITSTATUS(status);
+  }
+  pid_ = -1;
+  return code;
 }
 
 std::string ServeProcess::log_tail(size_t bytes) const {

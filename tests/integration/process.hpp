@@ -27,12 +27,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::sec
 // A loopback port that was free a moment ago.
 uint16_t free_loopback_port();
 
-// `conveyor serve --port P [extra args]` in the background; stopped with
-// SIGTERM (then SIGKILL) on destruction. Its output goes to `log_path`.
+// `conveyor serve --port P [extra args]` in the background (with `env`
+// added to its environment); stopped with SIGTERM (then SIGKILL) on
+// destruction. Its output goes to `log_path`.
 class ServeProcess {
  public:
   ServeProcess(const std::string& conveyor_binary, const std::vector<std::string>& extra_args,
-               const std::string& log_path);
+               const std::string& log_path, const std::vector<std::string>& env = {});
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
@@ -41,9 +42,16 @@ class ServeProcess {
   // end of the server's log) when the server exits or does not answer in time.
   bool wait_ready(std::chrono::seconds timeout, std::string& error);
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  uint16_t port() const { return port_; }
+  std::string log() const;
   std::string log_tail(size_t bytes = 4000) const;
   // Sends SIGTERM and waits; the exit code, or -1 if it had to be killed.
   int stop(std::chrono::seconds grace = std::chrono::seconds(15));
+  // Sends `signal` and returns at once.
+  void signal(int signal);
+  // Waits for it to exit: its exit code; -1 if it died of a signal; -2 (and
+  // it is killed) if it still runs after `timeout`.
+  int wait_exit(std::chrono::milliseconds timeout);
 
  private:
   pid_t pid_ = -1;

@@ -2,31 +2,50 @@
 // front of one engine (http/server.hpp).
 //
 // Settings come from defaults, then --config FILE (TOML, see
-// configs/serve.toml), then the flags given on the command line. SIGINT and
-// SIGTERM stop it: no new connections, in-flight requests end with an error
-// event, then the engine and the actor system shut down.
+// configs/serve.toml), then the flags given on the command line. What it
+// says goes through the server log (http/server_log.hpp): start-up lines,
+// one line per request, the engine's summary; failures go to stderr whatever
+// the level.
+//
+// SIGTERM, or a first SIGINT, drains the server (http/server.hpp): new
+// requests get 503, running ones finish within --shutdown-timeout and are
+// cancelled past it; then the server, the engine and the actor system shut
+// down and it exits 0. A second SIGINT exits at once (status 130).
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
-#include <iostream>
+#include <cstdlib>
 #include <optional>
+#include <sstream>
 
 #include "actors/engine.hpp"
 #include "http/engine_port.hpp"
 #include "http/serve_settings.hpp"
 #include "http/server.hpp"
+#include "http/server_log.hpp"
 #include "model/formats/loader.hpp"
 #include "tools/conveyor/commands.hpp"
 
 namespace conveyor::cli {
 namespace {
 
-int g_stop_pipe[2] = {-1, -1};  // SIGINT/SIGTERM write the signal number here
+// SIGINT/SIGTERM write the signal number here, and the drain's end writes
+// kDrained, so that the main thread waits for both with one blocking read.
+int g_stop_pipe[2] = {-1, -1};
+constexpr char kDrained = 0;
 
-extern "C" void stop_signal_handler(int signal) {
-  const char byte = char(signal);
+void write_stop_byte(char byte) {
   [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
+}
+
+extern "C" void stop_signal_handler(int signal) { write_stop_byte(char(signal)); }
+
+char read_stop_byte() {
+  char byte = kDrained;
+  while (read(g_stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  return byte;
 }
 
 // Flags as given; unset ones leave the config file's (or the default) value.
@@ -41,6 +60,8 @@ struct ServeFlags {
   std::optional<bool> overlap;
   std::optional<int> threads;
   std::optional<size_t> max_body_bytes, max_output_bytes;
+  std::optional<double> shutdown_timeout, log_stats_interval;
+  std::optional<std::string> log_level, log_format;
 };
 
 template <class T>
@@ -48,9 +69,16 @@ void override_with(T& value, const std::optional<T>& flag) {
   if (flag) value = *flag;
 }
 
+// In the log's format, whatever its level.
 int fail(int code, const std::string& message) {
-  std::cerr << "conveyor serve: " << message << "\n";
+  http::log_always(http::LogLevel::error, message);
   return code;
+}
+
+std::string format_seconds(double seconds) {
+  std::ostringstream s;
+  s << seconds << " s";
+  return s.str();
 }
 
 int run_serve(const ServeFlags& f) {
@@ -67,6 +95,15 @@ int run_serve(const ServeFlags& f) {
   override_with(s.server.chat_template, f.chat_template);
   override_with(s.server.max_body_bytes, f.max_body_bytes);
   override_with(s.server.max_output_bytes, f.max_output_bytes);
+  override_with(s.server.shutdown_timeout_seconds, f.shutdown_timeout);
+  override_with(s.server.log_stats_interval_seconds, f.log_stats_interval);
+  override_with(s.server.log_level, f.log_level);
+  override_with(s.server.log_format, f.log_format);
+  const auto log_format = http::parse_log_format(s.server.log_format);
+  if (!log_format) return fail(kExitUsage, "--log-format: " + log_format.error().message);
+  const auto log_level = http::parse_log_level(s.server.log_level);
+  if (!log_level) return fail(kExitUsage, "--log-level: " + log_level.error().message);
+  http::configure_log(*log_level, *log_format);
   EngineConfig& e = s.engine;
   override_with(e.device, f.device);
   override_with(e.block_size, f.block_size);
@@ -144,27 +181,48 @@ int run_serve(const ServeFlags& f) {
   const EngineConfig& resolved = (*engine)->config();
   const KvCapacity& kv = (*engine)->kv_capacity();
   const int64_t token_bytes = kv.tokens > 0 ? kv.bytes / kv.tokens : 0;
-  std::cout << "conveyor serve: model " << source << " served as '" << served << "'\n"
-            << "conveyor serve: " << mc.architecture << ", dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers
-            << " layers, " << mc.n_heads << " heads (" << mc.n_kv_heads << " KV), vocab " << mc.vocab_size
-            << ", context " << mc.context_length << ", " << mc.parameter_count() << " parameters\n"
-            << "conveyor serve: weights " << (*engine)->weights_description() << "\n"
-            << "conveyor serve: KV cache " << kv.tokens << " tokens in " << blocks << " blocks of "
-            << e.block_size << ", " << resolved.kv_cache_dtype << ", " << format_bytes(kv.bytes) << " ("
-            << kv.origin << "); swap " << e.swap_space_tokens << " tokens ("
-            << format_bytes(e.swap_space_tokens / e.block_size * e.block_size * token_bytes)
-            << "); chat template " << template_name << "\n";
+  std::ostringstream line;
+  line << "model " << source << " served as '" << served << "'";
+  http::log_info(line.str());
+  line.str("");
+  line << mc.architecture << ", dim " << mc.dim << ", hidden " << mc.hidden_dim << ", " << mc.n_layers << " layers, "
+       << mc.n_heads << " heads (" << mc.n_kv_heads << " KV), vocab " << mc.vocab_size << ", context "
+       << mc.context_length << ", " << mc.parameter_count() << " parameters";
+  http::log_info(line.str());
+  http::log_info("weights " + (*engine)->weights_description());
+  line.str("");
+  line << "KV cache " << kv.tokens << " tokens in " << blocks << " blocks of " << e.block_size << ", "
+       << resolved.kv_cache_dtype << ", " << format_bytes(kv.bytes) << " (" << kv.origin << "); swap "
+       << e.swap_space_tokens << " tokens ("
+       << format_bytes(e.swap_space_tokens / e.block_size * e.block_size * token_bytes) << "); chat template "
+       << template_name;
+  http::log_info(line.str());
 
   http::Server server(port, s.server, std::move(context).value());
   auto bound = server.start();
   if (!bound) return fail(kExitFailure, bound.error().message);
-  std::cout << "conveyor serve: listening on http://" << s.server.host << ":" << *bound
-            << (s.server.api_key.empty() ? "" : " (API key required)") << std::endl;
+  http::log_info("listening on http://" + s.server.host + ":" + std::to_string(*bound) +
+                 (s.server.api_key.empty() ? "" : " (API key required)"));
 
-  char signal = 0;
-  while (read(g_stop_pipe[0], &signal, 1) < 0 && errno == EINTR) {
+  for (bool draining = false;;) {
+    const char byte = read_stop_byte();
+    if (byte == kDrained) break;
+    const char* name = byte == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!draining) {
+      draining = true;
+      http::log_info(std::string(name) + ": draining, then shutting down (--shutdown-timeout " +
+                     format_seconds(s.server.shutdown_timeout_seconds) + "; a second SIGINT exits at once)");
+      server.drain([] { write_stop_byte(kDrained); });
+    } else if (byte == SIGINT) {
+      // The operator insists: no goodbyes. Every line so far is flushed (the
+      // log writes each one through).
+      http::log_warn("second SIGINT: exiting at once");
+      std::_Exit(128 + SIGINT);
+    } else {
+      http::log_info("SIGTERM: already draining");
+    }
   }
-  std::cout << "conveyor serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
+  http::log_info("shutting down");
   server.stop();
   return 0;  // the server, the port, the engine, then the actor system go, in that order
 }
@@ -212,6 +270,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "true | false: plan the next step while one runs (default true)");
   cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
   cmd->add_option("--threads", f->threads, "compute threads (default 0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
+                  "seconds that running requests may take to finish after SIGTERM (or a first SIGINT) before "
+                  "they are cancelled (default 30)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off (default info)");
+  cmd->add_option("--log-format", f->log_format, "text | json: json writes one object per line (default text)");
+  cmd->add_option("--log-stats-interval", f->log_stats_interval,
+                  "seconds between engine summary lines in the log (default 10; 0: none)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([f, &exit_code] { exit_code = run_serve(*f); });
 }
 
