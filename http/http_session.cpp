@@ -1,5 +1,6 @@
 #include "http/http_session.hpp"
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <sstream>
 
