@@ -68,7 +68,8 @@ EOF
     cmake --build "$build_dir-fuzz" -j "$jobs" --target conveyor_fuzzers
     corpus="$build_dir-fuzz/corpus"
     "$build_dir-fuzz/tests/fuzz/fuzz_seeds" "$corpus" >/dev/null
-    for f in gguf llama2c tokenizer; do
+    for f in gguf llama2c tokenizer http; do
+      mkdir -p "$corpus/$f"  # http starts from an empty corpus
       "$build_dir-fuzz/tests/fuzz/${f}_fuzz" "$corpus/$f" -max_total_time=5 2>&1 | tail -n 1
     done
     # Last, so that its summary closes the output.
