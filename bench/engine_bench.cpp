@@ -253,7 +253,8 @@ double core_cpu_us(int n, int32_t vocab) {
   auto iterate = [&] {
     if (auto q = core.begin_iteration(0.0)) core.apply_admission((*admission)(*q));
     (void)core.apply_allocation(apply_allocation_batch(bm, core.build_allocation()));
-    core.apply_step(runner.run(core.build_step()), 0.0);
+    StepPlan plan = core.build_step();
+    core.apply_step(runner.run(plan), 0.0);
     core.take_events(events);
   };
   for (int i = 0; i < 10; ++i) iterate();  // admit and prefill
