@@ -15,6 +15,7 @@
 #include "model/formats/gguf_writer.hpp"
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
+#include "tests/model/tokenizer/shared_gguf_tokenizer.hpp"
 
 namespace conveyor {
 namespace {
@@ -24,31 +25,9 @@ using Ids = std::vector<int32_t>;
 
 std::string shared(const std::string& name) { return std::string(CONVEYOR_SHARED_MODELS) + "/" + name; }
 
-// The tokenizer of a shared model file, read once per file.
-const GgufTokenizer* tokenizer_of(const std::string& name, std::string& why) {
-  static std::map<std::string, GgufTokenizer> loaded;
-  if (auto it = loaded.find(name); it != loaded.end()) return &it->second;
-  const std::string path = shared(name);
-  if (!fs::exists(path)) {
-    why = "needs " + path;
-    return nullptr;
-  }
-  auto file = read_gguf(path);
-  if (!file) {
-    why = file.error().message;
-    return nullptr;
-  }
-  auto tok = tokenizer_from_gguf(*file);
-  if (!tok) {
-    why = tok.error().message;
-    return nullptr;
-  }
-  return &loaded.emplace(name, std::move(tok).value()).first->second;
-}
-
 #define TOKENIZER_OR_SKIP(var, file)                          \
   std::string var##_why;                                      \
-  const GgufTokenizer* var##_g = tokenizer_of(file, var##_why); \
+  const GgufTokenizer* var##_g = test::shared_gguf_tokenizer(file, var##_why); \
   if (var##_g == nullptr) GTEST_SKIP() << var##_why;          \
   ASSERT_NE(var##_g->tokenizer, nullptr);                     \
   const Tokenizer& var = *var##_g->tokenizer
@@ -83,7 +62,7 @@ std::string text_of(const GgufTokenizer& g, const Ids& ids) {
 // text, so each prompt's text is rebuilt from its ids and must encode back to them.
 void expect_reference_prompts_round_trip(const std::string& model, size_t min_prompts) {
   std::string why;
-  const GgufTokenizer* g = tokenizer_of(model + ".gguf", why);
+  const GgufTokenizer* g = test::shared_gguf_tokenizer(model + ".gguf", why);
   if (g == nullptr) GTEST_SKIP() << why;
   const std::string path = shared("reference/" + model + ".jsonl");
   if (!fs::exists(path)) GTEST_SKIP() << "needs " << path;

@@ -21,6 +21,7 @@
 
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
+#include "tests/model/tokenizer/shared_gguf_tokenizer.hpp"
 
 namespace conveyor {
 namespace {
@@ -69,22 +70,8 @@ std::string make_reference(const fs::path& dir, const fs::path& out) {
 }
 
 std::shared_ptr<const Tokenizer> load(const std::string& name, std::string& why) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
-  if (!fs::exists(path)) {
-    why = "needs " + path;
-    return nullptr;
-  }
-  auto file = read_gguf(path);
-  if (!file) {
-    why = file.error().message;
-    return nullptr;
-  }
-  auto tok = tokenizer_from_gguf(*file);
-  if (!tok) {
-    why = tok.error().message;
-    return nullptr;
-  }
-  return tok->tokenizer;
+  const GgufTokenizer* g = test::shared_gguf_tokenizer(name, why);
+  return g != nullptr ? g->tokenizer : nullptr;
 }
 
 std::string show(const Ids& ids) {
