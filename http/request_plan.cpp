@@ -55,15 +55,18 @@ GenerateRequest RequestPlan::request_for(int32_t prompt) const {
   return r;
 }
 
+std::optional<ApiError> check_model_name(std::string_view requested, const ModelContext& model) {
+  if (requested.empty() || requested == model.served_name) return std::nullopt;
+  ApiError e = bad_request("the model '" + std::string(requested) +
+                               "' does not exist; this server serves '" + model.served_name + "'",
+                           "model");
+  e.status = 404;  // as OpenAI answers
+  e.code = "model_not_found";
+  return e;
+}
+
 std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, const ModelContext& model) {
-  if (!request.model.empty() && request.model != model.served_name) {
-    ApiError e = bad_request("the model '" + request.model + "' does not exist; this server serves '" +
-                                 model.served_name + "'",
-                             "model");
-    e.status = 404;  // as OpenAI answers
-    e.code = "model_not_found";
-    return e;
-  }
+  if (auto e = check_model_name(request.model, model)) return *e;
   RequestPlan plan;
   const char* param = request.chat ? "messages" : "prompt";
   if (request.chat) {

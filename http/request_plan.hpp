@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct RequestPlan {
 Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
                                           std::string served_name, std::string_view template_name,
                                           std::string_view gguf_template);
+
+// 404 model_not_found when a request names a model other than the served
+// one ("" names the served one).
+std::optional<ApiError> check_model_name(std::string_view requested, const ModelContext& model);
 
 std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, const ModelContext& model);
 

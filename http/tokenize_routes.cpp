@@ -23,13 +23,7 @@ std::optional<ApiError> check_model(const json::object& o, const ModelContext& m
   const json::value* m = o.if_contains("model");
   if (m == nullptr || m->is_null()) return {};
   if (!m->is_string()) return bad_request("'model' must be a string", "model");
-  if (m->as_string() == model.served_name) return {};
-  ApiError e = bad_request("the model '" + std::string(m->as_string()) +
-                               "' does not exist; this server serves '" + model.served_name + "'",
-                           "model");
-  e.status = 404;
-  e.code = "model_not_found";
-  return e;
+  return check_model_name(std::string_view(m->as_string().data(), m->as_string().size()), model);
 }
 
 std::optional<ApiError> get_bool(const json::object& o, std::string_view key, bool& out) {
@@ -127,8 +121,7 @@ std::variant<std::string, ApiError> render_response(std::string_view body, const
   ParseResult parsed = parse_api_request(body, Endpoint::render);
   if (parsed.error) return *parsed.error;
   const ApiRequest& r = parsed.request;
-  if (auto e = check_model(json::object{{"model", r.model.empty() ? model.served_name : r.model}}, model))
-    return *e;
+  if (auto e = check_model_name(r.model, model)) return *e;
   if (!model.chat) return bad_request("the model has no tokenizer, so no chat template", "messages");
   auto prompt = model.chat->apply(r.messages, r.tools_json);
   if (!prompt) return bad_request(prompt.error().message, "messages");
