@@ -1,0 +1,225 @@
+// Every program in examples/, run as a child process on the embedded default
+// model (and once on dummy:llama-15m, which has no tokenizer), its output
+// checked for what the program claims to show: text streamed, a cancel that
+// ended `cancelled` after some tokens, statistics that add up, a filter that
+// cut and masked the text, losers cancelled, a chained prompt built from the
+// first output, and WebSocket requests interleaved on one socket.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/integration/process.hpp"
+
+namespace conveyor::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kConveyor = CONVEYOR_BINARY;
+const std::string kWorkDir = EXAMPLES_WORK_DIR;
+
+ProcessResult run(const std::vector<std::string>& argv) {
+  ProcessResult r = run_process(argv, 180s);
+  EXPECT_FALSE(r.timed_out) << argv[0] << " timed out:\n" << r.output;
+  EXPECT_EQ(r.exit_code, 0) << argv[0] << ":\n" << r.output;
+  return r;
+}
+
+// The captures of the first match of `pattern`; empty (and a failure) if none.
+std::vector<std::string> find(const std::string& output, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex(pattern))) {
+    ADD_FAILURE() << "no line matches /" << pattern << "/ in:\n" << output;
+    return {};
+  }
+  return std::vector<std::string>(m.begin(), m.end());
+}
+
+// Every match of `pattern`, each as its captures.
+std::vector<std::vector<std::string>> find_all(const std::string& output, const std::string& pattern) {
+  std::vector<std::vector<std::string>> out;
+  const std::regex re(pattern);
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), re); it != std::sregex_iterator(); ++it)
+    out.emplace_back(it->begin(), it->end());
+  return out;
+}
+
+long num(const std::string& s) { return std::stol(s); }
+
+TEST(Examples, BasicsStreamsCancelsHalfWayAndReadsStats) {
+  const ProcessResult r = run({BASICS_BINARY});
+  const auto prompt = find(r.output, R"(prompt: (\d+) tokens)");
+  const auto story = find(r.output, R"(\[story\] finished: (stop|length) after (\d+) tokens, (\d+) events with output)");
+  const auto cancel = find(r.output, R"(\[long\] cancel sent after (\d+) tokens)");
+  const auto cancelled = find(r.output, R"(\[long\] finished: (\w+) after (\d+) of at most 400 tokens)");
+  const auto stats = find(r.output,
+                          R"(stats: iterations=(\d+) prompt_tokens=(\d+) generated_tokens=(\d+) running=(\d+) )"
+                          R"(waiting=(\d+) kv_blocks_used=(\d+)/(\d+))");
+  ASSERT_FALSE(prompt.empty() || story.empty() || cancel.empty() || cancelled.empty() || stats.empty());
+  // Text was streamed: several events, each printed as it came, with text in it.
+  EXPECT_GE(num(story[3]), 2);
+  EXPECT_GE(find_all(r.output, R"(\[story\] "[^"\n]+")").size(), 2u);
+  // The long request was cancelled half-way: after it had produced tokens, before its end.
+  EXPECT_GE(num(cancel[1]), 8);
+  EXPECT_EQ(cancelled[1], "cancelled");
+  EXPECT_GE(num(cancelled[2]), num(cancel[1]));
+  EXPECT_LT(num(cancelled[2]), 400);
+  // The statistics add up: both prompts counted, every token generated, nothing left running.
+  EXPECT_GT(num(stats[1]), 0);
+  EXPECT_EQ(num(stats[2]), 2 * num(prompt[1]));
+  EXPECT_GE(num(stats[3]), num(story[2]) + num(cancelled[2]));
+  EXPECT_EQ(stats[4], "0");
+  EXPECT_EQ(stats[5], "0");
+  EXPECT_GT(num(stats[7]), 0);
+}
+
+TEST(Examples, FilterStopsAtThePhraseAndMasks) {
+  const ProcessResult r = run({PIPELINE_FILTER_BINARY});
+  find(r.output, R"(\[unfiltered\] finished: length after 48 tokens)");
+  find(r.output, R"(stop at "[^"]+", mask "[^"]+")");
+  find(r.output, R"(\[filtered\] finished: stop after (\d+) tokens)");
+  const auto check = find(r.output, R"(masked (\d+) times; stopped at the phrase; the filtered text (equals|DIFFERS FROM))");
+  ASSERT_FALSE(check.empty());
+  EXPECT_GE(num(check[1]), 1);
+  EXPECT_EQ(check[2], "equals");
+}
+
+TEST(Examples, BestOfKeepsTheBestAndCancelsTheLosers) {
+  const ProcessResult r = run({PIPELINE_BEST_OF_BINARY, "--candidates", "4", "--checkpoint", "8"});
+  // At each halving, every kept candidate scored at least as well as every cancelled one.
+  const auto halvings = find_all(r.output, R"(\[best-of\] after (\d+) tokens: keep([^;]*); cancel(.*))");
+  ASSERT_FALSE(halvings.empty()) << r.output;
+  const std::regex score(R"(#\d+ (-?\d+\.\d+))");
+  for (const auto& h : halvings) {
+    double worst_kept = 1e9, best_cancelled = -1e9;
+    for (auto it = std::sregex_iterator(h[2].begin(), h[2].end(), score); it != std::sregex_iterator(); ++it)
+      worst_kept = std::min(worst_kept, std::stod((*it)[1]));
+    for (auto it = std::sregex_iterator(h[3].begin(), h[3].end(), score); it != std::sregex_iterator(); ++it)
+      best_cancelled = std::max(best_cancelled, std::stod((*it)[1]));
+    EXPECT_GE(worst_kept, best_cancelled) << h[0];
+  }
+  const auto summary =
+      find_all(r.output, R"(\[best-of\] #(\d+): (\w+) after (\d+) tokens, cumulative logprob (-?\d+\.\d+)( \(winner\))?)");
+  ASSERT_EQ(summary.size(), 4u) << r.output;
+  int winners = 0, cancelled = 0;
+  double winner_score = 0;
+  long winner_tokens = -1;
+  for (const auto& s : summary) {
+    if (s[5].empty()) continue;
+    ++winners;
+    winner_score = std::stod(s[4]);
+    winner_tokens = num(s[3]);
+    EXPECT_TRUE(s[2] == "length" || s[2] == "stop") << s[0];
+  }
+  EXPECT_EQ(winners, 1);
+  for (const auto& s : summary) {
+    if (!s[5].empty()) continue;
+    if (s[2] == "cancelled") ++cancelled;
+    else EXPECT_LE(std::stod(s[4]), winner_score) << "a finished loser scored better: " << s[0];
+  }
+  EXPECT_GE(cancelled, 1);
+  // Only the winner's tokens reached the sink.
+  const auto got = find(r.output, R"(the sink got (\d+) tokens of one candidate)");
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(num(got[1]), winner_tokens);
+}
+
+TEST(Examples, ChainFeedsTheFirstOutputIntoTheSecondPrompt) {
+  const ProcessResult r = run({PIPELINE_CHAIN_BINARY, "--tokens", "12"});
+  const auto chain = find(
+      r.output, R"(\[chain\] first request (\w+) after (\d+) tokens; second prompt: (\d+) prefix \+ (\d+) output = (\d+) tokens)");
+  const auto second = find(r.output, R"(\[second\] finished: (\w+) after (\d+) tokens, prompt (\d+) tokens)");
+  const auto sink = find(r.output, R"(the sink got (\d+) tokens of the first request and (\d+) of the second)");
+  ASSERT_FALSE(chain.empty() || second.empty() || sink.empty());
+  EXPECT_EQ(num(chain[2]), num(chain[4]));                      // all of the first output
+  EXPECT_EQ(num(chain[3]) + num(chain[4]), num(chain[5]));
+  EXPECT_EQ(num(second[3]), num(chain[5]));                     // what the engine saw as the prompt
+  EXPECT_EQ(num(sink[1]), num(chain[4]));                       // the sink saw both requests
+  EXPECT_EQ(num(sink[2]), num(second[2]));
+  EXPECT_GT(num(sink[2]), 0);
+}
+
+TEST(Examples, AgentFanoutTakesTheFirstAndCancelsTheRest) {
+  const ProcessResult r = run({AGENT_FANOUT_BINARY, "--n", "8"});
+  const auto line = find(r.output, R"((\d+) requests, first to finish: #(-?\d+); (\d+) completed, (\d+) cancelled, (\d+) failed)");
+  ASSERT_FALSE(line.empty());
+  EXPECT_EQ(num(line[1]), 8);
+  EXPECT_EQ(num(line[2]), 0);  // the one with the fewest tokens to make
+  EXPECT_GE(num(line[3]), 1);
+  EXPECT_GE(num(line[4]), 1);
+  EXPECT_EQ(num(line[5]), 0);
+}
+
+// dummy:llama-15m has no tokenizer: the examples send token ids and show ids.
+TEST(Examples, RunWithoutATokenizer) {
+  const std::vector<std::string> model = {"--model", "dummy:llama-15m"};
+  for (const std::string binary : {BASICS_BINARY, PIPELINE_FILTER_BINARY, PIPELINE_BEST_OF_BINARY,
+                                   PIPELINE_CHAIN_BINARY, AGENT_FANOUT_BINARY}) {
+    std::vector<std::string> argv = {binary};
+    argv.insert(argv.end(), model.begin(), model.end());
+    if (binary == AGENT_FANOUT_BINARY) argv.insert(argv.end(), {"--n", "4"});
+    SCOPED_TRACE(binary);
+    const ProcessResult r = run(argv);
+    find(r.output, "no tokenizer");
+    if (binary == BASICS_BINARY) {
+      find(r.output, R"(\[story\] "\[\d+\])");  // token ids where text would be
+      find(r.output, R"(\[long\] finished: cancelled after)");
+    }
+  }
+}
+
+// `conveyor serve` on a free port, the client against it. The model is
+// dummy:drain-tiny (tests/integration/models): byte tokenizer, about a
+// millisecond a token on one thread, so the client's long request (2000
+// tokens) runs for seconds unless the cancel works, however loaded the machine.
+std::unique_ptr<ServeProcess> start_server(const std::string& name, const std::string& model) {
+  const std::vector<std::string> args = {"--model", model, "--kv-cache-tokens", "16384", "--threads", "1"};
+  auto server = std::make_unique<ServeProcess>(kConveyor, args, kWorkDir + "/" + name + ".log",
+                                               std::vector<std::string>{"CONVEYOR_CONFIG_DIR=" INTEGRATION_MODELS_DIR});
+  std::string error;
+  if (!server->wait_ready(120s, error)) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
+  return server;
+}
+
+void check_ws_client_output(const std::string& output) {
+  const auto story = find(output, R"(\[story\] final: (\w+), (\d+) completion tokens, (\d+) deltas)");
+  const auto chat = find(output, R"(\[chat\] final: (\w+), (\d+) completion tokens, (\d+) deltas)");
+  const auto cancel = find(output, R"(\[long\] cancel sent after (\d+) tokens)");
+  const auto cancelled = find(output, R"(\[long\] final: (\w+), (\d+) completion tokens, (\d+) deltas)");
+  const auto mux = find(output, R"((\d+) requests on one socket; deltas switched between requests (\d+) times)");
+  ASSERT_FALSE(story.empty() || chat.empty() || cancel.empty() || cancelled.empty() || mux.empty());
+  EXPECT_TRUE(story[1] == "length" || story[1] == "stop") << story[0];
+  EXPECT_TRUE(chat[1] == "length" || chat[1] == "stop") << chat[0];
+  EXPECT_GT(num(story[3]), 0);
+  EXPECT_GT(num(chat[3]), 0);
+  EXPECT_EQ(cancelled[1], "cancelled");
+  EXPECT_GE(num(cancelled[2]), num(cancel[1]));
+  EXPECT_LT(num(cancelled[2]), 2000);
+  EXPECT_EQ(num(mux[1]), 3);
+  EXPECT_GE(num(mux[2]), 2);  // the requests' deltas came interleaved, not one request after another
+}
+
+TEST(Examples, WebSocketClientMultiplexesAndCancels) {
+  auto server = start_server("ws_client", "dummy:drain-tiny");
+  ASSERT_TRUE(server);
+  const ProcessResult r = run({WS_CLIENT_BINARY, "--port", std::to_string(server->port())});
+  check_ws_client_output(r.output);
+  EXPECT_EQ(r.output.find("no tokenizer"), std::string::npos);
+}
+
+TEST(Examples, WebSocketClientFallsBackToTokenIds) {
+  auto server = start_server("ws_client_ids", "dummy:llama-15m");
+  ASSERT_TRUE(server);
+  const ProcessResult r = run({WS_CLIENT_BINARY, "--port", std::to_string(server->port())});
+  EXPECT_EQ(find_all(r.output, R"(the model has no tokenizer .*: sending the prompt as token ids)").size(), 3u)
+      << r.output;
+  check_ws_client_output(r.output);
+}
+
+}  // namespace
+}  // namespace conveyor::testing
