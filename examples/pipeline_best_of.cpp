@@ -17,7 +17,9 @@
 // they go on as they come.
 //
 // The log-probabilities are the model's own, before temperature (see
-// model/sampling/sampler.hpp). The embedded default model, with random
+// model/sampling/sampler.hpp), of the tokens each candidate produced: the
+// engine does not report the end token's, so a candidate that stops is
+// scored without it. The embedded default model, with random
 // weights, repeats the prompt's last character at temperature 1, so every
 // candidate would say the same; this example samples at 3 by default.
 #include <CLI/CLI.hpp>
