@@ -37,6 +37,8 @@ ApiError draining() {
 // A drained server is gone; a client that retries meets its successor (or
 // the load balancer's next choice) after this many seconds.
 constexpr const char* kDrainRetryAfterSeconds = "5";
+// A connection past max_connections: others close all the time.
+constexpr const char* kConnectionsRetryAfterSeconds = "1";
 
 // How a request's route appears in the access log: the path, without the
 // query, cut short if long (it may be any 404).
@@ -58,8 +60,8 @@ std::string sse_header() {
 
 }  // namespace
 
-HttpSession::HttpSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state)
-    : executor_(socket.get_executor()), stream_(std::move(socket)), state_(std::move(state)) {}
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state, ConnectionSlot slot)
+    : executor_(socket.get_executor()), stream_(std::move(socket)), state_(std::move(state)), slot_(std::move(slot)) {}
 
 HttpSession::~HttpSession() {
   for (const CancelFn& cancel : cancels_) cancel();
@@ -70,8 +72,25 @@ void HttpSession::run() {
   registry_id_ = state_->add_session(weak_from_this());
   net::dispatch(executor_, [self = shared_from_this()] {
     if (self->state_->stopping()) return self->close();
+    if (!self->slot_) return self->refuse_connection();
     self->do_read();
   });
+}
+
+// Past max_connections: a short answer, no request read, no access-log line
+// (a flood of them would flood the log; /metrics counts them). The client's
+// request is read and dropped while we linger, so that the 503 is not lost
+// to a reset.
+void HttpSession::refuse_connection() {
+  state_->refusals().add(Refusal::connections);
+  busy_ = true;
+  hold_ = shared_from_this();
+  keep_alive_ = false;
+  const ApiError full{503,
+                      "the server has " + std::to_string(state_->options().max_connections) +
+                          " connections open, its max_connections limit; retry later",
+                      "server_error", {}, "too_many_connections"};
+  send_response(503, error_json(full), "application/json", nullptr, kConnectionsRetryAfterSeconds);
 }
 
 void HttpSession::shutdown() {
@@ -106,7 +125,30 @@ void HttpSession::do_read() {
   busy_ = false;
   parser_.emplace();
   parser_->body_limit(state_->options().max_body_bytes);
+  // A new connection is expected to speak at once; a kept-alive one may wait.
+  if (buffer_.size() == 0 && requests_read_ > 0) return wait_for_request();
+  read_header();
+}
+
+// Between requests: the idle timeout runs until the next request's first
+// bytes, then the header timeout.
+void HttpSession::wait_for_request() {
+  read_phase_ = ReadPhase::idle;
   stream_.expires_after(millis(state_->options().idle_timeout_seconds));
+  stream_.async_read_some(buffer_.prepare(4096),
+                          beast::bind_front_handler(&HttpSession::on_first_bytes, shared_from_this()));
+}
+
+void HttpSession::on_first_bytes(beast::error_code ec, std::size_t bytes) {
+  if (closed_) return;
+  if (ec) return on_read(ec, 0);
+  buffer_.commit(bytes);
+  read_header();
+}
+
+void HttpSession::read_header() {
+  read_phase_ = ReadPhase::header;
+  stream_.expires_after(millis(state_->options().header_timeout_seconds));
   bhttp::async_read_header(stream_, buffer_, *parser_,
                            beast::bind_front_handler(&HttpSession::on_header, shared_from_this()));
 }
@@ -115,6 +157,8 @@ void HttpSession::do_read() {
 // the body (some wait a second, some forever): give it once the header passed.
 void HttpSession::on_header(beast::error_code ec, std::size_t bytes) {
   if (ec || closed_ || parser_->is_done()) return on_read(ec, bytes);
+  read_phase_ = ReadPhase::body;
+  stream_.expires_after(millis(state_->options().idle_timeout_seconds));
   const auto expect = parser_->get()[bhttp::field::expect];
   if (!beast::iequals(expect, "100-continue")) return read_body();
   static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -145,7 +189,10 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
     keep_alive_ = false;
     return send_error(bad_request("malformed HTTP request: " + ec.message()));
   }
-  if (ec) return close();  // end of stream, reset, idle timeout
+  if (ec == beast::error::timeout)
+    state_->refusals().add(read_phase_ == ReadPhase::header ? Refusal::header_timeout : Refusal::idle_timeout);
+  if (ec) return close();  // end of stream, reset, timeout
+  ++requests_read_;
   handle_request();
 }
 
@@ -180,9 +227,14 @@ void HttpSession::handle_request() {
                                "invalid_request_error", {}, "method_not_allowed"},
                       m.allow);
   const auto auth = req[bhttp::field::authorization];
-  if (m.needs_key && !authorized(std::string_view(auth.data(), auth.size()), state_->options().api_key))
-    return send_error(ApiError{401, "missing or wrong API key (Authorization: Bearer KEY)",
-                               "authentication_error", {}, "invalid_api_key"});
+  key_.reset();
+  if (m.needs_key) {
+    KeyGate::Identity who = state_->keys().authenticate(std::string_view(auth.data(), auth.size()));
+    if (!who.ok)
+      return send_error(ApiError{401, "missing or wrong API key (Authorization: Bearer KEY)",
+                                 "authentication_error", {}, "invalid_api_key"});
+    key_ = std::move(who.key);
+  }
   if (state_->draining() && m.route != Route::metrics) {
     keep_alive_ = false;
     if (m.route != Route::health) return send_error(draining());
@@ -215,7 +267,8 @@ void HttpSession::handle_request() {
       closed_ = true;  // the socket moves to the WebSocket session
       hold_.reset();
       record_.end(101);
-      std::make_shared<WebSocketSession>(stream_.release_socket(), state_, registry_id_)->run(parser_->release());
+      std::make_shared<WebSocketSession>(stream_.release_socket(), state_, registry_id_, std::move(slot_), key_)
+          ->run(parser_->release());
       return;
     }
     default: return;
@@ -240,6 +293,14 @@ void HttpSession::start_completion(bool chat) {
   if (auto* error = std::get_if<ApiError>(&planned)) return send_error(*error);
   RequestPlan& plan = std::get<RequestPlan>(planned);
   const ApiRequest& r = parsed.request;
+  int64_t prompt_tokens = 0;
+  for (const auto& prompt : plan.prompts) prompt_tokens += int64_t(prompt.size());
+  auto admitted = state_->keys().admit(key_, prompt_tokens);
+  if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {
+    if (refused->counted) state_->refusals().add(*refused->counted);
+    return send_error(refused->error, nullptr, refused->retry_after_seconds);
+  }
+  lease_ = std::move(std::get<KeyLease>(admitted));
 
   JobSpec spec;
   spec.mode = r.stream ? OutputMode::sse : OutputMode::body;
@@ -266,7 +327,10 @@ void HttpSession::start_completion(bool chat) {
 
 void HttpSession::on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event) {
   if (serial != serial_ || !job_) return;  // a finished request's late events
-  if (!event.token_ids.empty()) record_.on_tokens();
+  if (!event.token_ids.empty()) {
+    record_.on_tokens();
+    lease_.charge(int64_t(event.token_ids.size()));
+  }
   std::vector<std::string> out;
   job_->on_event(choice, event, out);
   emit(out);
@@ -284,6 +348,7 @@ void HttpSession::emit(std::vector<std::string>& payloads) {
 
 void HttpSession::finish_job() {
   cancel_job();  // choices still running (after an error) stop now
+  lease_.release();
   std::unique_ptr<CompletionJob> job = std::move(job_);
   record_.set_job(job->summary());
   if (job->failure()) return send_error(*job->failure());
@@ -301,6 +366,7 @@ void HttpSession::cancel_job() {
 void HttpSession::drop_job() {
   if (job_) record_.set_job(job_->summary());
   cancel_job();
+  lease_.release();
   job_.reset();
 }
 
@@ -313,7 +379,7 @@ void HttpSession::start_metrics() {
     state->post_to(weak, [serial, stats = std::move(stats)](HttpSession& s) {
       if (serial != s.serial_ || s.response_complete_ || s.closed_) return;
       if (!stats) return s.send_error(from_engine_error(Errc::io_error, stats.error().message));
-      s.send_response(200, render_metrics(*stats, s.state_->engine().metrics()),
+      s.send_response(200, render_metrics(*stats, s.state_->engine().metrics(), s.state_->refusals()),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
   });
@@ -321,10 +387,12 @@ void HttpSession::start_metrics() {
 
 // ---- writing ----------------------------------------------------------------------
 
-void HttpSession::send_error(const ApiError& error, const char* allow) {
-  const char* retry_after = error.status == 429                  ? "1"
+void HttpSession::send_error(const ApiError& error, const char* allow, int retry_after_seconds) {
+  const std::string seconds = std::to_string(retry_after_seconds);
+  const char* retry_after = retry_after_seconds > 0        ? seconds.c_str()
+                            : error.status == 429          ? "1"
                             : error.code == "shutting_down" ? kDrainRetryAfterSeconds
-                                                             : nullptr;
+                                                           : nullptr;
   record_.set_error(error.message);
   send_response(unsigned(error.status), error_json(error), "application/json", allow, retry_after);
 }

@@ -13,6 +13,17 @@
 // Each request gets a RequestRecord (its access-log line). While the server
 // drains, every request but GET /metrics is answered 503 (/health with a
 // body that says "draining") and the connection is closed after it.
+//
+// Limits (http/server_options.hpp): the first request's header must arrive
+// within header_timeout_seconds of the accept; between requests the
+// connection may be idle for idle_timeout_seconds, and from the next
+// request's first byte its header again has header_timeout_seconds; a body
+// has idle_timeout_seconds from the end of its header. Each deadline is for
+// the whole read, not for each byte, so bytes that trickle in do not extend
+// it. A connection that came without a slot (past max_connections) is
+// answered 503 with Retry-After and closed without reading a request. A
+// completion passes its API key's limits (http/key_gate.hpp) before it
+// reaches the engine, and holds its KeyLease until its answer is complete.
 #pragma once
 
 #include <boost/beast/core.hpp>
@@ -29,7 +40,8 @@ namespace conveyor::http {
 
 class HttpSession : public SessionBase, public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state);
+  // `slot`: the connection's place under max_connections; empty: refuse it.
+  HttpSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state, ConnectionSlot slot);
   ~HttpSession() override;
 
   void run();
@@ -38,7 +50,13 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   const boost::asio::any_io_executor& executor() const { return executor_; }
 
  private:
+  enum class ReadPhase : uint8_t { idle, header, body };
+
+  void refuse_connection();
   void do_read();
+  void wait_for_request();
+  void on_first_bytes(boost::beast::error_code ec, std::size_t bytes);
+  void read_header();
   void on_header(boost::beast::error_code ec, std::size_t bytes);
   void read_body();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
@@ -52,7 +70,8 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void cancel_job();
   void drop_job();  // the job ends unfinished (client gone, output overflow)
 
-  void send_error(const ApiError& error, const char* allow = nullptr);
+  // `retry_after_seconds` > 0: a Retry-After header (429s get one anyway).
+  void send_error(const ApiError& error, const char* allow = nullptr, int retry_after_seconds = 0);
   void send_response(unsigned status, std::string body, const char* content_type,
                      const char* allow = nullptr, const char* retry_after = nullptr);
   void queue_output(std::string bytes);
@@ -71,6 +90,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   std::shared_ptr<ServerState> state_;
+  ConnectionSlot slot_;                // after state_: released before it
   uint64_t registry_id_ = 0;
   std::shared_ptr<HttpSession> hold_;  // set while a request is answered
   RequestRecord record_;               // the request being answered (after state_: it uses it)
@@ -87,6 +107,11 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   bool closed_ = false;
   bool shutting_down_ = false;
   bool lingering_ = false;          // answered and closing: draining the client's input
+
+  ReadPhase read_phase_ = ReadPhase::header;  // what a read timeout interrupted
+  uint64_t requests_read_ = 0;
+  KeyRef key_;                      // the request's API key (null: none needed)
+  KeyLease lease_;                  // the completion's place under its key's limits
 
   uint64_t serial_ = 0;             // tells this request's events from a previous one's
   std::unique_ptr<CompletionJob> job_;

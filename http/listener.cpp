@@ -49,7 +49,8 @@ void Listener::on_accept(boost::system::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;  // stopped
   if (!ec) {
     socket.set_option(tcp::no_delay(true), ec);  // token events are small and latency matters
-    std::make_shared<HttpSession>(std::move(socket), state_)->run();
+    // Past max_connections the session gets no slot, answers 503 and closes.
+    std::make_shared<HttpSession>(std::move(socket), state_, state_->open_connection())->run();
   }
   do_accept();
 }

@@ -1,5 +1,7 @@
 // Accepts TCP connections and starts an HttpSession on each, each on its own
-// strand (so a session's handlers never run concurrently).
+// strand (so a session's handlers never run concurrently). Every connection
+// is accepted, so that one past max_connections hears why (503) rather than
+// wait in the kernel's backlog.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -62,7 +62,7 @@ class Writer {
 
 }  // namespace
 
-std::string render_metrics(const EngineStats& stats, const EngineMetrics& metrics) {
+std::string render_metrics(const EngineStats& stats, const EngineMetrics& metrics, const RefusalCounters& refusals) {
   Writer w;
   w.gauge("num_requests_running", "Requests whose sequences are running.", stats.num_running);
   w.gauge("num_requests_waiting", "Requests waiting to be admitted.", stats.num_waiting);
@@ -88,6 +88,12 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
             stats.blocks.prefix_query_tokens);
   w.counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
             stats.blocks.prefix_hit_tokens);
+
+  w.header("http_refused_total", "counter", "Requests and connections the server's limits refused, by reason.");
+  for (size_t i = 0; i < kRefusalKinds; ++i) {
+    const Refusal r = Refusal(i);
+    w.sample("http_refused_total", std::string("reason=\"") + to_string(r) + "\"", std::to_string(refusals.value(r)));
+  }
 
   w.histogram("time_to_first_token_seconds", "Seconds from submission to the first token.",
               metrics.time_to_first_token);

@@ -8,7 +8,10 @@
 //               generation_tokens_total, iterations_total,
 //               request_success_total{finished_reason="stop"|"length"|"cancelled"},
 //               request_failure_total, num_preemptions_total{mode="recompute"|"swap"},
-//               prefix_cache_queries_total, prefix_cache_hits_total (in tokens)
+//               prefix_cache_queries_total, prefix_cache_hits_total (in tokens),
+//               http_refused_total{reason="rate_limit"|"concurrency"|"connections"|
+//                 "header_timeout"|"idle_timeout"|"ws_message_size"|"ws_rate"}
+//                 (what the server's limits turned away: http/refusal_counters.hpp)
 //   histograms  time_to_first_token_seconds, inter_token_latency_seconds,
 //               e2e_request_latency_seconds, request_queue_time_seconds, iteration_tokens,
 //               executor_idle_seconds
@@ -22,9 +25,10 @@
 
 #include "actors/engine_types.hpp"
 #include "actors/metrics.hpp"
+#include "http/refusal_counters.hpp"
 
 namespace conveyor::http {
 
-std::string render_metrics(const EngineStats& stats, const EngineMetrics& metrics);
+std::string render_metrics(const EngineStats& stats, const EngineMetrics& metrics, const RefusalCounters& refusals);
 
 }  // namespace conveyor::http

@@ -35,13 +35,20 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
 
 bool authorized(std::string_view authorization, const std::string& api_key) {
   if (api_key.empty()) return true;
+  const auto given = bearer_token(authorization);
+  return given && constant_time_equal(*given, api_key);
+}
+
+std::optional<std::string_view> bearer_token(std::string_view authorization) {
   constexpr std::string_view prefix = "Bearer ";
-  if (!authorization.starts_with(prefix)) return false;
-  const std::string_view given = authorization.substr(prefix.size());
-  // Constant time in the key's content, so timing does not reveal a prefix.
-  unsigned diff = given.size() == api_key.size() ? 0u : 1u;
-  for (size_t i = 0; i < api_key.size(); ++i)
-    diff |= unsigned(uint8_t(api_key[i]) ^ uint8_t(i < given.size() ? given[i] : 0));
+  if (!authorization.starts_with(prefix)) return std::nullopt;
+  return authorization.substr(prefix.size());
+}
+
+bool constant_time_equal(std::string_view given, std::string_view key) {
+  unsigned diff = given.size() == key.size() ? 0u : 1u;
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= unsigned(uint8_t(key[i]) ^ uint8_t(i < given.size() ? given[i] : 0));
   return diff == 0;
 }
 

@@ -2,6 +2,7 @@
 // routing, the API key check, Server-Sent Events framing.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,16 +26,21 @@ enum class Route : uint8_t {
 struct RouteMatch {
   Route route = Route::not_found;
   const char* allow = "";   // the allowed method, for 405's Allow header
-  bool needs_key = false;   // /v1/*, /tokenize, /detokenize: with --api-key, needs
-                            // "Authorization: Bearer KEY"
+  bool needs_key = false;   // /v1/*, /tokenize, /detokenize: with API keys
+                            // (--api-key, --api-key-file), needs "Authorization: Bearer KEY"
 };
 
 // `target` may carry a query string; it is ignored.
 RouteMatch match_route(std::string_view method, std::string_view target);
 
 // True when no key is configured, or `authorization` is "Bearer KEY"
-// (compared in constant time).
+// (compared in constant time). Several keys: http/key_gate.hpp.
 bool authorized(std::string_view authorization, const std::string& api_key);
+// The KEY of an Authorization header "Bearer KEY"; nullopt for any other form.
+std::optional<std::string_view> bearer_token(std::string_view authorization);
+// given == key, in time that depends on key's length only, not on the content
+// of either (so timing does not reveal how much of a guess was right).
+bool constant_time_equal(std::string_view given, std::string_view key);
 
 // One HTTP/1.1 chunk holding `payloads` as SSE events: "data: P\n\n" each.
 std::string sse_chunk(const std::vector<std::string>& payloads);

@@ -124,12 +124,16 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
       {"host", text(o.host)},
       {"port", integer(o.port)},
       {"api_key", text(o.api_key)},
+      {"api_key_file", text(o.api_key_file)},
       {"served_model_name", text(o.served_model_name)},
       {"chat_template", text(o.chat_template)},
       {"max_body_bytes", integer(o.max_body_bytes)},
       {"max_output_bytes", integer(o.max_output_bytes)},
       {"io_threads", integer(o.io_threads)},
+      {"header_timeout", real(o.header_timeout_seconds)},
       {"idle_timeout_seconds", real(o.idle_timeout_seconds)},
+      {"max_connections", integer(o.max_connections)},
+      {"ws_max_messages_per_second", integer(o.ws_max_messages_per_second)},
       {"shutdown_timeout", seconds(o.shutdown_timeout_seconds)},
       {"shutdown_grace_seconds", replaced_by("server.shutdown_timeout")},
       {"log_level", choice(o.log_level, parse_log_level)},
@@ -165,6 +169,21 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
   }
   if (Status st = apply(root, top, ""); !st)
     return make_error(Errc::invalid_argument, source + ": " + st.error().message);
+  if (Status st = validate_server_options(o); !st)
+    return make_error(Errc::invalid_argument, source + ": " + st.error().message);
+  return Status::ok();
+}
+
+Status validate_server_options(const ServerOptions& o) {
+  auto positive = [](double v) { return v > 0 && v <= 1e9; };  // also refuses NaN
+  if (!positive(o.header_timeout_seconds))
+    return make_error(Errc::invalid_argument, "--header-timeout (header_timeout) must be more than 0 seconds");
+  if (!positive(o.idle_timeout_seconds))
+    return make_error(Errc::invalid_argument, "--idle-timeout (idle_timeout_seconds) must be more than 0 seconds");
+  if (o.io_threads < 1) return make_error(Errc::invalid_argument, "io_threads must be 1 or more");
+  if (o.ws_max_messages_per_second < 0)
+    return make_error(Errc::invalid_argument,
+                      "--ws-max-messages-per-second (ws_max_messages_per_second) must be 0 (no limit) or more");
   return Status::ok();
 }
 

@@ -12,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "http/api_key_file.hpp"
 #include "http/engine_summary.hpp"
 #include "http/listener.hpp"
+#include "http/serve_settings.hpp"
 #include "http/server_log.hpp"
 #include "http/server_state.hpp"
 
@@ -130,8 +132,27 @@ Server::~Server() { stop(); }
 const ModelContext& Server::model() const { return impl_->state->model(); }
 const ServerOptions& Server::options() const { return impl_->state->options(); }
 
+Status Server::reload_api_keys() {
+  const ServerOptions& o = impl_->state->options();
+  if (o.api_key_file.empty())
+    return make_error(Errc::invalid_argument, "no API key file to reload (--api-key-file is not set)");
+  auto keys = api_keys_of(o);
+  if (!keys) {
+    log_warn("API key file not reloaded; the keys stay as they were: " + keys.error().message,
+             {{"api_key_file", o.api_key_file}});
+    return keys.error();
+  }
+  impl_->state->keys().set_keys(*keys);
+  log_info("API keys reloaded", {{"api_key_file", o.api_key_file}, {"keys", uint64_t(keys->size())}});
+  return Status::ok();
+}
+
 Expected<uint16_t> Server::start() {
   const ServerOptions& o = impl_->state->options();
+  if (Status s = validate_server_options(o); !s) return s.error();
+  auto keys = api_keys_of(o);
+  if (!keys) return keys.error();
+  impl_->state->keys().set_keys(*keys);
   boost::system::error_code ec;
   tcp::resolver resolver(impl_->ioc);
   auto endpoints = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);

@@ -26,12 +26,16 @@
 // After a drain there is usually nothing left to end but idle connections.
 // Destroy the server before the engine and the actor system.
 //
+// API keys: options.api_key and the keys of options.api_key_file
+// (http/key_gate.hpp), read by start() (a file that cannot be read or
+// parsed fails the start) and again by reload_api_keys().
+//
 // While it runs, the server logs (http/server_log.hpp) one access line per
 // request (http/request_record.hpp) and, every
 // options.log_stats_interval_seconds, the engine's summary
 // (http/engine_summary.hpp).
 //
-// Thread-safety: drain() from any thread; start() and stop() from the thread
+// Thread-safety: drain() and reload_api_keys() from any thread; start() and stop() from the thread
 // that owns the server, never from the `drained` callback (an Asio thread).
 // This header hides Asio, so that tools and tests stay light to compile.
 #pragma once
@@ -57,8 +61,14 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds, listens and starts the Asio threads; the port it listens on.
+  // Checks the options (validate_server_options), reads the API keys, binds,
+  // listens and starts the Asio threads; the port it listens on.
   Expected<uint16_t> start();
+  // Reads options.api_key_file again (`conveyor serve` does on SIGHUP). The
+  // new keys apply from the next request on; a file that cannot be read or
+  // parsed changes nothing, and the error (also logged as a warning) says
+  // why. Without a key file: an error saying so.
+  Status reload_api_keys();
   // A graceful end (above); a second call does nothing. Before start() or
   // after stop(), calls `drained` at once.
   void drain(std::function<void()> drained);

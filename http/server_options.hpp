@@ -1,6 +1,7 @@
 // The server's own settings (the engine's are EngineConfig), with defaults.
 // Each is a key of the [server] table of a config file (configs/serve.toml)
-// and, except io_threads and idle_timeout_seconds, a `conveyor serve` flag.
+// and, except io_threads, a `conveyor serve` flag. validate_server_options()
+// (http/serve_settings.hpp) checks them; Server::start() refuses what it refuses.
 #pragma once
 
 #include <cstddef>
@@ -13,16 +14,40 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;                  // 0: any free port (tests)
   std::string api_key;                   // "": no authentication; else /v1/* needs "Authorization: Bearer KEY"
+  // Several keys with per-key limits (http/api_key_file.hpp, http/key_gate.hpp),
+  // read at start and again on Server::reload_api_keys() (SIGHUP); with
+  // api_key too, that key is one more, without limits. Key api_key_file,
+  // flag --api-key-file.
+  std::string api_key_file;
   std::string served_model_name;         // the `model` clients name; "": the --model value or the model's name
   std::string chat_template = "auto";    // auto | plain | llama2 | chatml
-  size_t max_body_bytes = 1 << 20;       // larger request bodies (and WebSocket messages) get 413
+  // A larger request body gets 413; a larger WebSocket message closes its
+  // socket with code 1009 (message too big), cancelling its requests.
+  size_t max_body_bytes = 1 << 20;
   // Output a connection may have queued but not yet sent. Past it the request
   // that produced it is cancelled: an SSE connection is closed; on a WebSocket
   // the request ends `cancelled` (and the socket is closed past twice the
   // bound plus 64 KiB).
   size_t max_output_bytes = 1 << 20;
   int io_threads = 1;                    // Asio threads (one is plenty on small machines)
-  double idle_timeout_seconds = 60.0;    // keep-alive without a request; a stalled write
+  // A connection that sends no complete request header this long after it
+  // opened (or after the first byte of a later request) is closed: a client
+  // that trickles bytes (slowloris) cannot hold it. Key header_timeout, flag
+  // --header-timeout; more than 0.
+  double header_timeout_seconds = 10.0;
+  // A keep-alive connection with no new request this long is closed; so is
+  // one whose request body or whose reading of our output stalls this long.
+  // Key idle_timeout_seconds, flag --idle-timeout; more than 0.
+  double idle_timeout_seconds = 60.0;
+  // Open connections (HTTP and WebSocket). Past it a new connection is
+  // answered 503 with Retry-After and closed; the open ones are not touched.
+  // 0: no cap. Key max_connections, flag --max-connections.
+  size_t max_connections = 1024;
+  // Messages a WebSocket client may send per second (a burst of as many is
+  // allowed). Past it the socket gets an error event (code
+  // "ws_rate_limit_exceeded") and is closed (1008), cancelling its requests.
+  // 0: no limit. Key ws_max_messages_per_second, flag --ws-max-messages-per-second.
+  int32_t ws_max_messages_per_second = 100;
   // Server::drain(): how long requests already running may take to finish
   // before they are cancelled (key shutdown_timeout, flag --shutdown-timeout).
   double shutdown_timeout_seconds = 30.0;

@@ -45,6 +45,19 @@ void ServerState::cancel_requests(const std::string& reason) {
   for (auto& s : live_sessions()) s->cancel_requests(reason);
 }
 
+ConnectionSlot::~ConnectionSlot() {
+  if (state_) state_->connections_.fetch_sub(1);
+}
+
+ConnectionSlot ServerState::open_connection() {
+  const size_t cap = options_.max_connections;
+  size_t open = connections_.load();
+  do {
+    if (cap > 0 && open >= cap) return ConnectionSlot();
+  } while (!connections_.compare_exchange_weak(open, open + 1));
+  return ConnectionSlot(this);
+}
+
 void ServerState::request_started() {
   std::lock_guard lock(in_flight_mutex_);
   ++in_flight_;

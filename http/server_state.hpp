@@ -1,8 +1,10 @@
 // What every session of one server shares (the Beast chat example's
 // "shared_state"): the engine port, the options, the model context, the
 // registry of live sessions (for shutdown), the drain's state (whether new
-// requests are refused, how many run on the engine), and the gate through
-// which actor threads post engine events into the io_context.
+// requests are refused, how many run on the engine), the API keys and their
+// limits (http/key_gate.hpp), the count of open connections
+// (max_connections), what the limits refused (for /metrics), and the gate
+// through which actor threads post engine events into the io_context.
 //
 // Why the gate: request actors may outlive the io_context (they end a little
 // after the server stops). Posting to a destroyed io_context is undefined, and
@@ -21,8 +23,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "http/engine_port.hpp"
+#include "http/key_gate.hpp"
+#include "http/refusal_counters.hpp"
 #include "http/request_plan.hpp"
 #include "http/server_options.hpp"
 
@@ -39,6 +44,24 @@ class SessionBase {
   // events, finish_reason "cancelled" and `reason` (the drain ran out of
   // time). Any thread.
   virtual void cancel_requests(const std::string& reason) = 0;
+};
+
+class ServerState;
+
+// One open connection's place under max_connections, held by the session
+// that owns the socket (HTTP, then WebSocket after an upgrade) until it goes.
+class ConnectionSlot {
+ public:
+  ConnectionSlot() = default;  // none: the connection was over the cap
+  explicit ConnectionSlot(ServerState* state) : state_(state) {}
+  ~ConnectionSlot();
+  ConnectionSlot(ConnectionSlot&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  ConnectionSlot& operator=(ConnectionSlot&&) = delete;
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  explicit operator bool() const { return state_ != nullptr; }
+
+ private:
+  ServerState* state_ = nullptr;
 };
 
 class ServerState {
@@ -74,6 +97,13 @@ class ServerState {
   void when_idle(std::function<void()> idle);
   // SessionBase::cancel_requests on every live session.
   void cancel_requests(const std::string& reason);
+
+  // The API keys (set by Server::start and reload_api_keys) and their limits.
+  KeyGate& keys() { return keys_; }
+  RefusalCounters& refusals() { return refusals_; }
+  // A slot for a new connection, or an empty one past max_connections.
+  ConnectionSlot open_connection();
+  size_t open_connections() const { return connections_.load(); }
 
   // Runs handler(session) on the session's strand, unless the session is
   // gone or the gate is closed (any thread). Session::executor() must be a
@@ -117,6 +147,10 @@ class ServerState {
   std::function<void()> when_idle_;
   std::mutex gate_mutex_;
   bool gate_open_ = true;
+  KeyGate keys_;
+  RefusalCounters refusals_;
+  friend class ConnectionSlot;
+  std::atomic<size_t> connections_{0};
 };
 
 }  // namespace conveyor::http

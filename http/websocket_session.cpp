@@ -1,7 +1,7 @@
 #include "http/websocket_session.hpp"
 
 #include "http/api_json.hpp"
-#include "http/api_request.hpp"
+#include "http/ws_message.hpp"
 
 namespace conveyor::http {
 
@@ -17,14 +17,19 @@ namespace {
 // bound plus this.
 constexpr size_t kFinalEventSlack = 64 * 1024;
 
-// Client ids of both kinds in one map: strings and numbers must not collide.
-std::string id_key(const std::string& id, bool is_number) { return (is_number ? "n:" : "s:") + id; }
-
 }  // namespace
 
 WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state,
-                                   uint64_t connection)
-    : executor_(socket.get_executor()), ws_(std::move(socket)), state_(std::move(state)), connection_(connection) {}
+                                   uint64_t connection, ConnectionSlot slot, KeyRef key)
+    : executor_(socket.get_executor()),
+      ws_(std::move(socket)),
+      state_(std::move(state)),
+      slot_(std::move(slot)),
+      connection_(connection),
+      key_(std::move(key)) {
+  if (const int32_t rate = state_->options().ws_max_messages_per_second; rate > 0)
+    message_rate_.emplace(double(rate), double(rate), TokenBucket::Clock::now());
+}
 
 WebSocketSession::~WebSocketSession() {
   for (auto& [serial, r] : running_) cancel(r);
@@ -99,50 +104,55 @@ void WebSocketSession::do_read() {
 
 void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
   if (ec) {
-    // Closed by the client, reset, or too big a message: its requests end here.
+    // Closed by the client, reset, or too big a message (Beast has sent the
+    // close, 1009): its requests end here.
+    if (ec == websocket::error::message_too_big) state_->refusals().add(Refusal::ws_message_size);
     closed_ = true;
     return cancel_all();
   }
   const std::string text = beast::buffers_to_string(buffer_.data());
   buffer_.consume(buffer_.size());
+  if (message_rate_ && !message_rate_->try_take(1.0, TokenBucket::Clock::now())) return close_for_message_rate();
   handle_message(text);
   if (!closing_) do_read();
 }
 
+void WebSocketSession::close_for_message_rate() {
+  state_->refusals().add(Refusal::ws_rate);
+  const int32_t rate = state_->options().ws_max_messages_per_second;
+  send(ws_error_json(ApiError{429,
+                              "more than " + std::to_string(rate) +
+                                  " messages per second on this socket (ws_max_messages_per_second): closing it",
+                              "rate_limit_error", {}, "ws_rate_limit_exceeded"},
+                     "", false));
+  cancel_all();
+  close_code_ = websocket::close_code::policy_error;
+  closing_ = true;
+  if (!write_in_flight_) do_write();
+}
+
 void WebSocketSession::handle_message(std::string_view text) {
-  ParseResult parsed = parse_api_request(text, Endpoint::websocket);
-  ApiRequest& r = parsed.request;
-  if (parsed.error) return refuse(*parsed.error, r);
-  const std::string key = id_key(r.client_id, r.client_id_is_number);
-  auto running = by_client_id_.find(key);
-  if (r.cancel) {
+  WsAction action = decide_ws_message(text, state_->model(), state_->draining(),
+                                      [this](const std::string& key) { return by_client_id_.count(key) > 0; });
+  if (auto* refused = std::get_if<WsRefuse>(&action)) return refuse(refused->error, refused->request);
+  if (auto* cancelled = std::get_if<WsCancel>(&action)) {
+    auto running = by_client_id_.find(cancelled->key);
     if (running != by_client_id_.end()) cancel(running_.at(running->second));
     return;
   }
-  if (running != by_client_id_.end()) return refuse(bad_request("a request with this id is still running", "id"), r);
-  if (state_->draining())
-    return refuse(ApiError{503, "the server is shutting down and accepts no new requests", "server_error", {},
-                           "shutting_down"},
-                  r);
-  start(std::move(r));
+  start(std::get<WsStart>(std::move(action)));
 }
 
-void WebSocketSession::start(ApiRequest r) {
-  auto planned = plan_request(r, state_->model());
-  if (auto* error = std::get_if<ApiError>(&planned)) return refuse(*error, r);
-  RequestPlan& plan = std::get<RequestPlan>(planned);
-
-  JobSpec spec;
-  spec.mode = OutputMode::websocket;
-  spec.chat = r.chat;
-  spec.model = state_->model().served_name;
-  spec.prompts = plan.prompts;
-  spec.n = plan.n;
-  spec.logprobs = plan.sampling.logprobs;
-  spec.return_token_ids = r.return_token_ids;
-  spec.tokenizer = state_->model().tokenizer;
-  spec.client_id = r.client_id;
-  spec.client_id_is_number = r.client_id_is_number;
+void WebSocketSession::start(WsStart start) {
+  const ApiRequest& r = start.request;
+  const RequestPlan& plan = start.plan;
+  int64_t prompt_tokens = 0;
+  for (const auto& prompt : plan.prompts) prompt_tokens += int64_t(prompt.size());
+  auto admitted = state_->keys().admit(key_, prompt_tokens);
+  if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {
+    if (refused->counted) state_->refusals().add(*refused->counted);
+    return refuse(refused->error, r);
+  }
 
   const uint64_t serial = next_serial_++;
   Running& running = running_[serial];
@@ -150,8 +160,9 @@ void WebSocketSession::start(ApiRequest r) {
   running.record.set_id(r.client_id);
   running.record.set_stream(true);
   running.record.run_on_engine(*state_);
-  running.job = std::make_unique<CompletionJob>(std::move(spec));
-  by_client_id_[id_key(r.client_id, r.client_id_is_number)] = serial;
+  running.lease = std::move(std::get<KeyLease>(admitted));
+  running.job = std::make_unique<CompletionJob>(ws_job_spec(r, plan, state_->model()));
+  by_client_id_[start.key] = serial;
   std::weak_ptr<WebSocketSession> weak = weak_from_this();
   for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p) {
     EventSink sink = [state = state_, weak, serial, first = p * plan.n](const StreamEvent& event) {
@@ -166,7 +177,10 @@ void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const St
   auto it = running_.find(serial);
   if (it == running_.end()) return;
   Running& r = it->second;
-  if (!event.token_ids.empty()) r.record.on_tokens();
+  if (!event.token_ids.empty()) {
+    r.record.on_tokens();
+    r.lease.charge(int64_t(event.token_ids.size()));
+  }
   std::vector<std::string> out;
   r.job->on_event(choice, event, out);
   const bool done = r.job->done();
@@ -183,7 +197,7 @@ void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const St
     cancel(r);
     end_record(r, 200);
     const JobSpec& spec = r.job->spec();
-    by_client_id_.erase(id_key(spec.client_id, spec.client_id_is_number));
+    by_client_id_.erase(ws_id_key(spec.client_id, spec.client_id_is_number));
     running_.erase(it);
   }
 }
@@ -224,7 +238,7 @@ void WebSocketSession::do_write() {
   if (queue_.empty()) {
     if (closing_) {
       closed_ = true;
-      ws_.async_close(websocket::close_code::going_away,
+      ws_.async_close(close_code_,
                       beast::bind_front_handler(&WebSocketSession::on_close, shared_from_this()));
     }
     return;

@@ -21,6 +21,15 @@
 // a delta that would pass it cancels its request (whose final event then
 // says `cancelled`); past twice the bound (plus 64 KiB for final events)
 // the socket is closed.
+//
+// Limits: a message larger than max_body_bytes closes the socket with code
+// 1009 (message too big; Beast sends it) and cancels its requests. More than
+// ws_max_messages_per_second messages (cancels too; a burst of that many
+// is allowed) get an error event (code "ws_rate_limit_exceeded"), then the
+// socket is closed with code 1008 (policy violation) and its requests are
+// cancelled. Each request passes the API key the upgrade carried through
+// its limits (http/key_gate.hpp): a refusal is an error event for that
+// request (type rate_limit_error), and the socket carries on.
 #pragma once
 
 #include <boost/beast/core.hpp>
@@ -29,17 +38,22 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "http/completion_job.hpp"
 #include "http/request_record.hpp"
 #include "http/server_state.hpp"
+#include "http/token_bucket.hpp"
+#include "http/ws_message.hpp"
 
 namespace conveyor::http {
 
 class WebSocketSession : public SessionBase, public std::enable_shared_from_this<WebSocketSession> {
  public:
-  // `connection`: the number the access log gives the TCP connection.
-  WebSocketSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state, uint64_t connection);
+  // `connection`: the number the access log gives the TCP connection;
+  // `slot`: its place under max_connections; `key`: the upgrade's API key.
+  WebSocketSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state, uint64_t connection,
+                   ConnectionSlot slot, KeyRef key);
   ~WebSocketSession() override;
 
   // Accepts the upgrade `request` (already read by the HTTP session).
@@ -54,16 +68,18 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
     std::vector<CancelFn> cancels;
     bool overflowed = false;  // deltas are dropped; the final event still goes
     RequestRecord record;
+    KeyLease lease;           // its place under its key's limits
   };
 
   void on_accept(boost::beast::error_code ec);
   void do_read();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void handle_message(std::string_view text);
+  void close_for_message_rate();
   // An error event for a message that runs nothing, and its access-log line.
   void refuse(const ApiError& error, const ApiRequest& request);
   void end_record(Running& r, int status_if_ok);
-  void start(ApiRequest request);
+  void start(WsStart start);
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
   void cancel(Running& r);
   void cancel_all();
@@ -77,8 +93,12 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   boost::beast::flat_buffer buffer_;
   std::shared_ptr<ServerState> state_;
+  ConnectionSlot slot_;  // after state_: released before it
   uint64_t registry_id_ = 0;
   const uint64_t connection_;
+  const KeyRef key_;
+  std::optional<TokenBucket> message_rate_;  // set when ws_max_messages_per_second is
+  boost::beast::websocket::close_code close_code_ = boost::beast::websocket::close_code::going_away;
 
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;

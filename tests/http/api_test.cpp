@@ -262,8 +262,13 @@ TEST(MetricsText, HistogramsAreCumulativeWithInf) {
   metrics.iteration_tokens.observe(5000);
   EngineStats stats;
   stats.num_running = 2;
-  const std::string text = render_metrics(stats, metrics);
+  RefusalCounters refusals;
+  refusals.add(Refusal::ws_rate);
+  const std::string text = render_metrics(stats, metrics, refusals);
   EXPECT_NE(text.find("conveyor:num_requests_running 2\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE conveyor:http_refused_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("conveyor:http_refused_total{reason=\"ws_rate\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("conveyor:http_refused_total{reason=\"header_timeout\"} 0\n"), std::string::npos);
   EXPECT_NE(text.find("conveyor:iteration_tokens_bucket{le=\"8\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("conveyor:iteration_tokens_bucket{le=\"+Inf\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("conveyor:iteration_tokens_count 2\n"), std::string::npos);
@@ -281,7 +286,7 @@ TEST(MetricsText, HistogramQuantileInterpolatesInItsBucket) {
   EXPECT_DOUBLE_EQ(h.quantile(1.0), 4.0);
   EngineMetrics metrics;
   metrics.executor_idle.observe(2e-5);
-  EXPECT_NE(render_metrics(EngineStats{}, metrics).find("conveyor:executor_idle_seconds_count 1\n"),
+  EXPECT_NE(render_metrics(EngineStats{}, metrics, RefusalCounters{}).find("conveyor:executor_idle_seconds_count 1\n"),
             std::string::npos);
 }
 

@@ -55,6 +55,9 @@ TEST(Lifecycle, MetricsHaveTheNamesAndPassPromtool) {
                            "conveyor:inter_token_latency_seconds_bucket", "conveyor:e2e_request_latency_seconds_count",
                            "conveyor:request_queue_time_seconds_sum", "conveyor:iteration_tokens_bucket{le=\"+Inf\"}"})
     EXPECT_NE(r.body.find(name), std::string::npos) << name;
+  for (const char* reason : {"rate_limit", "concurrency", "connections", "header_timeout", "idle_timeout",
+                             "ws_message_size", "ws_rate"})
+    EXPECT_EQ(metric(server.port(), std::string("conveyor:http_refused_total{reason=\"") + reason + "\"}"), 0) << reason;
   EXPECT_GE(metric(server.port(), "conveyor:generation_tokens_total"), 4);
   EXPECT_EQ(metric(server.port(), "conveyor:request_success_total{finished_reason=\"length\"}"), 1);
 

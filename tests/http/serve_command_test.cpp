@@ -7,9 +7,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <functional>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/http/test_client.hpp"
 
@@ -72,8 +76,14 @@ struct Child {
 };
 
 Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* capacity = "4096",
-                  const char* dtype = "auto") {
+                  const char* dtype = "auto", const std::vector<std::string>& extra = {}) {
   Child c;
+  std::vector<std::string> args = {kConveyor, "serve",  "--port", "0",   capacity_flag, capacity, "--kv-cache-dtype",
+                                   dtype,     "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   int fds[2];
   if (pipe(fds) != 0) return c;
   c.pid = fork();
@@ -81,8 +91,7 @@ Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* c
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
-    execl(kConveyor.c_str(), kConveyor.c_str(), "serve", "--port", "0", capacity_flag, capacity,
-          "--kv-cache-dtype", dtype, "--threads", "1", static_cast<char*>(nullptr));
+    execv(kConveyor.c_str(), argv.data());
     _exit(127);
   }
   close(fds[1]);
@@ -138,6 +147,94 @@ TEST(ServeCommand, KvCacheMemoryFlagSizesTheCache) {
   EXPECT_EQ(http_request(c.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 3})").status, 200);
   kill(c.pid, SIGTERM);
   EXPECT_EQ(wait_exit(c, std::chrono::seconds(10)), 0);
+  fclose(c.out);
+}
+
+// The rest of a child's output, read on a thread as it comes (a child whose
+// pipe fills up would block on its log).
+struct LogReader {
+  std::mutex mutex;
+  std::string text;
+  std::thread thread;
+  explicit LogReader(FILE* out) {
+    thread = std::thread([this, out] {
+      char line[1024];
+      while (fgets(line, sizeof line, out)) {
+        std::lock_guard lock(mutex);
+        text += line;
+      }
+    });
+  }
+  bool has(const std::string& s) {
+    std::lock_guard lock(mutex);
+    return text.find(s) != std::string::npos;
+  }
+  std::string all() {
+    std::lock_guard lock(mutex);
+    return text;
+  }
+  void join() {  // after the child exits (EOF)
+    if (thread.joinable()) thread.join();
+  }
+  ~LogReader() { join(); }
+};
+
+bool eventually(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+TEST(ServeCommand, LimitFlagsAreCheckedAndABadKeyFileFailsTheStart) {
+  std::string out;
+  EXPECT_EQ(exit_code_of("--port 0 --api-key-file /nonexistent/keys.toml", &out), 2);
+  EXPECT_NE(out.find("--api-key-file: cannot open '/nonexistent/keys.toml'"), std::string::npos) << out;
+  const std::string bad = ::testing::TempDir() + "serve_bad_keys.toml";
+  std::ofstream(bad) << "[[key]]\nkey = \"sk-x\"\nmax_concurrent = 0\n";
+  EXPECT_EQ(exit_code_of("--port 0 --api-key-file " + bad, &out), 2);
+  EXPECT_NE(out.find("key[0].max_concurrent must be an integer of 1 or more"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--header-timeout 0", &out), 2);
+  EXPECT_EQ(exit_code_of("--idle-timeout -1", &out), 2);
+  EXPECT_EQ(exit_code_of("--ws-max-messages-per-second -1", &out), 2);
+  EXPECT_EQ(exit_code_of("--max-connections many", &out), 2);
+  EXPECT_EQ(exit_code_of("--help", &out), 0);
+  for (const char* flag : {"--api-key-file", "--header-timeout", "--idle-timeout", "--max-connections",
+                           "--ws-max-messages-per-second"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}
+
+// SIGHUP reads the key file again: new keys work and old ones stop; a bad
+// file keeps the keys there were, with a warning.
+TEST(ServeCommand, SighupReloadsTheApiKeyFile) {
+  const std::string path = ::testing::TempDir() + "serve_sighup_keys.toml";
+  std::ofstream(path) << "[[key]]\nkey = \"sk-before\"\n";
+  Child c = start_serve("--kv-cache-tokens", "4096", "auto", {"--api-key-file", path});
+  ASSERT_GT(c.port, 0) << c.log;
+  EXPECT_NE(c.log.find("(API key required: 1 keys)"), std::string::npos) << c.log;
+  LogReader log(c.out);
+  auto status_with = [&](const std::string& key) {
+    return http_request(c.port, "GET", "/v1/models", "", {{"Authorization", "Bearer " + key}}).status;
+  };
+  EXPECT_EQ(status_with("sk-before"), 200);
+  EXPECT_EQ(status_with("sk-after"), 401);
+
+  std::ofstream(path) << "[[key]]\nkey = \"sk-after\"\n";
+  kill(c.pid, SIGHUP);
+  EXPECT_TRUE(eventually([&] { return log.has("API keys reloaded"); })) << log.all();
+  EXPECT_EQ(status_with("sk-before"), 401);
+  EXPECT_EQ(status_with("sk-after"), 200);
+
+  std::ofstream(path) << "this is not TOML [";
+  kill(c.pid, SIGHUP);
+  EXPECT_TRUE(eventually([&] { return log.has("API key file not reloaded"); })) << log.all();
+  EXPECT_EQ(status_with("sk-after"), 200);
+
+  kill(c.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(c, std::chrono::seconds(10)), 0);
+  log.join();
   fclose(c.out);
 }
 

@@ -9,6 +9,7 @@
 #include <boost/beast/websocket.hpp>
 #include <cstdio>
 #include <fstream>
+#include <utility>
 
 namespace conveyor::http::testing {
 namespace {
@@ -226,6 +227,89 @@ void WsClient::drop() {
   impl_->open = false;
   beast::error_code ignored;
   impl_->ws.next_layer().close(ignored);
+}
+
+int WsClient::close_code() const { return int(impl_->ws.reason().code); }
+
+// ---- raw TCP ---------------------------------------------------------------------------
+
+struct RawClient::Impl {
+  net::io_context ioc;
+  tcp::socket socket{ioc};
+  bool open = false;
+  std::string received;
+
+  // One read of whatever comes within `timeout`: false when the connection closed.
+  bool read_some(std::chrono::milliseconds timeout) {
+    char buf[4096];
+    bool done = false;
+    beast::error_code ec;
+    std::size_t n = 0;
+    socket.async_read_some(net::buffer(buf), [&](beast::error_code e, std::size_t bytes) {
+      ec = e;
+      n = bytes;
+      done = true;
+    });
+    ioc.restart();
+    ioc.run_for(timeout);
+    if (!done) {
+      socket.cancel();  // the read ends with operation_aborted: still open
+      ioc.restart();
+      ioc.run();
+      return true;
+    }
+    received.append(buf, n);
+    if (ec) open = false;
+    return !ec;
+  }
+};
+
+RawClient::RawClient(uint16_t port) : impl_(std::make_unique<Impl>()) {
+  Response ignored;
+  impl_->open = connect(impl_->socket, port, ignored);
+}
+
+RawClient::~RawClient() = default;
+bool RawClient::connected() const { return impl_->open; }
+const std::string& RawClient::received() const { return impl_->received; }
+
+std::string RawClient::take_received() { return std::exchange(impl_->received, std::string()); }
+
+void RawClient::close() {
+  impl_->open = false;
+  beast::error_code ignored;
+  impl_->socket.close(ignored);
+}
+
+bool RawClient::send(const std::string& bytes) {
+  if (!impl_->open) return false;
+  beast::error_code ec;
+  net::write(impl_->socket, net::buffer(bytes), ec);
+  if (ec) impl_->open = false;
+  return !ec;
+}
+
+bool RawClient::wait_closed(std::chrono::milliseconds timeout, std::string* received) {
+  const size_t before = impl_->received.size();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool closed = !impl_->open;
+  while (!closed) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    closed = !impl_->read_some(left);
+  }
+  if (received) received->append(impl_->received, before);
+  return closed;
+}
+
+bool RawClient::read_until(const std::string& text, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (impl_->received.find(text) == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!impl_->open || left.count() <= 0) return false;
+    impl_->read_some(left);
+  }
+  return true;
 }
 
 // ---- curl ------------------------------------------------------------------------------

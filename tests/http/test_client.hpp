@@ -52,6 +52,34 @@ class WsClient {
   std::optional<std::string> read(std::chrono::milliseconds timeout = kTimeout);
   void close();                 // a clean WebSocket close
   void drop();                  // the TCP connection closed without a goodbye
+  // The code of the close frame the server sent (1009: message too big;
+  // 1008: policy violation), once a read found the socket closed; 0 if none came.
+  int close_code() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A bare TCP connection, for clients that misbehave: that send nothing, or
+// trickle a request one byte at a time.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port);
+  ~RawClient();
+  bool connected() const;
+  // False once the server has closed (or reset) the connection.
+  bool send(const std::string& bytes);
+  // Reads until the server closes the connection (true) or `timeout` passes
+  // (false); what arrives is appended to `received`.
+  bool wait_closed(std::chrono::milliseconds timeout, std::string* received = nullptr);
+  // Reads until `text` is among the bytes received so far (true), the
+  // connection closes or `timeout` passes (false).
+  bool read_until(const std::string& text, std::chrono::milliseconds timeout = kTimeout);
+  const std::string& received() const;
+  // What was received so far, which read_until() then forgets.
+  std::string take_received();
+  void close();
 
  private:
   struct Impl;

@@ -59,6 +59,7 @@ uint16_t TestServer::port() const { return impl_->bound; }
 const std::string& TestServer::model_name() const { return impl_->server->model().served_name; }
 int32_t TestServer::context_length() const { return impl_->server->model().config.context_length; }
 void TestServer::stop() { impl_->server->stop(); }
+Status TestServer::reload_api_keys() { return impl_->server->reload_api_keys(); }
 
 std::vector<int32_t> TestServer::encode(const std::string& text) const {
   return impl_->server->model().tokenizer->encode(text, /*add_bos=*/true);

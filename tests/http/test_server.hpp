@@ -12,6 +12,7 @@
 
 #include "actors/engine_config.hpp"
 #include "http/server_options.hpp"
+#include "model/status.hpp"
 
 namespace conveyor::http::testing {
 
@@ -32,6 +33,7 @@ class TestServer {
   std::vector<int32_t> engine_greedy(const std::vector<int32_t>& prompt, int32_t max_tokens,
                                      bool ignore_eos = false);
   void stop();  // the server's graceful stop
+  Status reload_api_keys();  // what SIGHUP does in `conveyor serve`
 
  private:
   struct Impl;

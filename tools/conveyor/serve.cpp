@@ -10,7 +10,9 @@
 // SIGTERM, or a first SIGINT, drains the server (http/server.hpp): new
 // requests get 503, running ones finish within --shutdown-timeout and are
 // cancelled past it; then the server, the engine and the actor system shut
-// down and it exits 0. A second SIGINT exits at once (status 130).
+// down and it exits 0. A second SIGINT exits at once (status 130). SIGHUP
+// reads --api-key-file again (http/server.hpp: a bad file keeps the old keys,
+// with a warning).
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +22,7 @@
 #include <sstream>
 
 #include "actors/engine.hpp"
+#include "http/api_key_file.hpp"
 #include "http/engine_port.hpp"
 #include "http/serve_settings.hpp"
 #include "http/server.hpp"
@@ -30,8 +33,8 @@
 namespace conveyor::cli {
 namespace {
 
-// SIGINT/SIGTERM write the signal number here, and the drain's end writes
-// kDrained, so that the main thread waits for both with one blocking read.
+// SIGINT/SIGTERM/SIGHUP write the signal number here, and the drain's end
+// writes kDrained, so that the main thread waits for all with one blocking read.
 int g_stop_pipe[2] = {-1, -1};
 constexpr char kDrained = 0;
 
@@ -39,7 +42,7 @@ void write_stop_byte(char byte) {
   [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
 }
 
-extern "C" void stop_signal_handler(int signal) { write_stop_byte(char(signal)); }
+extern "C" void signal_to_pipe(int signal) { write_stop_byte(char(signal)); }
 
 char read_stop_byte() {
   char byte = kDrained;
@@ -50,7 +53,7 @@ char read_stop_byte() {
 
 // Flags as given; unset ones leave the config file's (or the default) value.
 struct ServeFlags {
-  std::optional<std::string> config, model, tokenizer, host, api_key, served_model_name, chat_template;
+  std::optional<std::string> config, model, tokenizer, host, api_key, api_key_file, served_model_name, chat_template;
   std::optional<uint16_t> port;
   std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
   std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
@@ -60,7 +63,9 @@ struct ServeFlags {
   std::optional<bool> overlap;
   std::optional<int> threads;
   std::optional<size_t> max_body_bytes, max_output_bytes;
-  std::optional<double> shutdown_timeout, log_stats_interval;
+  std::optional<double> shutdown_timeout, log_stats_interval, header_timeout, idle_timeout;
+  std::optional<size_t> max_connections;
+  std::optional<int32_t> ws_max_messages_per_second;
   std::optional<std::string> log_level, log_format;
 };
 
@@ -91,6 +96,11 @@ int run_serve(const ServeFlags& f) {
   override_with(s.server.host, f.host);
   override_with(s.server.port, f.port);
   override_with(s.server.api_key, f.api_key);
+  override_with(s.server.api_key_file, f.api_key_file);
+  override_with(s.server.header_timeout_seconds, f.header_timeout);
+  override_with(s.server.idle_timeout_seconds, f.idle_timeout);
+  override_with(s.server.max_connections, f.max_connections);
+  override_with(s.server.ws_max_messages_per_second, f.ws_max_messages_per_second);
   override_with(s.server.served_model_name, f.served_model_name);
   override_with(s.server.chat_template, f.chat_template);
   override_with(s.server.max_body_bytes, f.max_body_bytes);
@@ -104,6 +114,10 @@ int run_serve(const ServeFlags& f) {
   const auto log_level = http::parse_log_level(s.server.log_level);
   if (!log_level) return fail(kExitUsage, "--log-level: " + log_level.error().message);
   http::configure_log(*log_level, *log_format);
+  if (Status st = http::validate_server_options(s.server); !st) return fail(kExitUsage, st.error().message);
+  // Before the model loads, so that a bad key file does not wait for the weights.
+  const auto api_keys = http::api_keys_of(s.server);
+  if (!api_keys) return fail(kExitUsage, "--api-key-file: " + api_keys.error().message);
   EngineConfig& e = s.engine;
   override_with(e.device, f.device);
   override_with(e.block_size, f.block_size);
@@ -144,11 +158,12 @@ int run_serve(const ServeFlags& f) {
   // hand a process signal to any thread. The handler only writes to a pipe.
   if (pipe(g_stop_pipe) != 0) return fail(kExitFailure, "cannot create a pipe");
   struct sigaction on_stop = {};
-  on_stop.sa_handler = stop_signal_handler;
+  on_stop.sa_handler = signal_to_pipe;
   sigemptyset(&on_stop.sa_mask);
   on_stop.sa_flags = SA_RESTART;
   sigaction(SIGINT, &on_stop, nullptr);
   sigaction(SIGTERM, &on_stop, nullptr);
+  sigaction(SIGHUP, &on_stop, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadOptions load;
@@ -202,11 +217,18 @@ int run_serve(const ServeFlags& f) {
   auto bound = server.start();
   if (!bound) return fail(kExitFailure, bound.error().message);
   http::log_info("listening on http://" + s.server.host + ":" + std::to_string(*bound) +
-                 (s.server.api_key.empty() ? "" : " (API key required)"));
+                 (api_keys->empty() ? "" : " (API key required: " + std::to_string(api_keys->size()) + " keys)"));
 
   for (bool draining = false;;) {
     const char byte = read_stop_byte();
     if (byte == kDrained) break;
+    if (byte == SIGHUP) {
+      if (s.server.api_key_file.empty())
+        http::log_info("SIGHUP: no --api-key-file to reload; nothing changes");
+      else
+        (void)server.reload_api_keys();  // it logs what happened
+      continue;
+    }
     const char* name = byte == SIGINT ? "SIGINT" : "SIGTERM";
     if (!draining) {
       draining = true;
@@ -239,11 +261,27 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
   cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "TOML file of API keys, each with optional max_concurrent and tokens_per_minute limits "
+                  "(see README); read again on SIGHUP");
   cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
   cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml | FILE (Jinja); default auto: the model's own template");
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (default 1 MiB)");
   cmd->add_option("--max-output-bytes", f->max_output_bytes,
                   "unsent output per connection before its request is cancelled (default 1 MiB)");
+  cmd->add_option("--header-timeout", f->header_timeout,
+                  "seconds a connection has to send a complete request header (default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--idle-timeout", f->idle_timeout,
+                  "seconds a keep-alive connection may wait for its next request, or a body or a write may "
+                  "stall (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", f->max_connections,
+                  "open connections; past it new ones get 503 and are closed (default 1024; 0: no cap)");
+  cmd->add_option("--ws-max-messages-per-second", f->ws_max_messages_per_second,
+                  "messages a WebSocket client may send per second; past it an error event, then the socket "
+                  "is closed (default 100; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", f->device, "cpu | cuda | cuda:N: the backend that runs the model (default cpu)");
   cmd->add_option("--block-size", f->block_size, "tokens per KV block, a power of two (default 16)");
   cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
