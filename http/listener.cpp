@@ -4,6 +4,7 @@
 #include <boost/beast/core/bind_handler.hpp>
 
 #include "http/http_session.hpp"
+#include "http/server_log.hpp"
 
 namespace conveyor::http {
 
@@ -11,7 +12,7 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 Listener::Listener(net::io_context& ioc, std::shared_ptr<ServerState> state)
-    : ioc_(ioc), acceptor_(net::make_strand(ioc)), state_(std::move(state)) {}
+    : ioc_(ioc), acceptor_(net::make_strand(ioc)), retry_(acceptor_.get_executor()), state_(std::move(state)) {}
 
 Status Listener::open(const tcp::endpoint& endpoint) {
   boost::system::error_code ec;
@@ -37,6 +38,7 @@ void Listener::stop() {
   net::post(acceptor_.get_executor(), [self = shared_from_this()] {
     boost::system::error_code ignored;
     self->acceptor_.close(ignored);
+    self->retry_.cancel();
   });
 }
 
@@ -47,11 +49,20 @@ void Listener::do_accept() {
 
 void Listener::on_accept(boost::system::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;  // stopped
-  if (!ec) {
-    socket.set_option(tcp::no_delay(true), ec);  // token events are small and latency matters
-    // Past max_connections the session gets no slot, answers 503 and closes.
-    std::make_shared<HttpSession>(std::move(socket), state_, state_->open_connection())->run();
+  if (ec) {
+    // EMFILE and its kind fail again at once while the connection waits in
+    // the backlog: give sessions a moment to close.
+    log_warn("accept failed: " + ec.message() + "; retrying shortly",
+             {{"open_connections", uint64_t(state_->open_connections())}});
+    retry_.expires_after(kAcceptRetry);
+    retry_.async_wait([self = shared_from_this()](boost::system::error_code e) {
+      if (!e && self->acceptor_.is_open()) self->do_accept();
+    });
+    return;
   }
+  socket.set_option(tcp::no_delay(true), ec);  // token events are small and latency matters
+  // Past max_connections the session gets no slot, answers 503 and closes.
+  std::make_shared<HttpSession>(std::move(socket), state_, state_->open_connection())->run();
   do_accept();
 }
 

@@ -1,11 +1,15 @@
 // Accepts TCP connections and starts an HttpSession on each, each on its own
 // strand (so a session's handlers never run concurrently). Every connection
 // is accepted, so that one past max_connections hears why (503) rather than
-// wait in the kernel's backlog.
+// wait in the kernel's backlog. When accept itself fails (out of file
+// descriptors: the process's limit must be above max_connections), the
+// listener waits kAcceptRetry before it tries again rather than spin.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <memory>
 
 #include "http/server_state.hpp"
@@ -14,6 +18,8 @@ namespace conveyor::http {
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
+  static constexpr std::chrono::milliseconds kAcceptRetry{100};
+
   Listener(boost::asio::io_context& ioc, std::shared_ptr<ServerState> state);
 
   // Binds and listens (before the io_context runs).
@@ -29,6 +35,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   boost::asio::io_context& ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_;  // on the acceptor's strand
   std::shared_ptr<ServerState> state_;
 };
 
