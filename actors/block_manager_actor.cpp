@@ -81,14 +81,20 @@ namespace {
 struct block_manager_state {
   block_manager_state() = default;  // not an aggregate: CAF would build it from the actor pointer
   std::unique_ptr<BlockManager> bm;
+  std::shared_ptr<FaultInjector> faults;
 };
 
 block_manager_actor::behavior_type block_manager(
-    block_manager_actor::stateful_pointer<block_manager_state> self, BlockManagerOptions options) {
+    block_manager_actor::stateful_pointer<block_manager_state> self, BlockManagerOptions options,
+    std::shared_ptr<FaultInjector> faults) {
   self->state.bm = std::make_unique<BlockManager>(options.num_blocks, options.block_size,
                                                   options.prefix_caching, options.num_host_blocks);
+  self->state.faults = std::move(faults);
   return {
-      [self](alloc_atom, const AllocationBatch& batch) {
+      [self](alloc_atom, const AllocationBatch& batch) -> caf::result<AllocationResult> {
+        if (auto& f = self->state.faults; f && f->hit(FaultPoint::alloc))
+          return make_engine_error(
+              Error{Errc::internal, "KV allocation: " + describe_fault(FaultPoint::alloc, f->count(FaultPoint::alloc))});
         return apply_allocation_batch(*self->state.bm, batch);
       },
       [self](stats_atom) { return block_stats(*self->state.bm); },
@@ -97,8 +103,9 @@ block_manager_actor::behavior_type block_manager(
 
 }  // namespace
 
-block_manager_actor spawn_block_manager(caf::actor_system& sys, const BlockManagerOptions& options) {
-  return sys.spawn(block_manager, options);
+block_manager_actor spawn_block_manager(caf::actor_system& sys, const BlockManagerOptions& options,
+                                        std::shared_ptr<FaultInjector> faults) {
+  return sys.spawn(block_manager, options, std::move(faults));
 }
 
 }  // namespace conveyor

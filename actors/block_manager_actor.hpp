@@ -8,6 +8,7 @@
 #pragma once
 
 #include "actors/block_manager.hpp"
+#include "actors/fault_injection.hpp"
 #include "actors/messages.hpp"
 
 namespace conveyor {
@@ -19,7 +20,9 @@ struct BlockManagerOptions {
   bool prefix_caching = true;
 };
 
-block_manager_actor spawn_block_manager(caf::actor_system& sys, const BlockManagerOptions& options);
+// `faults` (may be null) can make allocation batches fail (tests).
+block_manager_actor spawn_block_manager(caf::actor_system& sys, const BlockManagerOptions& options,
+                                        std::shared_ptr<FaultInjector> faults = nullptr);
 
 // The actor's work, without the actor: tests call it directly.
 AllocationResult apply_allocation_batch(BlockManager& bm, const AllocationBatch& batch);

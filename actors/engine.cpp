@@ -5,6 +5,7 @@
 #include "actors/backend.hpp"
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
+#include "actors/fault_injection.hpp"
 #include "actors/kv_capacity.hpp"
 #include "actors/policy_actors.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -37,6 +38,10 @@ Status validate(const EngineConfig& c) {
   if (auto m = parse_preemption_mode(c.preemption); !m) return bad("preemption", m.error().message);
   if (auto m = parse_admission_mode(c.admission); !m) return bad("admission", m.error().message);
   if (auto m = parse_batching_mode(c.batching); !m) return bad("batching", m.error().message);
+  if (c.fault_recovery != "recompute" && c.fault_recovery != "fail")
+    return bad("fault-recovery", "must be recompute or fail, not '" + c.fault_recovery + "'");
+  if (c.max_fault_retries < 0) return bad("max-fault-retries", "must be >= 0");
+  if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();
   return Status::ok();
 }
 
@@ -103,28 +108,33 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.batching = *parse_batching_mode(config.batching);
   sc.overlap = config.overlap;
   sc.aging_interval_seconds = config.aging_interval_seconds;
+  sc.recompute_after_fault = config.fault_recovery == "recompute";
+  sc.max_fault_retries = config.max_fault_retries;
 
-  SchedulerActors& a = engine->actors_;
-  a.metrics = std::make_shared<EngineMetrics>();
-  a.block_manager = spawn_block_manager(
-      sys, BlockManagerOptions{engine->num_blocks_, config.block_size, host_blocks, config.prefix_caching});
-  a.executor = spawn_executor(sys, std::move(runner));
-  a.swap = spawn_swap(sys, std::move(swap));
+  SchedulerActors a;
+  engine->metrics_ = a.metrics = std::make_shared<EngineMetrics>();
+  // The workers a restart replaces. The runner and the swap engine (the
+  // weights, the KV memory) outlive them; the runner forgets its sequences.
+  const BlockManagerOptions bm{engine->num_blocks_, config.block_size, host_blocks, config.prefix_caching};
+  std::shared_ptr<FaultInjector> faults = config.fault_injection.empty()
+                                              ? nullptr
+                                              : *FaultInjector::parse(config.fault_injection);
+  a.respawn_workers = [&sys, bm, runner = std::move(runner), swap = std::move(swap),
+                       faults](SchedulerActors& w) {
+    runner->reset();
+    w.block_manager = spawn_block_manager(sys, bm, faults);
+    w.executor = spawn_executor(sys, runner, faults);
+    w.swap = spawn_swap(sys, swap, faults);
+  };
+  a.respawn_workers(a);
   a.admission = spawn_admission_policy(sys, std::move(admission).value());
   a.preemption = spawn_preemption_policy(sys, PreemptionPolicy(*preemption_mode));
-  engine->scheduler_ = spawn_scheduler(sys, std::move(sc), a);
+  engine->scheduler_ = spawn_scheduler(sys, std::move(sc), std::move(a));
   return engine;
 }
 
-Engine::~Engine() {
-  const auto reason = caf::exit_reason::user_shutdown;
-  caf::anon_send_exit(scheduler_, reason);
-  caf::anon_send_exit(actors_.block_manager, reason);
-  caf::anon_send_exit(actors_.executor, reason);
-  caf::anon_send_exit(actors_.swap, reason);
-  caf::anon_send_exit(actors_.admission, reason);
-  caf::anon_send_exit(actors_.preemption, reason);
-}
+// The scheduler stops its workers and policies when it stops.
+Engine::~Engine() { caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown); }
 
 RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   if (spec.request.id == 0) {  // from a range of its own: caller-chosen ids are below it
@@ -132,7 +142,7 @@ RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
     spec.request.automatic_id = true;
   }
   if (!spec.tokenizer) spec.tokenizer = info_.tokenizer;
-  spec.metrics = actors_.metrics;
+  spec.metrics = metrics_;
   const request_id id = spec.request.id;
   auto actor = spawn_request(sys_, scheduler_, std::move(spec), std::move(on_event));
   return RequestHandle(id, std::move(actor));

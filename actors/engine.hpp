@@ -13,6 +13,12 @@
 // apart by StreamEvent::index, each ending with its own last event. Engine
 // methods are thread-safe. Destroying the Engine stops its actors; requests
 // still in flight end with an error event.
+//
+// A fault inside the engine (the runner throws, a swap copy or a KV
+// allocation fails) does not end it: the scheduler restarts its workers with
+// a fresh KV pool and recomputes the running requests from their tokens so
+// far (EngineConfig::fault_recovery; see actors/scheduler_actor.hpp). A
+// request given up on ends with Errc::internal ("the engine failed: ...").
 #pragma once
 
 #include <atomic>
@@ -94,7 +100,12 @@ class Engine {
   const std::string& weights_description() const { return weights_description_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
   // Latency histograms and finish counters (for /metrics).
-  const EngineMetrics& metrics() const { return *actors_.metrics; }
+  const EngineMetrics& metrics() const { return *metrics_; }
+  // Called on an actor thread after each restart, with what failed (the
+  // server logs it).
+  void on_restart(std::function<void(const std::string& fault)> listener) {
+    metrics_->on_restart(std::move(listener));
+  }
   int32_t num_blocks() const { return num_blocks_; }
   caf::actor_system& system() { return sys_; }
 
@@ -107,7 +118,7 @@ class Engine {
   int32_t num_blocks_ = 0;
   KvCapacity kv_capacity_;
   std::string weights_description_;
-  SchedulerActors actors_;
+  std::shared_ptr<EngineMetrics> metrics_;
   scheduler_actor scheduler_;
   std::atomic<request_id> next_id_{1};
 };

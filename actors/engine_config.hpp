@@ -42,6 +42,15 @@ struct EngineConfig {
   double aging_interval_seconds = 5.0;  // a waiting request gains one priority level per interval
   AdmissionConfig admission_config;     // watermark, percentile, reserve
   int threads = 0;                      // compute threads (0: all cores)
+  // After an engine fault (the executor threw, a swap copy or a KV
+  // allocation failed) the workers restart with a fresh KV pool, and the
+  // requests that were running are recomputed from their tokens so far
+  // ("recompute", each through at most max_fault_retries restarts) or end
+  // with an error that says the engine failed ("fail").
+  std::string fault_recovery = "recompute";
+  int32_t max_fault_retries = 2;
+  // Faults to inject, for tests (actors/fault_injection.hpp); "": none.
+  std::string fault_injection;
 };
 
 // Checks ranges and names; the message names the field.

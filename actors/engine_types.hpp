@@ -58,6 +58,7 @@ struct TokenEvent {
   int32_t cached_prompt_tokens = 0; // on the final event: prompt tokens found in the prefix cache
   int32_t completion_tokens = 0;    // on the final event
   std::string message;              // on an error event
+  Errc error_code = Errc::invalid_argument;  // on an error event
   bool request_done = false;        // the request's last event (of all its samples)
 };
 
@@ -177,6 +178,10 @@ struct StepPlan {
   // Sequences that start now: their sampler's parameters and prompt.
   std::vector<std::pair<seq_id, SamplingParams>> new_samplers;
   std::vector<std::vector<int32_t>> new_sampler_prompts;
+  // The tokens each new sampler's sequence generated before (after an engine
+  // restart; usually empty): the sampler replays them, so that its penalty
+  // counts and its generator's position are those of an undisturbed run.
+  std::vector<std::vector<int32_t>> new_sampler_history;
   std::vector<seq_id> retired;      // sequences whose samplers can go
   // (parent, child): the child samples from its parent's logits row this step
   // (its sampler is among new_samplers). Grouped by parent, in plan order.

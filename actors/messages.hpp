@@ -49,7 +49,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
   return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.logprob, x.top,
            x.finish, x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.message,
-           x.request_done);
+           x.error_code, x.request_done);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockRequest& x) {
@@ -104,7 +104,7 @@ typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepPlan& x) {
   return f(caf::meta::type_name("StepPlan"), x.iteration, x.batch, x.seq_ids, x.copies,
-           x.new_samplers, x.new_sampler_prompts, x.retired, x.forks);
+           x.new_samplers, x.new_sampler_prompts, x.new_sampler_history, x.retired, x.forks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {

@@ -66,4 +66,19 @@ uint64_t EngineMetrics::finished(FinishReason reason) const {
   return finished_[size_t(reason)];
 }
 
+void EngineMetrics::restarted(const std::string& fault) {
+  ++restarts;
+  std::function<void(const std::string&)> listener;
+  {
+    std::lock_guard lock(mutex_);
+    listener = restart_listener_;
+  }
+  if (listener) listener(fault);
+}
+
+void EngineMetrics::on_restart(std::function<void(const std::string& fault)> listener) {
+  std::lock_guard lock(mutex_);
+  restart_listener_ = std::move(listener);
+}
+
 }  // namespace conveyor

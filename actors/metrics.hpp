@@ -6,7 +6,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -53,9 +55,18 @@ class EngineMetrics {
   void count_finished(FinishReason reason);
   uint64_t finished(FinishReason reason) const;
 
+  // Engine restarts after a fault (actors/scheduler_actor.hpp), and whether
+  // one is under way (the scheduler waits for the failed workers' last replies).
+  std::atomic<uint64_t> restarts{0};
+  std::atomic<bool> restarting{false};
+  // Counts a restart and tells the listener (on the scheduler's thread) what failed.
+  void restarted(const std::string& fault);
+  void on_restart(std::function<void(const std::string& fault)> listener);
+
  private:
   mutable std::mutex mutex_;
   std::array<uint64_t, 5> finished_{};  // by FinishReason
+  std::function<void(const std::string&)> restart_listener_;
 };
 
 // Bounds shared by the latency histograms (vLLM's, in seconds).

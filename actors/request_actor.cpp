@@ -143,7 +143,7 @@ void on_token(self_ptr self, TokenEvent& t) {
       e.cached_prompt_tokens = t.cached_prompt_tokens;
       e.completion_tokens = t.completion_tokens;
       e.message = t.message;
-      if (e.finish == FinishReason::error) e.error_code = Errc::invalid_argument;
+      if (e.finish == FinishReason::error) e.error_code = t.error_code;
       emit_final(self, std::move(e));
     } else if (!e.text.empty() || !e.token_ids.empty()) {
       st.on_event(e);
@@ -154,6 +154,7 @@ void on_token(self_ptr self, TokenEvent& t) {
     e.id = st.id;
     e.finish = t.finish == FinishReason::none ? FinishReason::error : t.finish;
     e.message = t.message;
+    e.error_code = t.error_code;
     fail_open_samples(self, e);
   }
 }

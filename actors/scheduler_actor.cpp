@@ -33,6 +33,13 @@ struct scheduler_state {
   uint64_t steps = 0;            // results applied (forward passes)
   bool wake_pending = false;   // a delayed wake is armed
   int32_t swaps_in_flight = 0;
+  int32_t replies_owed = 0;    // requests out to workers and policies
+  bool faulted = false;        // a worker failed: waiting for replies_owed to reach 0
+  std::string fault;           // what failed
+  // The actors to stop when the scheduler stops (it owns them): the workers
+  // and policies of the moment (a replaced policy stops once nothing refers
+  // to it). Shared with the functor run at exit.
+  std::shared_ptr<std::vector<caf::actor_addr>> owned = std::make_shared<std::vector<caf::actor_addr>>();
   request_id next_id = 1;
   std::vector<TokenEvent> events;  // delivery buffer, reused
   EngineStats stats;
@@ -83,18 +90,82 @@ void deliver_events(self_ptr self) {
   }
 }
 
-void fail_all(self_ptr self, const caf::error& err) {
+void remember_owned(self_ptr self) {
+  auto& a = self->state.actors;
+  *self->state.owned = {a.block_manager.address(), a.executor.address(), a.swap.address(),
+                        a.admission.address(), a.preemption.address()};
+}
+
+// No restart possible: every request ends with an error, and the scheduler stops.
+void fail_all(self_ptr self, const std::string& why) {
   auto& st = self->state;
   for (auto& [id, sink] : st.sinks) {
     TokenEvent e;
     e.id = id;
     e.finish = FinishReason::error;
-    e.message = "engine failure: " + to_string(err);
+    e.error_code = Errc::internal;
+    e.message = "the engine failed: " + why;
     e.request_done = true;
     self->send(sink, std::move(e));
   }
   st.sinks.clear();
-  self->quit(err);
+  self->quit(make_engine_error(Error{Errc::internal, why}));
+}
+
+// Stops the failed workers, spawns fresh ones and lets the core recover.
+void restart(self_ptr self) {
+  auto& st = self->state;
+  deliver_events(self);  // tokens confirmed before the fault still reach their clients
+  if (!st.actors.respawn_workers) {
+    fail_all(self, st.fault);
+    return;
+  }
+  st.stashed.clear();  // results of steps the recovery forgets
+  st.building = false;
+  st.swaps_in_flight = 0;
+  st.step_result_at = st.plan_sent_at = st.last_step_done = {};
+  st.last_finished_ns = 0;
+  const auto reason = caf::exit_reason::user_shutdown;
+  self->send_exit(st.actors.block_manager, reason);
+  self->send_exit(st.actors.executor, reason);
+  self->send_exit(st.actors.swap, reason);
+  st.actors.respawn_workers(st.actors);
+  remember_owned(self);
+  st.core->recover_from_fault(st.fault);
+  st.faulted = false;
+  if (st.actors.metrics) {
+    st.actors.metrics->restarting = false;
+    st.actors.metrics->restarted(st.fault);
+  }
+  deliver_events(self);
+  iterate(self);
+}
+
+// A reply from a worker or policy came in. False while a fault is being
+// recovered from: the reply is dropped, and the last one owed starts the restart.
+bool reply_in(self_ptr self) {
+  auto& st = self->state;
+  --st.replies_owed;
+  if (!st.faulted) return true;
+  if (st.replies_owed == 0) restart(self);
+  return false;
+}
+
+// An error reply: a worker failed (or died).
+void on_fault(self_ptr self, const caf::error& err) {
+  auto& st = self->state;
+  if (!st.faulted) {
+    st.faulted = true;
+    st.fault = from_caf_error(err).message;
+    if (st.actors.metrics) st.actors.metrics->restarting = true;
+  }
+  reply_in(self);
+}
+
+template <class Handle, class... Ts>
+auto ask(self_ptr self, const Handle& dest, Ts&&... xs) {
+  ++self->state.replies_owed;
+  return self->request(dest, caf::infinite, std::forward<Ts>(xs)...);
 }
 
 // Starts building an iteration if the core allows one now.
@@ -105,9 +176,10 @@ void send_swaps(self_ptr self) {
   for (SwapOrder& order : st.core->take_swap_orders()) {
     ++st.swaps_in_flight;
     const auto blocks = int32_t(order.blocks.size());
-    self->request(st.actors.swap, caf::infinite, swap_atom_v, std::move(order))
+    ask(self, st.actors.swap, swap_atom_v, std::move(order))
         .then(
             [self, blocks](const SwapDone& done) {
+              if (!reply_in(self)) return;
               auto& st = self->state;
               --st.swaps_in_flight;
               if (blocks > 0) self->send(st.actors.preemption, costs_atom_v, 0.0, done.seconds / blocks);
@@ -115,7 +187,7 @@ void send_swaps(self_ptr self) {
               deliver_events(self);
               wake(self);
             },
-            [self](caf::error& err) { fail_all(self, err); });
+            [self](caf::error& err) { on_fault(self, err); });
   }
 }
 
@@ -150,7 +222,7 @@ void run_step(self_ptr self) {
     return;
   }
   const int32_t tokens = plan.batch.num_tokens();
-  auto pending = self->request(st.actors.executor, caf::infinite, step_atom_v, std::move(plan));
+  auto pending = ask(self, st.actors.executor, step_atom_v, std::move(plan));
   st.plan_sent_at = clock_type::now();
   if (st.step_result_at != clock_type::time_point{}) {
     st.stats.critical_seconds += std::chrono::duration<double>(st.plan_sent_at - st.step_result_at).count();
@@ -159,6 +231,7 @@ void run_step(self_ptr self) {
   const int64_t sent_ns = st.plan_sent_at.time_since_epoch().count();
   std::move(pending).then(
       [self, tokens, sent_ns](StepResult& result) {
+        if (!reply_in(self)) return;
         auto& st = self->state;
         if (st.building) {
           st.stashed.push_back(scheduler_state::Arrived{std::move(result), tokens, sent_ns});
@@ -166,7 +239,7 @@ void run_step(self_ptr self) {
         }
         on_result(self, result, tokens, sent_ns);
       },
-      [self](caf::error& err) { fail_all(self, err); });
+      [self](caf::error& err) { on_fault(self, err); });
   // The executor has its plan: stream the previous iteration's tokens while
   // it computes, off the iteration's critical path.
   deliver_events(self);
@@ -211,9 +284,10 @@ void on_result(self_ptr self, const StepResult& result, int32_t tokens, int64_t 
 void allocate(self_ptr self, AllocationBatch batch) {
   auto& st = self->state;
   const auto sent = clock_type::now();
-  self->request(st.actors.block_manager, caf::infinite, alloc_atom_v, std::move(batch))
+  ask(self, st.actors.block_manager, alloc_atom_v, std::move(batch))
       .then(
           [self, sent](const AllocationResult& result) {
+            if (!reply_in(self)) return;
             auto& st = self->state;
             st.stats.block_manager_seconds += seconds_since(sent);
             HandlerTimer timer(st.stats.scheduler_seconds);
@@ -223,19 +297,20 @@ void allocate(self_ptr self, AllocationBatch batch) {
               run_step(self);
               return;
             }
-            self->request(st.actors.preemption, caf::infinite, preempt_atom_v, std::move(*query))
+            ask(self, st.actors.preemption, preempt_atom_v, std::move(*query))
                 .then(
                     [self](const PreemptionDecision& decision) {
+                      if (!reply_in(self)) return;
                       allocate(self, self->state.core->apply_preemption(decision));
                     },
-                    [self](caf::error& err) { fail_all(self, err); });
+                    [self](caf::error& err) { on_fault(self, err); });
           },
-          [self](caf::error& err) { fail_all(self, err); });
+          [self](caf::error& err) { on_fault(self, err); });
 }
 
 void iterate(self_ptr self) {
   auto& st = self->state;
-  if (st.building || !st.core->can_build()) return;
+  if (st.building || st.faulted || !st.core->can_build()) return;
   if (st.core->idle()) {
     st.last_step_done = {};
     st.last_finished_ns = 0;
@@ -248,14 +323,15 @@ void iterate(self_ptr self) {
     allocate(self, st.core->build_allocation());
     return;
   }
-  self->request(st.actors.admission, caf::infinite, admit_atom_v, std::move(*query))
+  ask(self, st.actors.admission, admit_atom_v, std::move(*query))
       .then(
           [self](const AdmissionDecision& decision) {
+            if (!reply_in(self)) return;
             HandlerTimer timer(self->state.stats.scheduler_seconds);
             self->state.core->apply_admission(decision);
             allocate(self, self->state.core->build_allocation());
           },
-          [self](caf::error& err) { fail_all(self, err); });
+          [self](caf::error& err) { on_fault(self, err); });
 }
 
 scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
@@ -263,6 +339,10 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
   auto& st = self->state;
   st.core = std::make_unique<SchedulerCore>(std::move(config));
   st.actors = std::move(actors);
+  remember_owned(self);
+  self->attach_functor([owned = st.owned](const caf::error&) {
+    for (const caf::actor_addr& a : *owned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  });
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
     auto it = st.sink_ids.find(down.source);
@@ -296,8 +376,14 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         self->state.core->cancel_sample(id, index);
         wake(self);
       },
-      [self](policy_atom, admission_actor& a) { self->state.actors.admission = std::move(a); },
-      [self](policy_atom, preemption_actor& p) { self->state.actors.preemption = std::move(p); },
+      [self](policy_atom, admission_actor& a) {
+        self->state.actors.admission = std::move(a);
+        remember_owned(self);
+      },
+      [self](policy_atom, preemption_actor& p) {
+        self->state.actors.preemption = std::move(p);
+        remember_owned(self);
+      },
       [self](wake_atom) {
         self->state.wake_pending = false;
         wake(self);

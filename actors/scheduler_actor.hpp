@@ -15,10 +15,24 @@
 // Swap orders go to the swap actor as they arise; their completions re-enter
 // the scheduler as messages and the sequences rejoin at the next iteration.
 //
+// Supervision: the scheduler owns the engine's workers (block manager,
+// executor, swap actor) and restarts them when one fails. A failure is an
+// error reply to any request it sent them (the executor's runner threw, a
+// swap copy or an allocation failed, a worker died); from then on it sends
+// nothing, drops the replies still owed, and once the last is in it stops
+// the old workers, spawns fresh ones (respawn_workers: a fresh KV pool; the
+// runner is reset, the weights stay) and lets the core recover
+// (SchedulerCore::recover_from_fault: recompute, or an error that says the
+// engine failed). Without respawn_workers every request ends with an error
+// and the scheduler stops. EngineMetrics counts restarts and says while one
+// is under way. When the scheduler stops, its workers stop with it.
+//
 // Receives (actors/messages.hpp, scheduler_actor): submit, cancel, policy
 // replacements, wake, stats. Sends: alloc, admit, preempt, swap, step, and
 // TokenEvents to each request's sink. A sink that dies cancels its request.
 #pragma once
+
+#include <functional>
 
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
@@ -33,6 +47,9 @@ struct SchedulerActors {
   admission_actor admission;
   preemption_actor preemption;
   std::shared_ptr<EngineMetrics> metrics;  // may be null
+  // Replaces block_manager, executor and swap with fresh actors (null: no
+  // restarts). Engine::create spawns the first ones with it too.
+  std::function<void(SchedulerActors&)> respawn_workers;
 };
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, SchedulerConfig config,

@@ -140,8 +140,8 @@ bool SchedulerCore::close_sample(request_id request) {
   return true;
 }
 
-void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message) {
-  emit_final(s, reason, message);
+void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message, Errc code) {
+  emit_final(s, reason, message, code);
   if (s.sampler_started) retired_samplers_.push_back(s.id);
   release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
@@ -149,7 +149,8 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
   seqs_.erase(id);  // `s` dangles from here on
 }
 
-void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std::string& message) {
+void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std::string& message,
+                               Errc code) {
   // A request that ends before its first token ends all its samples.
   for (int32_t i = 0; i < s.samples; ++i) {
     TokenEvent e;
@@ -160,6 +161,7 @@ void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std
     e.cached_prompt_tokens = s.cached_prompt_tokens;
     e.completion_tokens = s.generated();
     e.message = message;
+    if (reason == FinishReason::error) e.error_code = code;
     e.request_done = close_sample(s.request);
     events_.push_back(std::move(e));
   }
@@ -590,6 +592,7 @@ StepPlan SchedulerCore::build_step() {
       s.sampler_started = true;
       plan.new_samplers.emplace_back(s.id, s.sampling);
       plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+      plan.new_sampler_history.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
     }
     if (last && s.samples > 1 && !s.fork_planned) plan_forks(s, plan);
     if (last) ++s.unconfirmed;
@@ -636,6 +639,7 @@ void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
     if (params.has_seed) params.seed += uint64_t(i);
     plan.new_samplers.emplace_back(child, std::move(params));
     plan.new_sampler_prompts.emplace_back(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len);
+    plan.new_sampler_history.emplace_back();
     plan.forks.emplace_back(parent.id, child);
     step_forks_.push_back(Fork{parent.id, child, i});
   }
@@ -735,6 +739,83 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     pending_free_blocks_ += d.blocks;
     return true;
   });
+}
+
+// ---- faults -------------------------------------------------------------------
+
+void SchedulerCore::recover_from_fault(const std::string& why) {
+  // The sequences the lost work concerned: those holding KV, and those in
+  // the iteration being built (a fault in their first allocation counts).
+  std::vector<seq_id> touched;
+  for (const Planned& p : plan_) touched.push_back(p.id);
+  for (const auto& [id, s] : seqs_)
+    if (s.state != State::waiting) touched.push_back(id);
+  std::sort(touched.begin(), touched.end());
+  // What the old block manager, runner and swap engine were to hear or do.
+  flights_.clear();
+  step_forks_.clear();
+  deferred_frees_.clear();
+  pending_fills_.clear();
+  pending_computed_.clear();
+  pending_forks_.clear();
+  pending_frees_.clear();
+  pending_free_blocks_ = 0;
+  pending_swap_out_done_.clear();
+  pending_swap_in_done_.clear();
+  pending_swap_in_.clear();
+  swap_out_requested_.clear();
+  swap_orders_.clear();
+  copies_.clear();
+  retired_samplers_.clear();  // the fresh runner has none
+  failed_.clear();
+  plan_.clear();
+  drain_requested_ = false;
+  last_applied_ = iteration_;
+  free_blocks_ = config_.num_blocks;
+  free_host_blocks_ = config_.num_host_blocks;
+  running_.clear();
+  swapped_.clear();
+
+  std::vector<seq_id> ids;
+  ids.reserve(seqs_.size());
+  for (const auto& [id, s] : seqs_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [this](seq_id a, seq_id b) {
+    return seqs_.at(a).arrival != seqs_.at(b).arrival ? seqs_.at(a).arrival < seqs_.at(b).arrival : a < b;
+  });
+  for (seq_id id : ids) {
+    Sequence& s = seqs_.at(id);
+    const bool involved = std::binary_search(touched.begin(), touched.end(), id);
+    s.state = State::waiting;
+    s.blocks_held = 0;
+    s.block_table.clear();
+    s.num_computed = s.scheduled = s.slots = 0;
+    s.unconfirmed = 0;
+    s.last_plan = 0;
+    s.plan_slot = -1;
+    s.fork_planned = false;
+    s.sampler_started = false;
+    if (s.padding) {  // it already ended for its client
+      --num_padding_;
+      seqs_.erase(id);
+      continue;
+    }
+    if (s.cancelled) {
+      waiting_.remove(id);
+      finish(s, FinishReason::cancelled);
+      continue;
+    }
+    if (involved && (!config_.recompute_after_fault || ++s.fault_retries > config_.max_fault_retries)) {
+      waiting_.remove(id);
+      const std::string tries = config_.recompute_after_fault
+                                    ? " (restarted " + std::to_string(config_.max_fault_retries) + " times for it)"
+                                    : "";
+      finish(s, FinishReason::error, "the engine failed: " + why + tries, Errc::internal);
+      continue;
+    }
+    if (!waiting_.contains(id)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
+  }
+  cancelled_.clear();
+  num_padding_ = 0;
 }
 
 // ---- swap ---------------------------------------------------------------------

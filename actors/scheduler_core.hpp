@@ -79,6 +79,11 @@ struct SchedulerConfig {
   BatchingMode batching = BatchingMode::continuous;
   double aging_interval_seconds = 5.0;  // waiting priority rises one level per interval
   bool overlap = true;              // build the next step while one runs
+  // After an engine fault (recover_from_fault): true, the sequences a lost
+  // step touched are recomputed from their tokens so far, each at most
+  // max_fault_retries times; false, they end with an error at once.
+  bool recompute_after_fault = true;
+  int32_t max_fault_retries = 2;
 };
 
 struct FinishedSequence {
@@ -115,6 +120,18 @@ class SchedulerCore {
   // overlap) one step outstanding and no drain requested.
   bool can_build() const;
   size_t outstanding_steps() const { return flights_.size(); }
+
+  // ---- faults ------------------------------------------------------------
+  // The engine's workers failed (`why` says how) and were replaced: the block
+  // manager and the runner start afresh, every outstanding step, copy and
+  // allocation is lost. Sequences that held KV (running, swapped, or on
+  // their way) go back to the waiting queue to be recomputed from their
+  // tokens so far, or end with Errc::internal when recompute is off or they
+  // have been through max_fault_retries restarts already. Waiting sequences
+  // lost nothing and stay. Their samplers restart from their tokens
+  // (StepPlan::new_sampler_history), so the output equals an undisturbed run.
+  // Call only once no reply from the old workers can arrive.
+  void recover_from_fault(const std::string& why);
 
   // ---- swap --------------------------------------------------------------
   // Swap orders produced by the last allocation result (to the swap actor).
@@ -166,6 +183,7 @@ class SchedulerCore {
     int32_t slots = 0;                // tokens the block manager holds slots for
     int32_t plan_slot = -1;           // index in plan_ this iteration
     int32_t blocks_held = 0;
+    int32_t fault_retries = 0;        // engine restarts it went through
     std::vector<int32_t> block_table;
     SamplingParams sampling;
     State state = State::waiting;
@@ -218,11 +236,13 @@ class SchedulerCore {
   void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
   void take_pending_updates(AllocationBatch& batch);
   void requeue_for_recompute(Sequence& s);
-  void finish(Sequence& s, FinishReason reason, std::string message = {});
+  void finish(Sequence& s, FinishReason reason, std::string message = {},
+              Errc code = Errc::invalid_argument);
   // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
   void append_token(Sequence& s, int32_t token);
   // The client events that end a sequence (all its samples before a fork).
-  void emit_final(const Sequence& s, FinishReason reason, const std::string& message);
+  void emit_final(const Sequence& s, FinishReason reason, const std::string& message,
+                  Errc code = Errc::invalid_argument);
   // static_padded: the sequence ends for its client and decodes on.
   void end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token);
   void retire_padding(Sequence& s);

@@ -9,7 +9,8 @@ void SamplerTable::apply(const StepPlan& plan) {
   for (seq_id id : plan.retired) samplers_.erase(id);
   for (size_t i = 0; i < plan.new_samplers.size(); ++i) {
     const auto& [id, params] = plan.new_samplers[i];
-    samplers_[id] = std::make_unique<Sampler>(params, plan.new_sampler_prompts[i]);
+    auto& sampler = samplers_[id] = std::make_unique<Sampler>(params, plan.new_sampler_prompts[i]);
+    if (i < plan.new_sampler_history.size()) sampler->replay(plan.new_sampler_history[i]);
   }
 }
 
@@ -35,6 +36,11 @@ void SampleMemory::record(const StepResult& result) {
 
 CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
     : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
+
+void CpuStepRunner::reset() {
+  samplers_.clear();
+  samples_.clear();
+}
 
 StepResult CpuStepRunner::run(StepPlan& plan) {
   const auto start = std::chrono::steady_clock::now();

@@ -29,15 +29,21 @@ class StepRunner {
   // `plan` itself, through SampleMemory; a device runner may keep its
   // samples on the device and never bring them back for this).
   virtual StepResult run(StepPlan& plan) = 0;
+  // Forgets every sequence (samplers, last samples): after an engine fault
+  // the scheduler recomputes them from their tokens, with new samplers that
+  // replay their history (StepPlan::new_sampler_history). Called only while
+  // no step runs; run() may have thrown half-way through the last one.
+  virtual void reset() = 0;
 };
 
 // Keeps the per-sequence samplers that every runner needs: created when a
 // plan starts a sequence, dropped when it retires.
 class SamplerTable {
  public:
-  void apply(const StepPlan& plan);  // new_samplers and retired
+  void apply(const StepPlan& plan);  // new_samplers (with their history) and retired
   Sampler* find(seq_id id);
   size_t size() const { return samplers_.size(); }
+  void clear() { samplers_.clear(); }
 
  private:
   std::unordered_map<seq_id, std::unique_ptr<Sampler>> samplers_;
@@ -51,6 +57,7 @@ class SampleMemory {
   // Drops retired sequences and fills the plan's placeholders.
   void prepare(StepPlan& plan);
   void record(const StepResult& result);
+  void clear() { last_.clear(); }
 
  private:
   std::unordered_map<seq_id, int32_t> last_;
@@ -62,6 +69,7 @@ class CpuStepRunner final : public StepRunner {
  public:
   CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
   StepResult run(StepPlan& plan) override;
+  void reset() override;
 
  private:
   std::unique_ptr<Transformer> transformer_;

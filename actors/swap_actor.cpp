@@ -14,17 +14,22 @@ struct PendingOrder {
 struct swap_state {
   swap_state() = default;  // not an aggregate: CAF would build it from the actor pointer
   std::shared_ptr<SwapEngine> engine;
+  std::shared_ptr<FaultInjector> faults;
   uint64_t next_ticket = 0;
   std::unordered_map<uint64_t, PendingOrder> pending;  // submitted, not landed
   static inline const char* name = "swap";
 };
 
 swap_actor::behavior_type swapper(swap_actor::stateful_pointer<swap_state> self,
-                                  std::shared_ptr<SwapEngine> engine) {
+                                  std::shared_ptr<SwapEngine> engine, std::shared_ptr<FaultInjector> faults) {
   self->state.engine = std::move(engine);
+  self->state.faults = std::move(faults);
   return {
       [self](swap_atom, const SwapOrder& order) -> caf::result<SwapDone> {
         auto& st = self->state;
+        if (st.faults && st.faults->hit(FaultPoint::swap))
+          return make_engine_error(
+              Error{Errc::internal, "swap copy: " + describe_fault(FaultPoint::swap, st.faults->count(FaultPoint::swap))});
         if (!st.engine) return SwapDone{order.seq, order.direction, 0.0};
         const uint64_t ticket = st.next_ticket++;
         auto reply = self->make_response_promise<SwapDone>();
@@ -48,8 +53,9 @@ swap_actor::behavior_type swapper(swap_actor::stateful_pointer<swap_state> self,
 
 }  // namespace
 
-swap_actor spawn_swap(caf::actor_system& sys, std::shared_ptr<SwapEngine> engine) {
-  return sys.spawn<caf::detached>(swapper, std::move(engine));
+swap_actor spawn_swap(caf::actor_system& sys, std::shared_ptr<SwapEngine> engine,
+                      std::shared_ptr<FaultInjector> faults) {
+  return sys.spawn<caf::detached>(swapper, std::move(engine), std::move(faults));
 }
 
 }  // namespace conveyor

@@ -12,12 +12,15 @@
 
 #include <memory>
 
+#include "actors/fault_injection.hpp"
 #include "actors/messages.hpp"
 #include "actors/swap_engine.hpp"
 
 namespace conveyor {
 
 // A null engine (no swap space) answers every order at once.
-swap_actor spawn_swap(caf::actor_system& sys, std::shared_ptr<SwapEngine> engine);
+// `faults` (may be null) can make swap orders fail (tests).
+swap_actor spawn_swap(caf::actor_system& sys, std::shared_ptr<SwapEngine> engine,
+                      std::shared_ptr<FaultInjector> faults = nullptr);
 
 }  // namespace conveyor

@@ -134,6 +134,7 @@ class ZeroCostRunner final : public StepRunner {
       if (plan.batch.want_logits[s]) r.tokens.push_back(SampledToken{plan.seq_ids[s], {5, 0.0f, {}}});
     return r;
   }
+  void reset() override {}
 };
 
 // Closed loop at `concurrency`: each finished request is replaced by a new

@@ -78,11 +78,19 @@ std::string models_json(const std::string& served_name, int64_t created, int32_t
   return json::serialize(list);
 }
 
-std::string health_json(bool draining) {
-  if (!draining) return json::serialize(json::object{{"status", "ok"}});
-  return json::serialize(json::object{
-      {"status", "draining"},
-      {"message", "the server is shutting down: requests already running finish, new ones are refused"}});
+std::string health_json(Health health) {
+  switch (health) {
+    case Health::ok: break;
+    case Health::draining:
+      return json::serialize(json::object{
+          {"status", "draining"},
+          {"message", "the server is shutting down: requests already running finish, new ones are refused"}});
+    case Health::restarting:
+      return json::serialize(json::object{
+          {"status", "restarting"},
+          {"message", "the engine is restarting after a fault; running requests resume when it is back"}});
+  }
+  return json::serialize(json::object{{"status", "ok"}});
 }
 
 std::string make_response_id(std::string_view prefix) {

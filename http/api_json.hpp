@@ -19,9 +19,11 @@ std::string error_json(const ApiError& error);
 std::string ws_error_json(const ApiError& error, const std::string& client_id, bool id_is_number);
 // GET /v1/models: the one served model.
 std::string models_json(const std::string& served_name, int64_t created, int32_t context_length);
-// GET /health: {"status": "ok"}; while the server drains, {"status":
-// "draining", "message": ...} (sent with 503).
-std::string health_json(bool draining = false);
+// GET /health: {"status": "ok"} (200); while the server drains or the
+// engine restarts after a fault, {"status": "draining" | "restarting",
+// "message": ...} (sent with 503).
+enum class Health { ok, draining, restarting };
+std::string health_json(Health health = Health::ok);
 
 // "cmpl-" + 24 random hex digits (any thread).
 std::string make_response_id(std::string_view prefix);

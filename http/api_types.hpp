@@ -77,6 +77,7 @@ inline ApiError from_engine_error(Errc code, std::string message) {
       return ApiError{429, std::move(message), "rate_limit_error", {}, "queue_full"};
     case Errc::io_error:
       return ApiError{503, std::move(message), "server_error", {}, "unavailable"};
+    case Errc::internal: return ApiError{500, std::move(message), "server_error", {}, "engine_failure"};
     default: return ApiError{500, std::move(message), "server_error", {}, {}};
   }
 }

@@ -239,12 +239,15 @@ void HttpSession::handle_request() {
     keep_alive_ = false;
     if (m.route != Route::health) return send_error(draining());
     record_.set_error("draining");
-    return send_response(503, health_json(/*draining=*/true), "application/json", nullptr,
+    return send_response(503, health_json(Health::draining), "application/json", nullptr,
                          kDrainRetryAfterSeconds);
   }
   const ModelContext& model = state_->model();
   switch (m.route) {
-    case Route::health: return send_response(200, health_json(), "application/json");
+    case Route::health:
+      if (state_->engine().metrics().restarting)
+        return send_response(503, health_json(Health::restarting), "application/json", nullptr, "1");
+      return send_response(200, health_json(), "application/json");
     case Route::models:
       return send_response(200, models_json(model.served_name, unix_seconds_now(), model.config.context_length),
                            "application/json");

@@ -80,6 +80,8 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
              std::to_string(metrics.finished(r)));
   w.counter("request_failure_total", "Requests that ended with an error.",
             metrics.finished(FinishReason::error));
+  w.counter("engine_restarts_total", "Engine restarts after a fault (executor, swap or KV allocation).",
+            metrics.restarts.load());
 
   w.header("num_preemptions_total", "counter", "Preemptions, by mode.");
   w.sample("num_preemptions_total", "mode=\"recompute\"", std::to_string(stats.preemptions_recompute));

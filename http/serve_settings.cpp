@@ -159,6 +159,8 @@ Status parse_serve_config(std::string_view toml_text, const std::string& source,
       {"overlap", boolean(e.overlap)},
       {"aging_interval_seconds", real(e.aging_interval_seconds)},
       {"threads", integer(e.threads)},
+      {"fault_recovery", text(e.fault_recovery)},
+      {"max_fault_retries", integer(e.max_fault_retries)},
   };
   std::map<std::string, Setter> top{{"model", text(s.model)}, {"tokenizer", text(s.tokenizer)}};
   for (const auto& [name, table] : {std::pair{"server", &server}, std::pair{"engine", &engine}}) {

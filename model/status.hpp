@@ -19,6 +19,7 @@ enum class Errc {
   bad_format,        // a file's contents are corrupt, truncated or absurd
   unsupported,       // well-formed, but a feature conveyor does not implement
   resource_exhausted,  // a bounded queue or pool is full; try again later
+  internal,          // something failed inside (an engine fault), not the caller's doing
 };
 
 struct Error {

@@ -93,13 +93,23 @@ int32_t Sampler::generated_count(int32_t token) const {
   return it != generated_counts_.end() && it->first == token ? it->second : 0;
 }
 
+void Sampler::replay(std::span<const int32_t> generated) {
+  for (int32_t token : generated) {
+    record(token);
+    if (!is_greedy()) rng_.discard(1);
+  }
+}
+
 double Sampler::uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
 int32_t Sampler::sample_random(std::span<const float> logits) {
   const float max = sampling::max_logit(logits);
-  if (!std::isfinite(max)) return sampling::argmax(logits);  // all masked, or +inf: no distribution
+  if (!std::isfinite(max)) {  // all masked, or +inf: no distribution
+    uniform();  // still one draw per token, so that replay() can follow
+    return sampling::argmax(logits);
+  }
 
   Scratch& s = scratch();
   s.weights.resize(logits.size());

@@ -88,6 +88,13 @@ class Sampler {
   // records the token as generated.
   SampleResult sample(std::span<float> logits);
 
+  // Brings a new sampler to where one that had sampled `generated` would be:
+  // their penalty counts, and the generator advanced one draw per token
+  // (sample() draws exactly once per token when not greedy). An engine
+  // restart recomputes a sequence with a new sampler; this keeps its output
+  // that of an undisturbed run.
+  void replay(std::span<const int32_t> generated);
+
   // Step 1 of sample(), exposed so that tests and callers can see it: applies
   // the repetition, frequency and presence penalties to `logits` ([vocab]).
   void apply_penalties(std::span<float> logits) const;

@@ -105,6 +105,11 @@ class FakeRunner final : public StepRunner {
     return result;
   }
 
+  void reset() override {
+    seeds_.clear();
+    samples_.clear();
+  }
+
   int64_t steps() const { return steps_; }
 
  private:

@@ -67,6 +67,9 @@ struct ServeFlags {
   std::optional<size_t> max_connections;
   std::optional<int32_t> ws_max_messages_per_second;
   std::optional<std::string> log_level, log_format;
+  std::optional<std::string> fault_recovery;
+  std::optional<int32_t> max_fault_retries;
+  bool debug_fault_injection = false;
 };
 
 template <class T>
@@ -147,6 +150,11 @@ int run_serve(const ServeFlags& f) {
   override_with(e.batching, f.batching);
   override_with(e.overlap, f.overlap);
   override_with(e.threads, f.threads);
+  override_with(e.fault_recovery, f.fault_recovery);
+  override_with(e.max_fault_retries, f.max_fault_retries);
+  // Faults for tests of recovery, from the environment, and only when asked.
+  if (const char* faults = std::getenv("CONVEYOR_FAULTS"); faults != nullptr && f.debug_fault_injection)
+    e.fault_injection = faults;
   if (Status st = validate(e); !st) return fail(kExitUsage, st.error().message);
   if (s.server.chat_template != "auto") {
     if (auto kind = http::parse_chat_template_kind(s.server.chat_template); !kind)
@@ -185,6 +193,11 @@ int run_serve(const ServeFlags& f) {
   auto engine = Engine::create(sys, e, std::move(model));
   if (!engine) return fail(kExitUsage, engine.error().message);
   http::EnginePort port(**engine);
+  (*engine)->on_restart([](const std::string& fault) {
+    http::log_warn("engine restarted after a fault (" + fault + "); running requests are " +
+                   "recomputed or ended, see --fault-recovery");
+  });
+  if (!e.fault_injection.empty()) http::log_warn("fault injection on: CONVEYOR_FAULTS=" + e.fault_injection);
 
   std::string served = s.server.served_model_name;
   if (served.empty()) served = s.model.empty() ? mc.name : s.model;
@@ -307,6 +320,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--overlap", f->overlap,
                   "true | false: plan the next step while one runs (default true)");
   cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
+  cmd->add_option("--fault-recovery", f->fault_recovery,
+                  "recompute | fail: after an engine fault the engine restarts, and running requests are "
+                  "recomputed from their tokens so far or end with a 500 (default recompute)");
+  cmd->add_option("--max-fault-retries", f->max_fault_retries,
+                  "engine restarts a request may go through before it ends with a 500 (default 2)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--debug-fault-injection", f->debug_fault_injection,
+                "inject the faults the CONVEYOR_FAULTS environment variable names (executor=N, swap=N, "
+                "alloc=N, N+ for every one from N; tests only)");
   cmd->add_option("--threads", f->threads, "compute threads (default 0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
                   "seconds that running requests may take to finish after SIGTERM (or a first SIGINT) before "
