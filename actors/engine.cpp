@@ -109,6 +109,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.overlap = config.overlap;
   sc.aging_interval_seconds = config.aging_interval_seconds;
   sc.recompute_after_fault = config.fault_recovery == "recompute";
+  sc.wait_for_shared_prefix = config.prefix_caching && config.prefix_wait;
   sc.max_fault_retries = config.max_fault_retries;
 
   SchedulerActors a;

@@ -38,6 +38,9 @@ struct EngineConfig {
   std::string admission = "watermark";  // conservative | watermark | profiled
   std::string batching = "continuous";  // continuous | static | static-padded
   bool prefix_caching = true;
+  // With prefix caching: a request whose leading blocks another request is
+  // still computing waits for them rather than computing them again.
+  bool prefix_wait = true;
   bool overlap = true;                  // plan the next step while one runs (false: one at a time)
   double aging_interval_seconds = 5.0;  // a waiting request gains one priority level per interval
   AdmissionConfig admission_config;     // watermark, percentile, reserve

@@ -210,6 +210,7 @@ struct EngineStats {
   uint64_t iterations = 0;           // steps run (forward passes)
   uint64_t preemptions_recompute = 0;
   uint64_t preemptions_swap = 0;
+  uint64_t prefix_waits = 0;         // requests that waited for a shared prefix another was computing
   uint64_t prompt_tokens = 0;        // prompt tokens of the requests the scheduler accepted,
                                      // counted at submit (before admission), once per request
                                      // whatever its n; recomputed tokens are not counted

@@ -150,7 +150,7 @@ typename Inspector::result_type inspect(Inspector& f, PreemptionDecision& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {
   return f(caf::meta::type_name("EngineStats"), x.num_waiting, x.num_running, x.num_swapped,
-           x.iterations, x.preemptions_recompute, x.preemptions_swap, x.prompt_tokens,
+           x.iterations, x.preemptions_recompute, x.preemptions_swap, x.prefix_waits, x.prompt_tokens,
            x.computed_tokens, x.generated_tokens, x.forward_seconds, x.iteration_seconds,
            x.scheduler_seconds, x.delivery_seconds, x.critical_seconds, x.block_manager_seconds, x.plan_hop_seconds,
            x.result_hop_seconds, x.executor_idle_seconds, x.blocks, x.kv_live_token_ratio);

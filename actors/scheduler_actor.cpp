@@ -398,6 +398,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         stats.iterations = st.steps;
         stats.preemptions_recompute = st.core->preemptions(PreemptionMode::recompute);
         stats.preemptions_swap = st.core->preemptions(PreemptionMode::swap);
+        stats.prefix_waits = st.core->prefix_waits();
         stats.kv_live_token_ratio = st.core->kv_live_token_ratio();
         self->request(st.actors.block_manager, caf::infinite, stats_atom_v)
             .then(

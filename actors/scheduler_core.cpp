@@ -1,7 +1,10 @@
 #include "actors/scheduler_core.hpp"
 
 #include <algorithm>
+#include <span>
 #include <string>
+
+#include "actors/prefix_index.hpp"
 
 namespace conveyor {
 
@@ -142,6 +145,7 @@ bool SchedulerCore::close_sample(request_id request) {
 
 void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message, Errc code) {
   emit_final(s, reason, message, code);
+  release_claims(s);
   if (s.sampler_started) retired_samplers_.push_back(s.id);
   release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
@@ -185,6 +189,7 @@ void SchedulerCore::end_into_padding(Sequence& s, FinishReason reason, int32_t s
 
 void SchedulerCore::retire_padding(Sequence& s) {
   if (Planned* p = planned_for(s)) p->dropped = true;
+  release_claims(s);
   if (s.sampler_started) retired_samplers_.push_back(s.id);
   release_blocks(s);
   remove_running(s.id);
@@ -301,9 +306,56 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
     if (s == nullptr || s->state != State::waiting || s->cancelled) continue;
+    if (config_.wait_for_shared_prefix && waits_for_shared_prefix(*s)) continue;  // stays queued
     waiting_.remove(id);
     plan(*s, 0, /*is_new=*/true, false);
   }
+}
+
+bool SchedulerCore::waits_for_shared_prefix(Sequence& s) {
+  const int32_t bs = config_.block_size;
+  // The blocks the prefix cache can give: full ones before the last token.
+  const int32_t full = (int32_t(s.tokens.size()) - 1) / bs;
+  std::vector<uint64_t>& hashes = scratch_hashes_;
+  hashes.clear();
+  uint64_t h = 0;
+  for (int32_t b = 0; b < full; ++b) {
+    h = prefix_key_hash(h, std::span<const int32_t>(s.tokens).subspan(size_t(b * bs), size_t(bs)));
+    hashes.push_back(h);
+    auto it = prefix_claims_.find(h);
+    if (it == prefix_claims_.end() || it->second.owner == s.id) continue;
+    const Sequence* owner = find(it->second.owner);
+    const bool live = owner != nullptr && !owner->cancelled &&
+                      (owner->state == State::running ||
+                       (owner->state == State::waiting && owner->claimed_at == iteration_ && owner->plan_slot >= 0));
+    if (live && owner->num_computed < it->second.end) {
+      if (!s.waited_for_prefix) ++prefix_waits_;
+      s.waited_for_prefix = true;
+      return true;
+    }
+  }
+  // Nobody computes them: s claims the ones without a live owner, so that
+  // later arrivals wait for s.
+  s.claimed_at = iteration_;
+  for (int32_t b = 0; b < full; ++b) {
+    auto [it, inserted] = prefix_claims_.try_emplace(hashes[size_t(b)], PrefixClaim{s.id, (b + 1) * bs});
+    if (!inserted) {
+      if (it->second.owner == s.id) continue;
+      const Sequence* owner = find(it->second.owner);
+      if (owner != nullptr && owner->state == State::running) continue;  // computed already
+      it->second = PrefixClaim{s.id, (b + 1) * bs};
+    }
+    s.claims.push_back(hashes[size_t(b)]);
+  }
+  return false;
+}
+
+void SchedulerCore::release_claims(Sequence& s) {
+  for (uint64_t h : s.claims) {
+    auto it = prefix_claims_.find(h);
+    if (it != prefix_claims_.end() && it->second.owner == s.id) prefix_claims_.erase(it);
+  }
+  s.claims.clear();
 }
 
 // Everything the block manager must hear before it allocates: computed
@@ -405,6 +457,7 @@ void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const Allocati
 // drain), so its blocks go back at once and it can be admitted afresh.
 void SchedulerCore::requeue_for_recompute(Sequence& s) {
   release_blocks(s);
+  release_claims(s);
   s.state = State::waiting;
   s.blocks_held = 0;
   s.block_table.clear();
@@ -662,6 +715,7 @@ void SchedulerCore::apply_forks(const std::vector<Fork>& forks) {
     child.samples = 1;
     child.fork_planned = false;
     child.plan_slot = -1;
+    child.claims.clear();  // the parent's
     child.tokens.resize(size_t(parent->prompt_len));
     child.num_computed = child.scheduled = child.slots = parent->prompt_len;
     child.unconfirmed = 0;
@@ -775,6 +829,7 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   free_host_blocks_ = config_.num_host_blocks;
   running_.clear();
   swapped_.clear();
+  prefix_claims_.clear();
 
   std::vector<seq_id> ids;
   ids.reserve(seqs_.size());
@@ -794,6 +849,7 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
     s.plan_slot = -1;
     s.fork_planned = false;
     s.sampler_started = false;
+    s.claims.clear();
     if (s.padding) {  // it already ended for its client
       --num_padding_;
       seqs_.erase(id);

@@ -84,6 +84,10 @@ struct SchedulerConfig {
   // max_fault_retries times; false, they end with an error at once.
   bool recompute_after_fault = true;
   int32_t max_fault_retries = 2;
+  // A request whose leading full blocks another running sequence is still
+  // computing waits for them (then finds them in the prefix cache) instead
+  // of computing them too. Only useful with the block manager's prefix cache.
+  bool wait_for_shared_prefix = true;
 };
 
 struct FinishedSequence {
@@ -156,6 +160,8 @@ class SchedulerCore {
   bool has_runnable_work() const;
   uint64_t iteration() const { return iteration_; }
   uint64_t preemptions(PreemptionMode mode) const;
+  // Requests that waited at least once for a shared prefix being computed.
+  uint64_t prefix_waits() const { return prefix_waits_; }
   // Share of the slots of allocated blocks that held live tokens, averaged
   // over the iterations run so far (the KV utilization benchmark's figure).
   double kv_live_token_ratio() const {
@@ -193,6 +199,9 @@ class SchedulerCore {
     bool admitted_once = false;
     bool fork_planned = false;        // its samples fork in an outstanding step
     bool padding = false;             // static_padded: ended, keeps its row until the batch ends
+    bool waited_for_prefix = false;   // counted in prefix_waits_
+    uint64_t claimed_at = 0;          // the iteration in which it last claimed prefix blocks
+    std::vector<uint64_t> claims;     // prefix_claims_ it owns
     int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
     // Its length once the outstanding steps' samples arrive.
     int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }
@@ -236,6 +245,10 @@ class SchedulerCore {
   void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
   void take_pending_updates(AllocationBatch& batch);
   void requeue_for_recompute(Sequence& s);
+  // True when another sequence is computing one of s's leading full blocks
+  // (s waits); otherwise s claims the blocks that nobody computes.
+  bool waits_for_shared_prefix(Sequence& s);
+  void release_claims(Sequence& s);
   void finish(Sequence& s, FinishReason reason, std::string message = {},
               Errc code = Errc::invalid_argument);
   // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
@@ -305,6 +318,16 @@ class SchedulerCore {
   uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps
   std::vector<SwapOrder> swap_orders_;
   std::vector<TokenEvent> events_;
+  // Leading full blocks being computed, by the hash chain of their tokens
+  // (actors/prefix_index.hpp's; a collision only makes a request wait): the
+  // sequence computing each and the token index where the block ends.
+  struct PrefixClaim {
+    seq_id owner = 0;
+    int32_t end = 0;
+  };
+  std::unordered_map<uint64_t, PrefixClaim> prefix_claims_;
+  std::vector<uint64_t> scratch_hashes_;
+  uint64_t prefix_waits_ = 0;
   int32_t free_blocks_ = 0;                  // as of the last allocation result
   int32_t free_host_blocks_ = 0;
   uint64_t iteration_ = 0;

@@ -355,6 +355,38 @@ TEST_F(Stories, StaticAndContinuousBatchingAgree) {
   EXPECT_EQ(tokens_of(run(static_batching, p, 48)), reference);
 }
 
+// Many requests that arrive together with the same uncached prefix: the
+// first computes it, the others wait for it and find it in the prefix cache
+// (EngineConfig::prefix_wait), so the prefix is computed about once rather
+// than once per request, and every output is what it would be without waiting.
+TEST_F(Stories, RequestsArrivingTogetherWaitForTheSharedPrefix) {
+  std::vector<int32_t> system{1};
+  for (int i = 0; i < 160; ++i) system.push_back(2 + (i * 53) % 500);
+  std::vector<std::vector<int32_t>> p;
+  for (int i = 0; i < 12; ++i) {
+    p.push_back(system);
+    for (int j = 0; j <= i % 5; ++j) p.back().push_back(3 + i * 7 + j);
+  }
+  EngineConfig config;
+  config.kv_cache_tokens = 16 * 512;
+  EngineStats waiting, computing;
+  const auto with_wait = tokens_of(run(config, p, 12, &waiting));
+  config.prefix_wait = false;
+  const auto without = tokens_of(run(config, p, 12, &computing));
+  EXPECT_EQ(with_wait, without);
+  std::printf("computed tokens: %llu waiting for the shared prefix, %llu without (%llu waits)\n",
+              (unsigned long long)waiting.computed_tokens, (unsigned long long)computing.computed_tokens,
+              (unsigned long long)waiting.prefix_waits);
+  EXPECT_GE(waiting.prefix_waits, 6u);
+  EXPECT_EQ(computing.prefix_waits, 0u);
+  // 160 shared tokens are 10 full blocks: computed once (plus the tails and
+  // decodes) rather than by every request admitted before the first finished.
+  const uint64_t decodes = 12 * 11;
+  EXPECT_LT(waiting.computed_tokens, 160 + 12 * 16 + decodes + 160) << "the prefix computed more than twice";
+  EXPECT_GT(computing.computed_tokens, waiting.computed_tokens + 5 * 160);
+  EXPECT_GE(waiting.blocks.prefix_hit_tokens, 10u * 160);
+}
+
 TEST_F(Stories, SharedPrefixIsComputedOnce) {
   std::vector<int32_t> prefix = prompts(1)[0];
   prefix.resize(1);

@@ -60,7 +60,7 @@ struct ServeFlags {
   std::optional<std::string> kv_cache_memory, kv_cache_dtype, device;
   std::optional<double> kv_cache_memory_fraction;
   std::optional<std::string> preemption, admission, batching;
-  std::optional<bool> overlap;
+  std::optional<bool> overlap, prefix_wait;
   std::optional<int> threads;
   std::optional<size_t> max_body_bytes, max_output_bytes;
   std::optional<double> shutdown_timeout, log_stats_interval, header_timeout, idle_timeout;
@@ -149,6 +149,7 @@ int run_serve(const ServeFlags& f) {
   override_with(e.admission, f.admission);
   override_with(e.batching, f.batching);
   override_with(e.overlap, f.overlap);
+  override_with(e.prefix_wait, f.prefix_wait);
   override_with(e.threads, f.threads);
   override_with(e.fault_recovery, f.fault_recovery);
   override_with(e.max_fault_retries, f.max_fault_retries);
@@ -319,6 +320,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "finished request's row computing until its batch ends)");
   cmd->add_option("--overlap", f->overlap,
                   "true | false: plan the next step while one runs (default true)");
+  cmd->add_option("--prefix-wait", f->prefix_wait,
+                  "true | false: a request whose leading blocks another request is still computing waits "
+                  "for them and reuses them, rather than computing them too (default true)");
   cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
   cmd->add_option("--fault-recovery", f->fault_recovery,
                   "recompute | fail: after an engine fault the engine restarts, and running requests are "
