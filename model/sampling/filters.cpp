@@ -89,6 +89,10 @@ float max_logit(std::span<const float> logits) {
     const float l = p[i] == p[i] ? p[i] : kNegInf;  // NaN never wins
     m = l > m ? l : m;
   }
+  // Clang starts each lane of an `omp simd` max reduction at the lowest
+  // finite float, not -inf: a row without a finite logit would come out as
+  // -FLT_MAX (and argmax would return 0, a NaN's index, not the first -inf).
+  if (m == std::numeric_limits<float>::lowest() && std::find(p, p + n, m) == p + n) return kNegInf;
   return m;
 }
 
