@@ -360,7 +360,13 @@ TEST(SchedulerCore, PreemptionUnderATightBudgetStaysWithinIt) {
     Simulation sim(o, 7);
     auto& rng = sim.rng();
     for (request_id id = 1; id <= 300; ++id) {
-      ASSERT_TRUE(sim.submit(id, random_prompt(rng, 9, 40), 1 + int32_t(rng() % 12), int32_t(rng() % 3)).is_ok());
+      // One draw at a time: the order in which a call's arguments are
+      // evaluated is unspecified (gcc: right to left, clang: left to right),
+      // and this workload must be the same with both to preempt.
+      const int32_t priority = int32_t(rng() % 3);
+      const int32_t max_tokens = 1 + int32_t(rng() % 12);
+      const std::vector<int32_t> prompt = random_prompt(rng, 9, 40);
+      ASSERT_TRUE(sim.submit(id, prompt, max_tokens, priority).is_ok());
       if (id % 3 == 0) sim.iterate();
       if (HasFatalFailure()) return;
     }
