@@ -1,11 +1,16 @@
 // Writes a small seed corpus for the fuzz targets:
-//   fuzz_seeds DIR  ->  DIR/gguf/*, DIR/llama2c/*, DIR/tokenizer/*
+//   fuzz_seeds DIR  ->  DIR/gguf/*, DIR/llama2c/*, DIR/tokenizer/*, DIR/jinja/*,
+//                       DIR/jinja_chat/*, DIR/ws/*, DIR/http/ (empty)
 // Seeds are tiny but valid, so mutations start from deep inside the parsers.
+// The Jinja seeds are the real templates and conversations of
+// tests/template/data (CONVEYOR_TEMPLATE_DATA).
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/formats/dummy.hpp"
@@ -50,6 +55,60 @@ LoadedModel tiny_model(int32_t dim, int32_t vocab, bool tied) {
   m.weights = make_random_weights(c, 1);
   m.eos_ids = {2};
   return m;
+}
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A string literal's bytes, NULs included.
+template <size_t N>
+std::string_view literal(const char (&s)[N]) {
+  return {s, N - 1};
+}
+
+void save_text(const std::filesystem::path& path, std::string_view text) {
+  std::ofstream(path, std::ios::binary).write(text.data(), std::streamsize(text.size()));
+}
+
+// jinja: each template's source. jinja_chat: each conversation for each
+// template (byte 0, in templates.json's order) with varied option bits (byte 1).
+void jinja_seeds(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const fs::path data = CONVEYOR_TEMPLATE_DATA;
+  std::vector<fs::path> templates, conversations;
+  for (const auto& e : fs::directory_iterator(data / "templates")) templates.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(data / "conversations")) conversations.push_back(e.path());
+  for (const fs::path& t : templates) fs::copy_file(t, dir / "jinja" / t.filename(), fs::copy_options::overwrite_existing);
+  const std::string manifest = slurp(data / "templates.json");
+  size_t n_templates = 0;
+  for (size_t pos = 0; (pos = manifest.find("\"file\"", pos)) != std::string::npos; ++pos) ++n_templates;
+  for (size_t t = 0; t < n_templates; ++t) {
+    for (size_t c = 0; c < conversations.size(); ++c) {
+      const uint8_t flags = uint8_t((c & 1) | 4 | (c % 3 == 0 ? 8 | 16 : 0));
+      std::string seed{char(t), char(flags)};
+      seed += slurp(conversations[c]);
+      save_text(dir / "jinja_chat" / (std::to_string(t) + "_" + conversations[c].stem().string()), seed);
+    }
+  }
+  save_text(dir / "jinja_chat" / "raw", literal("\x01\x05system\x1e" "user <|im_start|>\x1e" "assistant"));
+}
+
+// ws: one connection's lines (tests/fuzz/ws_fuzz.cpp): messages, engine
+// events, a cancel, a duplicate id, the drain.
+void ws_seeds(const std::filesystem::path& dir) {
+  save_text(dir / "ws" / "completion", "{\"id\": 1, \"prompt\": \"Once\", \"max_tokens\": 4}\nabcdefghi\x0c\n");
+  save_text(dir / "ws" / "chat_n2_logprobs",
+            std::string("{\"id\": \"c\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 2, "
+            "\"logprobs\": true, \"top_logprobs\": 2, \"return_token_ids\": true}\n") +
+            std::string(literal("\x00\x00" "a\x00\x01" "b\x00\x00\x0c\x00\x01\x0d\n")));
+  save_text(dir / "ws" / "cancel_and_duplicate",
+            "{\"id\": 5, \"prompt\": [1, 2, 3]}\n{\"id\": 5, \"prompt\": \"x\"}\n"
+            "{\"id\": \"5\", \"prompt\": [\"a\", \"b\"], \"stop\": [\".\"]}\n"
+            "{\"type\": \"cancel\", \"id\": 5}\n" + std::string(literal("\x01\x00\x0f\n")));
+  save_text(dir / "ws" / "drain", "{\"id\": 1, \"prompt\": \"a\"}\ndrain\n{\"id\": 2, \"prompt\": \"b\"}\n"
+                                  "{\"type\": \"cancel\", \"id\": 1}\n{\"id\": 3\n");
 }
 
 std::vector<uint8_t> with_prefix(std::vector<uint8_t> prefix, const std::vector<uint8_t>& body) {
@@ -115,7 +174,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  for (const char* sub : {"gguf", "llama2c", "tokenizer"})
+  for (const char* sub : {"gguf", "llama2c", "tokenizer", "jinja", "jinja_chat", "ws", "http"})
     std::filesystem::create_directories(dir / sub);
 
   LoadedModel spm = tiny_model(8, 24, false);
@@ -169,6 +228,8 @@ int main(int argc, char** argv) {
   save(dir / "llama2c" / "shared.bin", llama2c_checkpoint(none));
   save(dir / "tokenizer" / "llama2c.tok",
        with_prefix({0, 24, 0}, llama2c_tokenizer(*spm.vocabulary)));
+  jinja_seeds(dir);
+  ws_seeds(dir);
   std::printf("seeds written to %s\n", dir.c_str());
   return 0;
 }
