@@ -1,0 +1,319 @@
+// An agent swarm: many agents, each in a multi-turn loop over the same long
+// system prompt (prompt, generate, read the output as a tool call, append the
+// tool's answer, go on), all at once. What it shows is the engine under the
+// load agents make: many requests that share a prefix, arriving together,
+// each turn's prompt the previous one's plus a little.
+//
+//   build-dir/examples/agent_swarm [--agents 256] [--turns 3] [--system-tokens 300]
+//       [--max-tokens 16] [--model MODEL] [--prefix-wait true|false]
+//   build-dir/examples/agent_swarm --mode http --url http://127.0.0.1:8000
+//
+// In-process (the default) the agents submit to an Engine of this program,
+// each turn from the callback that ends the turn before; over HTTP each agent
+// keeps a connection to `conveyor serve` (examples/swarm_http.hpp). The
+// agents, their tool and the figures are examples/swarm_agent.hpp. It prints
+// a progress line while the agents run, then the throughput, time to first
+// token and end-to-end latency percentiles per turn request, and the prefix
+// cache's hit rate (from Engine::stats() or the server's /metrics).
+#include <CLI/CLI.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "actors/engine.hpp"
+#include "examples/swarm_agent.hpp"
+#include "examples/swarm_http.hpp"
+
+using namespace conveyor;
+using namespace conveyor::examples::swarm;
+
+namespace {
+
+struct Options {
+  std::string mode = "inprocess";
+  std::string url = "http://127.0.0.1:8000";
+  std::string model;  // in-process: the model to load; over HTTP: the "model" field
+  std::string api_key;
+  int agents = 256;
+  int turns = 3;
+  int system_tokens = 300;
+  int max_tokens = 16;
+  double temperature = 1.0;
+  bool prefix_wait = true;
+  int64_t kv_tokens = 0;  // 0: enough for every agent's whole conversation, unshared
+  int timeout_seconds = 600;
+};
+
+// The agents, sharing one system prompt of `system_tokens` (cut to what
+// leaves room for every turn within `context`, with a note).
+std::vector<std::unique_ptr<Agent>> make_agents(const Options& o, const Encoder& encode, int context) {
+  const int budget = system_token_budget(context, o.turns, o.max_tokens);
+  int system_tokens = o.system_tokens;
+  if (budget < system_tokens) {
+    std::printf("note: the system prompt is cut to %d tokens to leave room for %d turns of %d tokens within the "
+                "context of %d\n", budget, o.turns, o.max_tokens, context);
+    system_tokens = budget;
+  }
+  const std::vector<int32_t> system = system_prompt(encode, system_tokens);
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int i = 0; i < o.agents; ++i) agents.push_back(std::make_unique<Agent>(i, system, encode, o.turns));
+  std::printf("swarm: %d agents x %d turns, a shared system prompt of %zu tokens, %d tokens a turn\n", o.agents,
+              o.turns, system.size(), o.max_tokens);
+  return agents;
+}
+
+// ---- in-process -------------------------------------------------------------------
+
+// Drives the agents on an Engine: each turn is submitted from the callback
+// that ended the agent's turn before (callbacks run on actor threads, one
+// request's events in order, so one agent is never touched by two at once).
+class InProcessSwarm {
+ public:
+  InProcessSwarm(Engine& engine, const Options& o, std::vector<std::unique_ptr<Agent>>& agents, Counters& counters)
+      : engine_(engine), options_(o), agents_(agents), counters_(counters) {}
+
+  void start() {
+    for (auto& agent : agents_) start_turn(*agent);
+  }
+
+  // Waits until every agent has finished or failed; false on timeout.
+  bool wait(std::chrono::seconds timeout) {
+    std::unique_lock lock(mutex_);
+    return ended_cv_.wait_for(lock, timeout, [this] { return ended_ == int(agents_.size()); });
+  }
+
+ private:
+  struct Turn {
+    Clock::time_point sent;
+    TurnRecord record;
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+
+  void start_turn(Agent& agent) {
+    RequestSpec spec;
+    spec.request.prompt = agent.conversation();
+    spec.request.sampling.max_tokens = options_.max_tokens;
+    spec.request.sampling.temperature = float(options_.temperature);
+    spec.request.sampling.seed = uint64_t(1000 * agent.index() + agent.turns_done());
+    spec.request.sampling.has_seed = true;
+    spec.request.sampling.ignore_eos = true;  // every turn makes max_tokens, so runs compare
+    auto turn = std::make_shared<Turn>();
+    turn->sent = Clock::now();
+    engine_.submit(std::move(spec), [this, &agent, turn](const StreamEvent& e) { on_event(agent, *turn, e); });
+  }
+
+  void on_event(Agent& agent, Turn& turn, const StreamEvent& e) {
+    if (!e.token_ids.empty()) {
+      if (turn.record.ttft < 0) turn.record.ttft = seconds_between(turn.sent, Clock::now());
+      turn.ids.insert(turn.ids.end(), e.token_ids.begin(), e.token_ids.end());
+      counters_.tokens += int64_t(e.token_ids.size());
+    }
+    turn.text += e.text;
+    if (!e.last()) return;
+    if (e.finish != FinishReason::length && e.finish != FinishReason::stop) {
+      agent.fail(std::string("turn ") + std::to_string(agent.turns_done() + 1) + " ended " + to_string(e.finish) +
+                 (e.message.empty() ? "" : ": " + e.message));
+      ++counters_.agents_failed;
+      return agent_ended();
+    }
+    turn.record.e2e = seconds_between(turn.sent, Clock::now());
+    turn.record.tokens = int(turn.ids.size());
+    agent.finish_turn(turn.record, turn.text, turn.ids);
+    ++counters_.turns;
+    if (!agent.done()) return start_turn(agent);
+    ++counters_.agents_done;
+    agent_ended();
+  }
+
+  void agent_ended() {
+    std::lock_guard lock(mutex_);
+    ++ended_;
+    ended_cv_.notify_all();
+  }
+
+  Engine& engine_;
+  const Options& options_;
+  std::vector<std::unique_ptr<Agent>>& agents_;
+  Counters& counters_;
+  std::mutex mutex_;
+  std::condition_variable ended_cv_;
+  int ended_ = 0;  // agents finished or failed (guarded by mutex_)
+};
+
+int run_in_process(const Options& o) {
+  caf::actor_system_config cfg;
+  add_engine_types(cfg);
+  caf::actor_system sys{cfg};
+  auto loaded = load_model(o.model);
+  if (!loaded) {
+    std::fprintf(stderr, "cannot load the model: %s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  const int context = loaded->config.context_length;
+  const Encoder encode{loaded->tokenizer, loaded->config.vocab_size};
+  std::printf("model: %s (vocabulary %d, context %d, %s)\n", loaded->source.c_str(), loaded->config.vocab_size,
+              context, loaded->tokenizer ? "with a tokenizer" : "no tokenizer: prompts are bytes as token ids");
+  if (system_token_budget(context, o.turns, o.max_tokens) < 16) {
+    std::fprintf(stderr, "the model's context (%d) is too short for %d turns of %d tokens\n", context, o.turns,
+                 o.max_tokens);
+    return 1;
+  }
+  std::vector<std::unique_ptr<Agent>> agents = make_agents(o, encode, context);
+
+  EngineConfig config;
+  config.prefix_wait = o.prefix_wait;
+  config.max_num_seqs = std::max(config.max_num_seqs, o.agents);
+  // Room for every agent's whole conversation without sharing, so the KV
+  // cache never makes an agent wait, with or without prefix waits.
+  const size_t longest = agents.front()->conversation().size() +
+                         size_t(o.turns) * size_t(o.max_tokens + kToolTokens);
+  config.kv_cache_tokens = o.kv_tokens > 0 ? o.kv_tokens : int64_t(o.agents) * int64_t(longest + 16);
+  auto engine = Engine::create(sys, config, std::move(loaded).value());
+  if (!engine) {
+    std::fprintf(stderr, "cannot start the engine: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  std::printf("engine: prefix wait %s, KV cache %lld tokens\n", o.prefix_wait ? "on" : "off",
+              (long long)(*engine)->config().kv_cache_tokens);
+
+  Counters counters;
+  InProcessSwarm swarm(**engine, o, agents, counters);
+  const Clock::time_point start = Clock::now();
+  bool in_time = false;
+  {
+    ProgressLine progress(counters, o.agents, o.agents * o.turns);
+    swarm.start();
+    in_time = swarm.wait(std::chrono::seconds(o.timeout_seconds));
+  }
+  const double seconds = seconds_between(start, Clock::now());
+  if (!in_time) {
+    std::fprintf(stderr, "the agents did not finish within %d s\n", o.timeout_seconds);
+    std::_Exit(1);  // requests still in flight refer to the agents
+  }
+
+  auto stats = (*engine)->stats();
+  if (!stats) {
+    std::fprintf(stderr, "stats: %s\n", stats.error().message.c_str());
+    return 1;
+  }
+  const BlockStats& b = stats->blocks;
+  char cache_line[512];
+  std::snprintf(cache_line, sizeof cache_line,
+                "prefix cache: %llu of %llu prompt tokens looked up were cached (hit rate %.1f%%), prefix waits %llu; "
+                "computed tokens %llu (prompt tokens %llu, generated %llu)",
+                (unsigned long long)b.prefix_hit_tokens, (unsigned long long)b.prefix_query_tokens,
+                b.prefix_query_tokens ? 100.0 * double(b.prefix_hit_tokens) / double(b.prefix_query_tokens) : 0.0,
+                (unsigned long long)stats->prefix_waits, (unsigned long long)stats->computed_tokens,
+                (unsigned long long)stats->prompt_tokens, (unsigned long long)stats->generated_tokens);
+  return print_report(agents, o.turns, seconds, cache_line) == 0 ? 0 : 1;
+}
+
+// ---- over HTTP --------------------------------------------------------------------
+
+int run_over_http(const Options& o) {
+  HttpTarget target;
+  if (!target.parse_url(o.url)) {
+    std::fprintf(stderr, "--url: want http://HOST:PORT, not %s\n", o.url.c_str());
+    return 1;
+  }
+  target.model = o.model;
+  target.api_key = o.api_key;
+  target.timeout = std::chrono::seconds(o.timeout_seconds);
+  std::string error;
+  // The server's context length, to fit the conversation in it.
+  const std::optional<std::string> models = http_get(target, "/v1/models", error);
+  if (!models) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  int context = 0;
+  try {
+    context = int(json::parse(*models).at("data").at(0).at("max_model_len").to_number<int64_t>());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "GET /v1/models: no data[0].max_model_len (%s): %s\n", e.what(), models->c_str());
+    return 1;
+  }
+  std::printf("server: %s (context %d); prompts are bytes as token ids\n", o.url.c_str(), context);
+  if (system_token_budget(context, o.turns, o.max_tokens) < 16) {
+    std::fprintf(stderr, "the model's context (%d) is too short for %d turns of %d tokens\n", context, o.turns,
+                 o.max_tokens);
+    return 1;
+  }
+  const Encoder encode;  // bytes: ids below 256 exist in every vocabulary the server loads
+  std::vector<std::unique_ptr<Agent>> agents = make_agents(o, encode, context);
+
+  const std::optional<std::string> metrics_before = http_get(target, "/metrics", error);
+  if (!metrics_before) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+
+  net::io_context ioc;
+  tcp::resolver::results_type endpoints;
+  try {
+    endpoints = tcp::resolver(ioc).resolve(target.host, target.port);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "resolve %s: %s\n", target.host.c_str(), e.what());
+    return 1;
+  }
+  Counters counters;
+  const TurnSettings settings{o.max_tokens, o.temperature};
+  const Clock::time_point start = Clock::now();
+  {
+    ProgressLine progress(counters, o.agents, o.agents * o.turns);
+    for (auto& agent : agents)
+      std::make_shared<HttpAgent>(ioc, endpoints, target, settings, *agent, counters, [] {})->start();
+    ioc.run();  // returns once every agent has finished or failed (each closes its connection)
+  }
+  const double seconds = seconds_between(start, Clock::now());
+
+  const std::optional<std::string> metrics_after = http_get(target, "/metrics", error);
+  if (!metrics_after) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  const char* hits_name = "conveyor:prefix_cache_hits_total";
+  const char* queries_name = "conveyor:prefix_cache_queries_total";
+  const double hits = metric_value(*metrics_after, hits_name) - metric_value(*metrics_before, hits_name);
+  const double queries = metric_value(*metrics_after, queries_name) - metric_value(*metrics_before, queries_name);
+  char cache_line[512];
+  std::snprintf(cache_line, sizeof cache_line,
+                "prefix cache (from /metrics, this run): %.0f of %.0f prompt tokens looked up were cached "
+                "(hit rate %.1f%%)",
+                hits, queries, queries > 0 ? 100.0 * hits / queries : 0.0);
+  return print_report(agents, o.turns, seconds, cache_line) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"conveyor example: an agent swarm, many multi-turn agents over one shared system prompt"};
+  Options o;
+  app.add_option("--mode", o.mode, "inprocess (an Engine in this program) or http (a `conveyor serve` at --url)")
+      ->check(CLI::IsMember({"inprocess", "http"}));
+  app.add_option("--url", o.url, "the server, for --mode http");
+  app.add_option("--model", o.model,
+                 "in-process: GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model); "
+                 "over HTTP: the model name to ask for");
+  app.add_option("--api-key", o.api_key, "over HTTP: the server's API key, if it has one");
+  app.add_option("--agents", o.agents, "agents running at once")->check(CLI::Range(1, 4096));
+  app.add_option("--turns", o.turns, "turns per agent")->check(CLI::Range(1, 64));
+  app.add_option("--system-tokens", o.system_tokens,
+                 "tokens of the shared system prompt (cut to fit the context with every turn)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-tokens", o.max_tokens, "tokens generated per turn")->check(CLI::Range(1, 4096));
+  app.add_option("--temperature", o.temperature, "sampling temperature")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--prefix-wait", o.prefix_wait,
+                 "in-process: true | false, requests with the same uncached prefix wait for the first one's "
+                 "prefill of it (EngineConfig::prefix_wait; over HTTP it is the server's --prefix-wait)");
+  app.add_option("--kv-tokens", o.kv_tokens,
+                 "in-process: KV cache tokens (default: every agent's whole conversation, unshared)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  app.add_option("--timeout", o.timeout_seconds, "seconds to wait for the swarm")->check(CLI::Range(1, 86400));
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: the progress thread prints too
+
+  return o.mode == "http" ? run_over_http(o) : run_in_process(o);
+}
