@@ -244,7 +244,10 @@ Fail parse_stream_options(od::value& v, bool& include_usage) {
 Fail parse_client_id(od::value& v, ApiRequest& r) {
   od::json_type t;
   if (v.type().get(t)) return type_error("id", "a string or an integer");
-  if (t == od::json_type::string) return get_string(v, "id", r.client_id);
+  if (t == od::json_type::string) {
+    r.client_id_is_number = false;  // {"id": 5, "id": "x"}: the last one, with its own kind
+    return get_string(v, "id", r.client_id);
+  }
   int64_t n = 0;
   if (v.get_int64().get(n)) return type_error("id", "a string or an integer");
   r.client_id = std::to_string(n);

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "http/api_json.hpp"
 #include "http/ws_message.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
@@ -80,6 +81,21 @@ TEST(WsMessage, RefusesMalformedMessagesAndWhatTheModelCannotRun) {
   ASSERT_TRUE(std::holds_alternative<WsRefuse>(long_prompt));
   EXPECT_EQ(std::get<WsRefuse>(long_prompt).error.status, 400);
   EXPECT_EQ(std::get<WsRefuse>(long_prompt).request.client_id, "1");
+}
+
+// An id given twice is the last one, with its own kind. A string id after a
+// number once kept the number's kind: the first event for it called
+// std::stoll on the string, whose exception ended the server (ws_fuzz).
+TEST(WsMessage, AnIdGivenTwiceIsTheLastOneWithItsKind) {
+  const WsAction a = decide(R"({"id": 5, "id": "x", "prompt": "abc"})");
+  ASSERT_TRUE(std::holds_alternative<WsStart>(a));
+  EXPECT_EQ(std::get<WsStart>(a).key, "s:x");
+  EXPECT_FALSE(std::get<WsStart>(a).request.client_id_is_number);
+  const WsAction refused = decide(R"({"id": 5, "id": "x", "prompt": "abc", "n": 0})");
+  ASSERT_TRUE(std::holds_alternative<WsRefuse>(refused));
+  const ApiRequest& r = std::get<WsRefuse>(refused).request;
+  const std::string event = ws_error_json(std::get<WsRefuse>(refused).error, r.client_id, r.client_id_is_number);
+  EXPECT_NE(event.find(R"("id":"x")"), std::string::npos) << event;
 }
 
 }  // namespace
