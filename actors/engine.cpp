@@ -41,6 +41,9 @@ Status validate(const EngineConfig& c) {
   if (c.fault_recovery != "recompute" && c.fault_recovery != "fail")
     return bad("fault-recovery", "must be recompute or fail, not '" + c.fault_recovery + "'");
   if (c.max_fault_retries < 0) return bad("max-fault-retries", "must be >= 0");
+  if (!(c.session_ttl_seconds > 0)) return bad("session-ttl", "must be > 0 seconds");
+  if (!(c.session_max_share >= 0 && c.session_max_share <= 1))
+    return bad("session-max-share", "must be in [0, 1]");
   if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();
   return Status::ok();
 }
@@ -110,6 +113,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.aging_interval_seconds = config.aging_interval_seconds;
   sc.recompute_after_fault = config.fault_recovery == "recompute";
   sc.wait_for_shared_prefix = config.prefix_caching && config.prefix_wait;
+  sc.session_ttl_seconds = config.session_ttl_seconds;
+  // Kept blocks are only worth keeping when the prefix cache can find them.
+  sc.session_max_blocks = config.prefix_caching ? int32_t(engine->num_blocks_ * config.session_max_share) : 0;
   sc.max_fault_retries = config.max_fault_retries;
 
   SchedulerActors a;
@@ -154,6 +160,8 @@ RequestHandle Engine::submit(RequestSpec spec, caf::actor sink) {
     caf::anon_send(sink, e);
   });
 }
+
+void Engine::release_session(const std::string& name) { caf::anon_send(scheduler_, session_atom_v, name); }
 
 Status Engine::set_admission_policy(const std::string& name) {
   auto policy = make_admission_policy(name, config_.admission_config);

@@ -81,6 +81,9 @@ class Engine {
   // the caller's; its behavior handles `const StreamEvent&`).
   RequestHandle submit(RequestSpec spec, caf::actor sink);
 
+  // Lets go of the KV blocks a session keeps (GenerateRequest::session).
+  void release_session(const std::string& name);
+
   // Replaces a policy while the engine runs; nothing in flight is dropped.
   Status set_admission_policy(const std::string& name);
   Status set_preemption_policy(const std::string& name);

@@ -41,6 +41,13 @@ struct EngineConfig {
   // With prefix caching: a request whose leading blocks another request is
   // still computing waits for them rather than computing them again.
   bool prefix_wait = true;
+  // Sessions (GenerateRequest::session, HTTP "session_id"): a session's KV
+  // blocks are kept this long after its request ends, and all sessions
+  // together keep at most this share of the KV blocks (0: sessions keep
+  // nothing). Running requests always come first: kept blocks are let go
+  // before anything is preempted or turned away.
+  double session_ttl_seconds = 60.0;
+  double session_max_share = 0.25;
   bool overlap = true;                  // plan the next step while one runs (false: one at a time)
   double aging_interval_seconds = 5.0;  // a waiting request gains one priority level per interval
   AdmissionConfig admission_config;     // watermark, percentile, reserve

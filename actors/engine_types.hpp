@@ -36,6 +36,12 @@ struct GenerateRequest {
   // first token the sequence forks into n that share the prompt's KV blocks
   // (copy-on-write). Sample i draws with seed + i when a seed is set.
   int32_t n = 1;
+  // A conversation's name (an agent's, a chat's): when a request of n = 1
+  // with a session ends (stop or length), the engine keeps its KV blocks for
+  // the session's next request, whose prompt continues the conversation,
+  // until that request is admitted, the session expires or is released, or
+  // the memory is wanted (EngineConfig::session_*). "": none.
+  std::string session;
 };
 
 // Request ids from 2^63 up are the engine's own (the sequences of samples
@@ -211,6 +217,8 @@ struct EngineStats {
   uint64_t preemptions_recompute = 0;
   uint64_t preemptions_swap = 0;
   uint64_t prefix_waits = 0;         // requests that waited for a shared prefix another was computing
+  int32_t sessions_held = 0;         // sessions whose KV blocks are kept
+  int32_t session_blocks = 0;        // device blocks they hold (some may be shared)
   uint64_t prompt_tokens = 0;        // prompt tokens of the requests the scheduler accepted,
                                      // counted at submit (before admission), once per request
                                      // whatever its n; recomputed tokens are not counted

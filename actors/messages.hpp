@@ -43,7 +43,7 @@ typename Inspector::result_type inspect(Inspector& f, SampleResult& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateRequest& x) {
   return f(caf::meta::type_name("GenerateRequest"), x.id, x.automatic_id, x.prompt, x.sampling,
-           x.priority, x.n);
+           x.priority, x.n, x.session);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
@@ -150,7 +150,7 @@ typename Inspector::result_type inspect(Inspector& f, PreemptionDecision& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {
   return f(caf::meta::type_name("EngineStats"), x.num_waiting, x.num_running, x.num_swapped,
-           x.iterations, x.preemptions_recompute, x.preemptions_swap, x.prefix_waits, x.prompt_tokens,
+           x.iterations, x.preemptions_recompute, x.preemptions_swap, x.prefix_waits, x.sessions_held, x.session_blocks, x.prompt_tokens,
            x.computed_tokens, x.generated_tokens, x.forward_seconds, x.iteration_seconds,
            x.scheduler_seconds, x.delivery_seconds, x.critical_seconds, x.block_manager_seconds, x.plan_hop_seconds,
            x.result_hop_seconds, x.executor_idle_seconds, x.blocks, x.kv_live_token_ratio);
@@ -196,6 +196,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor_engine, conveyor, costs_atom, "costs")      // measured preemption costs
   CAF_ADD_ATOM(conveyor_engine, conveyor, policy_atom, "policy")    // replace a policy actor
   CAF_ADD_ATOM(conveyor_engine, conveyor, wake_atom, "wake")        // start an iteration if idle
+  CAF_ADD_ATOM(conveyor_engine, conveyor, session_atom, "session")  // release a session's KV
 CAF_END_TYPE_ID_BLOCK(conveyor_engine)
 
 namespace conveyor {
@@ -259,6 +260,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<policy_atom, admission_actor>,
     caf::reacts_to<policy_atom, preemption_actor>,
     caf::reacts_to<wake_atom>,
+    caf::reacts_to<session_atom, std::string>,
     caf::replies_to<stats_atom>::with<EngineStats>>;
 
 }  // namespace conveyor

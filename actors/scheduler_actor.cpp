@@ -171,6 +171,17 @@ auto ask(self_ptr self, const Handle& dest, Ts&&... xs) {
 // Starts building an iteration if the core allows one now.
 void wake(self_ptr self) { iterate(self); }
 
+// Kept sessions expire while nothing runs too: wake up then.
+void arm_session_expiry(self_ptr self) {
+  auto& st = self->state;
+  if (st.wake_pending) return;
+  if (auto expiry = st.core->next_session_expiry()) {
+    st.wake_pending = true;
+    const double wait = std::max(0.0, *expiry - st.now()) + 0.001;
+    self->delayed_send(self, std::chrono::microseconds(int64_t(wait * 1e6)), wake_atom_v);
+  }
+}
+
 void send_swaps(self_ptr self) {
   auto& st = self->state;
   for (SwapOrder& order : st.core->take_swap_orders()) {
@@ -217,6 +228,7 @@ void run_step(self_ptr self) {
         st.wake_pending = true;
         self->delayed_send(self, std::chrono::milliseconds(1), wake_atom_v);
       }
+      arm_session_expiry(self);
     }
     apply_stashed(self);
     return;
@@ -315,6 +327,7 @@ void iterate(self_ptr self) {
     st.last_step_done = {};
     st.last_finished_ns = 0;
     deliver_events(self);
+    arm_session_expiry(self);
     return;
   }
   st.building = true;
@@ -386,6 +399,11 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
       },
       [self](wake_atom) {
         self->state.wake_pending = false;
+        self->state.core->expire_sessions(self->state.now());
+        wake(self);
+      },
+      [self](session_atom, const std::string& name) {
+        self->state.core->release_session(name);
         wake(self);
       },
       [self](stats_atom) -> caf::result<EngineStats> {
@@ -399,6 +417,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         stats.preemptions_recompute = st.core->preemptions(PreemptionMode::recompute);
         stats.preemptions_swap = st.core->preemptions(PreemptionMode::swap);
         stats.prefix_waits = st.core->prefix_waits();
+        stats.sessions_held = st.core->sessions_held();
+        stats.session_blocks = st.core->session_blocks();
         stats.kv_live_token_ratio = st.core->kv_live_token_ratio();
         self->request(st.actors.block_manager, caf::infinite, stats_atom_v)
             .then(

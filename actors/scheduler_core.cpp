@@ -104,6 +104,7 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   s.tokens = std::move(r.prompt);
   s.sampling = std::move(r.sampling);
   s.sampling.max_tokens = std::min(s.sampling.max_tokens, config_.context_length - n);
+  if (r.n == 1) s.session = std::move(r.session);
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, now});
   seqs_.emplace(s.id, std::move(s));
   return Status::ok();
@@ -146,6 +147,7 @@ bool SchedulerCore::close_sample(request_id request) {
 void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message, Errc code) {
   emit_final(s, reason, message, code);
   release_claims(s);
+  if ((reason == FinishReason::stop || reason == FinishReason::length) && !s.session.empty()) keep_for_session(s);
   if (s.sampler_started) retired_samplers_.push_back(s.id);
   release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
@@ -231,6 +233,7 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   plan_.clear();
   failed_.clear();
   pending_swap_in_.clear();
+  expire_sessions(now);
 
   // Cancelled sequences leave now, wherever they are; those in the middle of
   // a copy leave when it completes (on_swap_done).
@@ -272,7 +275,7 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   if (!room || !batch_open || waiting_.empty()) return std::nullopt;
 
   AdmissionQuery q;
-  q.free_blocks = free;
+  q.free_blocks = free + session_blocks_;  // sessions let go of their blocks when they are wanted
   q.total_blocks = config_.num_blocks;
   q.block_size = config_.block_size;
   q.num_running = running;
@@ -356,6 +359,54 @@ void SchedulerCore::release_claims(Sequence& s) {
     if (it != prefix_claims_.end() && it->second.owner == s.id) prefix_claims_.erase(it);
   }
   s.claims.clear();
+}
+
+// ---- sessions -------------------------------------------------------------------
+
+void SchedulerCore::keep_for_session(const Sequence& s) {
+  if (s.state != State::running || s.blocks_held == 0 || s.samples != 1 || config_.session_max_blocks <= 0) return;
+  release_session(s.session);  // an earlier turn's, if still kept
+  const seq_id keeper = next_sample_id_++;
+  // Forks go to the block manager before frees, so the blocks never drop to 0 references.
+  pending_forks_.push_back(SeqFork{s.id, keeper});
+  sessions_[s.session] = Kept{keeper, s.blocks_held, now_ + config_.session_ttl_seconds, next_kept_++};
+  session_blocks_ += s.blocks_held;
+  if (session_blocks_ > config_.session_max_blocks) release_oldest_sessions(session_blocks_ - config_.session_max_blocks);
+}
+
+void SchedulerCore::release_session(const std::string& name) {
+  auto it = sessions_.find(name);
+  if (it == sessions_.end()) return;
+  pending_frees_.push_back(it->second.seq);
+  session_blocks_ -= it->second.blocks;
+  sessions_.erase(it);
+}
+
+int32_t SchedulerCore::release_oldest_sessions(int32_t blocks) {
+  int32_t released = 0;
+  while (released < blocks && !sessions_.empty()) {
+    auto oldest = sessions_.begin();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+      if (it->second.order < oldest->second.order) oldest = it;
+    released += oldest->second.blocks;
+    const std::string name = oldest->first;
+    release_session(name);
+  }
+  return released;
+}
+
+void SchedulerCore::expire_sessions(double now) {
+  std::vector<std::string> expired;
+  for (const auto& [name, kept] : sessions_)
+    if (kept.expires <= now) expired.push_back(name);
+  for (const std::string& name : expired) release_session(name);
+}
+
+std::optional<double> SchedulerCore::next_session_expiry() const {
+  std::optional<double> next;
+  for (const auto& [name, kept] : sessions_)
+    if (!next || kept.expires < *next) next = kept.expires;
+  return next;
 }
 
 // Everything the block manager must hear before it allocates: computed
@@ -495,6 +546,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
   }
 
   int32_t shortfall = 0;
+  int32_t new_shortfall = 0;  // of requests not admitted after all
   bool padding_short = false;
   for (const BlockGrant& g : result.grants) {
     Sequence* s = find(g.seq);
@@ -516,6 +568,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
         s->admitted_once = true;
         s->state = State::running;
         running_.push_back(s->id);
+        if (!s->session.empty()) release_session(s->session);  // it holds the blocks it reuses now
       } else {
         s->slots = std::max(s->slots, s->scheduled + planned->max_new);
       }
@@ -528,6 +581,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
     }
     if (planned->is_new) {  // not admitted after all: back to the queue
       waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
+      new_shortfall += std::max(g.shortfall, 1);
       continue;
     }
     if (blocks_for(int32_t(s->tokens.size()) + 1) > config_.num_blocks) {
@@ -548,6 +602,13 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
   // short of blocks try again next iteration.
   if (num_padding_ > 0 && (padding_short || (!failed_.empty() && shortfall > 0))) {
     drop_padding();
+    failed_.clear();
+    return std::nullopt;
+  }
+  // Sessions let go of their kept blocks before anybody is preempted or
+  // turned away; those short of blocks try again next iteration.
+  if (!sessions_.empty() && (new_shortfall > 0 || (!failed_.empty() && shortfall > 0))) {
+    release_oldest_sessions(std::max(shortfall, 0) + new_shortfall);
     failed_.clear();
     return std::nullopt;
   }
@@ -830,6 +891,8 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   running_.clear();
   swapped_.clear();
   prefix_claims_.clear();
+  sessions_.clear();  // the fresh block manager holds nothing
+  session_blocks_ = 0;
 
   std::vector<seq_id> ids;
   ids.reserve(seqs_.size());

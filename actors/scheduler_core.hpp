@@ -88,6 +88,11 @@ struct SchedulerConfig {
   // computing waits for them (then finds them in the prefix cache) instead
   // of computing them too. Only useful with the block manager's prefix cache.
   bool wait_for_shared_prefix = true;
+  // Sessions (GenerateRequest::session): how long a session's blocks are
+  // kept after its request ends, and the most device blocks all sessions
+  // may keep (past it, the oldest session lets go).
+  double session_ttl_seconds = 60.0;
+  int32_t session_max_blocks = 0;
 };
 
 struct FinishedSequence {
@@ -124,6 +129,15 @@ class SchedulerCore {
   // overlap) one step outstanding and no drain requested.
   bool can_build() const;
   size_t outstanding_steps() const { return flights_.size(); }
+
+  // ---- sessions ----------------------------------------------------------
+  // Lets go of a session's kept blocks (no-op for an unknown name).
+  void release_session(const std::string& name);
+  // Lets go of the sessions whose time is up; when the next one expires.
+  void expire_sessions(double now);
+  std::optional<double> next_session_expiry() const;
+  int32_t sessions_held() const { return int32_t(sessions_.size()); }
+  int32_t session_blocks() const { return session_blocks_; }
 
   // ---- faults ------------------------------------------------------------
   // The engine's workers failed (`why` says how) and were replaced: the block
@@ -202,6 +216,7 @@ class SchedulerCore {
     bool waited_for_prefix = false;   // counted in prefix_waits_
     uint64_t claimed_at = 0;          // the iteration in which it last claimed prefix blocks
     std::vector<uint64_t> claims;     // prefix_claims_ it owns
+    std::string session;              // GenerateRequest::session
     int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
     // Its length once the outstanding steps' samples arrive.
     int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }
@@ -249,6 +264,10 @@ class SchedulerCore {
   // (s waits); otherwise s claims the blocks that nobody computes.
   bool waits_for_shared_prefix(Sequence& s);
   void release_claims(Sequence& s);
+  // A request of a session ended: a sequence forked from it keeps its blocks.
+  void keep_for_session(const Sequence& s);
+  // Lets go of the oldest sessions until `blocks` are released (or none is left).
+  int32_t release_oldest_sessions(int32_t blocks);
   void finish(Sequence& s, FinishReason reason, std::string message = {},
               Errc code = Errc::invalid_argument);
   // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
@@ -328,6 +347,17 @@ class SchedulerCore {
   std::unordered_map<uint64_t, PrefixClaim> prefix_claims_;
   std::vector<uint64_t> scratch_hashes_;
   uint64_t prefix_waits_ = 0;
+  // Sessions' kept blocks: held by a sequence forked from the request that
+  // ended (an id from the samples' range), freed like any sequence.
+  struct Kept {
+    seq_id seq = 0;
+    int32_t blocks = 0;
+    double expires = 0.0;
+    uint64_t order = 0;  // when kept: the oldest goes first
+  };
+  std::unordered_map<std::string, Kept> sessions_;
+  int32_t session_blocks_ = 0;
+  uint64_t next_kept_ = 0;
   int32_t free_blocks_ = 0;                  // as of the last allocation result
   int32_t free_host_blocks_ = 0;
   uint64_t iteration_ = 0;

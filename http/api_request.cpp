@@ -335,6 +335,7 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
   if (key == "stream") return get_bool(v, key, r.stream);
   if (key == "stream_options") return parse_stream_options(v, r.include_usage);
   if (key == "user") return get_string(v, key, r.user);
+  if (key == "session_id") return get_string(v, key, r.session_id);
   if (key == "ignore_eos") return get_bool(v, key, s.ignore_eos);
   if (key == "priority") return get_int32(v, key, r.priority);
   if (key == "return_token_ids") return get_bool(v, key, r.return_token_ids);

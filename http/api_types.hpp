@@ -53,6 +53,7 @@ struct ApiRequest {
   bool include_usage = false;        // stream_options.include_usage
   bool return_token_ids = false;     // extension: prompt_token_ids and per-choice token_ids
   std::string user;
+  std::string session_id;            // extension: keep the conversation's KV for its next request
 };
 
 // An OpenAI-style error: {"error": {"message", "type", "param", "code"}}.

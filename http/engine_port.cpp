@@ -68,6 +68,8 @@ CancelFn EnginePort::submit(GenerateRequest request, std::vector<std::string> st
   return [handle] { handle.cancel(); };
 }
 
+void EnginePort::release_session(const std::string& name) { impl_->engine.release_session(name); }
+
 void EnginePort::stats_async(StatsCallback done) {
   uint64_t ticket = 0;
   {

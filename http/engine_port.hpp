@@ -42,6 +42,7 @@ class EnginePort {
   EnginePort& operator=(const EnginePort&) = delete;
 
   CancelFn submit(GenerateRequest request, std::vector<std::string> stop, EventSink sink);
+  void release_session(const std::string& name);
   void stats_async(std::function<void(Expected<EngineStats>)> done);
 
   const EngineMetrics& metrics() const;

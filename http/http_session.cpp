@@ -264,6 +264,12 @@ void HttpSession::handle_request() {
       if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
       return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
     }
+    case Route::release_session: {
+      auto name = parse_session_release(req.body());
+      if (auto* e = std::get_if<ApiError>(&name)) return send_error(*e);
+      state_->engine().release_session(std::get<std::string>(name));
+      return send_response(200, "{\"released\":true}", "application/json");
+    }
     case Route::websocket: {
       if (!beast::websocket::is_upgrade(req))
         return send_error(bad_request("GET /v1/ws expects a WebSocket upgrade"));

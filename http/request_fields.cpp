@@ -23,6 +23,7 @@ constexpr RequestField kFields[] = {
     {"frequency_penalty", kBoth, I, "", "OpenAI's frequency penalty"},
     {"logprobs", kBoth, I, "", "completions: top count; chat: true/false"},
     {"user", kBoth, I, "", "kept with the request for logs"},
+    {"session_id", kBoth, I, "", "keeps the conversation's KV blocks for its next request"},
     {"logit_bias", kBoth, R, "{}", "per-token biases are not implemented"},
     {"service_tier", kBoth, R, "\"auto\"|\"default\"", "conveyor has one service tier"},
     // Completions only.

@@ -52,6 +52,7 @@ GenerateRequest RequestPlan::request_for(int32_t prompt) const {
   r.sampling = sampling;
   r.n = n;
   r.priority = priority;
+  r.session = session;
   return r;
 }
 
@@ -100,6 +101,13 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   plan.stop = request.stop;
   plan.n = request.n;
   plan.priority = request.priority;
+  if (!request.session_id.empty()) {
+    if (request.session_id.size() > kMaxSessionIdBytes)
+      return bad_request("session_id is longer than " + std::to_string(kMaxSessionIdBytes) + " bytes", "session_id");
+    if (plan.prompts.size() != 1 || plan.n != 1)
+      return bad_request("session_id needs one prompt and n = 1 (a session is one conversation)", "session_id");
+    plan.session = request.session_id;
+  }
   return plan;
 }
 

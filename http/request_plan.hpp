@@ -32,12 +32,16 @@ struct ModelContext {
   std::shared_ptr<const ChatTemplate> chat;     // null when there is no tokenizer
 };
 
+// The longest session_id a request may carry.
+inline constexpr size_t kMaxSessionIdBytes = 256;
+
 struct RequestPlan {
   std::vector<std::vector<int32_t>> prompts;    // token ids, one per prompt
   SamplingParams sampling;                      // validated
   std::vector<std::string> stop;
   int32_t n = 1;
   int32_t priority = 0;
+  std::string session;                          // GenerateRequest::session
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
   // The engine request of one prompt, with its n samples (id 0: the engine assigns it).

@@ -21,6 +21,7 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
       {"/v1/chat/completions/render", "POST", Route::render},
       {"/tokenize", "POST", Route::tokenize},
       {"/detokenize", "POST", Route::detokenize},
+      {"/v1/sessions/release", "POST", Route::release_session},
   };
   for (const Entry& e : table) {
     if (e.path != path) continue;

@@ -19,6 +19,7 @@ enum class Route : uint8_t {
   render,       // POST /v1/chat/completions/render: the prompt a chat request makes
   tokenize,     // POST /tokenize
   detokenize,   // POST /detokenize
+  release_session,  // POST /v1/sessions/release: let go of a session's kept KV
   not_found,
   wrong_method,
 };

@@ -117,6 +117,19 @@ std::variant<std::string, ApiError> detokenize_response(std::string_view body, c
   return json::serialize(out);
 }
 
+std::variant<std::string, ApiError> parse_session_release(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json::object& o = std::get<json::object>(parsed);
+  if (auto e = only_known(o, {"session_id"})) return *e;
+  const json::value* id = o.if_contains("session_id");
+  if (id == nullptr || !id->is_string() || id->as_string().empty() || id->as_string().size() > kMaxSessionIdBytes)
+    return bad_request("'session_id' must be a non-empty string of at most " + std::to_string(kMaxSessionIdBytes) +
+                           " bytes",
+                       "session_id");
+  return std::string(id->as_string());
+}
+
 std::variant<std::string, ApiError> render_response(std::string_view body, const ModelContext& model) {
   ParseResult parsed = parse_api_request(body, Endpoint::render);
   if (parsed.error) return *parsed.error;

@@ -25,5 +25,8 @@ std::variant<std::string, ApiError> detokenize_response(std::string_view body, c
 // POST /v1/chat/completions/render {"messages", "tools", "add_generation_prompt", "model"}
 //   -> {"prompt": the rendered text, "prompt_token_ids", "count", "model"}
 std::variant<std::string, ApiError> render_response(std::string_view body, const ModelContext& model);
+// POST /v1/sessions/release {"session_id": "..."}: the session to let go of
+// (its kept KV blocks, GenerateRequest::session), or the error.
+std::variant<std::string, ApiError> parse_session_release(std::string_view body);
 
 }  // namespace conveyor::http

@@ -387,6 +387,75 @@ TEST_F(Stories, RequestsArrivingTogetherWaitForTheSharedPrefix) {
   EXPECT_GE(waiting.blocks.prefix_hit_tokens, 10u * 160);
 }
 
+// A session keeps its conversation's blocks between turns: the next turn
+// finds them in the prefix cache even after other requests filled the pool,
+// where a request without a session finds them evicted. Explicit release and
+// expiry let go of them.
+TEST_F(Stories, SessionsKeepTheirBlocksBetweenTurns) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  config.kv_cache_tokens = 16 * 40;
+  config.session_max_share = 0.5;
+  config.session_ttl_seconds = 30;
+  auto engine = Engine::create(sys, config, *model_);
+  ASSERT_TRUE(engine.has_value());
+  auto turn = [&](std::vector<int32_t> prompt, const std::string& session) {
+    Collector c;
+    RequestSpec spec = testing::greedy_spec(0, std::move(prompt), 16, true);
+    spec.request.session = session;
+    (*engine)->submit(std::move(spec), c.callback_for(0));
+    EXPECT_TRUE(c.wait_for(1));
+    return c.outcomes().at(0);
+  };
+  auto flood = [&] {  // different prompts that need most of the pool, one after another
+    for (int i = 0; i < 6; ++i) {
+      std::vector<int32_t> p{1};
+      for (int j = 0; j < 300; ++j) p.push_back(2 + (i * 131 + j * 17) % 500);
+      turn(p, "");
+    }
+  };
+  std::vector<int32_t> conversation{1};
+  for (int i = 0; i < 200; ++i) conversation.push_back(2 + (i * 29) % 500);
+
+  for (const std::string session : {"agent-7", ""}) {
+    std::vector<int32_t> c = conversation;
+    c[1] = session.empty() ? 3 : 4;  // not the other pass's blocks
+    const Outcome first = turn(c, session);
+    ASSERT_EQ(first.finish, FinishReason::length);
+    if (!session.empty()) EXPECT_EQ((*engine)->stats()->sessions_held, 1);
+    flood();
+    c.insert(c.end(), first.tokens.begin(), first.tokens.end());
+    c.push_back(5);  // the tool's answer
+    const Outcome second = turn(c, session);
+    if (session.empty()) {
+      EXPECT_LT(second.cached_prompt_tokens, 64) << "the flood was meant to evict an unkept conversation";
+    } else {
+      // The 201 + 16 tokens of the first turn are 13 full blocks.
+      EXPECT_GE(second.cached_prompt_tokens, 13 * 16);
+    }
+  }
+  auto stats = (*engine)->stats();
+  EXPECT_EQ(stats->sessions_held, 1) << "the second turn's blocks are kept in their turn";
+  (*engine)->release_session("agent-7");
+  expect_all_blocks_free(**engine);
+  EXPECT_EQ((*engine)->stats()->sessions_held, 0);
+
+  // Expiry, while the engine is idle.
+  EngineConfig short_lived = config;
+  short_lived.session_ttl_seconds = 0.2;
+  auto engine2 = Engine::create(sys, short_lived, *model_);
+  ASSERT_TRUE(engine2.has_value());
+  Collector c;
+  RequestSpec spec = testing::greedy_spec(0, conversation, 8, true);
+  spec.request.session = "brief";
+  (*engine2)->submit(std::move(spec), c.callback_for(0));
+  ASSERT_TRUE(c.wait_for(1));
+  expect_all_blocks_free(**engine2);  // waits up to a second
+  EXPECT_EQ((*engine2)->stats()->sessions_held, 0);
+}
+
 TEST_F(Stories, SharedPrefixIsComputedOnce) {
   std::vector<int32_t> prefix = prompts(1)[0];
   prefix.resize(1);

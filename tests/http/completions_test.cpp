@@ -272,5 +272,39 @@ TEST_F(Completions, StopStringEndsTheText) {
   EXPECT_EQ(choice["finish_reason"], "stop");
 }
 
+
+// session_id keeps a conversation's KV for its next turn (the second turn's
+// prompt finds the first's blocks in the cache); it needs one prompt and
+// n = 1; /v1/sessions/release lets go of it.
+TEST_F(Completions, SessionIdKeepsTheConversationForTheNextTurn) {
+  std::vector<int32_t> conversation = {256};
+  for (int i = 0; i < 70; ++i) conversation.push_back(65 + (i * 7) % 26);
+  auto turn = [&](const std::vector<int32_t>& prompt) {
+    return post("/v1/completions", {{"prompt", ids_json(prompt)}, {"max_tokens", 10}, {"temperature", 0},
+                                    {"ignore_eos", true}, {"return_token_ids", true}, {"session_id", "chat-1"}});
+  };
+  const Response first = turn(conversation);
+  ASSERT_EQ(first.status, 200) << first.body;
+  json::object c = parse_object(first.body)["choices"].as_array()[0].as_object();
+  const std::vector<int32_t> answer = ids_of(c["token_ids"]);
+  conversation.insert(conversation.end(), answer.begin(), answer.end());
+  conversation.push_back(10);
+  const Response second = turn(conversation);
+  ASSERT_EQ(second.status, 200) << second.body;
+  const json::object usage = parse_object(second.body)["usage"].as_object();
+  // 81 tokens of the first turn: 5 full 16-token blocks.
+  EXPECT_GE(usage.at("prompt_tokens_details").at("cached_tokens").to_number<int64_t>(), 80) << second.body;
+
+  Response bad = post("/v1/completions", {{"prompt", ids_json(conversation)}, {"n", 2}, {"session_id", "x"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(parse_object(bad.body)["error"].at("param"), "session_id") << bad.body;
+  bad = post("/v1/completions", {{"prompt", ids_json(conversation)}, {"session_id", std::string(300, 'x')}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(post("/v1/sessions/release", {{"session_id", "chat-1"}}).status, 200);
+  EXPECT_EQ(post("/v1/sessions/release", {{"session_id", 3}}).status, 400);
+  EXPECT_EQ(post("/v1/sessions/release", {{"session", "chat-1"}}).status, 400);
+}
+
 }  // namespace
 }  // namespace conveyor::http::testing
+

@@ -29,6 +29,7 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"frequency_penalty", "0.1"},
     {"logprobs", "true"},
     {"user", R"("u")"},
+    {"session_id", R"("s")"},
     {"prompt", R"("hello")"},
     {"messages", R"([{"role": "user", "content": "hi"}])"},
     {"max_completion_tokens", "5"},
