@@ -59,21 +59,70 @@ EOF
     exec "$build_dir/conveyor" serve "$@"
     ;;
   test)
+    # Five phases; each prints how long it took (README.md, Testing, has
+    # the figures). The sanitizer builds use clang and compile only the
+    # tests they run, without benchmarks or CUDA.
+    phase_start=$SECONDS
+    phase_done() {
+      echo "bootstrap: $1 took $((SECONDS - phase_start)) s"
+      phase_start=$SECONDS
+    }
+    # A test phase that fails does not stop the later ones; the command
+    # fails at the end, naming them.
+    failed=()
     configure_and_build -DCONVEYOR_BUILD_TESTS=ON
-    # The fuzz targets must keep building (clang + libFuzzer); each runs
-    # briefly from a generated seed corpus. Longer runs: tests/fuzz/CMakeLists.txt.
-    cmake -S . -B "$build_dir-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    phase_done "release build"
+
+    # libFuzzer targets and the ASan+UBSan unit and actor tests share one
+    # clang build: the fuzzers need every library built with ASan anyway.
+    fuzz_dir="$build_dir-fuzz"
+    cmake -S . -B "$fuzz_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CXX_COMPILER=clang++ -DCONVEYOR_BUILD_FUZZ=ON -DCONVEYOR_BUILD_TESTS=ON \
-      -DCONVEYOR_BUILD_BENCH=OFF
-    cmake --build "$build_dir-fuzz" -j "$jobs" --target conveyor_fuzzers
-    corpus="$build_dir-fuzz/corpus"
-    "$build_dir-fuzz/tests/fuzz/fuzz_seeds" "$corpus" >/dev/null
-    for f in gguf llama2c tokenizer http; do
-      mkdir -p "$corpus/$f"  # http starts from an empty corpus
-      "$build_dir-fuzz/tests/fuzz/${f}_fuzz" "$corpus/$f" -max_total_time=5 2>&1 | tail -n 1
+      -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_SANITIZE=address,undefined
+    cmake --build "$fuzz_dir" -j "$jobs" --target conveyor_fuzzers \
+      tests/kernels/cpu/all tests/kernels/cuda/all tests/model/tokenizer/all tests/model/formats/all \
+      tests/model/forward/all tests/model/sampling/all tests/policies/all tests/template/all tests/actors/all
+    phase_done "ASan+UBSan build (fuzzers, unit and actor tests)"
+
+    # Each fuzzer runs briefly from a generated seed corpus. Longer runs:
+    # tests/fuzz/CMakeLists.txt (ctest -L fuzz-long).
+    corpus="$fuzz_dir/corpus"
+    "$fuzz_dir/tests/fuzz/fuzz_seeds" "$corpus" >/dev/null
+    for f in gguf llama2c tokenizer http ws jinja jinja_chat; do
+      "$fuzz_dir/tests/fuzz/${f}_fuzz" "$corpus/$f" -max_total_time=5 2>&1 | tail -n 1 ||
+        failed+=("${f}_fuzz")  # the crashing input is written to the current directory (crash-*)
     done
+    phase_done "fuzzers (5 s each)"
+
+    # A sanitizer report fails its test (UBSan does not recover; ASan and
+    # LeakSanitizer exit non-zero).
+    export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
+    export UBSAN_OPTIONS=print_stacktrace=1
+    ctest --test-dir "$fuzz_dir" --output-on-failure -j "$jobs" -L 'unit|actors' || failed+=("ASan+UBSan tests")
+    phase_done "ASan+UBSan tests"
+
+    # ThreadSanitizer: the engine's actors and the server, the code with
+    # threads of its own. tests/sanitizers/tsan.supp says what is suppressed.
+    tsan_dir="$build_dir-tsan"
+    cmake -S . -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+      -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_SANITIZE=thread
+    cmake --build "$tsan_dir" -j "$jobs" --target tests/actors/all tests/http/all
+    phase_done "TSan build (actor and server tests)"
+    # OMP_NUM_THREADS=1: libgomp is not instrumented, so TSan cannot see the
+    # synchronisation of its thread pool (tests/sanitizers/tsan.supp).
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
+      OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http' ||
+      failed+=("TSan tests")
+    phase_done "TSan tests"
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+
     # Last, so that its summary closes the output.
-    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" || failed+=("release tests")
+    phase_done "release tests"
+    if ((${#failed[@]})); then
+      printf 'bootstrap: failed: %s\n' "${failed[@]}" >&2
+      exit 1
+    fi
     ;;
   *)
     echo "usage: tools/bootstrap.sh run|test" >&2
