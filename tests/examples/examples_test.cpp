@@ -221,5 +221,101 @@ TEST(Examples, WebSocketClientFallsBackToTokenIds) {
   check_ws_client_output(r.output);
 }
 
+// ---- agent_swarm --------------------------------------------------------------
+
+// What a swarm run printed, checked: every agent finished every turn, each
+// turn made its tokens (ignore_eos), the latency percentiles are ordered and
+// counted once per turn request, agent 0 made one tool call a turn whose
+// arithmetic is right, and the shared system prompt was found in the prefix
+// cache. Returns the prefix-cache line's captures (hits, queries, rate, then
+// the in-process figures when present).
+std::vector<std::string> check_swarm_output(const std::string& output, int agents, int turns, int max_tokens) {
+  const auto done = find(output, R"(agents finished: (\d+)/(\d+), turns finished: (\d+)/(\d+))");
+  const auto throughput = find(output, R"(throughput: (\d+) generated tokens in ([\d.]+) s = (\d+) tokens/s)");
+  const auto ttft =
+      find(output, R"(TTFT per turn request: p50 ([\d.]+) ms, p90 ([\d.]+) ms, p99 ([\d.]+) ms \((\d+) requests\))");
+  const auto e2e = find(
+      output, R"(end-to-end per turn request: p50 ([\d.]+) ms, p90 ([\d.]+) ms, p99 ([\d.]+) ms \((\d+) requests\))");
+  const auto cache = find(output,
+                          R"(prefix cache.*: (\d+) of (\d+) prompt tokens looked up were cached \(hit rate ([\d.]+)%\))"
+                          R"((, prefix waits (\d+); computed tokens (\d+))?)");
+  if (done.empty() || throughput.empty() || ttft.empty() || e2e.empty() || cache.empty()) return {};
+  EXPECT_EQ(num(done[1]), agents);
+  EXPECT_EQ(num(done[2]), agents);
+  EXPECT_EQ(num(done[3]), agents * turns);
+  EXPECT_EQ(num(done[4]), agents * turns);
+  EXPECT_EQ(num(throughput[1]), long(agents) * turns * max_tokens);
+  EXPECT_GT(num(throughput[3]), 0);
+  for (const auto* p : {&ttft, &e2e}) {
+    EXPECT_EQ(num((*p)[4]), agents * turns) << (*p)[0];
+    EXPECT_LE(std::stod((*p)[1]), std::stod((*p)[2])) << (*p)[0];
+    EXPECT_LE(std::stod((*p)[2]), std::stod((*p)[3])) << (*p)[0];
+  }
+  EXPECT_LE(std::stod(ttft[1]), std::stod(e2e[1]));
+  // Agent 0's transcript: one tool call per turn, the calculator's answers right.
+  const auto calls = find_all(output, R"(agent 0, turn (\d+): (\d+) tokens, last id (\d+) -> (calc|lookup)\((.*)\) = (\S+))");
+  EXPECT_EQ(calls.size(), size_t(turns)) << output;
+  for (const auto& c : calls) {
+    EXPECT_EQ(num(c[2]), max_tokens) << c[0];
+    EXPECT_EQ(c[4] == "calc", num(c[3]) % 2 == 0) << c[0];  // an even last token id picks the calculator
+    std::smatch m;
+    const std::string args = c[5];
+    if (c[4] != "calc") continue;
+    if (!std::regex_match(args, m, std::regex(R"((\d+) ([-+*]) (\d+))"))) {
+      ADD_FAILURE() << "calc arguments not \"a op b\": " << c[0];
+      continue;
+    }
+    const long a = num(m[1]), b = num(m[3]);
+    EXPECT_EQ(num(c[6]), m[2] == "+" ? a + b : m[2] == "-" ? a - b : a * b) << c[0];
+  }
+  // The shared system prompt was found in the prefix cache.
+  EXPECT_GT(num(cache[1]), 0) << cache[0];
+  EXPECT_LE(num(cache[1]), num(cache[2])) << cache[0];
+  EXPECT_GT(std::stod(cache[3]), 0.0) << cache[0];
+  return cache;
+}
+
+// In-process, with and without prefix waits: the agents arrive together with
+// the same uncached system prompt; with waits on, the others wait for the
+// first one's prefill of it, so fewer tokens are computed.
+TEST(Examples, AgentSwarmInProcessWithAndWithoutPrefixWait) {
+  const ProcessResult on = run({AGENT_SWARM_BINARY, "--agents", "32", "--turns", "2"});
+  find(on.output, R"(swarm: 32 agents x 2 turns, a shared system prompt of 300 tokens, 16 tokens a turn)");
+  find(on.output, R"(engine: prefix wait on)");
+  const auto with_waits = check_swarm_output(on.output, 32, 2, 16);
+  const ProcessResult off = run({AGENT_SWARM_BINARY, "--agents", "32", "--turns", "2", "--prefix-wait", "false"});
+  find(off.output, R"(engine: prefix wait off)");
+  const auto without_waits = check_swarm_output(off.output, 32, 2, 16);
+  ASSERT_FALSE(with_waits.empty() || without_waits.empty());
+  ASSERT_FALSE(with_waits[5].empty() || without_waits[5].empty()) << "no in-process figures";
+  EXPECT_GT(num(with_waits[5]), 0);
+  EXPECT_EQ(num(without_waits[5]), 0);
+  EXPECT_LT(num(with_waits[6]), num(without_waits[6])) << with_waits[0] << "\n" << without_waits[0];
+}
+
+// A model without a tokenizer and a context of 256: token ids made of the
+// prompt text's bytes, the system prompt cut to fit.
+TEST(Examples, AgentSwarmRunsWithoutATokenizer) {
+  const ProcessResult r = run({AGENT_SWARM_BINARY, "--model", "dummy:llama-15m", "--agents", "8", "--turns", "2"});
+  find(r.output, R"(no tokenizer: prompts are bytes as token ids)");
+  find(r.output, R"(note: the system prompt is cut to (\d+) tokens)");
+  check_swarm_output(r.output, 8, 2, 16);
+}
+
+// Over HTTP against `conveyor serve` (the embedded default model): one
+// connection per agent, the hit rate from the server's /metrics.
+TEST(Examples, AgentSwarmOverHttp) {
+  const std::vector<std::string> args = {"--kv-cache-tokens", "32768", "--threads", "1"};
+  ServeProcess server(kConveyor, args, kWorkDir + "/agent_swarm_serve.log");
+  std::string error;
+  ASSERT_TRUE(server.wait_ready(120s, error)) << error;
+  const ProcessResult r =
+      run({AGENT_SWARM_BINARY, "--mode", "http", "--url", server.url(), "--agents", "32", "--turns", "2"});
+  find(r.output, R"(server: http://127\.0\.0\.1:\d+ \(context 512\))");
+  const auto cache = check_swarm_output(r.output, 32, 2, 16);
+  ASSERT_FALSE(cache.empty());
+  EXPECT_NE(cache[0].find("from /metrics"), std::string::npos) << cache[0];
+}
+
 }  // namespace
 }  // namespace conveyor::testing
