@@ -12,6 +12,7 @@
 #include "actors/fault_injection.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/actors/fake_backend.hpp"
+#include "tests/actors/stories_fixture.hpp"
 
 namespace conveyor {
 namespace {
@@ -212,23 +213,8 @@ TEST(EngineFaults, SpecsAreCheckedAndCounted) {
 
 // ---- the real model: seeded sampling resumes where it was --------------------
 
-class StoriesFaults : public ::testing::Test {
+class StoriesFaults : public testing::StoriesTest {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
-    if (!std::filesystem::exists(path)) return;
-    auto m = load_model(path);
-    ASSERT_TRUE(m.has_value()) << m.error().message;
-    model_ = new LoadedModel(std::move(m).value());
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (model_ == nullptr) GTEST_SKIP() << "../shared/models/stories260K.bin not found";
-  }
-
   // Seeded samples with penalties (n = 2 for every third prompt).
   static std::map<request_id, Outcome> run(const std::string& faults, uint64_t* restarts) {
     EngineSystemConfig cfg;
@@ -265,8 +251,6 @@ class StoriesFaults : public ::testing::Test {
     *restarts = (*engine)->metrics().restarts.load();
     return collector.outcomes();
   }
-
-  static inline LoadedModel* model_ = nullptr;
 };
 
 TEST_F(StoriesFaults, SeededSamplingAfterARestartEqualsAnUndisturbedRun) {

@@ -13,6 +13,7 @@
 
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/actors/fake_backend.hpp"
+#include "tests/actors/stories_fixture.hpp"
 #include "tests/model/forward/paged_driver.hpp"  // argmax
 #include "tests/model/forward/reference_model.hpp"
 
@@ -219,23 +220,8 @@ TEST(FakeEngine, CallerAndAutomaticIdsNeverCollide) {
 
 // ---- the real model --------------------------------------------------------------
 
-class Stories : public ::testing::Test {
+class Stories : public testing::StoriesTest {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
-    if (!std::filesystem::exists(path)) return;
-    auto m = load_model(path);
-    ASSERT_TRUE(m.has_value()) << m.error().message;
-    model_ = new LoadedModel(std::move(m).value());
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (model_ == nullptr) GTEST_SKIP() << "../shared/models/stories260K.bin not found";
-  }
-
   // Greedy outputs of `prompts` under `config`.
   std::map<request_id, Outcome> run(EngineConfig config, const std::vector<std::vector<int32_t>>& prompts,
                                     int32_t max_tokens, EngineStats* stats_out = nullptr) {
@@ -266,7 +252,6 @@ class Stories : public ::testing::Test {
     return out;
   }
 
-  static inline LoadedModel* model_ = nullptr;
 };
 
 // In each KV dtype: blocks swapped out and back in hold the same bits.
@@ -374,16 +359,13 @@ TEST_F(Stories, RequestsArrivingTogetherWaitForTheSharedPrefix) {
   config.prefix_wait = false;
   const auto without = tokens_of(run(config, p, 12, &computing));
   EXPECT_EQ(with_wait, without);
-  std::printf("computed tokens: %llu waiting for the shared prefix, %llu without (%llu waits)\n",
-              (unsigned long long)waiting.computed_tokens, (unsigned long long)computing.computed_tokens,
-              (unsigned long long)waiting.prefix_waits);
-  EXPECT_GE(waiting.prefix_waits, 6u);
   EXPECT_EQ(computing.prefix_waits, 0u);
-  // 160 shared tokens are 10 full blocks: computed once (plus the tails and
-  // decodes) rather than by every request admitted before the first finished.
+  // However submissions and iterations interleave (here they race), waiting
+  // keeps the 160 shared tokens (10 full blocks) from being computed by more
+  // than one request; the bound leaves room for one more.
+  // tests/actors/scheduler_core_test.cpp compares the two modes deterministically.
   const uint64_t decodes = 12 * 11;
   EXPECT_LT(waiting.computed_tokens, 160 + 12 * 16 + decodes + 160) << "the prefix computed more than twice";
-  EXPECT_GT(computing.computed_tokens, waiting.computed_tokens + 5 * 160);
   EXPECT_GE(waiting.blocks.prefix_hit_tokens, 10u * 160);
 }
 

@@ -51,6 +51,7 @@ struct SimOptions {
   AdmissionMode admission = AdmissionMode::watermark;
   BatchingMode batching = BatchingMode::continuous;
   bool prefix_caching = true;
+  bool prefix_wait = true;  // wait for a shared prefix another request computes
   bool overlap = false;  // plan the next step while one is outstanding
   std::vector<int32_t> eos = {0};
 };
@@ -83,6 +84,7 @@ class Simulation {
     c.batching = o.batching;
     c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
     c.overlap = o.overlap;
+    c.wait_for_shared_prefix = o.prefix_caching && o.prefix_wait;
     return c;
   }
 
@@ -169,6 +171,7 @@ class Simulation {
     // A step never exceeds the token budget, preemption retries included.
     EXPECT_LE(plan.batch.num_tokens(), options_.max_batched_tokens) << "iteration " << iteration_;
     for (int32_t token : plan.batch.tokens) placeholders_ += token < 0 ? 1 : 0;
+    computed_tokens_ += plan.batch.num_tokens();
     return plan;
   }
 
@@ -244,6 +247,7 @@ class Simulation {
   int64_t iterations() const { return iteration_; }
   int64_t steps_run() const { return steps_run_; }
   int64_t placeholders() const { return placeholders_; }
+  int64_t computed_tokens() const { return computed_tokens_; }
   std::mt19937_64& rng() { return rng_; }
 
  private:
@@ -258,6 +262,7 @@ class Simulation {
   std::optional<StepPlan> outstanding_;  // sent to the "executor", result not applied
   int64_t steps_run_ = 0;
   int64_t placeholders_ = 0;
+  int64_t computed_tokens_ = 0;
   std::mt19937_64 rng_;
   std::deque<std::pair<int64_t, SwapOrder>> in_flight_;
   std::map<request_id, Record> records_;
@@ -349,6 +354,41 @@ TEST(SchedulerCore, LongPromptIsChunkedAndDecodesKeepRunning) {
 // re-planned after the preemption within the share of the budget it had; it
 // once took a whole chunk, which only a prefill that needs new blocks could
 // exceed, and admission gives a prompt all its blocks at once.)
+// Requests submitted together with the same uncached prefix: with
+// prefix_wait the first computes it and the others wait for it, then find it
+// in the prefix cache; without, each computes it. Outputs are the same.
+TEST(SchedulerCore, RequestsArrivingTogetherWaitForASharedPrefixBeingComputed) {
+  int64_t computed[2] = {0, 0};
+  for (int wait = 0; wait < 2; ++wait) {
+    SimOptions o;
+    o.num_blocks = 256;
+    o.max_num_seqs = 16;
+    o.max_batched_tokens = 1024;  // room for every prompt in one iteration
+    o.prefill_chunk = 64;
+    o.prefix_wait = wait == 1;
+    o.overlap = wait == 1;  // either way of planning
+    Simulation sim(o, 3);
+    std::vector<int32_t> shared;
+    for (int32_t i = 0; i < 48; ++i) shared.push_back(1 + (i * 11) % (kVocab - 1));  // 12 full blocks
+    for (request_id id = 1; id <= 12; ++id) {
+      std::vector<int32_t> prompt = shared;
+      prompt.push_back(1 + int32_t(id));
+      prompt.push_back(2 + int32_t(id));
+      ASSERT_TRUE(sim.submit(id, prompt, 6).is_ok());
+    }
+    ASSERT_TRUE(sim.run_until_idle(5000));
+    sim.check_outputs();
+    sim.check_all_free();
+    computed[wait] = sim.computed_tokens();
+    if (wait == 1) EXPECT_GE(sim.core().prefix_waits(), 10u);
+    else EXPECT_EQ(sim.core().prefix_waits(), 0u);
+  }
+  // Without waiting every request computes the 48 shared tokens; with it
+  // about one does (the rest: 2 tokens of tail and the decodes each).
+  EXPECT_GE(computed[0], 12 * 48) << "with waiting: " << computed[1];
+  EXPECT_LE(computed[1], 48 + 12 * (2 + 6) + 48) << "the prefix was computed more than twice";
+}
+
 TEST(SchedulerCore, PreemptionUnderATightBudgetStaysWithinIt) {
   for (PreemptionMode mode : {PreemptionMode::recompute, PreemptionMode::swap}) {
     SimOptions o;
