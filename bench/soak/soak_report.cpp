@@ -93,10 +93,13 @@ void print_phase(const PhaseReport& p) {
   print_tally(p.tally);
   const SettledState& e = p.end;
   std::printf("    at the end (%s in %.2f s): running %d, waiting %d, swapped %d, KV blocks in use %d of %d "
-              "(host %d); /metrics: running %.0f, waiting %.0f, kv usage %.3f; VmRSS %.1f MiB\n",
+              "(host %d); /metrics: running %.0f, waiting %.0f, kv usage %.3f\n",
               e.settled ? "settled" : "NOT settled", e.settle_seconds, e.running, e.waiting, e.swapped,
               e.blocks_used, e.blocks_total, e.host_blocks_used, e.metrics_running, e.metrics_waiting,
-              e.metrics_kv_usage, double(p.rss_kib) / 1024.0);
+              e.metrics_kv_usage);
+  std::printf("    memory: VmRSS %.1f MiB, heap in use %.1f MiB, heap held %.1f MiB, threads %lld\n",
+              double(p.rss_kib) / 1024.0, double(p.heap_in_use_kib) / 1024.0, double(p.heap_held_kib) / 1024.0,
+              (long long)p.threads);
   for (const std::string& f : p.failures) std::printf("    FAIL: %s\n", f.c_str());
 }
 

@@ -46,6 +46,9 @@ struct PhaseReport {
   uint64_t preemptions_recompute = 0, preemptions_swap = 0;  // during the phase
   uint64_t generated_tokens = 0;
   int64_t rss_kib = 0;           // after the phase settled
+  int64_t heap_in_use_kib = 0;   // malloc's bytes in use then (mallinfo2), all arenas
+  int64_t heap_held_kib = 0;     // what malloc holds from the system then, in use or free
+  int64_t threads = 0;           // this process's threads then
   std::vector<std::string> failures;  // must-be conditions that failed
 };
 
