@@ -132,8 +132,7 @@ class Agent {
  public:
   Agent(int index, const std::vector<int32_t>& system, const Encoder& encode, int turns)
       : index_(index), turns_(turns), encode_(&encode), conversation_(system) {
-    append_cut(encode("\nAgent " + std::to_string(index) + ", your task: combine what the tools say.\n"),
-               kTaskTokens);
+    append_cut(encode("\nAgent " + std::to_string(index) + ": solve it.\n"), kTaskTokens);
   }
 
   int index() const { return index_; }
