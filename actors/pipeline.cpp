@@ -52,6 +52,9 @@ void end_stage(stage_ptr self) {
   st.ended = true;
   for (auto& [id, r] : st.requests) r.handle.cancel();
   st.requests.clear();
+  // The monitor is an entry in the next stage's list (a user's sink may live
+  // long) that holds on to this actor's memory: take it back.
+  self->demonitor(st.next.address());
   self->quit();
 }
 
