@@ -5,7 +5,8 @@
 // each turn's prompt the previous one's plus a little.
 //
 //   build-dir/examples/agent_swarm [--agents 256] [--turns 3] [--system-tokens 300]
-//       [--max-tokens 16] [--model MODEL] [--prefix-wait true|false]
+//       [--max-tokens 16] [--model MODEL] [--prefix-wait true|false] [--sessions true|false]
+//       [--kv-tokens N]
 //   build-dir/examples/agent_swarm --mode http --url http://127.0.0.1:8000
 //
 // In-process (the default) the agents submit to an Engine of this program,
@@ -14,10 +15,17 @@
 // agents, their tool and the figures are examples/swarm_agent.hpp. It prints
 // a progress line while the agents run, then the throughput, time to first
 // token and end-to-end latency percentiles per turn request, and the prefix
-// cache's hit rate (from Engine::stats() or the server's /metrics).
+// cache's hit rate (from Engine::stats() or the server's /metrics). With
+// --json FILE it also writes those figures and every turn request's TTFT and
+// end-to-end time, in the form `conveyor bench --report DIR --add-figures
+// FILE` takes.
 #include <CLI/CLI.hpp>
 #include <condition_variable>
+#include <functional>
+#include <map>
+#include <thread>
 #include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -41,9 +49,60 @@ struct Options {
   int max_tokens = 16;
   double temperature = 1.0;
   bool prefix_wait = true;
+  bool sessions = false;  // each agent's requests name its session: the engine keeps its KV between turns
+  int tool_ms = 0;        // in-process: how long the tool takes (the agent waits before its next turn)
   int64_t kv_tokens = 0;  // 0: enough for every agent's whole conversation, unshared
   int timeout_seconds = 600;
+  std::string json_out;  // empty: no JSON
 };
+
+// --json: {"source", "model", "figures": {...}, "ttft_ms": [...], "e2e_ms": [...]}.
+// `cache` holds the mode's prefix-cache figures. False when FILE cannot be written.
+bool write_json(const Options& o, const std::string& model, const std::vector<std::unique_ptr<Agent>>& agents,
+                double seconds, json::object cache) {
+  json::array ttft, e2e;
+  std::vector<double> ttft_s, e2e_s;
+  int64_t tokens = 0;
+  int finished = 0;
+  for (const auto& a : agents) {
+    finished += a->turns_done() == o.turns;
+    for (const TurnRecord& r : a->records()) {
+      if (r.ttft >= 0) {
+        ttft.push_back(1e3 * r.ttft);
+        ttft_s.push_back(r.ttft);
+      }
+      e2e.push_back(1e3 * r.e2e);
+      e2e_s.push_back(r.e2e);
+      tokens += r.tokens;
+    }
+  }
+  json::object figures{
+      {"mode", o.mode},
+      {"prefix_wait", o.mode == "http" ? "the server's" : (o.prefix_wait ? "true" : "false")},
+      {"agents", o.agents},
+      {"turns", o.turns},
+      {"agents_finished", finished},
+      {"seconds", seconds},
+      {"generated_tokens", tokens},
+      {"throughput_tok_s", double(tokens) / std::max(seconds, 1e-9)},
+      {"ttft_p50_ms", 1e3 * percentile(ttft_s, 0.5)},
+      {"ttft_p90_ms", 1e3 * percentile(ttft_s, 0.9)},
+      {"ttft_p99_ms", 1e3 * percentile(ttft_s, 0.99)},
+      {"e2e_p50_ms", 1e3 * percentile(e2e_s, 0.5)},
+      {"e2e_p90_ms", 1e3 * percentile(e2e_s, 0.9)},
+      {"e2e_p99_ms", 1e3 * percentile(e2e_s, 0.99)},
+  };
+  for (auto& [k, v] : cache) figures[k] = std::move(v);
+  const json::object out{{"source", "examples/agent_swarm"},
+                         {"model", model},
+                         {"figures", std::move(figures)},
+                         {"ttft_ms", std::move(ttft)},
+                         {"e2e_ms", std::move(e2e)}};
+  std::ofstream f(o.json_out, std::ios::binary | std::ios::trunc);
+  f << json::serialize(out) << "\n";
+  if (!f) std::fprintf(stderr, "--json %s: cannot write\n", o.json_out.c_str());
+  return bool(f);
+}
 
 // The agents, sharing one system prompt of `system_tokens` (cut to what
 // leaves room for every turn within `context`, with a note).
@@ -64,6 +123,55 @@ std::vector<std::unique_ptr<Agent>> make_agents(const Options& o, const Encoder&
 }
 
 // ---- in-process -------------------------------------------------------------------
+
+// Runs jobs at their time on a thread of its own (a slow tool's answer
+// arriving later), so that actor threads never sleep.
+class Later {
+ public:
+  Later() : thread_([this] { run(); }) {}
+  ~Later() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void post(Clock::time_point at, std::function<void()> job) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.emplace(at, std::move(job));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      if (jobs_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto at = jobs_.begin()->first;
+      if (Clock::now() < at) {
+        cv_.wait_until(lock, at);
+        continue;
+      }
+      auto job = std::move(jobs_.begin()->second);
+      jobs_.erase(jobs_.begin());
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::multimap<Clock::time_point, std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest exists
+};
 
 // Drives the agents on an Engine: each turn is submitted from the callback
 // that ended the agent's turn before (callbacks run on actor threads, one
@@ -99,6 +207,7 @@ class InProcessSwarm {
     spec.request.sampling.seed = uint64_t(1000 * agent.index() + agent.turns_done());
     spec.request.sampling.has_seed = true;
     spec.request.sampling.ignore_eos = true;  // every turn makes max_tokens, so runs compare
+    if (options_.sessions) spec.request.session = "agent-" + std::to_string(agent.index());
     auto turn = std::make_shared<Turn>();
     turn->sent = Clock::now();
     engine_.submit(std::move(spec), [this, &agent, turn](const StreamEvent& e) { on_event(agent, *turn, e); });
@@ -122,7 +231,11 @@ class InProcessSwarm {
     turn.record.tokens = int(turn.ids.size());
     agent.finish_turn(turn.record, turn.text, turn.ids);
     ++counters_.turns;
-    if (!agent.done()) return start_turn(agent);
+    if (!agent.done()) {
+      if (options_.tool_ms <= 0) return start_turn(agent);
+      return later_.post(Clock::now() + std::chrono::milliseconds(options_.tool_ms),
+                         [this, &agent] { start_turn(agent); });
+    }
     ++counters_.agents_done;
     agent_ended();
   }
@@ -140,6 +253,7 @@ class InProcessSwarm {
   std::mutex mutex_;
   std::condition_variable ended_cv_;
   int ended_ = 0;  // agents finished or failed (guarded by mutex_)
+  Later later_;    // the tool's answers, with --tool-ms
 };
 
 int run_in_process(const Options& o) {
@@ -152,6 +266,7 @@ int run_in_process(const Options& o) {
     return 1;
   }
   const int context = loaded->config.context_length;
+  const std::string model_name = loaded->source;
   const Encoder encode{loaded->tokenizer, loaded->config.vocab_size};
   std::printf("model: %s (vocabulary %d, context %d, %s)\n", loaded->source.c_str(), loaded->config.vocab_size,
               context, loaded->tokenizer ? "with a tokenizer" : "no tokenizer: prompts are bytes as token ids");
@@ -164,6 +279,7 @@ int run_in_process(const Options& o) {
 
   EngineConfig config;
   config.prefix_wait = o.prefix_wait;
+  config.session_max_share = 0.5;  // with --sessions: half the pool may hold conversations between turns
   config.max_num_seqs = std::max(config.max_num_seqs, o.agents);
   // Room for every agent's whole conversation without sharing, so the KV
   // cache never makes an agent wait, with or without prefix waits.
@@ -175,8 +291,8 @@ int run_in_process(const Options& o) {
     std::fprintf(stderr, "cannot start the engine: %s\n", engine.error().message.c_str());
     return 1;
   }
-  std::printf("engine: prefix wait %s, KV cache %lld tokens\n", o.prefix_wait ? "on" : "off",
-              (long long)(*engine)->config().kv_cache_tokens);
+  std::printf("engine: prefix wait %s, sessions %s, KV cache %lld tokens\n", o.prefix_wait ? "on" : "off",
+              o.sessions ? "on" : "off", (long long)(*engine)->config().kv_cache_tokens);
 
   Counters counters;
   InProcessSwarm swarm(**engine, o, agents, counters);
@@ -207,7 +323,19 @@ int run_in_process(const Options& o) {
                 b.prefix_query_tokens ? 100.0 * double(b.prefix_hit_tokens) / double(b.prefix_query_tokens) : 0.0,
                 (unsigned long long)stats->prefix_waits, (unsigned long long)stats->computed_tokens,
                 (unsigned long long)stats->prompt_tokens, (unsigned long long)stats->generated_tokens);
-  return print_report(agents, o.turns, seconds, cache_line) == 0 ? 0 : 1;
+  const int failed = print_report(agents, o.turns, seconds, cache_line);
+  if (!o.json_out.empty()) {
+    const json::object cache{
+        {"prefix_hit_rate_pct",
+         b.prefix_query_tokens ? 100.0 * double(b.prefix_hit_tokens) / double(b.prefix_query_tokens) : 0.0},
+        {"prefix_hit_tokens", b.prefix_hit_tokens},
+        {"prefix_query_tokens", b.prefix_query_tokens},
+        {"prefix_waits", stats->prefix_waits},
+        {"computed_tokens", stats->computed_tokens},
+        {"prompt_tokens", stats->prompt_tokens}};
+    if (!write_json(o, model_name, agents, seconds, cache)) return 1;
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 // ---- over HTTP --------------------------------------------------------------------
@@ -259,7 +387,7 @@ int run_over_http(const Options& o) {
     return 1;
   }
   Counters counters;
-  const TurnSettings settings{o.max_tokens, o.temperature};
+  const TurnSettings settings{o.max_tokens, o.temperature, o.sessions};
   const Clock::time_point start = Clock::now();
   {
     ProgressLine progress(counters, o.agents, o.agents * o.turns);
@@ -283,7 +411,14 @@ int run_over_http(const Options& o) {
                 "prefix cache (from /metrics, this run): %.0f of %.0f prompt tokens looked up were cached "
                 "(hit rate %.1f%%)",
                 hits, queries, queries > 0 ? 100.0 * hits / queries : 0.0);
-  return print_report(agents, o.turns, seconds, cache_line) == 0 ? 0 : 1;
+  const int failed = print_report(agents, o.turns, seconds, cache_line);
+  if (!o.json_out.empty()) {
+    const json::object cache{{"prefix_hit_rate_pct", queries > 0 ? 100.0 * hits / queries : 0.0},
+                             {"prefix_hit_tokens", hits},
+                             {"prefix_query_tokens", queries}};
+    if (!write_json(o, o.model.empty() ? o.url : o.model + " at " + o.url, agents, seconds, cache)) return 1;
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -308,10 +443,19 @@ int main(int argc, char** argv) {
   app.add_option("--prefix-wait", o.prefix_wait,
                  "in-process: true | false, requests with the same uncached prefix wait for the first one's "
                  "prefill of it (EngineConfig::prefix_wait; over HTTP it is the server's --prefix-wait)");
+  app.add_option("--sessions", o.sessions,
+                 "true | false: each agent's requests name its session, so the engine keeps its conversation's "
+                 "KV between turns (GenerateRequest::session / \"session_id\"; default false)");
+  app.add_option("--tool-ms", o.tool_ms,
+                 "in-process: milliseconds the tool takes; the agent's next turn starts that much later (default 0)")
+      ->check(CLI::Range(0, 600000));
   app.add_option("--kv-tokens", o.kv_tokens,
                  "in-process: KV cache tokens (default: every agent's whole conversation, unshared)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   app.add_option("--timeout", o.timeout_seconds, "seconds to wait for the swarm")->check(CLI::Range(1, 86400));
+  app.add_option("--json", o.json_out,
+                 "also write the figures and every turn's TTFT and end-to-end time to FILE (for "
+                 "`conveyor bench --report DIR --add-figures FILE`)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: the progress thread prints too
 

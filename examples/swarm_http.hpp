@@ -90,6 +90,7 @@ inline double metric_value(const std::string& text, const std::string& name) {
 struct TurnSettings {
   int max_tokens = 16;
   double temperature = 1.0;
+  bool sessions = false;  // each agent's turns name its session ("session_id")
 };
 
 // One agent's connection and its turns over it.
@@ -124,6 +125,7 @@ class HttpAgent : public std::enable_shared_from_this<HttpAgent> {
                       {"stream", true},
                       {"return_token_ids", true}};
     if (!target_.model.empty()) body["model"] = target_.model;
+    if (settings_.sessions) body["session_id"] = "agent-" + std::to_string(agent_.index());
     req_ = {bhttp::verb::post, "/v1/completions", 11};
     req_.set(bhttp::field::host, target_.host);
     req_.set(bhttp::field::content_type, "application/json");
