@@ -3,6 +3,7 @@
 // its exit codes for bad arguments and an unreachable server.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -138,6 +139,85 @@ TEST_F(ServeBench, ChatEndpointAndPoissonArrivals) {
     EXPECT_GE(n, 2);
     EXPECT_LE(n, 6);
   }
+}
+
+// --report: two runs of one label at two concurrencies and a figures file,
+// into one directory; results.json keeps what --json writes, with the
+// server's gauges, and index.html draws them.
+TEST_F(ServeBench, ReportDirectoryCollectsRunsAndDrawsThem) {
+  const std::string dir = kWorkDir + "/serve_bench_report";
+  std::filesystem::remove_all(dir);
+  const std::string single = kWorkDir + "/serve_bench_report_single.json";
+  for (const char* concurrency : {"2", "4"}) {
+    const auto r = run_process(bench_argv({"--url", server_->url(), "--concurrency", concurrency, "--num-requests",
+                                           "24", "--input-len", "16", "--output-len", "24", "--metrics-interval",
+                                           "0.01", "--report", dir, "--label", "embedded <model>", "--group",
+                                           "sweep", "--note", "serve (defaults)", "--json", single, "--quiet"}),
+                               std::chrono::seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.output << "\nserver log:\n" << server_->log_tail();
+    EXPECT_NE(r.output.find("report in " + dir + "/index.html"), std::string::npos) << r.output;
+  }
+  const std::string figures = kWorkDir + "/serve_bench_report_figures.json";
+  { std::ofstream(figures) << R"({"figures": {"throughput_tok_s": 12.5}, "ttft_ms": [1, 2, 3]})"; }
+  const auto added = run_process(bench_argv({"--report", dir, "--add-figures", figures, "--label", "swarm",
+                                             "--group", "agents"}),
+                                 std::chrono::seconds(30));
+  ASSERT_EQ(added.exit_code, 0) << added.output;
+
+  const auto results = read_json(dir + "/results.json");
+  ASSERT_TRUE(results.is_object());
+  const auto& runs = results.at("runs").as_array();
+  ASSERT_EQ(runs.size(), 3u);
+  // The last bench run is what --json wrote, plus the report's fields.
+  const auto json = read_json(single);
+  ASSERT_TRUE(json.is_object());
+  for (const char* key : {"config", "summary", "errors", "requests", "metrics"})
+    EXPECT_EQ(runs[1].at(key), json.at(key)) << key;
+  EXPECT_EQ(runs[1].at("label").as_string(), "embedded <model>");
+  EXPECT_EQ(runs[1].at("group").as_string(), "sweep");
+  EXPECT_EQ(runs[1].at("note").as_string(), "serve (defaults)");
+  EXPECT_EQ(runs[0].at("config").at("concurrency").to_number<int64_t>(), 2);
+  EXPECT_EQ(runs[1].at("summary").at("completed").to_number<int64_t>(), 24);
+  EXPECT_EQ(runs[1].at("summary").at("itl_ms_quantiles").as_array().size(), 101u);
+  for (size_t i = 0; i < 2; ++i) {
+    // The server's gauges, polled from the start: at least the first answer,
+    // each in range, in time order.
+    const auto& m = runs[i].at("metrics").as_object();
+    EXPECT_FALSE(m.contains("error")) << m.at("error");
+    const auto& t = m.at("t_s").as_array();
+    ASSERT_GE(t.size(), 1u);
+    ASSERT_EQ(m.at("kv_cache_usage_ratio").as_array().size(), t.size());
+    for (size_t k = 0; k < t.size(); ++k) {
+      const double usage = m.at("kv_cache_usage_ratio").as_array()[k].to_number<double>();
+      EXPECT_GE(usage, 0);
+      EXPECT_LE(usage, 1);
+      if (k > 0) {
+        EXPECT_GE(t[k].to_number<double>(), t[k - 1].to_number<double>());
+      }
+    }
+  }
+  EXPECT_EQ(runs[2].at("kind").as_string(), "figures");
+  EXPECT_EQ(runs[2].at("figures").at("throughput_tok_s").to_number<double>(), 12.5);
+
+  std::ifstream in(dir + "/index.html");
+  std::ostringstream page;
+  page << in.rdbuf();
+  const std::string html = page.str();
+  EXPECT_NE(html.find("3 runs in 2 groups"), std::string::npos);
+  EXPECT_NE(html.find("embedded &lt;model&gt; c=4"), std::string::npos);
+  EXPECT_EQ(html.find("embedded <model>"), std::string::npos);
+  // Sweep: 3 plots against concurrency, 3 CDFs, 3 series over time; figures: 2 CDFs (one empty, not drawn).
+  size_t svgs = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
+  EXPECT_EQ(svgs, 10u);
+  EXPECT_NE(html.find("<title>Output throughput against concurrency</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>KV cache usage over time (server /metrics)</title>"), std::string::npos);
+
+  // A second --add-figures without --report, or with a bad file, is refused.
+  EXPECT_EQ(run_process(bench_argv({"--add-figures", figures}), std::chrono::seconds(30)).exit_code, 2);
+  EXPECT_EQ(run_process(bench_argv({"--report", dir, "--add-figures", dir + "/index.html"}), std::chrono::seconds(30))
+                .exit_code,
+            2);
 }
 
 TEST_F(ServeBench, DatasetPromptsAndErrorsByStatus) {

@@ -6,7 +6,9 @@
 //
 // The pieces: bench_workload (what to send), bench_request (the request
 // body), bench_client (the Beast client that sends it and times the SSE
-// chunks), bench_stats (percentiles, the report, the JSON).
+// chunks), bench_stats (percentiles, the report, the JSON), bench_metrics
+// (the server's /metrics gauges during the run), bench_report (--report: a
+// directory of runs drawn as an HTML page with bench_svg's plots).
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include <boost/json.hpp>
 
 #include "tools/conveyor/bench_client.hpp"
+#include "tools/conveyor/bench_report.hpp"
 #include "tools/conveyor/bench_request.hpp"
 #include "tools/conveyor/bench_stats.hpp"
 #include "tools/conveyor/bench_workload.hpp"
@@ -47,6 +50,12 @@ struct BenchArgs {
   double temperature = 0.0;
   uint64_t seed = 0;
   std::optional<std::string> json_out;
+  std::optional<std::string> report_dir;
+  std::string label;
+  std::string group = "runs";
+  std::string note;
+  std::optional<std::string> add_figures;
+  double metrics_interval_s = 0.25;
   double timeout_s = 600;
   bool quiet = false;
 };
@@ -90,8 +99,46 @@ ProgressFn make_progress_printer(bool quiet) {
   };
 }
 
+// The fields a report keeps with a run, next to what the run measured.
+void label_run(boost::json::object& run, const BenchArgs& args) {
+  if (!args.label.empty()) run["label"] = args.label;
+  run["group"] = args.group;
+  if (!args.note.empty()) run["note"] = args.note;
+  run["date"] = utc_now_iso8601();
+}
+
+// --add-figures FILE: figures another program measured, into the report
+// without sending anything.
+int add_figures(const BenchArgs& args) {
+  std::ifstream in(*args.add_figures, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) return usage_error("--add-figures " + *args.add_figures + ": cannot read");
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text.str(), ec);
+  if (ec || !v.is_object() || !v.get_object().contains("figures"))
+    return usage_error("--add-figures " + *args.add_figures + ": want a JSON object with \"figures\"");
+  boost::json::object run = std::move(v.get_object());
+  run["kind"] = "figures";
+  if (!run.contains("source")) run["source"] = *args.add_figures;
+  label_run(run, args);
+  if (auto s = append_to_report(*args.report_dir, std::move(run), utc_now_iso8601()); !s)
+    return runtime_error(s.error().message);
+  std::cerr << "conveyor bench: added " << *args.add_figures << " to " << *args.report_dir << "/results.json\n";
+  return 0;
+}
+
 int run_bench(const BenchArgs& args) {
   // Arguments first: every mistake is an exit 2 before anything is sent.
+  if (args.add_figures) {
+    if (!args.report_dir) return usage_error("--add-figures needs --report DIR");
+    return add_figures(args);
+  }
+  if (args.metrics_interval_s < 0) return usage_error("--metrics-interval must be >= 0");
+  if (args.report_dir) {
+    // Before the run, so an unreadable report fails in a second, not after the load.
+    if (auto existing = load_report(*args.report_dir); !existing) return usage_error("--report: " + existing.error().message);
+  }
   auto url = ServerUrl::parse(args.url);
   if (!url) return usage_error(url.error().message);
   const Endpoint endpoint = args.endpoint == "chat" ? Endpoint::chat : Endpoint::completions;
@@ -134,6 +181,7 @@ int run_bench(const BenchArgs& args) {
   plan.num_requests = args.num_requests.value_or(args.duration_s ? 0 : kDefaultNumRequests);
   plan.seed = args.seed;
   plan.timeout_s = args.timeout_s;
+  plan.metrics_interval_s = args.metrics_interval_s;
 
   // Then the server: reachable, and serving which model.
   auto models = fetch_models(plan.url, std::min(plan.timeout_s, 30.0));
@@ -165,7 +213,9 @@ int run_bench(const BenchArgs& args) {
                {"Server:    http://" + plan.url.host_header() + plan.url.prefix + std::string(endpoint_path(endpoint)),
                 "Model:     " + plan.options.model, load_line, prompt_line, output_line});
 
-  if (args.json_out) {
+  if (!run.metrics.error.empty()) std::cerr << "conveyor bench: server gauges: " << run.metrics.error << "\n";
+
+  if (args.json_out || args.report_dir) {
     boost::json::object config{
         {"url", args.url},
         {"endpoint", args.endpoint},
@@ -182,9 +232,19 @@ int run_bench(const BenchArgs& args) {
         {"seed", plan.seed},
         {"interrupted", run.interrupted},
     };
-    std::ofstream out(*args.json_out, std::ios::binary | std::ios::trunc);
-    out << boost::json::serialize(to_json(summary, config, run.results)) << "\n";
-    if (!out) return runtime_error(*args.json_out + ": cannot write the results");
+    boost::json::object results = to_json(summary, config, run.results);
+    results["metrics"] = to_json(run.metrics);
+    if (args.json_out) {
+      std::ofstream out(*args.json_out, std::ios::binary | std::ios::trunc);
+      out << boost::json::serialize(results) << "\n";
+      if (!out) return runtime_error(*args.json_out + ": cannot write the results");
+    }
+    if (args.report_dir) {
+      label_run(results, args);
+      if (auto s = append_to_report(*args.report_dir, std::move(results), utc_now_iso8601()); !s)
+        return runtime_error(s.error().message);
+      std::cerr << "conveyor bench: report in " << *args.report_dir << "/index.html\n";
+    }
   }
   if (summary.completed == 0) {
     if (run.interrupted) return runtime_error("interrupted before any request finished");
@@ -238,6 +298,19 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--seed", args->seed, "seed for prompts, lengths and arrival times (default 0)");
   cmd->add_option("--json", args->json_out, "write the results (summary and per-request records) to FILE");
+  cmd->add_option("--report", args->report_dir,
+                  "append this run to DIR/results.json (same content as --json, plus --label, --group, --note) "
+                  "and redraw DIR/index.html from every run in it");
+  cmd->add_option("--label", args->label, "--report: the run's name in tables and legends (a series across concurrencies)");
+  cmd->add_option("--group", args->group, "--report: the page section the run is compared in")->capture_default_str();
+  cmd->add_option("--note", args->note, "--report: conditions to show with the run (e.g. the server's flags)");
+  cmd->add_option("--add-figures", args->add_figures,
+                  "--report: add FILE ({\"figures\": {...}, \"ttft_ms\"?: [...], \"e2e_ms\"?: [...]}, e.g. "
+                  "agent_swarm --json) to the report instead of running a load");
+  cmd->add_option("--metrics-interval", args->metrics_interval_s,
+                  "poll the server's GET /metrics (KV cache usage, running, waiting) every S seconds during the run; "
+                  "0: never")
+      ->capture_default_str();
   cmd->add_option("--timeout", args->timeout_s, "seconds one network step may take before the request fails")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -111,6 +111,7 @@ class Runner {
   std::unordered_set<std::shared_ptr<Call>> active_;
   std::vector<RequestResult> results_;
   std::vector<bool> dropped_;  // abandoned at an interrupt
+  std::optional<MetricsPoller> metrics_;
 
   Clock::time_point start_;
   Clock::time_point last_completion_;
@@ -318,6 +319,10 @@ LoadResult Runner::run() {
     if (!ec) on_signal();
   });
   start_ = last_completion_ = Clock::now();
+  if (plan_.metrics_interval_s > 0) {
+    metrics_.emplace(ioc_, plan_.url, plan_.metrics_interval_s, start_);
+    metrics_->start();
+  }
   if (closed_loop()) {
     for (int64_t i = 0; i < std::max<int64_t>(1, plan_.concurrency) && count_left(sent_); ++i) launch();
   } else {
@@ -332,6 +337,7 @@ LoadResult Runner::run() {
 
   out.duration_s = seconds(start_, last_completion_);
   out.interrupted = interrupted_;
+  if (metrics_) out.metrics = metrics_->series();
   for (size_t i = 0; i < results_.size(); ++i)
     if (!dropped_[i]) out.results.push_back(std::move(results_[i]));
   return out;
@@ -416,6 +422,7 @@ void Runner::maybe_finish() {
   finished_ = true;
   progress_timer_.cancel();
   arrival_timer_.cancel();
+  if (metrics_) metrics_->stop();
   beast::error_code ignored;
   signals_.cancel(ignored);
   pool_.clear();

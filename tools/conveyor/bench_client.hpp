@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/status.hpp"
+#include "tools/conveyor/bench_metrics.hpp"
 #include "tools/conveyor/bench_request.hpp"
 #include "tools/conveyor/bench_stats.hpp"
 #include "tools/conveyor/bench_workload.hpp"
@@ -33,6 +34,7 @@ struct LoadPlan {
   double rate = 0;            // > 0: Poisson arrivals, requests per second
   uint64_t seed = 0;          // for the arrival times
   double timeout_s = 600;     // per network operation (connect, a write, one read)
+  double metrics_interval_s = 0;  // > 0: poll GET /metrics this often during the run
 };
 
 // A snapshot for the progress line.
@@ -50,6 +52,7 @@ struct LoadResult {
   std::vector<RequestResult> results;  // in the order requests were sent
   double duration_s = 0;               // from the first send to the last completion
   bool interrupted = false;            // SIGINT/SIGTERM stopped it early
+  MetricsSeries metrics;               // the server's gauges over the run (metrics_interval_s > 0)
 };
 
 // Runs the plan to the end (or until SIGINT/SIGTERM, after which requests in

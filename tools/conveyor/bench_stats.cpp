@@ -58,6 +58,10 @@ Summary summarize(const std::vector<RequestResult>& results, double duration_s) 
     s.input_throughput = static_cast<double>(s.total_input_tokens) / duration_s;
   }
   s.ttft_ms = Distribution::of(std::move(ttft));
+  if (!itl.empty()) {
+    std::sort(itl.begin(), itl.end());
+    for (int p = 0; p <= 100; ++p) s.itl_ms_quantiles.push_back(percentile(itl, p));
+  }
   s.itl_ms = Distribution::of(std::move(itl));
   s.tpot_ms = Distribution::of(std::move(tpot));
   s.e2e_ms = Distribution::of(std::move(e2e));
@@ -96,6 +100,7 @@ boost::json::object to_json(const Summary& s, const boost::json::object& config,
       {"tpot_ms", dist_json(s.tpot_ms)},
       {"e2e_ms", dist_json(s.e2e_ms)},
       {"finish_reasons", map_json(s.finish_reasons)},
+      {"itl_ms_quantiles", boost::json::array(s.itl_ms_quantiles.begin(), s.itl_ms_quantiles.end())},
   };
   boost::json::array requests;
   requests.reserve(results.size());

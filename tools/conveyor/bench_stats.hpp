@@ -48,6 +48,10 @@ struct Summary {
   double output_throughput = 0;   // output tokens / s
   double input_throughput = 0;    // input tokens / s
   Distribution ttft_ms, itl_ms, tpot_ms, e2e_ms;
+  // The 0th, 1st, ..., 100th percentiles of ITL (empty without samples): the
+  // whole distribution for a report's CDF, in 101 numbers rather than one
+  // per token.
+  std::vector<double> itl_ms_quantiles;
   std::map<std::string, int64_t> errors;  // error kind -> count
   std::map<std::string, int64_t> finish_reasons;
 };
