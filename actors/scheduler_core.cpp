@@ -258,6 +258,16 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
 
   // Swapped sequences come back first, oldest first, while blocks allow.
   int32_t free = free_estimate();
+  // Sessions let go of the kept blocks that the next waiting request needs
+  // now: the releases go out in this iteration's batch, before anything is
+  // allocated, so it need not fail once first.
+  if (!sessions_.empty() && swapped_.empty() && !waiting_.empty()) {
+    if (const WaitingEntry* w = waiting_.front(now); w != nullptr) {
+      const Sequence& next = seqs_.at(w->id);
+      const int32_t need = blocks_for(int32_t(next.tokens.size()) + 1) * next.samples;
+      if (need > free) free += release_oldest_sessions(need - free);
+    }
+  }
   for (seq_id id : swapped_) {
     Sequence* s = find(id);
     if (s->state != State::swapped) continue;
