@@ -7,9 +7,11 @@
 #include "http/api_json.hpp"
 #include "http/api_request.hpp"
 #include "http/metrics_text.hpp"
+#include "http/playground/page_response.hpp"
 #include "http/routes.hpp"
 #include "http/tokenize_routes.hpp"
 #include "http/websocket_session.hpp"
+#include "http/ws_subprotocol.hpp"
 
 namespace conveyor::http {
 
@@ -226,10 +228,14 @@ void HttpSession::handle_request() {
                                std::string(req.method_string()) + " is not allowed here; use " + m.allow,
                                "invalid_request_error", {}, "method_not_allowed"},
                       m.allow);
-  const auto auth = req[bhttp::field::authorization];
+  std::string auth(req[bhttp::field::authorization]);
+  if (auth.empty() && m.route == Route::websocket) {  // a browser's upgrade: http/ws_subprotocol.hpp
+    const auto protocols = req[bhttp::field::sec_websocket_protocol];
+    if (auto key = ws_protocol_key(std::string_view(protocols.data(), protocols.size()))) auth = "Bearer " + *key;
+  }
   key_.reset();
   if (m.needs_key) {
-    KeyGate::Identity who = state_->keys().authenticate(std::string_view(auth.data(), auth.size()));
+    KeyGate::Identity who = state_->keys().authenticate(auth);
     if (!who.ok)
       return send_error(ApiError{401, "missing or wrong API key (Authorization: Bearer KEY)",
                                  "authentication_error", {}, "invalid_api_key"});
@@ -252,6 +258,11 @@ void HttpSession::handle_request() {
       return send_response(200, models_json(model.served_name, unix_seconds_now(), model.config.context_length),
                            "application/json");
     case Route::metrics: return start_metrics();
+    case Route::page: {
+      const auto etags = req[bhttp::field::if_none_match];
+      return send_message(playground_response(*find_playground_asset(target.substr(0, target.find('?'))),
+                                              std::string_view(etags.data(), etags.size()), keep_alive_));
+    }
     case Route::completions: return start_completion(false);
     case Route::chat: return start_completion(true);
     case Route::render:
@@ -408,7 +419,6 @@ void HttpSession::send_error(const ApiError& error, const char* allow, int retry
 
 void HttpSession::send_response(unsigned status, std::string body, const char* content_type,
                                 const char* allow, const char* retry_after) {
-  record_.end(int(status));
   bhttp::response<bhttp::string_body> res{bhttp::int_to_status(status), 11};
   res.set(bhttp::field::server, "conveyor");
   res.set(bhttp::field::content_type, content_type);
@@ -418,6 +428,11 @@ void HttpSession::send_response(unsigned status, std::string body, const char* c
   res.keep_alive(keep_alive_);
   res.body() = std::move(body);
   res.prepare_payload();
+  send_message(std::move(res));
+}
+
+void HttpSession::send_message(bhttp::response<bhttp::string_body> res) {
+  record_.end(int(res.result_int()));
   std::ostringstream os;
   os << res;
   response_complete_ = true;

@@ -74,6 +74,8 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void send_error(const ApiError& error, const char* allow = nullptr, int retry_after_seconds = 0);
   void send_response(unsigned status, std::string body, const char* content_type,
                      const char* allow = nullptr, const char* retry_after = nullptr);
+  // A whole response, ready to go (record_ ends with its status).
+  void send_message(boost::beast::http::response<boost::beast::http::string_body> res);
   void queue_output(std::string bytes);
   void do_write();
   void on_write(boost::beast::error_code ec, std::size_t bytes);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "http/playground/assets.hpp"
+
 namespace conveyor::http {
 
 RouteMatch match_route(std::string_view method, std::string_view target) {
@@ -29,6 +31,12 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
     m.needs_key = path != "/health" && path != "/metrics";
     m.allow = e.method.data();
     m.route = method == e.method ? e.route : Route::wrong_method;
+    return m;
+  }
+  if (find_playground_asset(path)) {
+    RouteMatch m;
+    m.allow = "GET";
+    m.route = method == "GET" ? Route::page : Route::wrong_method;
     return m;
   }
   return RouteMatch{};

@@ -20,6 +20,7 @@ enum class Route : uint8_t {
   tokenize,     // POST /tokenize
   detokenize,   // POST /detokenize
   release_session,  // POST /v1/sessions/release: let go of a session's kept KV
+  page,         // GET  /, /playground.js, /playground.css: the browser playground (no key)
   not_found,
   wrong_method,
 };

@@ -2,6 +2,7 @@
 
 #include "http/api_json.hpp"
 #include "http/ws_message.hpp"
+#include "http/ws_subprotocol.hpp"
 
 namespace conveyor::http {
 
@@ -42,8 +43,14 @@ void WebSocketSession::run(bhttp::request<bhttp::string_body> request) {
   auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
   timeouts.keep_alive_pings = true;  // a client that only listens is not idle
   ws_.set_option(timeouts);
-  ws_.set_option(websocket::stream_base::decorator(
-      [](websocket::response_type& res) { res.set(bhttp::field::server, "conveyor"); }));
+  // A browser refuses a handshake that answers none of the subprotocols it
+  // offered: answer conveyor.v1 (never the key's, http/ws_subprotocol.hpp).
+  const auto offered = request[bhttp::field::sec_websocket_protocol];
+  const bool answer_protocol = ws_offers_protocol(std::string_view(offered.data(), offered.size()), kWsProtocol);
+  ws_.set_option(websocket::stream_base::decorator([answer_protocol](websocket::response_type& res) {
+    res.set(bhttp::field::server, "conveyor");
+    if (answer_protocol) res.set(bhttp::field::sec_websocket_protocol, kWsProtocol);
+  }));
   ws_.read_message_max(state_->options().max_body_bytes);
   ws_.text(true);
   ws_.async_accept(request, beast::bind_front_handler(&WebSocketSession::on_accept, shared_from_this()));
