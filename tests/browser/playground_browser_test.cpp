@@ -137,13 +137,28 @@ void send_message(Page& page, const std::string& text, int max_tokens, bool igno
             "$('send').click(); return true; })()");
 }
 
+// ServeProcess::wait_ready asks /v1/models, which may need the key: /health does not.
+bool wait_healthy(const ServeProcess& server) {
+  for (const auto deadline = std::chrono::steady_clock::now() + seconds(120);
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(200)))
+    if (conveyor::http::testing::http_request(server.port(), "GET", "/health").status == 200) return true;
+  return false;
+}
+
+std::string chromium_or_skip_reason(std::string& reason) {
+  const std::string chromium = HeadlessChromium::find_binary();
+  if (chromium.empty())
+    reason = "chromium is not installed (apt-get install chromium, which tools/bootstrap.sh does; "
+             "or set CHROMIUM to a Chrome binary): the playground is not tested in a browser";
+  return chromium;
+}
+
 const std::string kAssistant = "document.querySelectorAll('#messages li.assistant')";
 
 TEST(PlaygroundBrowser, ChatStreamsStopsAndShowsMetrics) {
-  const std::string chromium = HeadlessChromium::find_binary();
-  if (chromium.empty())
-    GTEST_SKIP() << "chromium is not installed (apt-get install chromium, which tools/bootstrap.sh does; "
-                    "or set CHROMIUM to a Chrome binary): the playground is not tested in a browser";
+  std::string skip;
+  const std::string chromium = chromium_or_skip_reason(skip);
+  if (chromium.empty()) GTEST_SKIP() << skip;
   std::error_code ec;
   std::filesystem::create_directories(kWorkDir, ec);
   std::filesystem::create_directories(kArtifactDir, ec);
@@ -155,13 +170,7 @@ TEST(PlaygroundBrowser, ChatStreamsStopsAndShowsMetrics) {
                        "--api-key", kKey},
                       kWorkDir + "/serve.log",
                       {"CONVEYOR_CONFIG_DIR=" BROWSER_MODELS_DIR, "OMP_WAIT_POLICY=passive"});
-  // ServeProcess::wait_ready asks /v1/models, which needs the key: /health does not.
-  bool up = false;
-  for (const auto deadline = std::chrono::steady_clock::now() + seconds(120);
-       !up && std::chrono::steady_clock::now() < deadline;
-       std::this_thread::sleep_for(std::chrono::milliseconds(200)))
-    up = conveyor::http::testing::http_request(server.port(), "GET", "/health").status == 200;
-  ASSERT_TRUE(up) << "conveyor serve did not answer /health:\n" << server.log_tail();
+  ASSERT_TRUE(wait_healthy(server)) << "conveyor serve did not answer /health:\n" << server.log_tail();
   std::string error;
 
   HeadlessChromium browser(chromium, profile, kWorkDir + "/chromium.log");
@@ -238,6 +247,37 @@ TEST(PlaygroundBrowser, ChatStreamsStopsAndShowsMetrics) {
       EXPECT_EQ(text.find("Content Security Policy"), std::string::npos) << text;
     }
   }
+}
+
+// A model without a tokenizer cannot chat: the server refuses the message,
+// and the page shows its error and keeps the refused turn out of the
+// conversation.
+TEST(PlaygroundBrowser, ShowsTheServersErrorForAModelWithoutATokenizer) {
+  std::string skip;
+  const std::string chromium = chromium_or_skip_reason(skip);
+  if (chromium.empty()) GTEST_SKIP() << skip;
+  std::error_code ec;
+  std::filesystem::create_directories(kWorkDir, ec);
+  const std::string profile = kWorkDir + "/chromium-profile-no-tokenizer";
+  std::filesystem::remove_all(profile, ec);
+  ServeProcess server(kConveyor, {"--model", "dummy:playground-no-tokenizer", "--threads", "1"},
+                      kWorkDir + "/serve-no-tokenizer.log",
+                      {"CONVEYOR_CONFIG_DIR=" BROWSER_MODELS_DIR, "OMP_WAIT_POLICY=passive"});
+  ASSERT_TRUE(wait_healthy(server)) << "conveyor serve did not answer /health:\n" << server.log_tail();
+  HeadlessChromium browser(chromium, profile, kWorkDir + "/chromium-no-tokenizer.log");
+  Page page(browser);
+  std::string error;
+  ASSERT_TRUE(page.open(server.url() + "/", error)) << error;
+  ASSERT_TRUE(page.wait_for("!document.getElementById('send').disabled")) << page_state(page);
+  EXPECT_TRUE(page.eval("document.getElementById('key-form').hidden").as_bool());  // no key asked
+  send_message(page, "Hello", 8, false);
+  ASSERT_TRUE(page.wait_for(kAssistant + ".length === 1 && " + kAssistant + "[0].dataset.state !== 'streaming'"))
+      << page_state(page);
+  EXPECT_EQ(page.text(kAssistant + "[0].dataset.state"), "error");
+  EXPECT_NE(page.text(kAssistant + "[0].querySelector('.note').textContent").find("no tokenizer"), std::string::npos)
+      << page_state(page);
+  EXPECT_EQ(page.text("document.querySelector('#messages li.user .note').textContent"), "not in the conversation");
+  EXPECT_FALSE(page.eval("document.getElementById('send').disabled").as_bool());
 }
 
 }  // namespace
