@@ -20,6 +20,7 @@
 // end-to-end time, in the form `conveyor bench --report DIR --add-figures
 // FILE` takes.
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -51,6 +52,7 @@ struct Options {
   bool prefix_wait = true;
   bool sessions = false;  // each agent's requests name its session: the engine keeps its KV between turns
   int tool_ms = 0;        // in-process: how long the tool takes (the agent waits before its next turn)
+  int background = 0;     // in-process: unrelated requests kept running while the agents work
   int64_t kv_tokens = 0;  // 0: enough for every agent's whole conversation, unshared
   int timeout_seconds = 600;
   std::string json_out;  // empty: no JSON
@@ -182,8 +184,13 @@ class InProcessSwarm {
       : engine_(engine), options_(o), agents_(agents), counters_(counters) {}
 
   void start() {
+    for (int i = 0; i < options_.background; ++i) start_background(background_, engine_, i);
     for (auto& agent : agents_) start_turn(*agent);
   }
+
+  // The agents' own turns: prompt tokens, and those found in the prefix cache.
+  int64_t agent_prompt_tokens() const { return agent_prompt_tokens_; }
+  int64_t agent_cached_tokens() const { return agent_cached_tokens_; }
 
   // Waits until every agent has finished or failed; false on timeout.
   bool wait(std::chrono::seconds timeout) {
@@ -227,6 +234,8 @@ class InProcessSwarm {
       ++counters_.agents_failed;
       return agent_ended();
     }
+    agent_prompt_tokens_ += int64_t(agent.conversation().size());
+    agent_cached_tokens_ += e.cached_prompt_tokens;
     turn.record.e2e = seconds_between(turn.sent, Clock::now());
     turn.record.tokens = int(turn.ids.size());
     agent.finish_turn(turn.record, turn.text, turn.ids);
@@ -243,7 +252,30 @@ class InProcessSwarm {
   void agent_ended() {
     std::lock_guard lock(mutex_);
     ++ended_;
+    if (ended_ == int(agents_.size())) background_->stop = true;
     ended_cv_.notify_all();
+  }
+
+  // Unrelated traffic (--background): each loop sends a prompt of its own
+  // (300 tokens nobody else uses) and, when it ends, the next, until the
+  // agents are done. Its state is shared, not this object's: a request may
+  // end after the swarm is gone.
+  struct Background {
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> sent{0};
+  };
+  static void start_background(std::shared_ptr<Background> bg, Engine& engine, int loop) {
+    if (bg->stop) return;
+    const uint64_t n = bg->sent++;
+    RequestSpec spec;
+    for (int j = 0; j < 300; ++j) spec.request.prompt.push_back(3 + int32_t((n * 7919 + uint64_t(j) * 104729) % 200));
+    spec.request.prompt[0] = 1;
+    spec.request.sampling.max_tokens = 16;
+    spec.request.sampling.temperature = 0;
+    spec.request.sampling.ignore_eos = true;
+    engine.submit(std::move(spec), [bg, &engine, loop](const StreamEvent& e) {
+      if (e.last() && e.finish != FinishReason::error) start_background(bg, engine, loop);
+    });
   }
 
   Engine& engine_;
@@ -253,6 +285,8 @@ class InProcessSwarm {
   std::mutex mutex_;
   std::condition_variable ended_cv_;
   int ended_ = 0;  // agents finished or failed (guarded by mutex_)
+  std::atomic<int64_t> agent_prompt_tokens_{0}, agent_cached_tokens_{0};
+  std::shared_ptr<Background> background_ = std::make_shared<Background>();
   Later later_;    // the tool's answers, with --tool-ms
 };
 
@@ -324,6 +358,11 @@ int run_in_process(const Options& o) {
                 (unsigned long long)stats->prefix_waits, (unsigned long long)stats->computed_tokens,
                 (unsigned long long)stats->prompt_tokens, (unsigned long long)stats->generated_tokens);
   const int failed = print_report(agents, o.turns, seconds, cache_line);
+  std::printf("agents' turns: %lld of %lld prompt tokens found in the prefix cache (%.1f%%)%s\n",
+              (long long)swarm.agent_cached_tokens(), (long long)swarm.agent_prompt_tokens(),
+              swarm.agent_prompt_tokens() ? 100.0 * double(swarm.agent_cached_tokens()) / double(swarm.agent_prompt_tokens())
+                                          : 0.0,
+              o.background > 0 ? ", with unrelated traffic beside them" : "");
   if (!o.json_out.empty()) {
     const json::object cache{
         {"prefix_hit_rate_pct",
@@ -449,6 +488,10 @@ int main(int argc, char** argv) {
   app.add_option("--tool-ms", o.tool_ms,
                  "in-process: milliseconds the tool takes; the agent's next turn starts that much later (default 0)")
       ->check(CLI::Range(0, 600000));
+  app.add_option("--background", o.background,
+                 "in-process: unrelated requests (300-token prompts of their own) kept running beside the agents, "
+                 "competing for the KV cache (default 0)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--kv-tokens", o.kv_tokens,
                  "in-process: KV cache tokens (default: every agent's whole conversation, unshared)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
