@@ -62,7 +62,10 @@ inline float exp_fast(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
-  return e * std::bit_cast<float>((int32_t(n) + 127) << 23);
+  // A NaN x passes the clamp and stays NaN through e; converting a NaN n to
+  // an integer is undefined (UBSan, from a GGUF file with NaN weights).
+  const float n_or_0 = n == n ? n : 0.0f;
+  return e * std::bit_cast<float>((int32_t(n_or_0) + 127) << 23);
 }
 
 typedef int32_t i32x16 __attribute__((vector_size(64)));
@@ -82,7 +85,8 @@ inline f32x16 exp_fast(f32x16 x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const f32x16 e = p * r * r + r + 1.0f;
-  const i32x16 bits = (__builtin_convertvector(n, i32x16) + 127) << 23;
+  const f32x16 n_or_0 = n == n ? n : f32x16{};  // NaN lanes: as the scalar version
+  const i32x16 bits = (__builtin_convertvector(n_or_0, i32x16) + 127) << 23;
   return e * std::bit_cast<f32x16>(bits);
 }
 
