@@ -12,6 +12,7 @@
 #include "actors/fault_injection.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/actors/fake_backend.hpp"
+#include "tests/actors/fake_engine.hpp"
 #include "tests/actors/stories_fixture.hpp"
 
 namespace conveyor {
@@ -21,22 +22,9 @@ using testing::Collector;
 using testing::EngineSystemConfig;
 using testing::Outcome;
 
-constexpr int32_t kVocab = 97;
-constexpr int32_t kContext = 256;
-
-std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config) {
-  ModelInfo info;
-  info.config.vocab_size = kVocab;
-  info.config.context_length = kContext;
-  info.eos_ids = {0};
-  const int32_t blocks = int32_t(config.kv_cache_tokens / config.block_size);
-  const int32_t host = int32_t(config.swap_space_tokens / config.block_size);
-  auto kv = std::make_shared<testing::FakeKv>(config.block_size, blocks, host);
-  auto engine = Engine::create(sys, config, info, std::make_shared<testing::FakeRunner>(kv, kVocab),
-                               std::make_shared<testing::FakeSwapEngine>(kv));
-  EXPECT_TRUE(engine.has_value()) << engine.error().message;
-  return std::move(engine).value();
-}
+constexpr int32_t kVocab = testing::kFakeVocab;
+constexpr int32_t kContext = testing::kFakeContext;
+using testing::make_fake_engine;
 
 std::vector<std::vector<int32_t>> random_prompts(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -13,6 +13,7 @@
 
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/actors/fake_backend.hpp"
+#include "tests/actors/fake_engine.hpp"
 #include "tests/actors/stories_fixture.hpp"
 #include "tests/model/forward/paged_driver.hpp"  // argmax
 #include "tests/model/forward/reference_model.hpp"
@@ -24,24 +25,9 @@ using testing::Collector;
 using testing::EngineSystemConfig;
 using testing::Outcome;
 
-constexpr int32_t kFakeVocab = 97;
-constexpr int32_t kFakeContext = 256;
-
-std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config) {
-  // An engine on its own runner takes its capacity in tokens.
-  if (config.kv_cache_tokens == 0) config.kv_cache_tokens = 65536;
-  ModelInfo info;
-  info.config.vocab_size = kFakeVocab;
-  info.config.context_length = kFakeContext;
-  info.eos_ids = {0};
-  const int32_t blocks = int32_t(config.kv_cache_tokens / config.block_size);
-  const int32_t host = int32_t(config.swap_space_tokens / config.block_size);
-  auto kv = std::make_shared<testing::FakeKv>(config.block_size, blocks, host);
-  auto engine = Engine::create(sys, config, info, std::make_shared<testing::FakeRunner>(kv, kFakeVocab),
-                               std::make_shared<testing::FakeSwapEngine>(kv));
-  EXPECT_TRUE(engine.has_value());
-  return std::move(engine).value();
-}
+using testing::kFakeContext;
+using testing::kFakeVocab;
+using testing::make_fake_engine;
 
 std::vector<std::vector<int32_t>> random_prompts(size_t n, int32_t vocab, uint64_t seed,
                                                  int32_t min_len = 1, int32_t max_len = 30) {

@@ -1,0 +1,33 @@
+// A whole actor engine on the fake backend (tests/actors/fake_backend.hpp):
+// vocabulary kFakeVocab, context kFakeContext, end token 0.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "actors/engine.hpp"
+#include "tests/actors/fake_backend.hpp"
+
+namespace conveyor::testing {
+
+inline constexpr int32_t kFakeVocab = 97;
+inline constexpr int32_t kFakeContext = 256;
+
+inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config) {
+  // An engine on its own runner takes its capacity in tokens.
+  if (config.kv_cache_tokens == 0) config.kv_cache_tokens = 65536;
+  ModelInfo info;
+  info.config.vocab_size = kFakeVocab;
+  info.config.context_length = kFakeContext;
+  info.eos_ids = {0};
+  const int32_t blocks = int32_t(config.kv_cache_tokens / config.block_size);
+  const int32_t host = int32_t(config.swap_space_tokens / config.block_size);
+  auto kv = std::make_shared<FakeKv>(config.block_size, blocks, host);
+  auto engine = Engine::create(sys, config, info, std::make_shared<FakeRunner>(kv, kFakeVocab),
+                               std::make_shared<FakeSwapEngine>(kv));
+  EXPECT_TRUE(engine.has_value()) << engine.error().message;
+  return engine ? std::move(engine).value() : nullptr;
+}
+
+}  // namespace conveyor::testing
