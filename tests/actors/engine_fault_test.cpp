@@ -50,15 +50,7 @@ EngineConfig pressured(const std::string& faults) {
   return c;
 }
 
-void expect_blocks_free(Engine& engine) {
-  for (int i = 0; i < 400; ++i) {
-    auto stats = engine.stats();
-    ASSERT_TRUE(stats.has_value());
-    if (stats->blocks.used == 0 && stats->blocks.host_used == 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  FAIL() << "KV blocks still in use";
-}
+using testing::expect_all_blocks_free;
 
 // Runs the prompts greedily and checks every output against the fake model.
 // A request may be in every restart: allow as many retries as there are faults.
@@ -80,7 +72,7 @@ void expect_recovered(const std::string& faults, uint64_t min_restarts) {
   }
   EXPECT_GE(engine->metrics().restarts.load(), min_restarts) << faults;
   EXPECT_FALSE(engine->metrics().restarting.load());
-  expect_blocks_free(*engine);
+  expect_all_blocks_free(*engine);
 }
 
 TEST(EngineFaults, ExecutorThrowingAtAnyStepIsRecomputed) {
@@ -119,7 +111,7 @@ TEST(EngineFaults, PersistentFaultEndsRequestsWithAnEngineError) {
   }
   EXPECT_GE(engine->metrics().restarts.load(), 3u);
   EXPECT_TRUE(engine->stats().has_value()) << "the scheduler must still answer";
-  expect_blocks_free(*engine);
+  expect_all_blocks_free(*engine);
 }
 
 // fault_recovery = fail: what was running ends with an engine error at the
@@ -148,7 +140,7 @@ TEST(EngineFaults, FailModeEndsRunningRequestsOnly) {
   }
   EXPECT_GE(failed, 1);
   EXPECT_LE(failed, 4) << "only the running requests (max_num_seqs 4) may fail";
-  expect_blocks_free(*engine);
+  expect_all_blocks_free(*engine);
 }
 
 // Cancellations that race a restart still end each request once.
@@ -171,7 +163,7 @@ TEST(EngineFaults, CancellingDuringRestartsEndsEachRequestOnce) {
     EXPECT_EQ(o.finals, 1) << id;
     EXPECT_NE(o.finish, FinishReason::error) << o.message;
   }
-  expect_blocks_free(*good);
+  expect_all_blocks_free(*good);
 }
 
 TEST(EngineFaults, SpecsAreCheckedAndCounted) {

@@ -53,18 +53,7 @@ void expect_fake_outputs(const std::map<request_id, Outcome>& outcomes,
   }
 }
 
-void expect_all_blocks_free(Engine& engine) {
-  // The last releases travel with the iteration after the last token.
-  for (int i = 0; i < 200; ++i) {
-    auto stats = engine.stats();
-    ASSERT_TRUE(stats.has_value());
-    if (stats->blocks.used == 0 && stats->blocks.host_used == 0 && stats->num_running == 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  auto stats = engine.stats();
-  EXPECT_EQ(stats->blocks.used, 0);
-  EXPECT_EQ(stats->blocks.host_used, 0);
-}
+using testing::expect_all_blocks_free;
 
 TEST(FakeEngine, ConcurrentRequestsUnderSwapPressureGetTheirTokens) {
   EngineSystemConfig cfg;

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "actors/engine.hpp"
 #include "tests/actors/fake_backend.hpp"
@@ -28,6 +30,20 @@ inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineCo
                                std::make_shared<FakeSwapEngine>(kv));
   EXPECT_TRUE(engine.has_value()) << engine.error().message;
   return engine ? std::move(engine).value() : nullptr;
+}
+
+// Waits up to a second for every KV block (device and host) to be free and
+// nothing to run: the last releases travel with the iteration after the last token.
+inline void expect_all_blocks_free(Engine& engine) {
+  for (int i = 0; i < 200; ++i) {
+    auto stats = engine.stats();
+    ASSERT_TRUE(stats.has_value());
+    if (stats->blocks.used == 0 && stats->blocks.host_used == 0 && stats->num_running == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto stats = engine.stats();
+  EXPECT_EQ(stats->blocks.used, 0);
+  EXPECT_EQ(stats->blocks.host_used, 0);
 }
 
 }  // namespace conveyor::testing
