@@ -13,6 +13,7 @@
 // down and it exits 0. A second SIGINT exits at once (status 130). SIGHUP
 // reads --api-key-file again (http/server.hpp: a bad file keeps the old keys,
 // with a warning).
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +44,21 @@ void write_stop_byte(char byte) {
 }
 
 extern "C" void signal_to_pipe(int signal) { write_stop_byte(char(signal)); }
+
+// The stop signals, blocked on the main thread while it creates the others
+// (the actor system's, the server's, and OpenMP's that those create), which
+// inherit the mask, and unblocked there once it waits on the pipe: so the
+// kernel hands them to the main thread (or to a thread that existed before
+// main, where the handler is as safe). The handler has no SA_RESTART, so the
+// main thread's read returns EINTR: ThreadSanitizer defers a signal until its
+// thread leaves an intercepted call, and with the read restarted in the
+// kernel the TSan-built server never saw SIGTERM.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  return set;
+}
 
 char read_stop_byte() {
   char byte = kDrained;
@@ -169,11 +185,13 @@ int run_serve(const ServeFlags& f) {
   struct sigaction on_stop = {};
   on_stop.sa_handler = signal_to_pipe;
   sigemptyset(&on_stop.sa_mask);
-  on_stop.sa_flags = SA_RESTART;
+  on_stop.sa_flags = 0;  // no SA_RESTART; see stop_signals()
   sigaction(SIGINT, &on_stop, nullptr);
   sigaction(SIGTERM, &on_stop, nullptr);
   sigaction(SIGHUP, &on_stop, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t stops = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);  // until the threads exist; see stop_signals()
 
   LoadOptions load;
   load.tokenizer_path = s.tokenizer;
@@ -233,6 +251,7 @@ int run_serve(const ServeFlags& f) {
   http::log_info("listening on http://" + s.server.host + ":" + std::to_string(*bound) +
                  (api_keys->empty() ? "" : " (API key required: " + std::to_string(api_keys->size()) + " keys)"));
 
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // one that came meanwhile is handled now
   for (bool draining = false;;) {
     const char byte = read_stop_byte();
     if (byte == kDrained) break;
