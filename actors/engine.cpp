@@ -140,12 +140,22 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   return engine;
 }
 
+std::unique_ptr<Engine> Engine::over(caf::actor_system& sys, const EngineConfig& config, ModelInfo info,
+                                     scheduler_actor scheduler, int32_t num_blocks) {
+  std::unique_ptr<Engine> engine(new Engine(sys, config, std::move(info)));
+  engine->num_blocks_ = num_blocks;
+  engine->kv_capacity_ = KvCapacity{int64_t(num_blocks) * config.block_size, 0, "the nodes'"};
+  engine->metrics_ = std::make_shared<EngineMetrics>();
+  engine->scheduler_ = std::move(scheduler);
+  return engine;
+}
+
 // The scheduler stops its workers and policies when it stops.
 Engine::~Engine() { caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown); }
 
 RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   if (spec.request.id == 0) {  // from a range of its own: caller-chosen ids are below it
-    spec.request.id = kFirstAutomaticRequestId + next_id_++;
+    spec.request.id = next_request_id();
     spec.request.automatic_id = true;
   }
   if (!spec.tokenizer) spec.tokenizer = info_.tokenizer;

@@ -72,11 +72,21 @@ class Engine {
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   ModelInfo info, std::shared_ptr<StepRunner> runner,
                                                   std::shared_ptr<SwapEngine> swap);
+  // An engine whose scheduler is another actor with the scheduler's
+  // interface, such as a router over engines on other machines
+  // (actors/router.hpp): submit() runs its request actors here, against it.
+  // `num_blocks` is what /metrics and the server report. Destroying the
+  // Engine stops that actor.
+  static std::unique_ptr<Engine> over(caf::actor_system& sys, const EngineConfig& config, ModelInfo info,
+                                      scheduler_actor scheduler, int32_t num_blocks);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   RequestHandle submit(RequestSpec spec, EventCallback on_event);
+  // An id from the engine's automatic range, unused so far (for a request
+  // that reaches the scheduler without submit(): an engine node's).
+  request_id next_request_id() { return kFirstAutomaticRequestId + next_id_++; }
   // The same, delivering each StreamEvent as a message to `sink` (an actor of
   // the caller's; its behavior handles `const StreamEvent&`).
   RequestHandle submit(RequestSpec spec, caf::actor sink);

@@ -42,6 +42,13 @@ struct GenerateRequest {
   // until that request is admitted, the session expires or is released, or
   // the memory is wanted (EngineConfig::session_*). "": none.
   std::string session;
+  // Tokens already generated for this request elsewhere (a router resubmits
+  // a request whose node died, actors/router.hpp): the engine computes prompt
+  // and these, its sampler replays them (penalty counts, one generator draw
+  // each, as after a restart), and generation continues after them; they
+  // count toward max_tokens and completion_tokens but are not sent again.
+  // Only with n = 1.
+  std::vector<int32_t> resume;
 };
 
 // Request ids from 2^63 up are the engine's own (the sequences of samples
@@ -208,6 +215,21 @@ struct StepResult {
 };
 
 // ---- the engine as a whole ---------------------------------------------------
+
+// What an engine node says of itself (actors/node.hpp): a router checks that
+// its nodes serve the same model and places requests by their block size.
+struct NodeInfo {
+  std::string name;              // --node-name, or host:port
+  std::string model;             // the served model's name
+  std::string architecture;
+  int32_t vocab_size = 0;
+  int32_t dim = 0;
+  int32_t n_layers = 0;
+  int32_t context_length = 0;
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+  bool draining = false;         // refuses new requests
+};
 
 struct EngineStats {
   int32_t num_waiting = 0;

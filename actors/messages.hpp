@@ -43,7 +43,7 @@ typename Inspector::result_type inspect(Inspector& f, SampleResult& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateRequest& x) {
   return f(caf::meta::type_name("GenerateRequest"), x.id, x.automatic_id, x.prompt, x.sampling,
-           x.priority, x.n, x.session);
+           x.priority, x.n, x.session, x.resume);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
@@ -156,6 +156,11 @@ typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {
            x.result_hop_seconds, x.executor_idle_seconds, x.blocks, x.kv_live_token_ratio);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
+  return f(caf::meta::type_name("NodeInfo"), x.name, x.model, x.architecture, x.vocab_size, x.dim,
+           x.n_layers, x.context_length, x.block_size, x.num_blocks, x.draining);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StreamEvent& x) {
   return f(caf::meta::type_name("StreamEvent"), x.id, x.index, x.text, x.token_ids, x.logprobs, x.finish,
            x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.error_code,
@@ -182,6 +187,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::PreemptionQuery))    // scheduler -> preemption
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::PreemptionDecision)) // preemption -> scheduler
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::EngineStats))        // scheduler -> anyone
+  CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::NodeInfo))           // node -> router
 
   CAF_ADD_ATOM(conveyor_engine, conveyor, submit_atom, "submit")    // enqueue a request
   CAF_ADD_ATOM(conveyor_engine, conveyor, cancel_atom, "cancel")    // cancel a request
@@ -197,6 +203,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor_engine, conveyor, policy_atom, "policy")    // replace a policy actor
   CAF_ADD_ATOM(conveyor_engine, conveyor, wake_atom, "wake")        // start an iteration if idle
   CAF_ADD_ATOM(conveyor_engine, conveyor, session_atom, "session")  // release a session's KV
+  CAF_ADD_ATOM(conveyor_engine, conveyor, describe_atom, "describe")// a node's NodeInfo
+  CAF_ADD_ATOM(conveyor_engine, conveyor, drain_atom, "drain")      // a node refuses new requests
 CAF_END_TYPE_ID_BLOCK(conveyor_engine)
 
 namespace conveyor {
@@ -262,5 +270,19 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<wake_atom>,
     caf::reacts_to<session_atom, std::string>,
     caf::replies_to<stats_atom>::with<EngineStats>>;
+
+// An engine node's door for a router on another machine (actors/node.hpp),
+// published on CAF's middleman: the scheduler's request messages (submit
+// answers the node's own id for the request; its TokenEvents go to the sink,
+// across the network: a caf::actor, as typed handles have no type ID to
+// travel with), its statistics, and what the node serves.
+using node_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, GenerateRequest, caf::actor>::with<request_id>,
+    caf::reacts_to<cancel_atom, request_id>,
+    caf::reacts_to<cancel_atom, request_id, int32_t>,
+    caf::reacts_to<session_atom, std::string>,
+    caf::replies_to<stats_atom>::with<EngineStats>,
+    caf::replies_to<describe_atom>::with<NodeInfo>,
+    caf::reacts_to<drain_atom>>;
 
 }  // namespace conveyor

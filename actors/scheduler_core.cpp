@@ -69,13 +69,23 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
                         "prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
                             std::to_string(config_.vocab_size) + ")");
   }
+  if (!r.resume.empty() && r.n != 1)
+    return make_error(Errc::invalid_argument, "a request that resumes generated tokens must have n = 1");
+  for (int32_t t : r.resume) {
+    if (t < 0 || t >= config_.vocab_size)
+      return make_error(Errc::invalid_argument, "resumed token id " + std::to_string(t) +
+                                                    " is outside the vocabulary [0, " +
+                                                    std::to_string(config_.vocab_size) + ")");
+  }
+  if (n + int32_t(r.resume.size()) >= config_.context_length && !r.resume.empty())
+    return make_error(Errc::invalid_argument, "the prompt and the resumed tokens fill the model's context");
   if (n >= config_.context_length)
     return make_error(Errc::invalid_argument,
                       "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
                           std::to_string(config_.context_length));
-  if (blocks_for(n + 1) > config_.num_blocks)
+  if (const int32_t len = n + int32_t(r.resume.size()); blocks_for(len + 1) > config_.num_blocks)
     return make_error(Errc::invalid_argument,
-                      "the prompt needs " + std::to_string(blocks_for(n + 1)) +
+                      "the prompt needs " + std::to_string(blocks_for(len + 1)) +
                           " KV blocks; the cache holds " + std::to_string(config_.num_blocks));
   if (Status s = validate(r.sampling, config_.vocab_size); !s) return s;
   if (const int32_t most = std::min(config_.max_num_seqs, kMaxSamples); r.n < 1 || r.n > most)
@@ -102,8 +112,11 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   s.arrival_time = now;
   s.prompt_len = n;
   s.tokens = std::move(r.prompt);
+  s.tokens.insert(s.tokens.end(), r.resume.begin(), r.resume.end());
   s.sampling = std::move(r.sampling);
   s.sampling.max_tokens = std::min(s.sampling.max_tokens, config_.context_length - n);
+  if (s.generated() >= s.sampling.max_tokens)
+    return make_error(Errc::invalid_argument, "the resumed tokens already reach max_tokens");
   if (r.n == 1) s.session = std::move(r.session);
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, now});
   seqs_.emplace(s.id, std::move(s));

@@ -50,6 +50,7 @@ struct EnginePort::Impl {
   Engine& engine;
   std::shared_ptr<StatsTickets> tickets = std::make_shared<StatsTickets>();
   caf::actor helper;
+  std::function<std::string()> extra_metrics;
 };
 
 EnginePort::EnginePort(Engine& engine) : impl_(std::make_unique<Impl>(engine)) {
@@ -81,6 +82,8 @@ void EnginePort::stats_async(StatsCallback done) {
 }
 
 const EngineMetrics& EnginePort::metrics() const { return impl_->engine.metrics(); }
+void EnginePort::set_extra_metrics(std::function<std::string()> render) { impl_->extra_metrics = std::move(render); }
+std::string EnginePort::extra_metrics() const { return impl_->extra_metrics ? impl_->extra_metrics() : std::string(); }
 const ModelConfig& EnginePort::model_config() const { return impl_->engine.model().config; }
 std::shared_ptr<const Tokenizer> EnginePort::tokenizer() const { return impl_->engine.model().tokenizer; }
 const EngineConfig& EnginePort::engine_config() const { return impl_->engine.config(); }

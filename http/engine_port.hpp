@@ -46,6 +46,9 @@ class EnginePort {
   void stats_async(std::function<void(Expected<EngineStats>)> done);
 
   const EngineMetrics& metrics() const;
+  // More /metrics text after the engine's (a router's; set before serving).
+  void set_extra_metrics(std::function<std::string()> render);
+  std::string extra_metrics() const;
   const ModelConfig& model_config() const;
   std::shared_ptr<const Tokenizer> tokenizer() const;
   const EngineConfig& engine_config() const;

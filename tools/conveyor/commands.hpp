@@ -16,5 +16,6 @@ void add_generate_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
+void add_router_command(CLI::App& app, int& exit_code);
 
 }  // namespace conveyor::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   conveyor::cli::add_convert_command(app, exit_code);
   conveyor::cli::add_bench_command(app, exit_code);
   conveyor::cli::add_serve_command(app, exit_code);
+  conveyor::cli::add_router_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -19,7 +19,10 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <atomic>
+#include <chrono>
 #include <optional>
+#include <thread>
 #include <sstream>
 
 #include "actors/engine.hpp"
@@ -29,6 +32,8 @@
 #include "http/server.hpp"
 #include "http/server_log.hpp"
 #include "model/formats/loader.hpp"
+#include "actors/node.hpp"
+#include "tools/conveyor/cluster.hpp"
 #include "tools/conveyor/commands.hpp"
 
 namespace conveyor::cli {
@@ -86,6 +91,11 @@ struct ServeFlags {
   std::optional<std::string> fault_recovery;
   std::optional<int32_t> max_fault_retries;
   bool debug_fault_injection = false;
+  // An engine node for routers (actors/node.hpp); 0: none.
+  uint16_t node_port = 0;
+  std::string node_host = "127.0.0.1", node_name;
+  bool no_http = false;
+  ClusterTls tls;
 };
 
 template <class T>
@@ -173,6 +183,9 @@ int run_serve(const ServeFlags& f) {
   if (const char* faults = std::getenv("CONVEYOR_FAULTS"); faults != nullptr && f.debug_fault_injection)
     e.fault_injection = faults;
   if (Status st = validate(e); !st) return fail(kExitUsage, st.error().message);
+  if (Status st = check_tls(f.tls); !st) return fail(kExitUsage, st.error().message);
+  if (f.no_http && f.node_port == 0) return fail(kExitUsage, "--no-http: only with --node-port (else nothing would serve)");
+  if (f.tls.enabled() && f.node_port == 0) return fail(kExitUsage, "--tls-cert: only with --node-port");
   if (s.server.chat_template != "auto") {
     if (auto kind = http::parse_chat_template_kind(s.server.chat_template); !kind)
       return fail(kExitUsage, "--chat-template: " + kind.error().message);
@@ -208,6 +221,7 @@ int run_serve(const ServeFlags& f) {
 
   caf::actor_system_config cfg;
   add_engine_types(cfg);
+  if (f.node_port != 0) configure_cluster(cfg, f.tls);
   caf::actor_system sys{cfg};
   auto engine = Engine::create(sys, e, std::move(model));
   if (!engine) return fail(kExitUsage, engine.error().message);
@@ -245,11 +259,41 @@ int run_serve(const ServeFlags& f) {
        << template_name;
   http::log_info(line.str());
 
-  http::Server server(port, s.server, std::move(context).value());
-  auto bound = server.start();
-  if (!bound) return fail(kExitFailure, bound.error().message);
-  http::log_info("listening on http://" + s.server.host + ":" + std::to_string(*bound) +
-                 (api_keys->empty() ? "" : " (API key required: " + std::to_string(api_keys->size()) + " keys)"));
+  node_actor node;
+  if (f.node_port != 0) {
+    node = spawn_node(sys, **engine, f.node_name, served);
+    auto published = publish_node(node, f.node_host, f.node_port, f.tls.enabled());
+    if (!published) return fail(kExitFailure, published.error().message);
+    const std::string address = f.node_host + ":" + std::to_string(*published);
+    http::log_info("engine node" + (f.node_name.empty() ? "" : " '" + f.node_name + "'") + " on " + address +
+                   (f.tls.enabled() ? " (TLS, peers authenticated)" : " (no TLS: a private network only)"));
+  }
+
+  std::optional<http::Server> server;
+  if (!f.no_http) {
+    server.emplace(port, s.server, std::move(context).value());
+    auto bound = server->start();
+    if (!bound) return fail(kExitFailure, bound.error().message);
+    http::log_info("listening on http://" + s.server.host + ":" + std::to_string(*bound) +
+                   (api_keys->empty() ? "" : " (API key required: " + std::to_string(api_keys->size()) + " keys)"));
+  }
+  // After a drain's HTTP part: the node's requests finish too (or the
+  // timeout passes), then the main thread hears kDrained.
+  std::atomic<bool> http_drained{!server};
+  std::thread drain_waiter;
+  auto start_drain_waiter = [&] {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(s.server.shutdown_timeout_seconds);
+    drain_waiter = std::thread([&http_drained, &engine, deadline, has_node = bool(node)] {
+      while (!http_drained.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      while (has_node && std::chrono::steady_clock::now() < deadline) {
+        auto stats = (*engine)->stats();
+        if (!stats || stats->num_running + stats->num_waiting == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      write_stop_byte(kDrained);
+    });
+  };
 
   pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // one that came meanwhile is handled now
   for (bool draining = false;;) {
@@ -258,8 +302,8 @@ int run_serve(const ServeFlags& f) {
     if (byte == SIGHUP) {
       if (s.server.api_key_file.empty())
         http::log_info("SIGHUP: no --api-key-file to reload; nothing changes");
-      else
-        (void)server.reload_api_keys();  // it logs what happened
+      else if (server)
+        (void)server->reload_api_keys();  // it logs what happened
       continue;
     }
     const char* name = byte == SIGINT ? "SIGINT" : "SIGTERM";
@@ -267,7 +311,9 @@ int run_serve(const ServeFlags& f) {
       draining = true;
       http::log_info(std::string(name) + ": draining, then shutting down (--shutdown-timeout " +
                      format_seconds(s.server.shutdown_timeout_seconds) + "; a second SIGINT exits at once)");
-      server.drain([] { write_stop_byte(kDrained); });
+      if (node) caf::anon_send(node, drain_atom_v);  // routers place new requests elsewhere
+      if (server) server->drain([&http_drained] { http_drained = true; });
+      start_drain_waiter();
     } else if (byte == SIGINT) {
       // The operator insists: no goodbyes. Every line so far is flushed (the
       // log writes each one through).
@@ -278,7 +324,9 @@ int run_serve(const ServeFlags& f) {
     }
   }
   http::log_info("shutting down");
-  server.stop();
+  if (drain_waiter.joinable()) drain_waiter.join();
+  if (server) server->stop();
+  if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
   return 0;  // the server, the port, the engine, then the actor system go, in that order
 }
 
@@ -362,6 +410,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--log-stats-interval", f->log_stats_interval,
                   "seconds between engine summary lines in the log (default 10; 0: none)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--node-port", f->node_port,
+                  "also serve as an engine node for `conveyor router` on this port (CAF's network layer; "
+                  "default 0: not a node)");
+  cmd->add_option("--node-host", f->node_host,
+                  "address the node port binds (default 127.0.0.1: bind a private network's address only, "
+                  "or use --tls-*)");
+  cmd->add_option("--node-name", f->node_name, "the node's name in a router's metrics (default: the address the router uses)");
+  cmd->add_flag("--no-http", f->no_http, "with --node-port: no HTTP listener, the node only");
+  add_tls_options(cmd, f->tls);
   cmd->callback([f, &exit_code] { exit_code = run_serve(*f); });
 }
 

@@ -1,0 +1,229 @@
+// `conveyor router`: one OpenAI HTTP/SSE and WebSocket endpoint in front of
+// engine nodes (`conveyor serve --node-port`) on other processes or
+// machines, reached through CAF's network layer (router/router_actor.hpp).
+//
+// The router serves the same API as `serve`, through the same server
+// (http/server.hpp) over an Engine whose scheduler is the router actor
+// (Engine::over): it tokenizes, renders chat templates, detokenizes and
+// applies stop strings itself, so it reads the model file too (for the
+// tokenizer and the chat template; the weights are loaded and freed), and
+// nodes serving another model are refused.
+//
+// Nodes come from --nodes and --nodes-file; SIGHUP reads the file again
+// (nodes added get work, nodes removed finish theirs and get no more) and,
+// when the file names one, the placement policy. SIGTERM or SIGINT drains
+// the HTTP side as `serve` does.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "actors/engine.hpp"
+#include "http/engine_port.hpp"
+#include "http/server.hpp"
+#include "http/server_log.hpp"
+#include "model/formats/loader.hpp"
+#include "http/serve_settings.hpp"
+#include "router/placement.hpp"
+#include "router/router_actor.hpp"
+#include "tools/conveyor/cluster.hpp"
+#include "tools/conveyor/commands.hpp"
+
+namespace conveyor::cli {
+namespace {
+
+int g_pipe[2] = {-1, -1};
+constexpr char kDrained = 0;
+
+void write_byte(char byte) { [[maybe_unused]] const ssize_t n = write(g_pipe[1], &byte, 1); }
+extern "C" void router_signal(int signal) { write_byte(char(signal)); }
+
+struct RouterFlags {
+  std::string model, tokenizer, nodes, nodes_file, policy = "prefix_affinity", host = "127.0.0.1";
+  std::string served_model_name, chat_template = "auto", api_key, log_level = "info", log_format = "text";
+  uint16_t port = 8000;
+  int32_t block_size = 0;
+  double shutdown_timeout = 30.0;
+  ClusterTls tls;
+};
+
+int fail(int code, const std::string& message) {
+  http::log_always(http::LogLevel::error, message);
+  return code;
+}
+
+// The file's node list and, from a line `policy = NAME`, its policy ("" when none).
+Expected<std::pair<std::vector<std::string>, std::string>> read_nodes_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(Errc::io_error, "--nodes-file: cannot read '" + path + "'");
+  std::string line, nodes, policy;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (line.rfind("policy", 0) == 0 && eq != std::string::npos) {
+      policy = line.substr(eq + 1);
+      std::erase_if(policy, [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r'; });
+      continue;
+    }
+    nodes += line + "\n";
+  }
+  auto list = parse_node_list(nodes);
+  if (!list) return make_error(Errc::invalid_argument, "--nodes-file: " + list.error().message);
+  return std::pair{std::move(list).value(), policy};
+}
+
+int run_router(const RouterFlags& f) {
+  const auto log_format = http::parse_log_format(f.log_format);
+  if (!log_format) return fail(kExitUsage, "--log-format: " + log_format.error().message);
+  const auto log_level = http::parse_log_level(f.log_level);
+  if (!log_level) return fail(kExitUsage, "--log-level: " + log_level.error().message);
+  http::configure_log(*log_level, *log_format);
+  if (Status st = check_tls(f.tls); !st) return fail(kExitUsage, st.error().message);
+
+  RouterOptions options;
+  options.policy = f.policy;
+  options.block_size = f.block_size;
+  options.tls = f.tls.enabled();
+  auto nodes = parse_node_list(f.nodes);
+  if (!nodes) return fail(kExitUsage, "--nodes: " + nodes.error().message);
+  options.nodes = std::move(nodes).value();
+  if (!f.nodes_file.empty()) {
+    auto file = read_nodes_file(f.nodes_file);
+    if (!file) return fail(kExitUsage, file.error().message);
+    for (std::string& n : file->first)
+      if (std::find(options.nodes.begin(), options.nodes.end(), n) == options.nodes.end()) options.nodes.push_back(n);
+    if (!file->second.empty()) options.policy = file->second;
+  }
+  if (options.nodes.empty()) return fail(kExitUsage, "no nodes: give --nodes host:port,... or --nodes-file");
+  if (auto p = make_placement_policy(options.policy); !p) return fail(kExitUsage, "--policy: " + p.error().message);
+
+  http::ServerOptions server_options;
+  server_options.host = f.host;
+  server_options.port = f.port;
+  server_options.api_key = f.api_key;
+  server_options.served_model_name = f.served_model_name;
+  server_options.chat_template = f.chat_template;
+  server_options.shutdown_timeout_seconds = f.shutdown_timeout;
+  if (Status st = http::validate_server_options(server_options); !st) return fail(kExitUsage, st.error().message);
+
+  if (pipe(g_pipe) != 0) return fail(kExitFailure, "cannot create a pipe");
+  struct sigaction on_signal = {};
+  on_signal.sa_handler = router_signal;
+  sigemptyset(&on_signal.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &on_signal, nullptr);  // no SA_RESTART (serve.cpp)
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, s);
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);  // the threads made below inherit it (serve.cpp)
+
+  LoadOptions load;
+  load.tokenizer_path = f.tokenizer;
+  auto loaded = load_model(f.model, load);
+  if (!loaded) return fail(kExitUsage, loaded.error().message);
+  const ModelConfig mc = loaded->config;
+  ModelInfo info{loaded->config, loaded->eos_ids, loaded->tokenizer};
+  const std::string gguf_template = loaded->chat_template;
+  loaded = make_error(Errc::invalid_argument, "");  // the weights go
+
+  caf::actor_system_config cfg;
+  add_engine_types(cfg);
+  cfg.add_message_types<caf::id_block::conveyor_router>();
+  configure_cluster(cfg, f.tls);
+  caf::actor_system sys{cfg};
+  auto metrics = std::make_shared<RouterMetrics>();
+  auto router = spawn_router(sys, options, info, metrics);
+  if (!router) return fail(kExitUsage, router.error().message);
+  EngineConfig ec;
+  if (f.block_size > 0) ec.block_size = f.block_size;
+  auto engine = Engine::over(sys, ec, info, caf::actor_cast<scheduler_actor>(*router), 0);
+  http::EnginePort port(*engine);
+  port.set_extra_metrics([metrics] { return metrics->render(); });
+
+  std::string served = f.served_model_name.empty() ? (f.model.empty() ? mc.name : f.model) : f.served_model_name;
+  auto context = http::make_model_context(mc, port.tokenizer(), served, f.chat_template, gguf_template);
+  if (!context) return fail(kExitUsage, context.error().message);
+  http::Server server(port, server_options, std::move(context).value());
+  auto bound = server.start();
+  if (!bound) return fail(kExitFailure, bound.error().message);
+  std::string list;
+  for (const std::string& n : options.nodes) list += (list.empty() ? "" : ", ") + n;
+  http::log_info("router for '" + served + "' over " + std::to_string(options.nodes.size()) + " nodes (" + list +
+                 "), placement " + options.policy + (options.tls ? ", TLS" : ""));
+  http::log_info("listening on http://" + f.host + ":" + std::to_string(*bound));
+
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+  for (bool draining = false;;) {
+    char byte = kDrained;
+    while (read(g_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (byte == kDrained) break;
+    if (byte == SIGHUP) {
+      if (f.nodes_file.empty()) {
+        http::log_info("SIGHUP: no --nodes-file to read; nothing changes");
+        continue;
+      }
+      auto file = read_nodes_file(f.nodes_file);
+      if (!file) {
+        http::log_warn(file.error().message + "; the node list stays as it was");
+        continue;
+      }
+      std::vector<std::string> all = *parse_node_list(f.nodes);
+      for (std::string& n : file->first)
+        if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
+      caf::anon_send(*router, nodes_atom_v, all);
+      if (!file->second.empty()) {
+        if (auto p = make_placement_policy(file->second); !p) {
+          http::log_warn("--nodes-file: " + p.error().message + "; the policy stays as it was");
+        } else {
+          caf::anon_send(*router, policy_atom_v, file->second);
+        }
+      }
+      http::log_info("SIGHUP: " + std::to_string(all.size()) + " nodes" +
+                     (file->second.empty() ? "" : ", placement " + file->second));
+      continue;
+    }
+    if (!draining) {
+      draining = true;
+      http::log_info(std::string(byte == SIGINT ? "SIGINT" : "SIGTERM") + ": draining, then shutting down");
+      server.drain([] { write_byte(kDrained); });
+    } else if (byte == SIGINT) {
+      http::log_warn("second SIGINT: exiting at once");
+      std::_Exit(128 + SIGINT);
+    }
+  }
+  http::log_info("shutting down");
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+void add_router_command(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<RouterFlags>();
+  CLI::App* cmd = app.add_subcommand("router", "Serve one OpenAI endpoint over several engine nodes (serve --node-port)");
+  cmd->add_option("--model", f->model, "the model the nodes serve (for the tokenizer and chat template)");
+  cmd->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
+  cmd->add_option("--nodes", f->nodes, "host:port,...: the nodes' --node-port addresses");
+  cmd->add_option("--nodes-file", f->nodes_file,
+                  "file of node addresses (one per line, # comments) and optionally `policy = NAME`; read "
+                  "again on SIGHUP");
+  cmd->add_option("--policy", f->policy, "round_robin | least_loaded | prefix_affinity (default prefix_affinity)");
+  cmd->add_option("--block-size", f->block_size, "tokens per block of the prefix chains (default: the nodes')");
+  cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
+  cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
+  cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml | FILE (default auto)");
+  cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
+                  "seconds running requests may take after SIGTERM (default 30)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off (default info)");
+  cmd->add_option("--log-format", f->log_format, "text | json (default text)");
+  add_tls_options(cmd, f->tls);
+  cmd->callback([f, &exit_code] { exit_code = run_router(*f); });
+}
+
+}  // namespace conveyor::cli
