@@ -55,11 +55,13 @@ class PrefixAffinity final : public PlacementPolicy {
   const char* name() const override { return "prefix_affinity"; }
 
   size_t place(const PlacementQuery& q) override {
-    // The bound: within kLoadBound of the mean load counting this request.
+    // The bound: kLoadBound x the mean load counting this request, plus one
+    // (so that at low load one request more, or a load reported a moment
+    // ago, does not push a request off its prefix's node).
     int64_t total = 0;
     for (const NodeLoad& n : q.nodes) total += n.load();
     const double mean = double(total + 1) / double(q.nodes.size());
-    const int32_t bound = std::max<int32_t>(1, int32_t(std::ceil(kLoadBound * mean)));
+    const int32_t bound = int32_t(std::ceil(kLoadBound * mean)) + 1;
     std::vector<size_t> under;
     for (size_t i = 0; i < q.nodes.size(); ++i)
       if (q.nodes[i].load() + 1 <= bound) under.push_back(i);

@@ -14,7 +14,8 @@
 //                    node may have evicted them since). The node that matches
 //                    the most leading blocks wins, among the nodes under a
 //                    load bound: a node may take a request only while its
-//                    load stays within kLoadBound x the mean load (+1), so
+//                    load with it stays within kLoadBound x the mean load
+//                    (this request counted) + 1, so
 //                    one hot prefix cannot pile up on one node (consistent
 //                    hashing with bounded loads). A prompt that matches
 //                    nowhere goes where its first block's hash points among

@@ -101,9 +101,10 @@ uint16_t free_loopback_port() {
 }
 
 ServeProcess::ServeProcess(const std::string& conveyor_binary, const std::vector<std::string>& extra_args,
-                           const std::string& log_path, const std::vector<std::string>& env)
+                           const std::string& log_path, const std::vector<std::string>& env,
+                           const std::string& command)
     : port_(free_loopback_port()), log_path_(log_path) {
-  std::vector<std::string> argv{conveyor_binary, "serve", "--host", "127.0.0.1", "--port", std::to_string(port_)};
+  std::vector<std::string> argv{conveyor_binary, command, "--host", "127.0.0.1", "--port", std::to_string(port_)};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;

@@ -32,8 +32,10 @@ uint16_t free_loopback_port();
 // destruction. Its output goes to `log_path`.
 class ServeProcess {
  public:
+  // `command` is the subcommand: serve, or router (the same flags --host and --port).
   ServeProcess(const std::string& conveyor_binary, const std::vector<std::string>& extra_args,
-               const std::string& log_path, const std::vector<std::string>& env = {});
+               const std::string& log_path, const std::vector<std::string>& env = {},
+               const std::string& command = "serve");
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
@@ -49,6 +51,7 @@ class ServeProcess {
   int stop(std::chrono::seconds grace = std::chrono::seconds(15));
   // Sends `signal` and returns at once.
   void signal(int signal);
+  pid_t pid() const { return pid_; }
   // Waits for it to exit: its exit code; -1 if it died of a signal; -2 (and
   // it is killed) if it still runs after `timeout`.
   int wait_exit(std::chrono::milliseconds timeout);
