@@ -114,7 +114,8 @@ EOF
       -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_SANITIZE=address,undefined
     cmake --build "$fuzz_dir" -j "$jobs" --target conveyor_fuzzers \
       tests/kernels/cpu/all tests/kernels/cuda/all tests/model/tokenizer/all tests/model/formats/all \
-      tests/model/forward/all tests/model/sampling/all tests/policies/all tests/template/all tests/actors/all
+      tests/model/forward/all tests/model/sampling/all tests/policies/all tests/router/all tests/template/all \
+      tests/actors/all
     phase_done "ASan+UBSan build (fuzzers, unit and actor tests)"
 
     # Each fuzzer runs briefly from a generated seed corpus. Longer runs:

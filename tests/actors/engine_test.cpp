@@ -229,6 +229,58 @@ class Stories : public testing::StoriesTest {
 
 };
 
+// GenerateRequest::resume (a router's failover): a seeded request given its
+// first k tokens continues exactly as the undisturbed run did, with the
+// penalties' counts and the generator's position replayed; completion_tokens
+// counts the resumed ones, which are not sent again. Bad resumes are refused.
+TEST_F(Stories, ResumedRequestsContinueAsTheUndisturbedRun) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  auto engine = Engine::create(sys, config, *model_);
+  ASSERT_TRUE(engine.has_value());
+  auto spec_of = [](request_id id, std::vector<int32_t> resume) {
+    RequestSpec spec = testing::greedy_spec(id, {1, 400, 300, 20, 7}, 60, true);
+    spec.request.sampling.temperature = 0.9f;
+    spec.request.sampling.top_p = 0.9f;
+    spec.request.sampling.frequency_penalty = 0.5f;
+    spec.request.sampling.seed = 42;
+    spec.request.sampling.has_seed = true;
+    spec.request.resume = std::move(resume);
+    return spec;
+  };
+  testing::Collector whole;
+  (*engine)->submit(spec_of(1, {}), whole.callback_for(1));
+  ASSERT_TRUE(whole.wait_for(1));
+  const std::vector<int32_t> all = whole.outcomes().at(1).tokens;
+  ASSERT_EQ(all.size(), 60u);
+  testing::Collector resumed;
+  for (size_t k : {size_t(1), size_t(17), size_t(59)}) {
+    (*engine)->submit(spec_of(10 + k, std::vector<int32_t>(all.begin(), all.begin() + long(k))),
+                      resumed.callback_for(10 + k));
+  }
+  ASSERT_TRUE(resumed.wait_for(3));
+  for (size_t k : {size_t(1), size_t(17), size_t(59)}) {
+    const Outcome o = resumed.outcomes().at(10 + k);
+    EXPECT_EQ(o.finish, FinishReason::length) << o.message;
+    EXPECT_EQ(o.tokens, std::vector<int32_t>(all.begin() + long(k), all.end())) << "resumed after " << k;
+  }
+  testing::Collector refused;
+  (*engine)->submit(spec_of(100, all), refused.callback_for(100));  // already at max_tokens
+  RequestSpec bad = spec_of(101, {600});
+  (*engine)->submit(bad, refused.callback_for(101));  // outside the vocabulary (512)
+  RequestSpec two = spec_of(102, {3});
+  two.request.n = 2;
+  (*engine)->submit(two, refused.callback_for(102));
+  ASSERT_TRUE(refused.wait_for(4));  // the n = 2 request ends both its samples
+  for (request_id id : {100, 101, 102}) {
+    EXPECT_EQ(refused.outcomes().at(id).finish, FinishReason::error) << id;
+    EXPECT_EQ(refused.outcomes().at(id).error_code, Errc::invalid_argument) << id;
+  }
+  expect_all_blocks_free(**engine);
+}
+
 // In each KV dtype: blocks swapped out and back in hold the same bits.
 TEST_F(Stories, GreedyOutputsDoNotDependOnPoolSizeOrPreemptionMode) {
   const auto p = prompts(32);
