@@ -105,8 +105,9 @@ json::object completion(const std::vector<int32_t>& prompt, int max_tokens, bool
 }
 
 struct Stream {
-  std::vector<int32_t> ids;
-  std::string finish;
+  std::vector<int32_t> ids;         // of choice 0
+  std::vector<int32_t> second_ids;  // of choice 1 (n = 2)
+  std::string finish, second_finish;
   int status = 0;
 };
 
@@ -120,9 +121,11 @@ Stream stream_of(uint16_t port, const json::object& body, const std::function<vo
       return true;
     }
     for (const auto& c : v.at("choices").as_array()) {
+      const bool second = c.at("index").as_int64() == 1;
       if (const auto* ids = c.as_object().if_contains("token_ids"))
-        for (int32_t id : ht::ids_of(*ids)) s.ids.push_back(id);
-      if (!c.at("finish_reason").is_null()) s.finish = std::string(c.at("finish_reason").as_string());
+        for (int32_t id : ht::ids_of(*ids)) (second ? s.second_ids : s.ids).push_back(id);
+      if (!c.at("finish_reason").is_null())
+        (second ? s.second_finish : s.finish) = std::string(c.at("finish_reason").as_string());
     }
     if (on_token) on_token();
     return true;
@@ -264,16 +267,19 @@ TEST_F(Router, KillNineOfANodeUnderLoadLosesNoRequest) {
   const uint16_t port = router->port();
   ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
 
+  // 24 streams; the last 4 ask for n = 2 samples.
   constexpr int kStreams = 24;
   constexpr int kTokens = 300;
+  auto body_of_stream = [&](int i, bool stream) {
+    json::object b = completion(prompt_of(i, 12), kTokens, stream, /*seed=*/1000 + i);
+    if (i >= kStreams - 4) b["n"] = 2;
+    return b;
+  };
   std::vector<Stream> streams(kStreams);
   std::atomic<int> tokens_seen{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < kStreams; ++i)
-    threads.emplace_back([&, i] {
-      streams[size_t(i)] = stream_of(port, completion(prompt_of(i, 12), kTokens, true, /*seed=*/1000 + i),
-                                     [&] { ++tokens_seen; });
-    });
+    threads.emplace_back([&, i] { streams[size_t(i)] = stream_of(port, body_of_stream(i, true), [&] { ++tokens_seen; }); });
   // Mid-stream: every stream has begun, none can have ended.
   ASSERT_TRUE(ht::eventually([&] { return tokens_seen.load() >= kStreams * 20; }, std::chrono::seconds(60)));
   ::kill(nodes[0].process->pid(), SIGKILL);
@@ -286,9 +292,14 @@ TEST_F(Router, KillNineOfANodeUnderLoadLosesNoRequest) {
     EXPECT_EQ(s.finish, "length") << "stream " << i;
     ASSERT_EQ(s.ids.size(), size_t(kTokens)) << "stream " << i;
     const auto direct = ht::http_request(nodes[1].process->port(), "POST", "/v1/completions",
-                                         ht::body_of(completion(prompt_of(i, 12), kTokens, false, 1000 + i)));
+                                         ht::body_of(body_of_stream(i, false)));
     ASSERT_EQ(direct.status, 200) << direct.body;
     EXPECT_EQ(s.ids, ids_of_response(direct)) << "stream " << i << ": a gap, a duplicate or another sample";
+    if (i >= kStreams - 4) {
+      EXPECT_EQ(s.second_finish, "length") << "stream " << i;
+      EXPECT_EQ(s.second_ids, ht::ids_of(ht::parse_object(direct.body)["choices"].as_array()[1].at("token_ids")))
+          << "stream " << i << ", second sample";
+    }
   }
   EXPECT_GT(ht::metric(port, "conveyor:router_failovers_total"), 0);
   EXPECT_EQ(ht::metric(port, "conveyor:router_unplaced_requests_total"), 0);
