@@ -231,8 +231,8 @@ class Stories : public testing::StoriesTest {
 
 // GenerateRequest::resume (a router's failover): a seeded request given its
 // first k tokens continues exactly as the undisturbed run did, with the
-// penalties' counts and the generator's position replayed; completion_tokens
-// counts the resumed ones, which are not sent again. Bad resumes are refused.
+// penalties' counts and the generator's position replayed, and the resumed
+// tokens are not sent again. Bad resumes are refused.
 TEST_F(Stories, ResumedRequestsContinueAsTheUndisturbedRun) {
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};

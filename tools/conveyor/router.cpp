@@ -13,10 +13,6 @@
 // (nodes added get work, nodes removed finish theirs and get no more) and,
 // when the file names one, the placement policy. SIGTERM or SIGINT drains
 // the HTTP side as `serve` does.
-#include <pthread.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -31,15 +27,10 @@
 #include "router/router_actor.hpp"
 #include "tools/conveyor/cluster.hpp"
 #include "tools/conveyor/commands.hpp"
+#include "tools/conveyor/stop_signals.hpp"
 
 namespace conveyor::cli {
 namespace {
-
-int g_pipe[2] = {-1, -1};
-constexpr char kDrained = 0;
-
-void write_byte(char byte) { [[maybe_unused]] const ssize_t n = write(g_pipe[1], &byte, 1); }
-extern "C" void router_signal(int signal) { write_byte(char(signal)); }
 
 struct RouterFlags {
   std::string model, tokenizer, nodes, nodes_file, policy = "prefix_affinity", host = "127.0.0.1";
@@ -108,16 +99,7 @@ int run_router(const RouterFlags& f) {
   server_options.shutdown_timeout_seconds = f.shutdown_timeout;
   if (Status st = http::validate_server_options(server_options); !st) return fail(kExitUsage, st.error().message);
 
-  if (pipe(g_pipe) != 0) return fail(kExitFailure, "cannot create a pipe");
-  struct sigaction on_signal = {};
-  on_signal.sa_handler = router_signal;
-  sigemptyset(&on_signal.sa_mask);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &on_signal, nullptr);  // no SA_RESTART (serve.cpp)
-  std::signal(SIGPIPE, SIG_IGN);
-  sigset_t stops;
-  sigemptyset(&stops);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, s);
-  pthread_sigmask(SIG_BLOCK, &stops, nullptr);  // the threads made below inherit it (serve.cpp)
+  if (Status st = stop_signals::install(); !st) return fail(kExitFailure, st.error().message);
 
   LoadOptions load;
   load.tokenizer_path = f.tokenizer;
@@ -154,12 +136,10 @@ int run_router(const RouterFlags& f) {
                  "), placement " + options.policy + (options.tls ? ", TLS" : ""));
   http::log_info("listening on http://" + f.host + ":" + std::to_string(*bound));
 
-  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+  stop_signals::unblock();
   for (bool draining = false;;) {
-    char byte = kDrained;
-    while (read(g_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-    }
-    if (byte == kDrained) break;
+    const char byte = stop_signals::wait();
+    if (byte == stop_signals::kDrained) break;
     if (byte == SIGHUP) {
       if (f.nodes_file.empty()) {
         http::log_info("SIGHUP: no --nodes-file to read; nothing changes");
@@ -188,7 +168,7 @@ int run_router(const RouterFlags& f) {
     if (!draining) {
       draining = true;
       http::log_info(std::string(byte == SIGINT ? "SIGINT" : "SIGTERM") + ": draining, then shutting down");
-      server.drain([] { write_byte(kDrained); });
+      server.drain([] { stop_signals::post(stop_signals::kDrained); });
     } else if (byte == SIGINT) {
       http::log_warn("second SIGINT: exiting at once");
       std::_Exit(128 + SIGINT);

@@ -13,10 +13,6 @@
 // down and it exits 0. A second SIGINT exits at once (status 130). SIGHUP
 // reads --api-key-file again (http/server.hpp: a bad file keeps the old keys,
 // with a warning).
-#include <pthread.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <atomic>
@@ -35,42 +31,10 @@
 #include "actors/node.hpp"
 #include "tools/conveyor/cluster.hpp"
 #include "tools/conveyor/commands.hpp"
+#include "tools/conveyor/stop_signals.hpp"
 
 namespace conveyor::cli {
 namespace {
-
-// SIGINT/SIGTERM/SIGHUP write the signal number here, and the drain's end
-// writes kDrained, so that the main thread waits for all with one blocking read.
-int g_stop_pipe[2] = {-1, -1};
-constexpr char kDrained = 0;
-
-void write_stop_byte(char byte) {
-  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
-}
-
-extern "C" void signal_to_pipe(int signal) { write_stop_byte(char(signal)); }
-
-// The stop signals, blocked on the main thread while it creates the others
-// (the actor system's, the server's, and OpenMP's that those create), which
-// inherit the mask, and unblocked there once it waits on the pipe: so the
-// kernel hands them to the main thread (or to a thread that existed before
-// main, where the handler is as safe). The handler has no SA_RESTART, so the
-// main thread's read returns EINTR: ThreadSanitizer defers a signal until its
-// thread leaves an intercepted call, and with the read restarted in the
-// kernel the TSan-built server never saw SIGTERM.
-sigset_t stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
-  return set;
-}
-
-char read_stop_byte() {
-  char byte = kDrained;
-  while (read(g_stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-  }
-  return byte;
-}
 
 // Flags as given; unset ones leave the config file's (or the default) value.
 struct ServeFlags {
@@ -192,19 +156,8 @@ int run_serve(const ServeFlags& f) {
   }
 
   // A handler rather than a blocked mask and sigwait: threads that exist
-  // before main (a BLAS pool) would not have the mask, and the kernel may
-  // hand a process signal to any thread. The handler only writes to a pipe.
-  if (pipe(g_stop_pipe) != 0) return fail(kExitFailure, "cannot create a pipe");
-  struct sigaction on_stop = {};
-  on_stop.sa_handler = signal_to_pipe;
-  sigemptyset(&on_stop.sa_mask);
-  on_stop.sa_flags = 0;  // no SA_RESTART; see stop_signals()
-  sigaction(SIGINT, &on_stop, nullptr);
-  sigaction(SIGTERM, &on_stop, nullptr);
-  sigaction(SIGHUP, &on_stop, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-  const sigset_t stops = stop_signals();
-  pthread_sigmask(SIG_BLOCK, &stops, nullptr);  // until the threads exist; see stop_signals()
+  // before main (a BLAS pool) would not have the mask (stop_signals.hpp).
+  if (Status st = stop_signals::install(); !st) return fail(kExitFailure, st.error().message);
 
   LoadOptions load;
   load.tokenizer_path = s.tokenizer;
@@ -291,14 +244,14 @@ int run_serve(const ServeFlags& f) {
         if (!stats || stats->num_running + stats->num_waiting == 0) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
-      write_stop_byte(kDrained);
+      stop_signals::post(stop_signals::kDrained);
     });
   };
 
-  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // one that came meanwhile is handled now
+  stop_signals::unblock();
   for (bool draining = false;;) {
-    const char byte = read_stop_byte();
-    if (byte == kDrained) break;
+    const char byte = stop_signals::wait();
+    if (byte == stop_signals::kDrained) break;
     if (byte == SIGHUP) {
       if (s.server.api_key_file.empty())
         http::log_info("SIGHUP: no --api-key-file to reload; nothing changes");
