@@ -317,6 +317,35 @@ TEST_F(Router, KillNineOfANodeUnderLoadLosesNoRequest) {
   EXPECT_GT(routed(port, nodes[0]), before);
 }
 
+TEST_F(Router, ADrainingNodeFinishesItsRequestsAndGetsNoNewOnes) {
+  std::vector<Node> nodes;
+  for (const char* name : {"f1", "f2"}) nodes.push_back(start_node(name));
+  auto router = start_router({"--nodes", nodes_arg(nodes), "--policy", "round_robin"}, "router_drain");
+  const uint16_t port = router->port();
+  ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
+
+  std::vector<Stream> streams(4);
+  std::atomic<int> events{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      streams[size_t(i)] = stream_of(port, completion(prompt_of(i), 400, true), [&] { ++events; });
+    });
+  ASSERT_TRUE(ht::eventually([&] { return events.load() >= 40; }, std::chrono::seconds(30)));
+  nodes[0].process->signal(SIGTERM);
+  ASSERT_TRUE(ht::eventually([&] { return node_up(port, nodes[0], "draining") == 0; })) << router->log_tail();
+  const double before = routed(port, nodes[0]);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(stream_of(port, completion(prompt_of(10 + i), 5, true)).finish, "length");
+  EXPECT_EQ(routed(port, nodes[0]), before) << "a draining node got new work";
+  for (auto& t : threads) t.join();
+  for (const Stream& s : streams) {
+    EXPECT_EQ(s.finish, "length");
+    EXPECT_EQ(s.ids.size(), 400u);
+  }
+  EXPECT_EQ(ht::metric(port, "conveyor:router_failovers_total"), 0) << "the draining node finished its own";
+  EXPECT_EQ(nodes[0].process->wait_exit(std::chrono::milliseconds(20000)), 0) << nodes[0].process->log_tail();
+}
+
 TEST_F(Router, ANodeAddedToTheNodesFileReceivesWork) {
   std::vector<Node> nodes;
   nodes.push_back(start_node("d1"));
