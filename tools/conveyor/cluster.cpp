@@ -1,9 +1,11 @@
 #include "tools/conveyor/cluster.hpp"
 
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <fstream>
+
+#include "http/server_log.hpp"
+#include "router/tls_transport.hpp"
 
 namespace conveyor::cli {
 
@@ -20,26 +22,46 @@ Status check_tls(const ClusterTls& tls) {
   for (const auto& [flag, path] : {std::pair{"--tls-cert", tls.cert}, {"--tls-key", tls.key}, {"--tls-ca", tls.ca}}) {
     if (!std::ifstream(path)) return make_error(Errc::invalid_argument, std::string(flag) + ": cannot read '" + path + "'");
   }
+  // Loaded as the connections will load them: a key that does not match
+  // the certificate, or a file that is not PEM, fails here and not at the
+  // first connection.
+  if (Status st = check_tls_files({tls.cert, tls.key, tls.ca}); !st)
+    return make_error(Errc::invalid_argument, "TLS: " + st.error().message);
   return Status::ok();
 }
 
 void configure_cluster(caf::actor_system_config& cfg, const ClusterTls& tls) {
   cfg.load<caf::io::middleman>();
   if (tls.enabled()) {
-    cfg.load<caf::openssl::manager>();
+    // Read by tls_middleman() (router/tls_transport.hpp), not by
+    // caf::openssl, which is not loaded: see that header for why.
     cfg.openssl_certificate = tls.cert;
     cfg.openssl_key = tls.key;
     cfg.openssl_cafile = tls.ca;
+    set_tls_log([](bool warning, const std::string& message) {
+      http::log_line(warning ? http::LogLevel::warn : http::LogLevel::info, message);
+    });
   }
 }
 
 Expected<uint16_t> publish_node(const node_actor& node, const std::string& host, uint16_t port, bool tls) {
-  auto bound = tls ? caf::openssl::publish(node, port, host.c_str(), true)
-                   : node.home_system().middleman().publish(node, port, host.c_str(), true);
-  if (!bound)
-    return make_error(Errc::io_error, "cannot publish the node on " + host + ":" + std::to_string(port) + ": " +
-                                          to_string(bound.error()));
-  return *bound;
+  auto& sys = node.home_system();
+  auto fail = [&](const std::string& why) {
+    return make_error(Errc::io_error, "cannot publish the node on " + host + ":" + std::to_string(port) + ": " + why);
+  };
+  if (!tls) {
+    auto bound = sys.middleman().publish(node, port, host.c_str(), true);
+    if (!bound) return fail(to_string(bound.error()));
+    return *bound;
+  }
+  const caf::io::middleman_actor mm = tls_middleman(sys);
+  if (!mm) return fail("TLS could not start (see the line above)");
+  caf::scoped_actor self{sys};
+  Expected<uint16_t> bound = fail("no answer");
+  self->request(mm, caf::infinite, caf::publish_atom_v, port, caf::actor_cast<caf::strong_actor_ptr>(node),
+                sys.message_types(node), host, true)
+      .receive([&](uint16_t actual) { bound = actual; }, [&](caf::error& err) { bound = fail(to_string(err)); });
+  return bound;
 }
 
 }  // namespace conveyor::cli
