@@ -1,13 +1,13 @@
 #include "router/router_actor.hpp"
 
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 
 #include "router/placement.hpp"
+#include "router/tls_transport.hpp"
 
 namespace conveyor {
 namespace {
@@ -75,7 +75,7 @@ using self_ptr = caf::stateful_actor<router_state>*;
 
 caf::io::middleman_actor connector(self_ptr self) {
   auto& sys = self->system();
-  return self->state.options.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  return self->state.options.tls ? tls_middleman(sys) : sys.middleman().actor_handle();
 }
 
 NodeEntry* node_by_address(self_ptr self, const std::string& address) {

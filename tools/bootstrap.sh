@@ -17,7 +17,7 @@ jobs=${JOBS:-$(nproc)}
 packages=(
   build-essential cmake ninja-build ccache pkg-config git curl
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libsimdjson-dev libicu-dev
-  libcli11-dev libtomlplusplus-dev libspdlog-dev libopenblas-openmp-dev
+  libcli11-dev libtomlplusplus-dev libspdlog-dev libopenblas-openmp-dev libssl-dev openssl
   libgtest-dev libgmock-dev
   python3-jinja2
   clang libclang-rt-14-dev
