@@ -60,10 +60,12 @@ class PlacementPolicy {
   // An index into query.nodes (which is not empty).
   virtual size_t place(const PlacementQuery& query) = 0;
   // The request went to `node` (its chain is now likely cached there).
-  virtual void placed(const std::string& node, const std::vector<uint64_t>& chain) {}
+  virtual void placed(const std::string& /*node*/, const std::vector<uint64_t>& /*chain*/) {}
   // How many of `chain`'s leading blocks the policy expects `node` to hold
   // (prefix_affinity's estimate; 0 for the others).
-  virtual int32_t expected_hits(const std::string& node, const std::vector<uint64_t>& chain) const { return 0; }
+  virtual int32_t expected_hits(const std::string& /*node*/, const std::vector<uint64_t>& /*chain*/) const {
+    return 0;
+  }
 };
 
 // round_robin, least_loaded or prefix_affinity; an error names the choices.

@@ -293,7 +293,10 @@ void fail_over(self_ptr self, const std::string& address) {
       if (a.node == address) lost.emplace_back(id, key);
   NodeEntry* node = node_by_address(self, address);
   for (auto [id, key] : lost) {
-    Route& r = st.routes.at(id);
+    // An earlier entry may have ended the route (its last samples ended here).
+    auto found = st.routes.find(id);
+    if (found == st.routes.end() || !found->second.attempts.count(key)) continue;
+    Route& r = found->second;
     const Attempt a = r.attempts.at(key);
     finish_attempt(self, r, key);
     ++st.failovers;
@@ -317,10 +320,13 @@ void fail_over(self_ptr self, const std::string& address) {
       continue;
     }
     for (int32_t i : open) {
-      const Sample& s = r.samples[size_t(i)];
-      GenerateRequest sub = r.request;
+      auto still = st.routes.find(id);  // end_sample below may end the route
+      if (still == st.routes.end()) break;
+      const Route& route = still->second;
+      const Sample& s = route.samples[size_t(i)];
+      GenerateRequest sub = route.request;
       sub.n = 1;
-      if (r.request.n > 1) {
+      if (route.request.n > 1) {
         if (sub.sampling.has_seed) sub.sampling.seed += uint64_t(i);
         sub.session.clear();
       }
