@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <list>
 
 namespace conveyor {
 namespace {
@@ -75,22 +76,22 @@ class PrefixAffinity final : public PlacementPolicy {
       if (hits > best_hits) best.clear(), best_hits = hits;
       if (hits == best_hits) best.push_back(i);
     }
-    if (best_hits > 0) return least_loaded_of(q, best, turn_++);
-    // No node holds it: rendezvous hashing on the first block's hash.
-    size_t pick = under.front();
-    uint64_t top = 0;
-    for (size_t i : under) {
-      const uint64_t score = mix(q.chain.front() ^ std::hash<std::string>{}(q.nodes[i].name));
-      if (score >= top) top = score, pick = i;
-    }
-    return pick;
+    // Among the best matches (or, when no node holds it, among all under the
+    // bound): rendezvous hashing on the first block's hash, so a prefix
+    // that spilled to a second node does not alternate between the two and
+    // fill both caches with it.
+    return rendezvous(q, best_hits > 0 ? best : under);
   }
 
   void placed(const std::string& node, const std::vector<uint64_t>& chain) override {
     Index& index = nodes_[node];
     for (uint64_t h : chain) {
-      if (!index.present.insert(h).second) continue;
+      if (auto it = index.present.find(h); it != index.present.end()) {  // used again: newest now
+        index.order.splice(index.order.end(), index.order, it->second);
+        continue;
+      }
       index.order.push_back(h);
+      index.present.emplace(h, std::prev(index.order.end()));
       if (index.order.size() > kMaxChainsPerNode) {
         index.present.erase(index.order.front());
         index.order.pop_front();
@@ -108,9 +109,19 @@ class PrefixAffinity final : public PlacementPolicy {
 
  private:
   struct Index {
-    std::unordered_set<uint64_t> present;
-    std::deque<uint64_t> order;  // oldest first
+    std::list<uint64_t> order;  // least recently placed first
+    std::unordered_map<uint64_t, std::list<uint64_t>::iterator> present;
   };
+
+  static size_t rendezvous(const PlacementQuery& q, const std::vector<size_t>& among) {
+    size_t pick = among.front();
+    uint64_t top = 0;
+    for (size_t i : among) {
+      const uint64_t score = mix(q.chain.front() ^ std::hash<std::string>{}(q.nodes[i].name));
+      if (score >= top) top = score, pick = i;
+    }
+    return pick;
+  }
   std::unordered_map<std::string, Index> nodes_;
   size_t turn_ = 0;
 };

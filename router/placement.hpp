@@ -10,17 +10,19 @@
 //                    blocks into a chain (each block's hash covers all tokens
 //                    before it, as the engine's prefix cache does) and keeps,
 //                    per node, the chains it sent there (an approximate index:
-//                    the newest kMaxChainsPerNode, oldest forgotten first; a
-//                    node may have evicted them since). The node that matches
-//                    the most leading blocks wins, among the nodes under a
-//                    load bound: a node may take a request only while its
-//                    load with it stays within kLoadBound x the mean load
-//                    (this request counted) + 1, so
-//                    one hot prefix cannot pile up on one node (consistent
-//                    hashing with bounded loads). A prompt that matches
-//                    nowhere goes where its first block's hash points among
-//                    the nodes under the bound (rendezvous hashing), so a new
-//                    prefix's requests gather on one node from the first.
+//                    the kMaxChainsPerNode most recently sent, the least
+//                    recent forgotten first; a node may have evicted them
+//                    since). The node that matches the most leading blocks
+//                    wins, among the nodes under a load bound: a node may
+//                    take a request only while its load with it stays within
+//                    kLoadBound x the mean load (this request counted) + 1,
+//                    so one hot prefix cannot pile up on one node
+//                    (consistent hashing with bounded loads). Ties, and a
+//                    prompt that matches nowhere, go where the first block's
+//                    hash points among them (rendezvous hashing): a new
+//                    prefix's requests gather on one node from the first,
+//                    and one that spilled to a second node stays on those two
+//                    rather than alternating by load.
 //
 // A node's load is the larger of the requests the router has in flight on it
 // and what the node last reported (running + waiting), which counts other
@@ -28,11 +30,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "model/status.hpp"
