@@ -13,22 +13,28 @@
 // down and it exits 0. A second SIGINT exits at once (status 130). SIGHUP
 // reads --api-key-file again (http/server.hpp: a bad file keeps the old keys,
 // with a warning).
-#include <csignal>
-#include <cstdlib>
+//
+// With --node-port the engine is also an engine node for `conveyor router`
+// (actors/node.hpp, published on CAF's middleman; --no-http: the node only).
+// A drain then also makes the node refuse new requests and waits, within
+// --shutdown-timeout, for the requests routers sent it; past the timeout the
+// process exits and the routers resubmit what still ran elsewhere.
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <optional>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 #include "actors/engine.hpp"
+#include "actors/node.hpp"
 #include "http/api_key_file.hpp"
 #include "http/engine_port.hpp"
 #include "http/serve_settings.hpp"
 #include "http/server.hpp"
 #include "http/server_log.hpp"
 #include "model/formats/loader.hpp"
-#include "actors/node.hpp"
 #include "tools/conveyor/cluster.hpp"
 #include "tools/conveyor/commands.hpp"
 #include "tools/conveyor/stop_signals.hpp"
