@@ -424,6 +424,15 @@ bool parse_address(const std::string& address, std::string& host, uint16_t& port
   return true;
 }
 
+// Removed nodes go once their requests have ended (they finish them first).
+void drop_removed_nodes(self_ptr self) {
+  std::erase_if(self->state.nodes, [self](const NodeEntry& n) {
+    if (!n.removed || n.in_flight > 0) return false;
+    if (n.actor) self->demonitor(n.actor.address());
+    return true;
+  });
+}
+
 void set_nodes(self_ptr self, const std::vector<std::string>& addresses) {
   auto& st = self->state;
   for (NodeEntry& n : st.nodes)
@@ -435,22 +444,13 @@ void set_nodes(self_ptr self, const std::vector<std::string>& addresses) {
     if (!parse_address(address, n.host, n.port)) continue;  // checked by parse_node_list before
     st.nodes.push_back(std::move(n));
   }
-  // Removed nodes without requests go; the others finish theirs first.
-  std::erase_if(st.nodes, [self](const NodeEntry& n) {
-    if (!n.removed || n.in_flight > 0) return false;
-    if (n.actor) self->demonitor(n.actor.address());
-    return true;
-  });
+  drop_removed_nodes(self);
 }
 
 void tick(self_ptr self) {
   auto& st = self->state;
   const auto now = clock::now();
-  std::erase_if(st.nodes, [self](const NodeEntry& n) {
-    if (!n.removed || n.in_flight > 0) return false;
-    if (n.actor) self->demonitor(n.actor.address());
-    return true;
-  });
+  drop_removed_nodes(self);
   for (NodeEntry& n : st.nodes) {
     if ((n.state == NodeEntry::State::down || n.state == NodeEntry::State::incompatible) && !n.removed &&
         now >= n.next_connect) {

@@ -14,8 +14,8 @@
 // when the file names one, the placement policy. SIGTERM or SIGINT drains
 // the HTTP side as `serve` does.
 #include <csignal>
+#include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include "actors/engine.hpp"
 #include "http/engine_port.hpp"
@@ -44,6 +44,13 @@ struct RouterFlags {
 int fail(int code, const std::string& message) {
   http::log_always(http::LogLevel::error, message);
   return code;
+}
+
+// --nodes, then the file's nodes not among them.
+std::vector<std::string> merge_nodes(std::vector<std::string> nodes, const std::vector<std::string>& from_file) {
+  for (const std::string& n : from_file)
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  return nodes;
 }
 
 // The file's node list and, from a line `policy = NAME`, its policy ("" when none).
@@ -83,8 +90,7 @@ int run_router(const RouterFlags& f) {
   if (!f.nodes_file.empty()) {
     auto file = read_nodes_file(f.nodes_file);
     if (!file) return fail(kExitUsage, file.error().message);
-    for (std::string& n : file->first)
-      if (std::find(options.nodes.begin(), options.nodes.end(), n) == options.nodes.end()) options.nodes.push_back(n);
+    options.nodes = merge_nodes(std::move(options.nodes), file->first);
     if (!file->second.empty()) options.policy = file->second;
   }
   if (options.nodes.empty()) return fail(kExitUsage, "no nodes: give --nodes host:port,... or --nodes-file");
@@ -150,9 +156,7 @@ int run_router(const RouterFlags& f) {
         http::log_warn(file.error().message + "; the node list stays as it was");
         continue;
       }
-      std::vector<std::string> all = *parse_node_list(f.nodes);
-      for (std::string& n : file->first)
-        if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
+      const std::vector<std::string> all = merge_nodes(*parse_node_list(f.nodes), file->first);
       caf::anon_send(*router, nodes_atom_v, all);
       if (!file->second.empty()) {
         if (auto p = make_placement_policy(file->second); !p) {
