@@ -31,9 +31,6 @@ std::string to_string(const DeviceSpec& d) {
   return d.kind == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(d.index);
 }
 
-namespace {
-
-// The storage types of the matrices, in a fixed order: "Q4_K, Q6_K".
 std::string weight_types(const ModelWeights& w) {
   std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};
   for (const LayerWeights& l : w.layers)
@@ -47,8 +44,6 @@ std::string weight_types(const ModelWeights& w) {
   }
   return out;
 }
-
-}  // namespace
 
 Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model) {
   Backend b;

@@ -10,8 +10,10 @@
 //
 // The CUDA factory exists in every build. Without CUDA compiled in
 // (CONVEYOR_CUDA, CMakeLists.txt), or without a usable device, it returns an
-// error that says which; where both exist, it still returns an error today:
-// the CUDA runner is planned, not built (docs/DESIGN.md).
+// error that says which. Where both exist it builds a CudaStepRunner and a
+// CudaSwapEngine (actors/cuda_runner.hpp): weights as bf16 on the device, a
+// device KV pool sized from gpu_memory_utilization (unless kv_cache_tokens
+// or kv_cache_memory say otherwise) and swap space in pinned host memory.
 #pragma once
 
 #include <memory>
@@ -56,6 +58,9 @@ using BackendFactory = Expected<Backend> (*)(const EngineConfig& config, LoadedM
 
 Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model);
 Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel model);
+
+// The storage types of a model's matrices, in a fixed order: "Q4_K, Q6_K".
+std::string weight_types(const ModelWeights& weights);
 
 // The factory for a device.
 BackendFactory backend_factory(const DeviceSpec& device);

@@ -28,6 +28,8 @@ Status validate(const EngineConfig& c) {
     return bad("kv-cache-memory", "give --kv-cache-tokens or --kv-cache-memory, not both");
   if (!(c.kv_cache_memory_fraction > 0.0 && c.kv_cache_memory_fraction <= 1.0))
     return bad("kv-cache-memory-fraction", "must be in (0, 1]");
+  if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
+    return bad("gpu-memory-utilization", "must be in (0, 1]");
   if (c.kv_cache_dtype != "auto" && !parse_kv_dtype(c.kv_cache_dtype))
     return bad("kv-cache-dtype", "must be f32, f16, bf16 or auto, not '" + c.kv_cache_dtype + "'");
   if (c.swap_space_tokens < 0) return bad("swap-space-tokens", "must be >= 0");
@@ -50,6 +52,7 @@ Status validate(const EngineConfig& c) {
 
 KvDtype kv_dtype_of(const EngineConfig& c) {
   if (auto d = parse_kv_dtype(c.kv_cache_dtype)) return *d;
+  if (auto d = parse_device(c.device); d && d->kind == DeviceKind::cuda) return KvDtype::bf16;
   return default_kv_dtype();
 }
 

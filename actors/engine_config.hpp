@@ -27,6 +27,10 @@ struct EngineConfig {
   int64_t kv_cache_tokens = 0;
   int64_t kv_cache_memory = 0;
   double kv_cache_memory_fraction = 0.5;
+  // On CUDA, in place of kv_cache_memory_fraction: the share of the device's
+  // memory this engine may hold in all; the KV pool gets what the weights
+  // and the activation workspace leave of it (actors/backend.hpp).
+  double gpu_memory_utilization = 0.9;
   // f32 | f16 | bf16 | auto (on the CPU: bf16 with AVX512-BF16, else f16; on CUDA: bf16)
   std::string kv_cache_dtype = "auto";
   int64_t swap_space_tokens = 0;        // host swap capacity in tokens (0: no swap)
@@ -66,8 +70,8 @@ struct EngineConfig {
 // Checks ranges and names; the message names the field.
 Status validate(const EngineConfig& config);
 
-// The KV cache's element type the config asks for ("auto": the CPU's
-// default_kv_dtype()). The config must be valid.
+// The KV cache's element type the config asks for ("auto": bf16 on CUDA, the
+// CPU's default_kv_dtype() on the CPU). The config must be valid.
 KvDtype kv_dtype_of(const EngineConfig& config);
 
 }  // namespace conveyor

@@ -34,33 +34,23 @@ void SampleMemory::record(const StepResult& result) {
   for (const SampledToken& t : result.tokens) last_[t.seq] = t.result.token;
 }
 
-CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
-    : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
+void HostSampling::begin(StepPlan& plan) {
+  samples_.prepare(plan);
+  samplers_.apply(plan);
+}
 
-void CpuStepRunner::reset() {
+void HostSampling::clear() {
   samplers_.clear();
   samples_.clear();
 }
 
-StepResult CpuStepRunner::run(StepPlan& plan) {
-  const auto start = std::chrono::steady_clock::now();
-  samples_.prepare(plan);
-  samplers_.apply(plan);
-  for (const auto& [src, dst] : plan.copies)
-    std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
-
-  StepResult result;
-  result.iteration = plan.iteration;
-  if (plan.batch.num_seqs() > 0) transformer_->forward(plan.batch, *kv_, logits_);
-  const int32_t vocab = transformer_->config().vocab_size;
-  // Rows whose samples fork are sampled here, in order; the others (each
-  // sequence has a sampler of its own) below, in parallel.
+void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t vocab, StepResult& result) {
   rows_.clear();
   int32_t row = 0;
   size_t next_fork = 0;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
     if (!plan.batch.want_logits[s]) continue;
-    std::span<float> logits(logits_.data() + size_t(row) * vocab, size_t(vocab));
+    std::span<float> logits(logits_data + size_t(row) * vocab, size_t(vocab));
     ++row;
     const seq_id seq = plan.seq_ids[s];
     Sampler* sampler = samplers_.find(seq);  // null: retired while the plan was built
@@ -86,6 +76,49 @@ StepResult CpuStepRunner::run(StepPlan& plan) {
   for (size_t i = 0; i < rows_.size(); ++i)
     result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
   samples_.record(result);
+}
+
+bool HostSampling::argmax_only(const StepPlan& plan) {
+  if (!plan.forks.empty()) return false;
+  for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
+    if (!plan.batch.want_logits[s]) continue;
+    const Sampler* sampler = samplers_.find(plan.seq_ids[s]);
+    if (sampler != nullptr && !sampler->argmax_only()) return false;
+  }
+  return true;
+}
+
+void HostSampling::accept(const StepPlan& plan, const int32_t* tokens, StepResult& result) {
+  int32_t row = 0;
+  for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
+    if (!plan.batch.want_logits[s]) continue;
+    const int32_t token = tokens[row++];
+    Sampler* sampler = samplers_.find(plan.seq_ids[s]);
+    if (sampler == nullptr) continue;
+    sampler->accept(token);
+    SampledToken t;
+    t.seq = plan.seq_ids[s];
+    t.result.token = token;
+    result.tokens.push_back(std::move(t));
+  }
+  samples_.record(result);
+}
+
+CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
+    : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
+
+void CpuStepRunner::reset() { sampling_.clear(); }
+
+StepResult CpuStepRunner::run(StepPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  sampling_.begin(plan);
+  for (const auto& [src, dst] : plan.copies)
+    std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
+
+  StepResult result;
+  result.iteration = plan.iteration;
+  if (plan.batch.num_seqs() > 0) transformer_->forward(plan.batch, *kv_, logits_);
+  sampling_.sample(plan, logits_.data(), transformer_->config().vocab_size, result);
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

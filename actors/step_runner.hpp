@@ -63,6 +63,38 @@ class SampleMemory {
   std::unordered_map<seq_id, int32_t> last_;
 };
 
+// Samples a step's logits rows on the host with each sequence's Sampler,
+// and keeps what every runner needs between steps: the samplers (created
+// when a plan starts a sequence, dropped when it retires) and each
+// sequence's last sample (SampleMemory). Rows whose samples fork are sampled
+// in order; the others, each with a sampler of its own, in parallel.
+class HostSampling {
+ public:
+  // Before the forward pass: fills the plan's placeholders, creates and drops samplers.
+  void begin(StepPlan& plan);
+  // Samples the rows of `logits` ([rows, vocab], one per want_logits
+  // sequence, in batch order; overwritten) into result.tokens, and records them.
+  void sample(const StepPlan& plan, float* logits, int32_t vocab, StepResult& result);
+  // For a device that picks argmax tokens itself: whether every row of the
+  // plan is a plain argmax (Sampler::argmax_only) with no fork.
+  bool argmax_only(const StepPlan& plan);
+  // Records the device's picks (tokens[r] for row r) as sample() would.
+  void accept(const StepPlan& plan, const int32_t* tokens, StepResult& result);
+  SamplerTable& samplers() { return samplers_; }
+  void clear();
+
+ private:
+  SamplerTable samplers_;
+  SampleMemory samples_;  // fills the placeholders of plans built a step ahead
+  std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
+  struct Row {
+    seq_id seq;
+    Sampler* sampler;
+    std::span<float> logits;
+  };
+  std::vector<Row> rows_;  // rows sampled in parallel
+};
+
 // The CPU backend. The KV cache is shared with the swap engine, which copies
 // blocks of sequences that are not in any plan while this runs.
 class CpuStepRunner final : public StepRunner {
@@ -74,16 +106,8 @@ class CpuStepRunner final : public StepRunner {
  private:
   std::unique_ptr<Transformer> transformer_;
   std::shared_ptr<KvCache> kv_;
-  SamplerTable samplers_;
-  SampleMemory samples_;  // fills the placeholders of plans built a step ahead
+  HostSampling sampling_;
   std::vector<float> logits_;
-  std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
-  struct Row {
-    seq_id seq;
-    Sampler* sampler;
-    std::span<float> logits;
-  };
-  std::vector<Row> rows_;  // rows sampled in parallel
 };
 
 }  // namespace conveyor

@@ -36,9 +36,14 @@ swap_actor::behavior_type swapper(swap_actor::stateful_pointer<swap_state> self,
         st.pending.emplace(ticket, PendingOrder{reply, order.seq, order.direction});
         // The callback may run on any thread, even inside submit(): it only
         // sends a message, which this actor handles after this handler.
-        st.engine->submit(order, [me = caf::actor_cast<swap_actor>(self), ticket](double seconds) {
-          caf::anon_send(me, landed_atom_v, ticket, seconds);
-        });
+        try {
+          st.engine->submit(order, [me = caf::actor_cast<swap_actor>(self), ticket](double seconds) {
+            caf::anon_send(me, landed_atom_v, ticket, seconds);
+          });
+        } catch (const std::exception& e) {  // a device engine's copy could not be queued
+          st.pending.erase(ticket);
+          reply.deliver(make_engine_error(Error{Errc::internal, std::string("swap copy: ") + e.what()}));
+        }
         return reply;
       },
       [self](landed_atom, uint64_t ticket, double seconds) {

@@ -11,6 +11,7 @@
 //             log_level, log_format, log_stats_interval (seconds)
 //   [engine]  device, block_size, kv_cache_tokens, kv_cache_memory (bytes, or a
 //             size string such as "4GiB"), kv_cache_memory_fraction,
+//             gpu_memory_utilization,
 //             kv_cache_dtype, swap_space_tokens, max_num_seqs,
 //             max_batched_tokens, prefill_chunk, max_waiting, preemption,
 //             admission, batching, prefix_caching, overlap,

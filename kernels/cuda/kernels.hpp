@@ -55,6 +55,27 @@ cudaError_t embedding_gather(const uint16_t* table,  // [vocab, dim] bf16
                              float* out,  // [n, dim]
                              cudaStream_t stream);
 
+// RMSNorm of each head_dim slice of the first n_heads heads of each token's
+// row, in place, with one weight vector for every head (Qwen3's q_norm and
+// k_norm; the CPU runs kernels/cpu/rmsnorm.hpp per head).
+cudaError_t head_rmsnorm(float* x,  // [n_tokens, ldx]
+                         int64_t ldx, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
+                         const float* weight,  // [head_dim]
+                         float eps, cudaStream_t stream);
+
+// x[t][i] += bias[i] (Qwen2's q, k and v biases).
+cudaError_t add_bias(float* x,  // [n, ldx]
+                     int64_t ldx, int32_t n, int32_t cols, const float* bias, cudaStream_t stream);
+
+// out[r] = x[rows[r]] (the rows that want logits).
+cudaError_t gather_rows(const float* x, int64_t ldx, const int32_t* rows, int32_t n, int32_t cols,
+                        float* out, int64_t ldo, cudaStream_t stream);
+
+// out = x rounded to bf16 (hd.hpp's f32_to_bf16): a product's input.
+cudaError_t to_bf16(const float* x, int64_t ldx, int32_t n, int32_t cols,
+                    uint16_t* out,  // [n, ldo]
+                    int64_t ldo, cudaStream_t stream);
+
 // ---- the KV cache (kernels/cpu/paged_attention.hpp) ---------------------------------
 
 // The SpanTable's arrays and the view's keys and values are device memory.

@@ -164,6 +164,13 @@ void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
   for (const auto& [logit, token] : top) result.top.push_back({token, logit - log_normalizer});
 }
 
+bool Sampler::argmax_only() const {
+  return is_greedy() && params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f &&
+         params_.repetition_penalty == 1.0f && params_.logprobs < 0;
+}
+
+void Sampler::accept(int32_t token) { record(token); }
+
 void Sampler::record(int32_t token) {
   const auto count = std::lower_bound(generated_counts_.begin(), generated_counts_.end(),
                                       std::pair<int32_t, int32_t>{token, 0});

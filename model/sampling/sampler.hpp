@@ -95,6 +95,13 @@ class Sampler {
   // that of an undisturbed run.
   void replay(std::span<const int32_t> generated);
 
+  // Whether sample() is a plain argmax of the raw logits: greedy, with no
+  // penalty and no logprobs. A device may then pick the token itself and
+  // hand it to accept().
+  bool argmax_only() const;
+  // Records `token`, picked elsewhere by argmax (argmax_only() holds), as
+  // sample() would have: the sampler's state is then what sample() leaves.
+  void accept(int32_t token);
   // Step 1 of sample(), exposed so that tests and callers can see it: applies
   // the repetition, frequency and presence penalties to `logits` ([vocab]).
   void apply_penalties(std::span<float> logits) const;

@@ -49,7 +49,7 @@ struct ServeFlags {
   std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
   std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
   std::optional<std::string> kv_cache_memory, kv_cache_dtype, device;
-  std::optional<double> kv_cache_memory_fraction;
+  std::optional<double> kv_cache_memory_fraction, gpu_memory_utilization;
   std::optional<std::string> preemption, admission, batching;
   std::optional<bool> overlap, prefix_wait;
   std::optional<int> threads;
@@ -135,6 +135,7 @@ int run_serve(const ServeFlags& f) {
     e.kv_cache_tokens = 0;
   }
   override_with(e.kv_cache_memory_fraction, f.kv_cache_memory_fraction);
+  override_with(e.gpu_memory_utilization, f.gpu_memory_utilization);
   override_with(e.kv_cache_dtype, f.kv_cache_dtype);
   override_with(e.swap_space_tokens, f.swap_space_tokens);
   override_with(e.max_num_seqs, f.max_num_seqs);
@@ -330,11 +331,14 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "KV cache capacity in bytes: 4GiB, 512MiB, 1.5GB, ... (default: --kv-cache-memory-fraction "
                   "of the memory available after the weights load)");
   cmd->add_option("--kv-cache-memory-fraction", f->kv_cache_memory_fraction,
-                  "share of the available memory the KV cache takes when neither capacity flag is given "
-                  "(default 0.5)");
+                  "on the CPU: share of the available memory the KV cache takes when neither capacity flag "
+                  "is given (default 0.5)");
+  cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                  "with --device cuda: the share of the GPU's memory this server may hold; the KV cache "
+                  "gets what the weights and workspace leave of it (default 0.9)");
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: bf16 where the CPU "
-                  "has AVX512-BF16, else f16)");
+                  "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: on CUDA bf16; on "
+                  "the CPU bf16 where it has AVX512-BF16, else f16)");
   cmd->add_option("--swap-space-tokens", f->swap_space_tokens, "host swap capacity in tokens (default 0)");
   cmd->add_option("--max-num-seqs", f->max_num_seqs, "running sequences at once (default 256)");
   cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "tokens per iteration (default 2048)");

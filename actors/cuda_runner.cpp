@@ -1,0 +1,335 @@
+// CudaStepRunner (actors/cuda_runner.hpp): the forward pass of
+// model/forward/transformer.cpp on a device, step for step.
+#include "actors/cuda_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "actors/cuda_util.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cuda/kernels.hpp"
+#include "model/forward/bf16_pack.hpp"
+#include "model/forward/rope_scaling.hpp"
+
+namespace conveyor {
+
+using cuda::check;
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+namespace {
+
+template <class T>
+void upload(DeviceBuffer& dst, const std::vector<T>& host) {
+  dst.reserve(std::max<size_t>(host.size() * sizeof(T), 16));
+  if (!host.empty()) check(cudaMemcpy(dst.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+}
+
+struct DeviceLayer {
+  DeviceBuffer attn_norm, ffn_norm;  // [dim] f32
+  DeviceBuffer qkv;                  // [q_dim + 2 kv_dim, dim] bf16
+  DeviceBuffer qkv_bias;             // [q_dim + 2 kv_dim] f32, when the model has one
+  DeviceBuffer q_norm, k_norm;       // [head_dim] f32, when the model has them
+  DeviceBuffer wo;                   // [dim, q_dim] bf16
+  DeviceBuffer w13;                  // [2 hidden, dim] bf16: gate rows, then up rows
+  DeviceBuffer w2;                   // [dim, hidden] bf16
+  bool bias = false, qk_norm = false;
+};
+
+}  // namespace
+
+struct CudaStepRunner::Impl {
+  int32_t device = 0;
+  ModelConfig c;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  int64_t weight_bytes = 0;
+
+  std::vector<DeviceLayer> layers;
+  DeviceBuffer final_norm;
+  DeviceBuffer classifier;  // [vocab, dim] bf16
+  DeviceBuffer embedding;   // [vocab, dim] bf16; empty when tied (the classifier is read)
+  DeviceBuffer rope;        // [context_length][rotary_dim / 2][2] f32
+
+  // Activations, sized for CudaStepLimits and grown when a step needs more.
+  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, zeros, picks;
+  PinnedBuffer host_ints, host_logits, host_picks;
+
+  std::shared_ptr<KvCache> kv;
+  HostSampling sampling;
+
+  ~Impl() {
+    if (blas) cublasDestroy(blas);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  int32_t xb_width() const { return std::max({c.dim, c.q_dim(), c.hidden_dim}); }
+
+  void reserve(int32_t tokens, int32_t rows, int32_t max_context) {
+    const size_t f = sizeof(float), n = size_t(std::max(tokens, 1)), r = size_t(std::max(rows, 1));
+    const size_t qkv_dim = size_t(c.q_dim() + 2 * c.kv_dim());
+    x.reserve(n * c.dim * f);
+    xn.reserve(n * c.dim * f);
+    xb.reserve(n * xb_width() * 2);
+    qkv.reserve(n * qkv_dim * f);
+    attn.reserve(n * c.q_dim() * f);
+    gate_up.reserve(n * 2 * c.hidden_dim * f);
+    ffn.reserve(n * c.hidden_dim * f);
+    final_x.reserve(r * c.dim * f);
+    logits.reserve(r * c.vocab_size * f);
+    attention_ws.reserve(size_t(kernels::cuda::paged_attention_workspace_bytes(
+        int32_t(n), c.n_heads, c.head_dim(), std::max(max_context, 1))));
+    if (zeros.bytes() < r * sizeof(double)) {
+      zeros.reserve(r * sizeof(double));
+      check(cudaMemset(zeros.get(), 0, zeros.bytes()), "cudaMemset");
+    }
+    picks.reserve(r * sizeof(int32_t));
+    host_picks.reserve(r * sizeof(int32_t));
+  }
+
+  // y[n, out] (ldy) = x[n, in] · Wᵀ, or += with accumulate; W [out, in] and x bf16.
+  void gemm(const DeviceBuffer& w, int32_t out, int32_t in, const uint16_t* xin, int32_t n, float* y,
+            int64_t ldy, bool accumulate) {
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    // Column-major: yᵀ[out, n] = W[in, out]ᵀ · xᵀ[in, n].
+    check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w.get(), CUDA_R_16BF, in, xin,
+                       CUDA_R_16BF, in, &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  }
+
+  void upload_weights(ModelWeights& w);
+  void forward(const ForwardBatch& batch, const int32_t* d_ints, int32_t max_context, int32_t rows);
+};
+
+void CudaStepRunner::Impl::upload_weights(ModelWeights& w) {
+  const int32_t dim = c.dim;
+  auto bf16 = [&](DeviceBuffer& dst, std::initializer_list<const WeightMatrix*> parts, int64_t cols) {
+    const std::vector<uint16_t> packed = pack_bf16(parts, cols);
+    upload(dst, packed);
+    weight_bytes += int64_t(packed.size() * 2);
+    for (const WeightMatrix* m : parts) m->release_pages();
+  };
+  auto f32 = [&](DeviceBuffer& dst, const std::vector<float>& v) {
+    upload(dst, v);
+    weight_bytes += int64_t(v.size() * sizeof(float));
+  };
+  layers.resize(size_t(c.n_layers));
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    LayerWeights& lw = w.layers[size_t(l)];
+    DeviceLayer& d = layers[size_t(l)];
+    f32(d.attn_norm, lw.attn_norm);
+    f32(d.ffn_norm, lw.ffn_norm);
+    bf16(d.qkv, {&lw.wq, &lw.wk, &lw.wv}, dim);
+    if (c.qkv_bias) {
+      std::vector<float> bias = lw.bq;
+      bias.insert(bias.end(), lw.bk.begin(), lw.bk.end());
+      bias.insert(bias.end(), lw.bv.begin(), lw.bv.end());
+      f32(d.qkv_bias, bias);
+      d.bias = true;
+    }
+    if (!lw.q_norm.empty()) {
+      f32(d.q_norm, lw.q_norm);
+      f32(d.k_norm, lw.k_norm);
+      d.qk_norm = true;
+    }
+    bf16(d.wo, {&lw.wo}, c.q_dim());
+    bf16(d.w13, {&lw.w1, &lw.w3}, dim);
+    bf16(d.w2, {&lw.w2}, c.hidden_dim);
+    lw = LayerWeights{};
+  }
+  f32(final_norm, w.final_norm);
+  if (c.tied_embeddings) {
+    bf16(classifier, {&w.token_embedding}, dim);
+  } else {
+    bf16(classifier, {&w.classifier}, dim);
+    bf16(embedding, {&w.token_embedding}, dim);
+  }
+  const RopeFrequencies freqs = rope_frequencies(c, w.rope_freq_factors);
+  const int32_t positions = std::max(c.context_length, 1);
+  std::vector<float> table(size_t(kernels::rope_table_floats(c.rotary_dim(), positions)));
+  kernels::rope_table(freqs.pair_freqs, freqs.scale, positions, table.data());
+  upload(rope, table);
+}
+
+// The ints block a step uploads, in this order: tokens [n], token_begin
+// [S + 1], start_pos [S], block tables [B], table_begin [S + 1], positions
+// [n], logit rows [R], copy-on-write pairs [2P].
+struct StepInts {
+  size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, total;
+  StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs) {
+    const size_t n = size_t(b.num_tokens()), s = size_t(b.num_seqs());
+    tokens = 0;
+    token_begin = tokens + n;
+    start_pos = token_begin + s + 1;
+    tables = start_pos + s;
+    table_begin = tables + b.block_tables.size();
+    positions = table_begin + s + 1;
+    logit_rows = positions + n;
+    pairs = logit_rows + size_t(rows);
+    total = pairs + 2 * n_pairs;
+  }
+};
+
+void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, int32_t max_context, int32_t rows) {
+  namespace k = kernels::cuda;
+  const StepInts at(batch, rows, 0);
+  const int32_t n = batch.num_tokens(), dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
+  const int32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
+  const float eps = c.rms_eps;
+  float* fx = x.get<float>();
+  float* fxn = xn.get<float>();
+  uint16_t* bx = xb.get<uint16_t>();
+  float* fqkv = qkv.get<float>();
+  float* fattn = attn.get<float>();
+  float* fgu = gate_up.get<float>();
+  float* fffn = ffn.get<float>();
+  const int32_t* positions = d + at.positions;
+  const kernels::SpanTable spans{batch.num_seqs(), d + at.token_begin, d + at.start_pos, d + at.tables,
+                                 d + at.table_begin};
+  const kernels::RopeStyle style = c.rope_layout == RopeLayout::adjacent_pairs ? kernels::RopeStyle::adjacent_pairs
+                                                                               : kernels::RopeStyle::half_split;
+  const int64_t block_stride = int64_t(kv->shape().block_elems());
+  const uint16_t* table = (c.tied_embeddings ? classifier : embedding).get<uint16_t>();
+
+  check(k::embedding_gather(table, dim, d + at.tokens, n, fx, stream), "embedding_gather");
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const DeviceLayer& w = layers[size_t(l)];
+    const kernels::PagedKvView cache{kv->keys(0, l), kv->values(0, l), block_stride, c.n_kv_heads,
+                                     kv->shape().block_size, hd, kv->dtype()};
+    check(k::rmsnorm(fx, dim, n, dim, w.attn_norm.get<float>(), eps, fxn, dim, stream), "rmsnorm");
+    check(k::to_bf16(fxn, dim, n, dim, bx, dim, stream), "to_bf16");
+    gemm(w.qkv, qkv_dim, dim, bx, n, fqkv, qkv_dim, false);
+    if (w.bias) check(k::add_bias(fqkv, qkv_dim, n, qkv_dim, w.qkv_bias.get<float>(), stream), "add_bias");
+    if (w.qk_norm) {
+      check(k::head_rmsnorm(fqkv, qkv_dim, n, c.n_heads, hd, w.q_norm.get<float>(), eps, stream), "q_norm");
+      check(k::head_rmsnorm(fqkv + q_dim, qkv_dim, n, c.n_kv_heads, hd, w.k_norm.get<float>(), eps, stream),
+            "k_norm");
+    }
+    check(k::rope_apply(fqkv, qkv_dim, n, c.n_heads + c.n_kv_heads, hd, c.rotary_dim(), style, positions,
+                        rope.get<float>(), stream),
+          "rope_apply");
+    check(k::write_kv(fqkv + q_dim, fqkv + q_dim + kv_dim, qkv_dim, n, spans, cache, stream), "write_kv");
+    check(k::paged_attention(fqkv, qkv_dim, n, c.n_heads, spans, cache, max_context, fattn, q_dim,
+                             attention_ws.get(), stream),
+          "paged_attention");
+    check(k::to_bf16(fattn, q_dim, n, q_dim, bx, q_dim, stream), "to_bf16");
+    gemm(w.wo, dim, q_dim, bx, n, fx, dim, true);
+    check(k::rmsnorm(fx, dim, n, dim, w.ffn_norm.get<float>(), eps, fxn, dim, stream), "rmsnorm");
+    check(k::to_bf16(fxn, dim, n, dim, bx, dim, stream), "to_bf16");
+    gemm(w.w13, 2 * hidden, dim, bx, n, fgu, 2 * hidden, false);
+    check(k::swiglu(fgu, fgu + hidden, 2 * hidden, n, hidden, fffn, hidden, stream), "swiglu");
+    check(k::to_bf16(fffn, hidden, n, hidden, bx, hidden, stream), "to_bf16");
+    gemm(w.w2, dim, hidden, bx, n, fx, dim, true);
+  }
+  if (rows == 0) return;
+  float* ffinal = final_x.get<float>();
+  check(k::gather_rows(fx, dim, d + at.logit_rows, rows, dim, ffinal, dim, stream), "gather_rows");
+  check(k::rmsnorm(ffinal, dim, rows, dim, final_norm.get<float>(), eps, ffinal, dim, stream), "rmsnorm");
+  check(k::to_bf16(ffinal, dim, rows, dim, bx, dim, stream), "to_bf16");
+  gemm(classifier, c.vocab_size, dim, bx, rows, logits.get<float>(), c.vocab_size, false);
+}
+
+CudaStepRunner::CudaStepRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaStepRunner::~CudaStepRunner() = default;
+
+Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device, const ModelConfig& config,
+                                                                 ModelWeights weights, const CudaStepLimits& limits) {
+  auto m = std::make_unique<Impl>();
+  m->device = device;
+  m->c = config;
+  try {
+    check(cudaSetDevice(device), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasCreate(&m->blas), "cublasCreate");
+    check(cublasSetStream(m->blas, m->stream), "cublasSetStream");
+    m->upload_weights(weights);
+    m->reserve(std::max(limits.max_tokens, limits.max_rows), limits.max_rows,
+               std::min(limits.max_context, std::max(config.context_length, 1)));
+    // One product of the largest batch, so that cuBLAS has made its own
+    // workspace before the caller measures the memory left for the KV pool.
+    m->gemm(m->classifier, config.vocab_size, config.dim, m->xb.get<uint16_t>(), std::max(limits.max_rows, 1),
+            m->logits.get<float>(), config.vocab_size, false);
+    check(cudaStreamSynchronize(m->stream), "warm-up product");
+  } catch (const std::exception& e) {
+    return make_error(Errc::unsupported, std::string("--device cuda:") + std::to_string(device) + ": " + e.what());
+  }
+  return std::unique_ptr<CudaStepRunner>(new CudaStepRunner(std::move(m)));
+}
+
+void CudaStepRunner::attach(std::shared_ptr<KvCache> kv) { impl_->kv = std::move(kv); }
+
+int64_t CudaStepRunner::weight_bytes() const { return impl_->weight_bytes; }
+
+void CudaStepRunner::reset() { impl_->sampling.clear(); }
+
+StepResult CudaStepRunner::run(StepPlan& plan) {
+  Impl& m = *impl_;
+  const auto start = std::chrono::steady_clock::now();
+  check(cudaSetDevice(m.device), "cudaSetDevice");  // the executor's thread, not the creator's
+  m.sampling.begin(plan);
+  StepResult result;
+  result.iteration = plan.iteration;
+
+  const ForwardBatch& b = plan.batch;
+  const int32_t n = b.num_tokens(), n_seqs = b.num_seqs();
+  int32_t rows = 0, max_context = 1;
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    const int32_t len = b.seq_token_begin[s + 1] - b.seq_token_begin[s];
+    if (len > 0) max_context = std::max(max_context, b.seq_start_pos[s] + len);
+    if (b.want_logits[s] && len > 0) ++rows;
+  }
+  const StepInts at(b, rows, plan.copies.size());
+  m.host_ints.reserve(at.total * sizeof(int32_t));
+  m.ints.reserve(at.total * sizeof(int32_t));
+  m.reserve(n, rows, max_context);
+  int32_t* h = m.host_ints.get<int32_t>();
+  auto put = [&](size_t at_, const std::vector<int32_t>& v) { std::copy(v.begin(), v.end(), h + at_); };
+  put(at.tokens, b.tokens);
+  put(at.token_begin, b.seq_token_begin);
+  put(at.start_pos, b.seq_start_pos);
+  put(at.tables, b.block_tables);
+  put(at.table_begin, b.block_table_begin);
+  for (int32_t s = 0, r = 0; s < n_seqs; ++s) {
+    const int32_t begin = b.seq_token_begin[s], end = b.seq_token_begin[s + 1];
+    for (int32_t t = begin; t < end; ++t) h[at.positions + size_t(t)] = b.seq_start_pos[s] + (t - begin);
+    if (b.want_logits[s] && end > begin) h[at.logit_rows + size_t(r++)] = end - 1;
+  }
+  for (size_t i = 0; i < plan.copies.size(); ++i) {
+    h[at.pairs + 2 * i] = plan.copies[i].first;
+    h[at.pairs + 2 * i + 1] = plan.copies[i].second;
+  }
+  int32_t* d = m.ints.get<int32_t>();
+  if (at.total > 0)
+    check(cudaMemcpyAsync(d, h, at.total * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream), "upload plan");
+  if (!plan.copies.empty())
+    check(kernels::cuda::copy_blocks(m.kv->block_data(0), int64_t(m.kv->shape().block_bytes()), d + at.pairs,
+                                     int32_t(plan.copies.size()), m.stream),
+          "copy_blocks");
+  if (n > 0) m.forward(b, d, max_context, rows);
+
+  const int32_t vocab = m.c.vocab_size;
+  if (rows > 0 && m.sampling.argmax_only(plan)) {
+    const double* zeros = m.zeros.get<double>();
+    check(kernels::cuda::sample_rows(m.logits.get<float>(), rows, vocab, m.zeros.get<float>(),
+                                     m.zeros.get<float>(), zeros, m.picks.get<int32_t>(), m.stream),
+          "sample_rows");
+    check(cudaMemcpyAsync(m.host_picks.get(), m.picks.get(), size_t(rows) * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, m.stream),
+          "download tokens");
+    check(cudaStreamSynchronize(m.stream), "step");
+    m.sampling.accept(plan, m.host_picks.get<int32_t>(), result);
+  } else {
+    const size_t bytes = size_t(rows) * size_t(vocab) * sizeof(float);
+    m.host_logits.reserve(std::max<size_t>(bytes, 16));
+    if (rows > 0)
+      check(cudaMemcpyAsync(m.host_logits.get(), m.logits.get(), bytes, cudaMemcpyDeviceToHost, m.stream),
+            "download logits");
+    check(cudaStreamSynchronize(m.stream), "step");
+    m.sampling.sample(plan, m.host_logits.get<float>(), vocab, result);
+  }
+  result.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace conveyor

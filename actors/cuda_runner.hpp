@@ -1,0 +1,77 @@
+// The CUDA backend's runner and swap engine (actors/backend.hpp's
+// make_cuda_backend builds them). Built only where CUDA is compiled in
+// (CONVEYOR_CUDA); this header includes nothing from CUDA.
+//
+// CudaStepRunner: the weights live on the device as bf16 (any stored type is
+// decoded and rounded at upload, model/forward/bf16_pack.hpp), products run
+// through cuBLAS in bf16 with float32 accumulation, everything else through
+// kernels/cuda on one compute stream. A step uploads its plan's arrays in one
+// copy, runs copy-on-write block copies and the forward pass, and then either
+// picks argmax tokens on the device and brings back only the ids (when every
+// row is a plain argmax: Sampler::argmax_only) or brings back the logits rows
+// and samples them on the host with the sequences' Samplers, exactly as the
+// CPU runner does. run() returns when the step's work on the device is done,
+// so the swap engine may copy any block the scheduler names afterwards.
+//
+// CudaSwapEngine: copies between the device pool and a pinned host pool on
+// one stream per direction, never on the compute stream; a waiter thread
+// reports each order when its end event has fired, with the copy time the
+// events measured.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "actors/step_runner.hpp"
+#include "actors/swap_engine.hpp"
+#include "model/config.hpp"
+#include "model/kv_cache.hpp"
+#include "model/status.hpp"
+#include "model/weights.hpp"
+
+namespace conveyor {
+
+// The largest step the runner's activation memory is allocated for at
+// start-up (a larger one grows it, which may fail for want of memory).
+struct CudaStepLimits {
+  int32_t max_tokens = 2048;   // tokens in one step
+  int32_t max_rows = 256;      // logits rows in one step
+  int32_t max_context = 4096;  // the longest context attention's scratch is sized for
+};
+
+class CudaStepRunner final : public StepRunner {
+ public:
+  // Uploads the weights to device `device` and allocates the activation
+  // memory for `limits`; an error names what failed (out of device memory).
+  static Expected<std::unique_ptr<CudaStepRunner>> create(int32_t device, const ModelConfig& config,
+                                                          ModelWeights weights, const CudaStepLimits& limits);
+  ~CudaStepRunner() override;
+
+  // The KV pool (device memory, actors/cuda_memory.hpp), before the first run().
+  void attach(std::shared_ptr<KvCache> kv);
+  // Device bytes of the uploaded weights.
+  int64_t weight_bytes() const;
+
+  StepResult run(StepPlan& plan) override;
+  void reset() override;
+
+ private:
+  struct Impl;
+  explicit CudaStepRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class CudaSwapEngine final : public SwapEngine {
+ public:
+  // `device_pool` in device memory; `host_pool` of the same shape (any block
+  // count) in pinned host memory.
+  CudaSwapEngine(int32_t device, std::shared_ptr<KvCache> device_pool, std::shared_ptr<KvCache> host_pool);
+  ~CudaSwapEngine() override;  // waits for the orders in flight
+  void submit(const SwapOrder& order, Done done) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace conveyor

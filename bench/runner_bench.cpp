@@ -1,0 +1,166 @@
+// Decode throughput of a backend's StepRunner (actors/backend.hpp), on the
+// CPU or a CUDA device: the runner alone, driven with step plans as the
+// scheduler builds them, no actors and no HTTP.
+//
+//   runner_bench [--device cpu|cuda[:N]] [--models dummy:llama-110m,dummy:llama-1b]
+//                [--batches 1,2,4,8,16,32,64,128,256] [--context 128] [--steps 16]
+//                [--repeats 3] [--threads 0]
+//
+// For each model it builds the device's backend once, with KV room for the
+// largest batch; for each batch size B it prefills B sequences of `context`
+// random tokens (spans packed into steps of at most 2048 tokens), then times
+// `steps` decode steps in which every sequence adds one token (greedy, the
+// token the previous step sampled, as the scheduler's placeholders give it),
+// `repeats` times, keeping the best median. It prints one line per batch:
+// the median step time and tokens per second (B / step time).
+// scripts/gpu-check.sh runs it on the GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/backend.hpp"
+#include "bench/bench_util.hpp"
+
+using namespace conveyor;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "runner_bench: %s\n", message.c_str());
+  return 1;
+}
+
+struct Args {
+  std::string device = "cpu";
+  std::vector<std::string> models = {"dummy:llama-110m", "dummy:llama-1b"};
+  std::vector<int> batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int context = 128, steps = 16, repeats = 3, threads = 0;
+};
+
+constexpr int32_t kBlock = 16;
+constexpr int32_t kStepTokens = 2048;
+
+// Runs one model at every batch size.
+int bench_model(const Args& a, const std::string& spec) {
+  auto loaded = load_model(spec);
+  if (!loaded) return fail(spec + ": " + loaded.error().message);
+  const ModelConfig mc = loaded->config;
+  const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
+  const int32_t per_seq = (a.context + a.steps * a.repeats + 1 + kBlock - 1) / kBlock;  // blocks
+  if (a.context + a.steps * a.repeats + 1 > mc.context_length)
+    return fail(spec + ": --context plus the decoded tokens exceed the model's context");
+  EngineConfig config;
+  config.device = a.device;
+  config.block_size = kBlock;
+  config.kv_cache_tokens = int64_t(max_batch) * per_seq * kBlock;
+  config.max_num_seqs = std::max(max_batch, 1);
+  config.max_batched_tokens = kStepTokens;
+  config.threads = a.threads;
+  const double load_start = now_s();
+  auto backend = backend_factory(*parse_device(a.device))(config, std::move(loaded).value());
+  if (!backend) return fail(spec + ": " + backend.error().message);
+  std::printf("%s on %s: %s, KV %s; ready in %.1f s\n", spec.c_str(), a.device.c_str(),
+              backend->weights_description.c_str(), backend->capacity.origin.c_str(), now_s() - load_start);
+  std::printf("%-18s %6s %10s %12s\n", "model", "batch", "step_ms", "tokens_s");
+  StepRunner& runner = *backend->runner;
+  std::mt19937 rng(7);
+  seq_id next_id = 1;
+  uint64_t iteration = 0;
+  for (int b : a.batches) {
+    // Sequence i holds blocks [i · per_seq, (i + 1) · per_seq).
+    std::vector<seq_id> ids(static_cast<size_t>(b));
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(b));
+    for (int i = 0; i < b; ++i) {
+      ids[size_t(i)] = next_id++;
+      for (int32_t k = 0; k < per_seq; ++k) tables[size_t(i)].push_back(i * per_seq + k);
+    }
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    greedy.max_tokens = 1 << 20;
+    // Prefill: whole prompts, as many per step as fit.
+    for (int i = 0; i < b;) {
+      StepPlan plan;
+      plan.iteration = iteration++;
+      int32_t tokens = 0;
+      for (; i < b && tokens + a.context <= kStepTokens; ++i) {
+        std::vector<int32_t> prompt(size_t(a.context));
+        for (int32_t& t : prompt) t = int32_t(rng() % uint32_t(mc.vocab_size));
+        plan.batch.add_sequence(prompt, 0, tables[size_t(i)], true);
+        plan.seq_ids.push_back(ids[size_t(i)]);
+        plan.new_samplers.emplace_back(ids[size_t(i)], greedy);
+        plan.new_sampler_prompts.push_back(prompt);
+        tokens += a.context;
+      }
+      if (tokens == 0) return fail("--context is longer than a step's 2048 tokens");
+      runner.run(plan);
+    }
+    double best = 1e30;
+    int32_t pos = a.context;
+    for (int r = 0; r < a.repeats; ++r) {
+      std::vector<double> times;
+      for (int s = 0; s < a.steps; ++s, ++pos) {
+        StepPlan plan;
+        plan.iteration = iteration++;
+        const int32_t placeholder = -1;  // the runner puts the last sample here
+        for (int i = 0; i < b; ++i) {
+          plan.batch.add_sequence(std::span(&placeholder, 1), pos,
+                                  std::span(tables[size_t(i)]).first(size_t(pos / kBlock + 1)), true);
+          plan.seq_ids.push_back(ids[size_t(i)]);
+        }
+        const double start = now_s();
+        const StepResult result = runner.run(plan);
+        times.push_back(now_s() - start);
+        if (int(result.tokens.size()) != b) return fail("a step sampled the wrong number of tokens");
+      }
+      best = std::min(best, median(times));
+    }
+    std::printf("%-18s %6d %10.2f %12.0f\n", spec.c_str(), b, best * 1e3, b / best);
+    std::fflush(stdout);
+    StepPlan retire;
+    retire.iteration = iteration++;
+    retire.retired = ids;
+    runner.run(retire);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--device") a.device = value;
+    else if (flag == "--models") a.models = split(value);
+    else if (flag == "--batches") {
+      a.batches.clear();
+      for (const std::string& v : split(value)) a.batches.push_back(std::max(1, std::atoi(v.c_str())));
+    } else if (flag == "--context") a.context = std::max(1, std::atoi(value.c_str()));
+    else if (flag == "--steps") a.steps = std::max(1, std::atoi(value.c_str()));
+    else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value.c_str()));
+    else if (flag == "--threads") a.threads = std::atoi(value.c_str());
+    else return fail("unknown flag " + flag);
+  }
+  if (argc % 2 == 0) return fail(std::string("flag without a value: ") + argv[argc - 1]);
+  auto device = parse_device(a.device);
+  if (!device) return fail(device.error().message);
+  if (Status s = check_device(*device); !s) return fail(s.error().message);
+  if (a.batches.empty() || a.models.empty()) return fail("no batches or no models");
+  for (const std::string& m : a.models)
+    if (int rc = bench_model(a, m); rc != 0) return rc;
+  return 0;
+}
