@@ -1,0 +1,142 @@
+// HostSampling (actors/step_runner.hpp), which both runners use, and the
+// bf16 packing the CUDA runner uploads (model/forward/bf16_pack.hpp): host
+// code of the CUDA backend, tested on every machine.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "actors/step_runner.hpp"
+#include "kernels/cpu/kv_dtype.hpp"
+#include "model/forward/bf16_pack.hpp"
+#include "model/formats/loader.hpp"
+
+namespace conveyor {
+namespace {
+
+constexpr int32_t kVocab = 40;
+
+// Three sequences starting now, one token each, all wanting logits.
+StepPlan first_plan(const SamplingParams& params) {
+  StepPlan plan;
+  const int32_t table[] = {0};
+  for (seq_id id : {7, 8, 9}) {
+    const int32_t token = int32_t(id);
+    plan.batch.add_sequence(std::span(&token, 1), 0, table, true);
+    plan.seq_ids.push_back(id);
+    plan.new_samplers.emplace_back(id, params);
+    plan.new_sampler_prompts.push_back({int32_t(id)});
+  }
+  return plan;
+}
+
+// The next step: each sequence's placeholder for the last sample.
+StepPlan next_plan() {
+  StepPlan plan;
+  const int32_t table[] = {0};
+  const int32_t placeholder = -1;
+  for (seq_id id : {7, 8, 9}) {
+    plan.batch.add_sequence(std::span(&placeholder, 1), 1, table, true);
+    plan.seq_ids.push_back(id);
+  }
+  return plan;
+}
+
+std::vector<float> random_logits(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  std::vector<float> v(size_t(3) * kVocab);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(HostSampling, ArgmaxPickedElsewhereRecordsAsSampling) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  HostSampling sampled, accepted;
+  StepPlan a = first_plan(greedy), b = first_plan(greedy);
+  sampled.begin(a);
+  accepted.begin(b);
+  ASSERT_TRUE(accepted.argmax_only(b));
+  std::vector<float> logits = random_logits(1);
+  std::vector<int32_t> picks;
+  for (int32_t r = 0; r < 3; ++r) {
+    const float* row = logits.data() + r * kVocab;
+    picks.push_back(int32_t(std::max_element(row, row + kVocab) - row));
+  }
+  StepResult from_logits, from_picks;
+  sampled.sample(a, logits.data(), kVocab, from_logits);
+  accepted.accept(b, picks.data(), from_picks);
+  ASSERT_EQ(from_logits.tokens.size(), 3u);
+  ASSERT_EQ(from_picks.tokens.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(from_picks.tokens[i].seq, from_logits.tokens[i].seq);
+    EXPECT_EQ(from_picks.tokens[i].result.token, from_logits.tokens[i].result.token);
+  }
+  // The next plan's placeholders get the same last samples either way.
+  StepPlan a2 = next_plan(), b2 = next_plan();
+  sampled.begin(a2);
+  accepted.begin(b2);
+  EXPECT_EQ(a2.batch.tokens, b2.batch.tokens);
+  EXPECT_EQ(b2.batch.tokens, picks);
+  EXPECT_EQ(accepted.samplers().find(7)->generated_count(picks[0]), 1);
+}
+
+TEST(HostSampling, OnlyPlainArgmaxRowsAreLeftToADevice) {
+  auto only = [](SamplingParams p, bool fork = false) {
+    HostSampling s;
+    StepPlan plan = first_plan(p);
+    if (fork) plan.forks.emplace_back(7, 8);
+    s.begin(plan);
+    return s.argmax_only(plan);
+  };
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  EXPECT_TRUE(only(greedy));
+  EXPECT_FALSE(only(greedy, /*fork=*/true));
+  SamplingParams p = greedy;
+  p.logprobs = 0;
+  EXPECT_FALSE(only(p));
+  p = greedy;
+  p.repetition_penalty = 1.1f;
+  EXPECT_FALSE(only(p));
+  p = greedy;
+  p.frequency_penalty = 0.5f;
+  EXPECT_FALSE(only(p));
+  p = greedy;
+  p.top_k = 5;  // ignored by greedy sampling
+  EXPECT_TRUE(only(p));
+  EXPECT_FALSE(only(SamplingParams{}));  // temperature 1
+}
+
+// Every matrix of a quantized file (Q4_K and Q6_K in a Q4_K_M file) packs to
+// its rows decoded and rounded to bf16, stacked in order.
+TEST(PackBf16, DecodesEachStoredTypeThenRounds) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama2-q4_k_m.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  auto model = load_model(path);
+  ASSERT_TRUE(model.has_value()) << model.error().message;
+  const ModelConfig& c = model->config;
+  const LayerWeights& l = model->weights.layers[0];
+  const std::vector<uint16_t> qkv = pack_bf16({&l.wq, &l.wk, &l.wv}, c.dim);
+  ASSERT_EQ(qkv.size(), size_t(c.q_dim() + 2 * c.kv_dim()) * c.dim);
+  std::vector<float> row(size_t(c.dim));
+  const int64_t q_rows = c.q_dim(), k_rows = c.kv_dim();
+  for (int64_t r : {int64_t(0), q_rows - 1, q_rows, q_rows + k_rows + 3}) {
+    const WeightMatrix& m = r < q_rows ? l.wq : r < q_rows + k_rows ? l.wk : l.wv;
+    const int64_t local = r < q_rows ? r : r < q_rows + k_rows ? r - q_rows : r - q_rows - k_rows;
+    m.decode_row(local, c.dim, row.data());
+    for (int32_t i = 0; i < c.dim; ++i)
+      ASSERT_EQ(qkv[size_t(r * c.dim + i)], kernels::kv_half::f32_to_bf16(row[size_t(i)])) << r << " " << i;
+  }
+  const std::vector<uint16_t> down = pack_bf16({&l.w2}, c.hidden_dim);
+  ASSERT_EQ(down.size(), size_t(c.dim) * c.hidden_dim);
+  row.resize(size_t(c.hidden_dim));
+  l.w2.decode_row(c.dim - 1, c.hidden_dim, row.data());
+  for (int32_t i = 0; i < c.hidden_dim; ++i)
+    ASSERT_EQ(down[size_t(int64_t(c.dim - 1) * c.hidden_dim + i)], kernels::kv_half::f32_to_bf16(row[size_t(i)]));
+}
+
+}  // namespace
+}  // namespace conveyor
