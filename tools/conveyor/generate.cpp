@@ -15,7 +15,6 @@
 #include "actors/kv_capacity.hpp"
 #include "model/batch.hpp"
 #include "model/formats/loader.hpp"
-#include "model/forward/transformer.hpp"
 #include "model/kv_cache.hpp"
 #include "model/sampling/sampler.hpp"
 #include "model/tokenizer/detokenizer.hpp"
@@ -78,12 +77,7 @@ int run_generate(const GenerateArgs& args) {
   auto device = parse_device(args.device);
   if (!device) return usage_error(device.error().message);
   if (Status s = check_device(*device); !s) return usage_error(s.error().message);
-  if (device->kind != DeviceKind::cpu)  // generate drives the CPU Transformer itself
-    return usage_error("--device " + args.device + ": conveyor generate runs on the CPU only (the CUDA "
-                       "runner is not built yet)");
-  const std::optional<KvDtype> kv_dtype =
-      args.kv_cache_dtype == "auto" ? std::optional(default_kv_dtype()) : parse_kv_dtype(args.kv_cache_dtype);
-  if (!kv_dtype)
+  if (args.kv_cache_dtype != "auto" && !parse_kv_dtype(args.kv_cache_dtype))
     return usage_error("--kv-cache-dtype: must be f32, f16, bf16 or auto, not '" + args.kv_cache_dtype + "'");
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
@@ -96,6 +90,8 @@ int run_generate(const GenerateArgs& args) {
   }
   LoadedModel model = std::move(loaded).value();
   const ModelConfig config = model.config;
+  const auto tokenizer = model.tokenizer;  // the backend takes the model
+  const std::vector<int32_t> eos_ids = model.eos_ids;
 
   std::vector<int32_t> prompt;
   if (args.prompt_ids) {
@@ -103,10 +99,10 @@ int run_generate(const GenerateArgs& args) {
     if (!ids) return usage_error(ids.error().message);
     prompt = std::move(ids).value();
   } else {
-    if (!model.tokenizer)
+    if (!tokenizer)
       return usage_error("model '" + model.source +
                          "' has no tokenizer: give --prompt-ids, or --tokenizer FILE");
-    prompt = model.tokenizer->encode(*args.prompt, /*add_bos=*/true);
+    prompt = tokenizer->encode(*args.prompt, /*add_bos=*/true);
   }
   if (int32_t(prompt.size()) >= config.context_length)
     return usage_error("the prompt has " + std::to_string(prompt.size()) +
@@ -128,47 +124,67 @@ int run_generate(const GenerateArgs& args) {
   const int32_t total =
       std::min<int32_t>(config.context_length, int32_t(prompt.size()) + args.max_tokens);
   const int32_t n_blocks = (total + kBlockSize - 1) / kBlockSize;
-  KvCache kv(KvCacheShape::for_model(config, kBlockSize, n_blocks, *kv_dtype));
-  std::cerr << "conveyor generate: KV cache " << int64_t(n_blocks) * kBlockSize << " tokens in " << n_blocks
-            << " blocks of " << kBlockSize << ", " << to_string(*kv_dtype) << ", "
-            << format_bytes(int64_t(kv.shape().block_bytes()) * n_blocks) << "\n";
+  // The device's backend, as `conveyor serve` builds it, for one sequence.
+  EngineConfig engine;
+  engine.device = args.device;
+  engine.block_size = kBlockSize;
+  engine.kv_cache_tokens = int64_t(n_blocks) * kBlockSize;
+  engine.kv_cache_dtype = args.kv_cache_dtype;
+  engine.max_num_seqs = 1;
+  engine.max_batched_tokens = kPrefillChunk;
+  engine.threads = args.threads;
+  auto backend = backend_factory(*device)(engine, std::move(model));
+  if (!backend) {
+    std::cerr << "conveyor generate: " << backend.error().message << "\n";
+    return kExitFailure;
+  }
+  std::cerr << "conveyor generate: " << to_string(*device) << ", weights " << backend->weights_description
+            << "; KV cache " << int64_t(n_blocks) * kBlockSize << " tokens in " << n_blocks << " blocks of "
+            << kBlockSize << ", " << to_string(backend->kv_dtype) << ", " << format_bytes(backend->capacity.bytes)
+            << "\n";
   std::vector<int32_t> block_table(n_blocks);
   for (int32_t b = 0; b < n_blocks; ++b) block_table[b] = b;
 
-  Transformer transformer(config, std::move(model.weights), args.threads);
-  Sampler sampler(params, prompt);
+  StepRunner& runner = *backend->runner;
+  const Sampler stops(params, {});  // only asked which tokens end the sequence
   std::optional<IncrementalDetokenizer> detok;
-  if (model.tokenizer && !args.ids_only) detok.emplace(*model.tokenizer);
+  if (tokenizer && !args.ids_only) detok.emplace(*tokenizer);
 
-  ForwardBatch batch;
-  std::vector<float> logits;
-  // Prefill in chunks; only the last chunk asks for logits.
+  constexpr seq_id kSeq = 1;
+  uint64_t iteration = 0;
+  // One step of the sequence: `tokens` at `pos`; the sample when `last`.
+  auto step = [&](std::span<const int32_t> tokens, int32_t pos, bool last) {
+    StepPlan plan;
+    plan.iteration = iteration++;
+    const int32_t end = pos + int32_t(tokens.size());
+    plan.batch.add_sequence(tokens, pos, std::span(block_table).first((end + kBlockSize - 1) / kBlockSize), last);
+    plan.seq_ids.push_back(kSeq);
+    if (pos == 0) {
+      plan.new_samplers.emplace_back(kSeq, params);
+      plan.new_sampler_prompts.push_back(prompt);
+    }
+    const StepResult r = runner.run(plan);
+    return r.tokens.empty() ? -1 : r.tokens.front().result.token;
+  };
+  // Prefill in chunks; only the last chunk asks for a sample.
+  int32_t token = -1;
   for (int32_t pos = 0; pos < int32_t(prompt.size()); pos += kPrefillChunk) {
     const int32_t n = std::min<int32_t>(kPrefillChunk, int32_t(prompt.size()) - pos);
-    const bool last = pos + n == int32_t(prompt.size());
-    batch.clear();
-    batch.add_sequence(std::span(prompt).subspan(pos, n), pos,
-                       std::span(block_table).first((pos + n + kBlockSize - 1) / kBlockSize), last);
-    transformer.forward(batch, kv, logits);
+    token = step(std::span(prompt).subspan(pos, n), pos, pos + n == int32_t(prompt.size()));
   }
 
   std::vector<int32_t> generated;
   int32_t pos = int32_t(prompt.size());
   while (int32_t(generated.size()) < args.max_tokens) {
-    const SampleResult r = sampler.sample(logits);
-    if (sampler.is_stop_token(r.token, model.eos_ids)) break;
-    generated.push_back(r.token);
+    if (token < 0 || stops.is_stop_token(token, eos_ids)) break;
+    generated.push_back(token);
     if (detok) {
-      std::cout << detok->push(r.token) << std::flush;
+      std::cout << detok->push(token) << std::flush;
     } else {
-      std::cout << (generated.size() > 1 ? " " : "") << r.token << std::flush;
+      std::cout << (generated.size() > 1 ? " " : "") << token << std::flush;
     }
-    if (pos + 1 >= total) break;  // context full
-    batch.clear();
-    const int32_t token = r.token;
-    batch.add_sequence(std::span(&token, 1), pos,
-                       std::span(block_table).first(pos / kBlockSize + 1), true);
-    transformer.forward(batch, kv, logits);
+    if (pos + 1 >= total || int32_t(generated.size()) == args.max_tokens) break;  // context full, or done
+    token = step(std::span(&token, 1), pos, true);
     ++pos;
   }
   if (detok) std::cout << detok->flush();
