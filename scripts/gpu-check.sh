@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # The one-command GPU check (issue 13): on a machine with an NVIDIA GPU and
 # the CUDA toolkit, build for this device's architecture only, run the GPU
-# tests, and print one summary. Meant to finish in under 8 minutes.
+# tests, run a decode throughput sweep, and print one summary. Meant to
+# finish in under 8 minutes.
 #
 #   scripts/gpu-check.sh            # build in build-gpu/
 #   BUILD=/tmp/b scripts/gpu-check.sh
 #   ARCH=90 scripts/gpu-check.sh   # a fixed architecture (the default, native, needs a GPU)
+#   SWEEP_MODELS=dummy:llama-110m scripts/gpu-check.sh
 #
-# What it runs today: the CUDA kernels against their CPU twins
-# (tests/kernels/cuda/device_test.cpp), the kernels' math on the host
-# (math_test.cpp) and the backend tests (--device cuda must pass the device
-# check). Not yet: the decode throughput sweep and the GPU executor's greedy
-# ids against the CPU executor's, which need the CUDA runner (planned, not
-# built; docs/DESIGN.md). The summary says so.
+# What it runs:
+#   - the CUDA kernels against their CPU twins (tests/kernels/cuda/device_test.cpp)
+#     and the kernels' math on the host (math_test.cpp);
+#   - the CUDA backend (tests/actors/cuda_runner_test.cpp): the CUDA runner
+#     against the CPU runner on stories260K and the tiny GGUF files, device
+#     argmax, swap out and back in, the pool from --gpu-memory-utilization,
+#     greedy requests through the engine's actors; and the backend tests;
+#   - bench/runner_bench.cpp: decode steps at batch 1 to 256 on
+#     dummy:llama-110m and dummy:llama-1b (Llama 3.2 1B's shape), bf16
+#     weights and KV, context 128.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -34,10 +40,11 @@ echo "gpu-check: $gpu" | tee -a "$LOG"
 # "native": the architecture of the GPUs present (CMake 3.24+), so nvcc
 # compiles once, not for sm_80 and sm_90.
 if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=OFF >> "$LOG" 2>&1; then
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=ON >> "$LOG" 2>&1; then
   echo "gpu-check: FAILED to configure after $(elapsed) s (see $LOG)"; exit 1
 fi
-targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test)
+targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test cuda_runner_test
+         host_sampling_test runner_bench)
 if ! cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >> "$LOG" 2>&1; then
   echo "gpu-check: FAILED to build after $(elapsed) s (see $LOG)"; exit 1
 fi
@@ -57,7 +64,7 @@ run_suite() {  # ctest directory, optional -R filter
   failures+=$(echo "$out" | grep -E '\(Failed\)|\(Timeout\)|\(SEGFAULT\)' | sed 's/^/  /')
 }
 run_suite tests/kernels/cuda
-run_suite tests/actors "ParseDevice|CudaBackend|CpuBackend"
+run_suite tests/actors "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16"
 
 echo "gpu-check: build ${build_s} s, tests $passed passed, $failed failed, $skipped skipped; total $(elapsed) s"
 [ -n "$failures" ] && echo "$failures"
@@ -66,6 +73,14 @@ if [ "$skipped" -gt 0 ]; then
         grep -A1 ': Skipped' | tail -1)
   echo "gpu-check: skipped because: ${why:-see $LOG}"
 fi
-echo "gpu-check: decode sweep and GPU-vs-CPU executor ids: not run (the CUDA runner is not built yet)"
-echo "gpu-check: log in $LOG"
+# The decode sweep: one line per model and batch size.
+SWEEP_MODELS=${SWEEP_MODELS:-dummy:llama-110m,dummy:llama-1b}
+sweep=$(timeout 240 "$BUILD/bench/runner_bench" --device cuda --models "$SWEEP_MODELS" \
+          --batches 1,2,4,8,16,32,64,128,256 --context 128 --steps 16 --repeats 3 2>&1)
+sweep_rc=$?
+echo "$sweep" >> "$LOG"
+echo "gpu-check: decode sweep (runner_bench, bf16, context 128; step_ms is the median of 16 steps, best of 3):"
+echo "$sweep" | sed 's/^/  /'
+[ "$sweep_rc" -ne 0 ] && echo "gpu-check: the sweep FAILED (exit $sweep_rc)" && failed=$((failed + 1))
+echo "gpu-check: total $(elapsed) s; log in $LOG"
 [ "$failed" -eq 0 ]
