@@ -58,6 +58,7 @@ struct CudaStepRunner::Impl {
 
   std::shared_ptr<KvCache> kv;
   HostSampling sampling;
+  std::shared_ptr<cuda::Timeline> timeline;  // null unless a benchmark asks
 
   ~Impl() {
     if (blas) cublasDestroy(blas);
@@ -263,6 +264,8 @@ int64_t CudaStepRunner::weight_bytes() const { return impl_->weight_bytes; }
 
 void CudaStepRunner::reset() { impl_->sampling.clear(); }
 
+void CudaStepRunner::set_timeline(std::shared_ptr<cuda::Timeline> timeline) { impl_->timeline = std::move(timeline); }
+
 StepResult CudaStepRunner::run(StepPlan& plan) {
   Impl& m = *impl_;
   const auto start = std::chrono::steady_clock::now();
@@ -300,6 +303,12 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
     h[at.pairs + 2 * i + 1] = plan.copies[i].second;
   }
   int32_t* d = m.ints.get<int32_t>();
+  cudaEvent_t began = nullptr, ended = nullptr;
+  if (m.timeline) {
+    check(cudaEventCreate(&began), "cudaEventCreate");
+    check(cudaEventCreate(&ended), "cudaEventCreate");
+    check(cudaEventRecord(began, m.stream), "cudaEventRecord");
+  }
   if (at.total > 0)
     check(cudaMemcpyAsync(d, h, at.total * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream), "upload plan");
   if (!plan.copies.empty())
@@ -309,11 +318,16 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
   if (n > 0) m.forward(b, d, max_context, rows);
 
   const int32_t vocab = m.c.vocab_size;
-  if (rows > 0 && m.sampling.argmax_only(plan)) {
-    const double* zeros = m.zeros.get<double>();
-    check(kernels::cuda::sample_rows(m.logits.get<float>(), rows, vocab, m.zeros.get<float>(),
-                                     m.zeros.get<float>(), zeros, m.picks.get<int32_t>(), m.stream),
+  const bool on_device = rows > 0 && m.sampling.argmax_only(plan);
+  if (on_device)
+    check(kernels::cuda::sample_rows(m.logits.get<float>(), rows, vocab, m.zeros.get<float>(), m.zeros.get<float>(),
+                                     m.zeros.get<double>(), m.picks.get<int32_t>(), m.stream),
           "sample_rows");
+  if (m.timeline) {
+    check(cudaEventRecord(ended, m.stream), "cudaEventRecord");
+    m.timeline->add(cuda::Timeline::Lane::compute, began, ended);
+  }
+  if (on_device) {
     check(cudaMemcpyAsync(m.host_picks.get(), m.picks.get(), size_t(rows) * sizeof(int32_t),
                           cudaMemcpyDeviceToHost, m.stream),
           "download tokens");

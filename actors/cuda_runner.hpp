@@ -31,6 +31,10 @@
 
 namespace conveyor {
 
+namespace cuda {
+class Timeline;  // actors/cuda_util.hpp
+}
+
 // The largest step the runner's activation memory is allocated for at
 // start-up (a larger one grows it, which may fail for want of memory).
 struct CudaStepLimits {
@@ -54,6 +58,8 @@ class CudaStepRunner final : public StepRunner {
 
   StepResult run(StepPlan& plan) override;
   void reset() override;
+  // Records each step's device work from now on (benchmarks; null: stop).
+  void set_timeline(std::shared_ptr<cuda::Timeline> timeline);
 
  private:
   struct Impl;
@@ -68,6 +74,8 @@ class CudaSwapEngine final : public SwapEngine {
   CudaSwapEngine(int32_t device, std::shared_ptr<KvCache> device_pool, std::shared_ptr<KvCache> host_pool);
   ~CudaSwapEngine() override;  // waits for the orders in flight
   void submit(const SwapOrder& order, Done done) override;
+  // Records each order's copies from now on (benchmarks; null: stop).
+  void set_timeline(std::shared_ptr<cuda::Timeline> timeline);
 
  private:
   struct Impl;

@@ -17,6 +17,8 @@ struct CudaSwapEngine::Impl {
   struct InFlight {
     cudaEvent_t start = nullptr, end = nullptr;
     Done done;
+    std::shared_ptr<cuda::Timeline> timeline;  // takes the events when set
+    cuda::Timeline::Lane lane = cuda::Timeline::Lane::to_host;
   };
   int32_t device = 0;
   std::shared_ptr<KvCache> device_pool, host_pool;
@@ -25,6 +27,7 @@ struct CudaSwapEngine::Impl {
   std::condition_variable wake;
   std::deque<InFlight> queue;  // in submission order; each stream's orders complete in order
   bool stopping = false;
+  std::shared_ptr<cuda::Timeline> timeline;  // null unless a benchmark asks
   std::thread waiter;
 
   void wait_loop() {
@@ -43,8 +46,12 @@ struct CudaSwapEngine::Impl {
       cudaEventSynchronize(order.end);
       float ms = 0.0f;
       cudaEventElapsedTime(&ms, order.start, order.end);
-      cudaEventDestroy(order.start);
-      cudaEventDestroy(order.end);
+      if (order.timeline) {
+        order.timeline->add(order.lane, order.start, order.end);
+      } else {
+        cudaEventDestroy(order.start);
+        cudaEventDestroy(order.end);
+      }
       order.done(double(ms) / 1e3);
     }
   }
@@ -75,6 +82,11 @@ CudaSwapEngine::~CudaSwapEngine() {
   cudaStreamDestroy(m.to_device);
 }
 
+void CudaSwapEngine::set_timeline(std::shared_ptr<cuda::Timeline> timeline) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->timeline = std::move(timeline);
+}
+
 void CudaSwapEngine::submit(const SwapOrder& order, Done done) {
   Impl& m = *impl_;
   check(cudaSetDevice(m.device), "cudaSetDevice");
@@ -83,6 +95,11 @@ void CudaSwapEngine::submit(const SwapOrder& order, Done done) {
   const size_t bytes = m.device_pool->shape().block_bytes();
   Impl::InFlight f;
   f.done = std::move(done);
+  {
+    std::lock_guard lock(m.mutex);
+    f.timeline = m.timeline;
+  }
+  f.lane = out ? cuda::Timeline::Lane::to_host : cuda::Timeline::Lane::to_device;
   check(cudaEventCreate(&f.start), "cudaEventCreate");
   check(cudaEventCreate(&f.end), "cudaEventCreate");
   check(cudaEventRecord(f.start, stream), "cudaEventRecord");

@@ -77,3 +77,66 @@ class PinnedBuffer {
 };
 
 }  // namespace conveyor::cuda
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace conveyor::cuda {
+
+// When device work ran, from CUDA events: the CUDA runner records each
+// step's work on the compute stream, the swap engine each order on its copy
+// stream (set_timeline in actors/cuda_runner.hpp). For benchmarks
+// (bench/swap_overlap_bench.cpp); nothing records without one.
+class Timeline {
+ public:
+  enum class Lane : uint8_t { compute, to_host, to_device };
+  struct Span {
+    Lane lane;
+    double start_ms, end_ms;  // since the timeline was made
+  };
+
+  Timeline() {
+    check(cudaEventCreate(&origin_), "cudaEventCreate");
+    check(cudaEventRecord(origin_, nullptr), "cudaEventRecord");
+  }
+  ~Timeline() {
+    for (const Recorded& r : recorded_) {
+      cudaEventDestroy(r.start);
+      cudaEventDestroy(r.end);
+    }
+    cudaEventDestroy(origin_);
+  }
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // Takes two events recorded on one stream around some work; they are destroyed with the timeline.
+  void add(Lane lane, cudaEvent_t start, cudaEvent_t end) {
+    std::lock_guard lock(mutex_);
+    recorded_.push_back(Recorded{lane, start, end});
+  }
+  // Waits for every recorded event and returns the spans, in recording order.
+  std::vector<Span> spans() {
+    std::lock_guard lock(mutex_);
+    std::vector<Span> out;
+    for (const Recorded& r : recorded_) {
+      float a = 0, b = 0;
+      check(cudaEventSynchronize(r.end), "cudaEventSynchronize");
+      check(cudaEventElapsedTime(&a, origin_, r.start), "cudaEventElapsedTime");
+      check(cudaEventElapsedTime(&b, origin_, r.end), "cudaEventElapsedTime");
+      out.push_back(Span{r.lane, a, b});
+    }
+    return out;
+  }
+
+ private:
+  struct Recorded {
+    Lane lane;
+    cudaEvent_t start, end;
+  };
+  cudaEvent_t origin_ = nullptr;
+  std::mutex mutex_;
+  std::vector<Recorded> recorded_;
+};
+
+}  // namespace conveyor::cuda

@@ -18,7 +18,9 @@
 #     greedy requests through the engine's actors; and the backend tests;
 #   - bench/runner_bench.cpp: decode steps at batch 1 to 256 on
 #     dummy:llama-110m and dummy:llama-1b (Llama 3.2 1B's shape), bf16
-#     weights and KV, context 128.
+#     weights and KV, context 128;
+#   - bench/swap_overlap_bench.cpp: swap copies on their streams while 32
+#     sequences decode, the overlap fraction from CUDA events.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -44,7 +46,7 @@ if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_CUDA=
   echo "gpu-check: FAILED to configure after $(elapsed) s (see $LOG)"; exit 1
 fi
 targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test cuda_runner_test
-         host_sampling_test runner_bench)
+         host_sampling_test runner_bench swap_overlap_bench)
 if ! cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >> "$LOG" 2>&1; then
   echo "gpu-check: FAILED to build after $(elapsed) s (see $LOG)"; exit 1
 fi
@@ -82,5 +84,11 @@ echo "$sweep" >> "$LOG"
 echo "gpu-check: decode sweep (runner_bench, bf16, context 128; step_ms is the median of 16 steps, best of 3):"
 echo "$sweep" | sed 's/^/  /'
 [ "$sweep_rc" -ne 0 ] && echo "gpu-check: the sweep FAILED (exit $sweep_rc)" && failed=$((failed + 1))
+overlap=$(timeout 120 "$BUILD/bench/swap_overlap_bench" --model dummy:llama-110m --batch 32 --steps 64 2>&1)
+overlap_rc=$?
+echo "$overlap" >> "$LOG"
+echo "gpu-check: swap copies against decode (swap_overlap_bench):"
+echo "$overlap" | sed 's/^/  /'
+[ "$overlap_rc" -ne 0 ] && echo "gpu-check: the overlap benchmark FAILED (exit $overlap_rc)" && failed=$((failed + 1))
 echo "gpu-check: total $(elapsed) s; log in $LOG"
 [ "$failed" -eq 0 ]
