@@ -1,9 +1,9 @@
 // KV pool memory on a CUDA machine (model/kv_cache.hpp's KvAllocator):
 // device memory for the pool the kernels read, and pinned host memory for
 // swap space, so that copies between the two can run asynchronously on a
-// stream of their own. Built only with CUDA (CONVEYOR_CUDA). Nothing uses
-// them yet: they are for the CUDA runner and swap engine, which are planned,
-// not built.
+// stream of their own. Built only with CUDA (CONVEYOR_CUDA). The CUDA
+// backend (actors/cuda_backend.cpp) takes its KV pool from the first and its
+// swap space from the second.
 #pragma once
 
 #include <cstdint>

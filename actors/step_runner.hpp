@@ -3,9 +3,10 @@
 // StepRunner is the seam between the engine and a backend (actors/backend.hpp
 // builds one per device). A runner owns what a step needs: the weights, the
 // KV pool (shared with the swap engine), one Sampler per sequence, and each
-// sequence's last sample. The CPU runner is the only backend built today;
-// tests use a fake; a CUDA runner behind this interface is planned, not
-// built. A runner is used from one thread at a time (the executor actor's).
+// sequence's last sample. Two are built: CpuStepRunner below, and
+// CudaStepRunner (actors/cuda_runner.hpp) where CUDA is compiled in; tests
+// also use a fake. A runner is used from one thread at a time (the executor
+// actor's).
 #pragma once
 
 #include <memory>
@@ -25,9 +26,9 @@ class StepRunner {
   // Runs one iteration: block copies, the forward pass, sampling. A plan
   // built while the previous step ran holds a placeholder (-1) where that
   // step's sample goes, always as a sequence's last token: the runner fills
-  // it with the sequence's last sample, which it keeps (a host runner in
-  // `plan` itself, through SampleMemory; a device runner may keep its
-  // samples on the device and never bring them back for this).
+  // it with the sequence's last sample, which it keeps (HostSampling's
+  // SampleMemory, in `plan` itself: both runners bring each step's samples
+  // back to the host anyway, since run() returns them).
   virtual StepResult run(StepPlan& plan) = 0;
   // Forgets every sequence (samplers, last samples): after an engine fault
   // the scheduler recomputes them from their tokens, with new samplers that

@@ -8,14 +8,15 @@
 // submits each order as it arrives and answers the scheduler when `done`
 // runs.
 //
-// CpuSwapEngine, the only engine built today, copies on the calling thread
-// (one memcpy per block: a block is contiguous across layers,
-// model/kv_cache.hpp) and calls `done` before submit() returns; the swap
-// actor's own thread is what overlaps those copies with the forward pass.
-// Planned, not built: a CUDA engine that enqueues cudaMemcpyAsync on a copy
-// stream per direction, between the device pool and a pinned host pool, and
-// calls `done` from a host callback on that stream, so the compute stream
-// never waits for a copy it does not need.
+// Two are built. CpuSwapEngine copies on the calling thread (one memcpy per
+// block: a block is contiguous across layers, model/kv_cache.hpp) and calls
+// `done` before submit() returns; the swap actor's own thread is what
+// overlaps those copies with the forward pass. CudaSwapEngine
+// (actors/cuda_runner.hpp) enqueues cudaMemcpyAsync between the device pool
+// and a pinned host pool on a copy stream per direction and returns; a
+// waiter thread calls `done` once the order's end event has fired, with the
+// time the events measured. The compute stream never waits for a copy: a
+// swapped-in sequence is planned only after its order is reported done.
 //
 // Safety: the scheduler only orders copies of blocks that no step plan
 // touches until the order's completion has been reported.

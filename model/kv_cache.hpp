@@ -10,10 +10,9 @@
 // makes attention's dot products run over contiguous memory.
 //
 // Memory: a pool's bytes come from a KvAllocator, host memory unless told
-// otherwise. A CUDA build has allocators of device memory (for the pool the
-// kernels read) and pinned host memory (for swap space) in
-// actors/cuda_memory.hpp, but no engine uses them yet: every pool built
-// today is host memory. The pointers below point into the allocator's memory, so
+// otherwise. A CUDA build has allocators of device memory (the CUDA
+// backend's pool, which the kernels read) and pinned host memory (its swap
+// space) in actors/cuda_memory.hpp. The pointers below point into the allocator's memory, so
 // host code may dereference them only where memory() is not `device`.
 //
 // Thread-safety: no locks. The engine shares one cache between two threads:
