@@ -23,21 +23,24 @@ inline void check(cublasStatus_t s, const char* what) {
     throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(int(s)));
 }
 
-// Device memory that only grows. reserve() frees the old memory, so the
-// caller makes sure no queued work still uses it (the runner's stream is idle
-// between steps).
-class DeviceBuffer {
+// Memory that only grows: device memory (DeviceBuffer), or page-locked host
+// memory that copies to and from the device can run asynchronously with
+// (PinnedBuffer). reserve() frees the old memory, so the caller makes sure no
+// queued work still uses it (the runner's stream is idle between steps).
+template <bool Pinned>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { cudaFree(p_); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
+  Buffer() = default;
+  ~Buffer() { release(); }
+  Buffer(Buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Buffer& operator=(Buffer&&) = delete;
   void reserve(size_t bytes) {
     if (bytes <= bytes_) return;
-    cudaFree(p_);
-    p_ = nullptr;
-    bytes_ = 0;
-    check(cudaMalloc(&p_, bytes), "cudaMalloc");
+    release();
+    if constexpr (Pinned)
+      check(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    else
+      check(cudaMalloc(&p_, bytes), "cudaMalloc");
     bytes_ = bytes;
   }
   template <class T = void>
@@ -47,34 +50,19 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Page-locked host memory that only grows (copies to and from it are asynchronous).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { cudaFreeHost(p_); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&&) = delete;
-  void reserve(size_t bytes) {
-    if (bytes <= bytes_) return;
-    cudaFreeHost(p_);
+  void release() {
+    if constexpr (Pinned)
+      cudaFreeHost(p_);
+    else
+      cudaFree(p_);
     p_ = nullptr;
     bytes_ = 0;
-    check(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-    bytes_ = bytes;
   }
-  template <class T = void>
-  T* get() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
+using DeviceBuffer = Buffer<false>;
+using PinnedBuffer = Buffer<true>;
 
 }  // namespace conveyor::cuda
 

@@ -15,23 +15,10 @@
 #include "actors/backend.hpp"
 #include "actors/engine.hpp"
 #include "tests/actors/engine_test_util.hpp"
+#include "tests/cuda_device.hpp"
 
 namespace conveyor {
 namespace {
-
-std::string no_device_reason() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) return std::string("no CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(e);
-  if (n == 0) return "no CUDA device on this machine";
-  return "";
-}
-
-#define SKIP_WITHOUT_DEVICE()                                     \
-  do {                                                            \
-    if (const std::string why = no_device_reason(); !why.empty()) \
-      GTEST_SKIP() << why;                                        \
-  } while (0)
 
 constexpr int32_t kBlock = 16;
 

@@ -12,6 +12,7 @@
 #include "kernels/cpu/swiglu.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "model/sampling/sampler.hpp"
+#include "tests/cuda_device.hpp"
 #include "tests/kernels/cuda/fixtures.hpp"
 
 namespace conveyor::kernels::cuda {
@@ -20,21 +21,6 @@ namespace {
 using testing::make_batch;
 using testing::random_vector;
 using testing::relative_error;
-
-// Empty when a device is usable, else why not.
-std::string no_device_reason() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) return std::string("no CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(e);
-  if (n == 0) return "no CUDA device on this machine";
-  return "";
-}
-
-#define SKIP_WITHOUT_DEVICE()                                   \
-  do {                                                          \
-    if (const std::string why = no_device_reason(); !why.empty()) \
-      GTEST_SKIP() << why;                                      \
-  } while (0)
 
 #define CUDA_OK(expr)                                                        \
   do {                                                                       \
