@@ -1,8 +1,10 @@
 // `conveyor generate`: one prompt through the model runtime, text (or ids) out.
 //
-// This drives the runtime directly: one sequence, a KV cache just big enough
-// for it (of --kv-cache-dtype; its size goes to stderr), prefill in chunks and
-// then one decode step per token.
+// This drives the backend of --device (actors/backend.hpp: the CPU's, or the
+// CUDA runner) directly, without the engine's actors: one sequence, a KV
+// cache just big enough for it (of --kv-cache-dtype; its size goes to
+// stderr), prefill in chunks and then one decode step per token, each a
+// StepPlan for the backend's StepRunner.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
