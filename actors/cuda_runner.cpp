@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 
 #include "actors/cuda_util.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -53,8 +54,9 @@ struct CudaStepRunner::Impl {
   DeviceBuffer rope;        // [context_length][rotary_dim / 2][2] f32
 
   // Activations, sized for CudaStepLimits and grown when a step needs more.
-  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, zeros, picks;
-  PinnedBuffer host_ints, host_logits, host_picks;
+  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, sampling_in, picks;
+  PinnedBuffer host_ints, host_logits, host_picks, host_sampling_in;
+  HostSampling::DeviceInputs device_inputs;
 
   std::shared_ptr<KvCache> kv;
   HostSampling sampling;
@@ -81,10 +83,6 @@ struct CudaStepRunner::Impl {
     logits.reserve(r * c.vocab_size * f);
     attention_ws.reserve(size_t(kernels::cuda::paged_attention_workspace_bytes(
         int32_t(n), c.n_heads, c.head_dim(), std::max(max_context, 1))));
-    if (zeros.bytes() < r * sizeof(double)) {
-      zeros.reserve(r * sizeof(double));
-      check(cudaMemset(zeros.get(), 0, zeros.bytes()), "cudaMemset");
-    }
     picks.reserve(r * sizeof(int32_t));
     host_picks.reserve(r * sizeof(int32_t));
   }
@@ -100,6 +98,7 @@ struct CudaStepRunner::Impl {
   }
 
   void upload_weights(ModelWeights& w);
+  void sample_on_device(int32_t rows);
   void forward(const ForwardBatch& batch, const int32_t* d_ints, int32_t max_context, int32_t rows);
 };
 
@@ -231,6 +230,43 @@ void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, 
   gemm(classifier, c.vocab_size, dim, bx, rows, logits.get<float>(), c.vocab_size, false);
 }
 
+// Uploads device_inputs in one copy and samples the logits rows into
+// `picks`: penalties (when a row has one), then greedy or a draw with the
+// row's uniform (kernels/cuda/sampling.cu).
+void CudaStepRunner::Impl::sample_on_device(int32_t rows) {
+  const HostSampling::DeviceInputs& in = device_inputs;
+  // Layout: doubles first (uniforms), then floats, then ints.
+  const size_t r = size_t(rows);
+  const size_t floats_at = r * sizeof(double), ints_at = floats_at + 5 * r * sizeof(float);
+  const std::vector<int32_t>* ints[] = {&in.seen_begin, &in.seen, &in.gen_begin, &in.generated, &in.gen_counts};
+  size_t bytes = ints_at;
+  for (const auto* v : ints) bytes += v->size() * sizeof(int32_t);
+  host_sampling_in.reserve(bytes);
+  sampling_in.reserve(bytes);
+  std::byte* h = host_sampling_in.get<std::byte>();
+  std::memcpy(h, in.uniforms.data(), r * sizeof(double));
+  const std::vector<float>* floats[] = {&in.temperature, &in.min_p, &in.repetition, &in.frequency, &in.presence};
+  for (size_t i = 0; i < 5; ++i) std::memcpy(h + floats_at + i * r * sizeof(float), floats[i]->data(), r * sizeof(float));
+  size_t at = ints_at;
+  const int32_t* d_ints[5];
+  std::byte* d = sampling_in.get<std::byte>();
+  for (size_t i = 0; i < 5; ++i) {
+    if (!ints[i]->empty()) std::memcpy(h + at, ints[i]->data(), ints[i]->size() * sizeof(int32_t));
+    d_ints[i] = reinterpret_cast<const int32_t*>(d + at);
+    at += ints[i]->size() * sizeof(int32_t);
+  }
+  check(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream), "upload sampling inputs");
+  const float* f = reinterpret_cast<const float*>(d + floats_at);
+  float* l = logits.get<float>();
+  if (in.penalties)
+    check(kernels::cuda::apply_penalties(l, rows, c.vocab_size, f + 2 * r, f + 3 * r, f + 4 * r, d_ints[0], d_ints[1],
+                                         d_ints[2], d_ints[3], d_ints[4], stream),
+          "apply_penalties");
+  check(kernels::cuda::sample_rows(l, rows, c.vocab_size, f, f + r, reinterpret_cast<const double*>(d),
+                                   picks.get<int32_t>(), stream),
+        "sample_rows");
+}
+
 CudaStepRunner::CudaStepRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaStepRunner::~CudaStepRunner() = default;
 
@@ -318,11 +354,12 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
   if (n > 0) m.forward(b, d, max_context, rows);
 
   const int32_t vocab = m.c.vocab_size;
-  const bool on_device = rows > 0 && m.sampling.argmax_only(plan);
-  if (on_device)
-    check(kernels::cuda::sample_rows(m.logits.get<float>(), rows, vocab, m.zeros.get<float>(), m.zeros.get<float>(),
-                                     m.zeros.get<double>(), m.picks.get<int32_t>(), m.stream),
-          "sample_rows");
+  const bool on_device = rows > 0 && m.sampling.device_inputs(plan, vocab, m.device_inputs);
+  if (on_device) {
+    if (m.device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
+      throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");
+    m.sample_on_device(rows);
+  }
   if (m.timeline) {
     check(cudaEventRecord(ended, m.stream), "cudaEventRecord");
     m.timeline->add(cuda::Timeline::Lane::compute, began, ended);

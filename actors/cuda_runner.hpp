@@ -7,11 +7,13 @@
 // through cuBLAS in bf16 with float32 accumulation, everything else through
 // kernels/cuda on one compute stream. A step uploads its plan's arrays in one
 // copy, runs copy-on-write block copies and the forward pass, and then either
-// picks argmax tokens on the device and brings back only the ids (when every
-// row is a plain argmax: Sampler::argmax_only) or brings back the logits rows
-// and samples them on the host with the sequences' Samplers, exactly as the
-// CPU runner does. run() returns when the step's work on the device is done,
-// so the swap engine may copy any block the scheduler names afterwards.
+// samples on the device and brings back only the ids (when every row can be:
+// Sampler::device_samplable, no logprobs and no top-k or top-p cut; the host
+// sends each row's penalty tokens and one uniform from its generator) or
+// brings back the logits rows and samples them on the host with the
+// sequences' Samplers, exactly as the CPU runner does. run() returns when
+// the step's work on the device is done, so the swap engine may copy any
+// block the scheduler names afterwards.
 //
 // CudaSwapEngine: copies between the device pool and a pinned host pool on
 // one stream per direction, never on the compute stream; a waiter thread

@@ -78,12 +78,44 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
   samples_.record(result);
 }
 
-bool HostSampling::argmax_only(const StepPlan& plan) {
+bool HostSampling::device_inputs(const StepPlan& plan, int32_t vocab, DeviceInputs& in) {
   if (!plan.forks.empty()) return false;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
     if (!plan.batch.want_logits[s]) continue;
     const Sampler* sampler = samplers_.find(plan.seq_ids[s]);
-    if (sampler != nullptr && !sampler->argmax_only()) return false;
+    if (sampler != nullptr && !sampler->device_samplable(vocab)) return false;
+  }
+  in = DeviceInputs{};
+  in.seen_begin.push_back(0);
+  in.gen_begin.push_back(0);
+  for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
+    if (!plan.batch.want_logits[s]) continue;
+    Sampler* sampler = samplers_.find(plan.seq_ids[s]);
+    SamplingParams greedy;  // a row whose sequence retired: any token will do
+    greedy.temperature = 0.0f;
+    const SamplingParams& p = sampler != nullptr ? sampler->params() : greedy;
+    in.temperature.push_back(p.temperature);
+    in.min_p.push_back(p.min_p);
+    in.repetition.push_back(p.repetition_penalty);
+    in.frequency.push_back(p.frequency_penalty);
+    in.presence.push_back(p.presence_penalty);
+    in.uniforms.push_back(sampler != nullptr ? sampler->device_uniform() : 0.0);
+    if (sampler != nullptr) {
+      if (p.repetition_penalty != 1.0f) {
+        const auto seen = sampler->seen_tokens();
+        in.seen.insert(in.seen.end(), seen.begin(), seen.end());
+      }
+      if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+        for (const auto& [token, count] : sampler->generated_counts()) {
+          in.generated.push_back(token);
+          in.gen_counts.push_back(count);
+        }
+      }
+      in.penalties = in.penalties || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+                     p.presence_penalty != 0.0f;
+    }
+    in.seen_begin.push_back(int32_t(in.seen.size()));
+    in.gen_begin.push_back(int32_t(in.generated.size()));
   }
   return true;
 }

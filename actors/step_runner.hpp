@@ -76,10 +76,19 @@ class HostSampling {
   // Samples the rows of `logits` ([rows, vocab], one per want_logits
   // sequence, in batch order; overwritten) into result.tokens, and records them.
   void sample(const StepPlan& plan, float* logits, int32_t vocab, StepResult& result);
-  // For a device that picks argmax tokens itself: whether every row of the
-  // plan is a plain argmax (Sampler::argmax_only) with no fork.
-  bool argmax_only(const StepPlan& plan);
-  // Records the device's picks (tokens[r] for row r) as sample() would.
+  // What a device needs to sample a step's logits rows with kernels/cuda's
+  // apply_penalties and sample_rows: one entry per row, in row order.
+  struct DeviceInputs {
+    std::vector<float> temperature, min_p, repetition, frequency, presence;
+    std::vector<double> uniforms;
+    std::vector<int32_t> seen_begin, seen, gen_begin, generated, gen_counts;
+    bool penalties = false;  // some row has one
+  };
+  // When no sample forks and every row's sampler is device_samplable: fills
+  // `in`, drawing each row's uniform from its sampler's generator, and
+  // returns true. Else returns false and draws nothing.
+  bool device_inputs(const StepPlan& plan, int32_t vocab, DeviceInputs& in);
+  // Records the device's samples (tokens[r] for row r) as sample() would.
   void accept(const StepPlan& plan, const int32_t* tokens, StepResult& result);
   SamplerTable& samplers() { return samplers_; }
   void clear();

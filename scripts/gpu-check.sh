@@ -14,7 +14,7 @@
 #     and the kernels' math on the host (math_test.cpp);
 #   - the CUDA backend (tests/actors/cuda_runner_test.cpp): the CUDA runner
 #     against the CPU runner on stories260K and the tiny GGUF files, device
-#     argmax, swap out and back in, the pool from --gpu-memory-utilization,
+#     sampling, swap out and back in, the pool from --gpu-memory-utilization,
 #     greedy requests through the engine's actors; and the backend tests;
 #   - bench/runner_bench.cpp: decode steps at batch 1 to 256 on
 #     dummy:llama-110m and dummy:llama-1b (Llama 3.2 1B's shape), bf16

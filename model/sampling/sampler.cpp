@@ -164,9 +164,9 @@ void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
   for (const auto& [logit, token] : top) result.top.push_back({token, logit - log_normalizer});
 }
 
-bool Sampler::argmax_only() const {
-  return is_greedy() && params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f &&
-         params_.repetition_penalty == 1.0f && params_.logprobs < 0;
+bool Sampler::device_samplable(int32_t vocab) const {
+  if (params_.logprobs >= 0) return false;
+  return is_greedy() || (!(params_.top_k > 0 && params_.top_k < vocab) && !(params_.top_p < 1.0f));
 }
 
 void Sampler::accept(int32_t token) { record(token); }

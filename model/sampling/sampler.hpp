@@ -95,12 +95,20 @@ class Sampler {
   // that of an undisturbed run.
   void replay(std::span<const int32_t> generated);
 
-  // Whether sample() is a plain argmax of the raw logits: greedy, with no
-  // penalty and no logprobs. A device may then pick the token itself and
-  // hand it to accept().
-  bool argmax_only() const;
-  // Records `token`, picked elsewhere by argmax (argmax_only() holds), as
-  // sample() would have: the sampler's state is then what sample() leaves.
+  // Whether a device can sample for this sampler with kernels/cuda's
+  // penalties and sample_rows: no logprobs, and greedy or drawing from the
+  // whole distribution (no top-k or top-p cut over a `vocab`-token row).
+  // Penalties, temperature and min-p are the device's.
+  bool device_samplable(int32_t vocab) const;
+  // The device's inputs for one row: the distinct prompt and generated
+  // tokens (when the repetition penalty is on), the generated tokens with
+  // their counts, and the draw's uniform from this sampler's generator
+  // (advancing it as sample() does; 0 and no draw when greedy).
+  std::span<const int32_t> seen_tokens() const { return seen_; }
+  std::span<const std::pair<int32_t, int32_t>> generated_counts() const { return generated_counts_; }
+  double device_uniform() { return is_greedy() ? 0.0 : uniform(); }
+  // Records `token`, sampled elsewhere (device_samplable() holds, and
+  // device_uniform() was drawn for it), as sample() would have.
   void accept(int32_t token);
   // Step 1 of sample(), exposed so that tests and callers can see it: applies
   // the repetition, frequency and presence penalties to `logits` ([vocab]).

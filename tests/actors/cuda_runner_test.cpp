@@ -1,5 +1,5 @@
 // The CUDA backend on a device (label gpu): the CUDA runner against the CPU
-// runner on the real test models, the device's argmax against the host's,
+// runner on the real test models, sampling on the device against the host's,
 // a sequence swapped out and back in through CudaSwapEngine, and the KV
 // pool sized from gpu_memory_utilization. Without a device every test skips
 // and says why (cudaGetDeviceCount's reason).
@@ -157,19 +157,36 @@ SamplingParams greedy_params() {
   return p;
 }
 
-// The device's argmax (a step whose rows are all plain argmax) picks what
-// the host picks from the same logits (a row with logprobs goes to the host).
-TEST(CudaRunner, DeviceArgmaxEqualsHostArgmax) {
+// Sampling on the device (a step whose rows are all device_samplable) picks
+// what the host picks from the same logits (a row with logprobs goes to the
+// host): greedy, and a seeded draw with temperature, min-p and penalties.
+// kernels/cuda/README.md says where a draw may differ (within about 1e-16
+// of a boundary between two tokens).
+TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
   SKIP_WITHOUT_DEVICE();
-  Backend gpu = make("cuda", shared("stories260K.bin"), 2 * 8 * kBlock);
+  Backend gpu = make("cuda", shared("stories260K.bin"), 4 * 8 * kBlock);
   ASSERT_TRUE(gpu.runner);
-  const SamplingParams plain = greedy_params();
-  SamplingParams with_logprobs = plain;
-  with_logprobs.logprobs = 0;
+  SamplingParams seeded = greedy_params();
+  seeded.temperature = 0.9f;
+  seeded.min_p = 0.02f;
+  seeded.frequency_penalty = 0.4f;
+  seeded.presence_penalty = 0.1f;
+  seeded.repetition_penalty = 1.15f;
+  seeded.seed = 1234;
+  seeded.has_seed = true;
   const std::vector<int32_t> prompt = {1, 9, 10, 11};
-  const auto on_device = decode(*gpu.runner, 1, {0, 1, 2, 3, 4, 5, 6, 7}, prompt, 0, 64, &plain);
-  const auto on_host = decode(*gpu.runner, 2, {8, 9, 10, 11, 12, 13, 14, 15}, prompt, 0, 64, &with_logprobs);
-  EXPECT_EQ(ids_of(on_device), ids_of(on_host));
+  seq_id id = 1;
+  int32_t block = 0;
+  for (const SamplingParams& device_params : {greedy_params(), seeded}) {
+    SamplingParams host_params = device_params;
+    host_params.logprobs = 0;
+    std::vector<int32_t> a, b;
+    for (int32_t k = 0; k < 8; ++k) a.push_back(block++);
+    for (int32_t k = 0; k < 8; ++k) b.push_back(block++);
+    const auto on_device = decode(*gpu.runner, id++, a, prompt, 0, 64, &device_params);
+    const auto on_host = decode(*gpu.runner, id++, b, prompt, 0, 64, &host_params);
+    EXPECT_EQ(ids_of(on_device), ids_of(on_host)) << "temperature " << device_params.temperature;
+  }
 }
 
 // A sequence swapped out to pinned host memory, its device blocks written

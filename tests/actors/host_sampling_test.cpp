@@ -51,20 +51,30 @@ std::vector<float> random_logits(uint32_t seed) {
   return v;
 }
 
-TEST(HostSampling, ArgmaxPickedElsewhereRecordsAsSampling) {
+// Row r's argmax.
+std::vector<int32_t> argmaxes(const std::vector<float>& logits) {
+  std::vector<int32_t> picks;
+  for (int32_t r = 0; r < 3; ++r) {
+    const float* row = logits.data() + r * kVocab;
+    picks.push_back(int32_t(std::max_element(row, row + kVocab) - row));
+  }
+  return picks;
+}
+
+TEST(HostSampling, GreedyPicksMadeElsewhereRecordAsSampling) {
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   HostSampling sampled, accepted;
   StepPlan a = first_plan(greedy), b = first_plan(greedy);
   sampled.begin(a);
   accepted.begin(b);
-  ASSERT_TRUE(accepted.argmax_only(b));
+  HostSampling::DeviceInputs in;
+  ASSERT_TRUE(accepted.device_inputs(b, kVocab, in));
+  EXPECT_EQ(in.uniforms, std::vector<double>(3, 0.0));
+  EXPECT_EQ(in.temperature, std::vector<float>(3, 0.0f));
+  EXPECT_FALSE(in.penalties);
   std::vector<float> logits = random_logits(1);
-  std::vector<int32_t> picks;
-  for (int32_t r = 0; r < 3; ++r) {
-    const float* row = logits.data() + r * kVocab;
-    picks.push_back(int32_t(std::max_element(row, row + kVocab) - row));
-  }
+  const std::vector<int32_t> picks = argmaxes(logits);
   StepResult from_logits, from_picks;
   sampled.sample(a, logits.data(), kVocab, from_logits);
   accepted.accept(b, picks.data(), from_picks);
@@ -83,31 +93,93 @@ TEST(HostSampling, ArgmaxPickedElsewhereRecordsAsSampling) {
   EXPECT_EQ(accepted.samplers().find(7)->generated_count(picks[0]), 1);
 }
 
-TEST(HostSampling, OnlyPlainArgmaxRowsAreLeftToADevice) {
-  auto only = [](SamplingParams p, bool fork = false) {
+// A seeded, penalised draw made elsewhere: the inputs carry the penalties'
+// tokens, and drawing the uniform there leaves each generator where a host
+// sample leaves it, so the next host samples agree.
+TEST(HostSampling, DeviceDrawsKeepTheGeneratorsInStep) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.min_p = 0.05f;
+  p.frequency_penalty = 0.5f;
+  p.repetition_penalty = 1.2f;
+  p.seed = 11;
+  p.has_seed = true;
+  HostSampling sampled, accepted;
+  StepPlan a = first_plan(p), b = first_plan(p);
+  sampled.begin(a);
+  accepted.begin(b);
+  HostSampling::DeviceInputs in;
+  ASSERT_TRUE(accepted.device_inputs(b, kVocab, in));
+  EXPECT_TRUE(in.penalties);
+  EXPECT_EQ(in.temperature, std::vector<float>(3, 0.8f));
+  EXPECT_EQ(in.seen_begin, (std::vector<int32_t>{0, 1, 2, 3}));  // each prompt's one token
+  EXPECT_EQ(in.seen, (std::vector<int32_t>{7, 8, 9}));
+  EXPECT_EQ(in.gen_begin, (std::vector<int32_t>{0, 0, 0, 0}));   // nothing generated yet
+  for (double u : in.uniforms) EXPECT_TRUE(u >= 0.0 && u < 1.0) << u;
+  // The device's picks: what the host sampled (the kernels' agreement with the
+  // host's draw is tests/kernels/cuda's; here only the bookkeeping matters).
+  std::vector<float> logits = random_logits(2);
+  StepResult first;
+  sampled.sample(a, logits.data(), kVocab, first);
+  std::vector<int32_t> picks;
+  for (const SampledToken& t : first.tokens) picks.push_back(t.result.token);
+  StepResult accepted_first;
+  accepted.accept(b, picks.data(), accepted_first);
+  // Host samples from here on: equal only if both generators drew alike.
+  for (uint32_t step = 0; step < 8; ++step) {
+    StepPlan a2 = next_plan(), b2 = next_plan();
+    sampled.begin(a2);
+    accepted.begin(b2);
+    std::vector<float> l1 = random_logits(10 + step), l2 = l1;
+    StepResult r1, r2;
+    sampled.sample(a2, l1.data(), kVocab, r1);
+    accepted.sample(b2, l2.data(), kVocab, r2);
+    ASSERT_EQ(r1.tokens.size(), r2.tokens.size());
+    for (size_t i = 0; i < r1.tokens.size(); ++i)
+      EXPECT_EQ(r1.tokens[i].result.token, r2.tokens[i].result.token) << "step " << step << " row " << i;
+  }
+  StepPlan b3 = next_plan();
+  accepted.begin(b3);
+  HostSampling::DeviceInputs in3;
+  ASSERT_TRUE(accepted.device_inputs(b3, kVocab, in3));
+  EXPECT_EQ(in3.gen_begin.size(), 4u);
+  int32_t generated = 0;
+  for (int32_t c : in3.gen_counts) generated += c;
+  EXPECT_EQ(generated, 3 * 9);  // nine tokens per sequence, with their counts
+}
+
+TEST(HostSampling, OnlyRowsADeviceCanSampleAreLeftToIt) {
+  auto device = [](SamplingParams p, bool fork = false) {
     HostSampling s;
     StepPlan plan = first_plan(p);
     if (fork) plan.forks.emplace_back(7, 8);
     s.begin(plan);
-    return s.argmax_only(plan);
+    HostSampling::DeviceInputs in;
+    return s.device_inputs(plan, kVocab, in);
   };
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  EXPECT_TRUE(only(greedy));
-  EXPECT_FALSE(only(greedy, /*fork=*/true));
+  EXPECT_TRUE(device(greedy));
+  EXPECT_FALSE(device(greedy, /*fork=*/true));
   SamplingParams p = greedy;
   p.logprobs = 0;
-  EXPECT_FALSE(only(p));
+  EXPECT_FALSE(device(p));
   p = greedy;
   p.repetition_penalty = 1.1f;
-  EXPECT_FALSE(only(p));
-  p = greedy;
   p.frequency_penalty = 0.5f;
-  EXPECT_FALSE(only(p));
+  EXPECT_TRUE(device(p));
   p = greedy;
   p.top_k = 5;  // ignored by greedy sampling
-  EXPECT_TRUE(only(p));
-  EXPECT_FALSE(only(SamplingParams{}));  // temperature 1
+  EXPECT_TRUE(device(p));
+  p = SamplingParams{};  // temperature 1, min-p
+  p.min_p = 0.1f;
+  EXPECT_TRUE(device(p));
+  p.top_k = 5;
+  EXPECT_FALSE(device(p));
+  p.top_k = kVocab;  // no cut
+  EXPECT_TRUE(device(p));
+  p.top_p = 0.9f;
+  EXPECT_FALSE(device(p));
 }
 
 // Every matrix of a quantized file (Q4_K and Q6_K in a Q4_K_M file) packs to
