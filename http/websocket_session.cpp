@@ -51,7 +51,8 @@ void WebSocketSession::run(bhttp::request<bhttp::string_body> request) {
     res.set(bhttp::field::server, "conveyor");
     if (answer_protocol) res.set(bhttp::field::sec_websocket_protocol, kWsProtocol);
   }));
-  ws_.read_message_max(state_->options().max_body_bytes);
+  // Message sizes are checked in on_read, not by Beast (do_read says why).
+  ws_.read_message_max(0);
   ws_.text(true);
   ws_.async_accept(request, beast::bind_front_handler(&WebSocketSession::on_accept, shared_from_this()));
 }
@@ -105,18 +106,26 @@ void WebSocketSession::refuse(const ApiError& error, const ApiRequest& request) 
   send(ws_error_json(error, request.client_id, request.client_id_is_number));
 }
 
+// A message is read piece by piece, at most one byte past max_body_bytes, and
+// its size checked in on_read. Beast's own limit (read_message_max) would
+// fail an oversized message by tearing the connection down at once, and its
+// teardown (Beast 1.81) stops draining after one read: the unread rest of
+// the message then makes the kernel reset the connection, which can overtake
+// the 1009 close frame before the client reads it. Closing through the close
+// handshake (close_for_message_size) lets the client see its 1009.
 void WebSocketSession::do_read() {
-  ws_.async_read(buffer_, beast::bind_front_handler(&WebSocketSession::on_read, shared_from_this()));
+  const size_t max = state_->options().max_body_bytes;
+  const size_t room = max >= buffer_.size() ? max - buffer_.size() + 1 : 1;
+  ws_.async_read_some(buffer_, room, beast::bind_front_handler(&WebSocketSession::on_read, shared_from_this()));
 }
 
 void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
-  if (ec) {
-    // Closed by the client, reset, or too big a message (Beast has sent the
-    // close, 1009): its requests end here.
-    if (ec == websocket::error::message_too_big) state_->refusals().add(Refusal::ws_message_size);
+  if (ec) {  // closed by the client, or reset: its requests end here
     closed_ = true;
     return cancel_all();
   }
+  if (buffer_.size() > state_->options().max_body_bytes) return close_for_message_size();
+  if (!ws_.is_message_done()) return do_read();
   const std::string text = beast::buffers_to_string(buffer_.data());
   buffer_.consume(buffer_.size());
   if (message_rate_ && !message_rate_->try_take(1.0, TokenBucket::Clock::now())) return close_for_message_rate();
@@ -134,6 +143,17 @@ void WebSocketSession::close_for_message_rate() {
                      "", false));
   cancel_all();
   close_code_ = websocket::close_code::policy_error;
+  closing_ = true;
+  if (!write_in_flight_) do_write();
+}
+
+// Too big a message: close 1009 (after any queued output), ending the
+// socket's requests; nothing more is read but the client's close reply.
+void WebSocketSession::close_for_message_size() {
+  state_->refusals().add(Refusal::ws_message_size);
+  buffer_.consume(buffer_.size());
+  cancel_all();
+  close_code_ = websocket::close_code::too_big;
   closing_ = true;
   if (!write_in_flight_) do_write();
 }

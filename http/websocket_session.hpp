@@ -76,6 +76,7 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void handle_message(std::string_view text);
   void close_for_message_rate();
+  void close_for_message_size();
   // An error event for a message that runs nothing, and its access-log line.
   void refuse(const ApiError& error, const ApiRequest& request);
   void end_record(Running& r, int status_if_ok);
