@@ -45,6 +45,17 @@ std::string weight_types(const ModelWeights& w) {
   return out;
 }
 
+KvCapacityRequest kv_capacity_request(const EngineConfig& config, const ModelConfig& model, KvDtype dtype) {
+  KvCapacityRequest request;
+  request.token_bytes = int64_t(KvCacheShape::for_model(model, 1, 0, dtype).token_bytes());
+  request.block_size = config.block_size;
+  request.tokens = config.kv_cache_tokens;
+  request.memory = config.kv_cache_memory;
+  request.context_length = model.context_length;
+  request.max_num_seqs = config.max_num_seqs;
+  return request;
+}
+
 Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model) {
   Backend b;
   b.kv_dtype = kv_dtype_of(config);
@@ -55,16 +66,9 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   b.weights_description = format_bytes(int64_t(transformer->weight_bytes())) + " as " + types;
   if (types != "F32")
     b.weights_description += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
-  KvCapacityRequest request;
-  request.token_bytes =
-      int64_t(KvCacheShape::for_model(model.config, 1, 0, b.kv_dtype).token_bytes());
-  request.block_size = config.block_size;
-  request.tokens = config.kv_cache_tokens;
-  request.memory = config.kv_cache_memory;
+  KvCapacityRequest request = kv_capacity_request(config, model.config, b.kv_dtype);
   request.fraction = config.kv_cache_memory_fraction;
   if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = read_mem_available();
-  request.context_length = model.config.context_length;
-  request.max_num_seqs = config.max_num_seqs;
   auto capacity = plan_kv_capacity(request);
   if (!capacity) return capacity.error();
   b.capacity = std::move(capacity).value();

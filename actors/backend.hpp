@@ -59,6 +59,10 @@ using BackendFactory = Expected<Backend> (*)(const EngineConfig& config, LoadedM
 Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model);
 Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel model);
 
+// The capacity request of `config`'s KV flags for `model` with `dtype`
+// elements; the caller adds what memory is available and the share to take.
+KvCapacityRequest kv_capacity_request(const EngineConfig& config, const ModelConfig& model, KvDtype dtype);
+
 // The storage types of a model's matrices, in a fixed order: "Q4_K, Q6_K".
 std::string weight_types(const ModelWeights& weights);
 

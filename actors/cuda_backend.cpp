@@ -61,33 +61,23 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
   const int64_t in_use = int64_t(total) - int64_t(free);
   const int64_t budget = int64_t(config.gpu_memory_utilization * double(total)) - in_use;
 
-  KvCapacityRequest request;
-  request.token_bytes = int64_t(KvCacheShape::for_model(model.config, 1, 0, b.kv_dtype).token_bytes());
-  request.block_size = config.block_size;
-  request.tokens = config.kv_cache_tokens;
-  request.memory = config.kv_cache_memory;
+  KvCapacityRequest request = kv_capacity_request(config, model.config, b.kv_dtype);
   request.fraction = 1.0;
   request.available = std::max<int64_t>(budget, 0);
-  request.context_length = model.config.context_length;
-  request.max_num_seqs = config.max_num_seqs;
-  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0 && budget < request.token_bytes * config.block_size) {
-    char u[32];
-    std::snprintf(u, sizeof u, "%.2f", config.gpu_memory_utilization);
+  // Sized by the share unless --kv-cache-tokens or --kv-cache-memory says otherwise.
+  const bool by_share = config.kv_cache_tokens == 0 && config.kv_cache_memory == 0;
+  char u[32];
+  std::snprintf(u, sizeof u, "%.2f", config.gpu_memory_utilization);
+  const std::string share = std::string("--gpu-memory-utilization ") + u + " of " + format_bytes(int64_t(total));
+  if (by_share && budget < request.token_bytes * config.block_size)
     return make_error(Errc::resource_exhausted,
-                      flag + ": --gpu-memory-utilization " + u + " of " + format_bytes(int64_t(total)) +
-                          " leaves no room for the KV cache: " + format_bytes(in_use) +
+                      flag + ": " + share + " leaves no room for the KV cache: " + format_bytes(in_use) +
                           " is in use after the weights (" + format_bytes((*runner)->weight_bytes()) +
                           ") and the workspace; raise it or give --kv-cache-memory");
-  }
   auto capacity = plan_kv_capacity(request);
   if (!capacity) return capacity.error();
   b.capacity = std::move(capacity).value();
-  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) {
-    char u[32];
-    std::snprintf(u, sizeof u, "%.2f", config.gpu_memory_utilization);
-    b.capacity.origin = std::string("--gpu-memory-utilization ") + u + " of " + format_bytes(int64_t(total)) +
-                        ", " + format_bytes(in_use) + " in use after the weights: " + b.capacity.origin;
-  }
+  if (by_share) b.capacity.origin = share + ", " + format_bytes(in_use) + " in use after the weights: " + b.capacity.origin;
 
   const int32_t n_blocks = int32_t(b.capacity.tokens / config.block_size);
   auto kv = KvCache::create(KvCacheShape::for_model(model.config, config.block_size, n_blocks, b.kv_dtype),

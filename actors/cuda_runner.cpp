@@ -99,7 +99,9 @@ struct CudaStepRunner::Impl {
 
   void upload_weights(ModelWeights& w);
   void sample_on_device(int32_t rows);
-  void forward(const ForwardBatch& batch, const int32_t* d_ints, int32_t max_context, int32_t rows);
+  struct StepInts;
+  void forward(const ForwardBatch& batch, const int32_t* d_ints, const StepInts& at, int32_t max_context,
+               int32_t rows);
 };
 
 void CudaStepRunner::Impl::upload_weights(ModelWeights& w) {
@@ -155,7 +157,7 @@ void CudaStepRunner::Impl::upload_weights(ModelWeights& w) {
 // The ints block a step uploads, in this order: tokens [n], token_begin
 // [S + 1], start_pos [S], block tables [B], table_begin [S + 1], positions
 // [n], logit rows [R], copy-on-write pairs [2P].
-struct StepInts {
+struct CudaStepRunner::Impl::StepInts {
   size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, total;
   StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs) {
     const size_t n = size_t(b.num_tokens()), s = size_t(b.num_seqs());
@@ -171,9 +173,9 @@ struct StepInts {
   }
 };
 
-void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, int32_t max_context, int32_t rows) {
+void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, const StepInts& at,
+                                   int32_t max_context, int32_t rows) {
   namespace k = kernels::cuda;
-  const StepInts at(batch, rows, 0);
   const int32_t n = batch.num_tokens(), dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
   const int32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
   const float eps = c.rms_eps;
@@ -318,7 +320,7 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
     if (len > 0) max_context = std::max(max_context, b.seq_start_pos[s] + len);
     if (b.want_logits[s] && len > 0) ++rows;
   }
-  const StepInts at(b, rows, plan.copies.size());
+  const Impl::StepInts at(b, rows, plan.copies.size());
   m.host_ints.reserve(at.total * sizeof(int32_t));
   m.ints.reserve(at.total * sizeof(int32_t));
   m.reserve(n, rows, max_context);
@@ -351,7 +353,7 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
     check(kernels::cuda::copy_blocks(m.kv->block_data(0), int64_t(m.kv->shape().block_bytes()), d + at.pairs,
                                      int32_t(plan.copies.size()), m.stream),
           "copy_blocks");
-  if (n > 0) m.forward(b, d, max_context, rows);
+  if (n > 0) m.forward(b, d, at, max_context, rows);
 
   const int32_t vocab = m.c.vocab_size;
   const bool on_device = rows > 0 && m.sampling.device_inputs(plan, vocab, m.device_inputs);

@@ -78,6 +78,13 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
   samples_.record(result);
 }
 
+void HostSampling::DeviceInputs::clear() {
+  for (std::vector<float>* v : {&temperature, &min_p, &repetition, &frequency, &presence}) v->clear();
+  uniforms.clear();
+  for (std::vector<int32_t>* v : {&seen_begin, &seen, &gen_begin, &generated, &gen_counts}) v->clear();
+  penalties = false;
+}
+
 bool HostSampling::device_inputs(const StepPlan& plan, int32_t vocab, DeviceInputs& in) {
   if (!plan.forks.empty()) return false;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
@@ -85,7 +92,7 @@ bool HostSampling::device_inputs(const StepPlan& plan, int32_t vocab, DeviceInpu
     const Sampler* sampler = samplers_.find(plan.seq_ids[s]);
     if (sampler != nullptr && !sampler->device_samplable(vocab)) return false;
   }
-  in = DeviceInputs{};
+  in.clear();
   in.seen_begin.push_back(0);
   in.gen_begin.push_back(0);
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {

@@ -83,6 +83,7 @@ class HostSampling {
     std::vector<double> uniforms;
     std::vector<int32_t> seen_begin, seen, gen_begin, generated, gen_counts;
     bool penalties = false;  // some row has one
+    void clear();            // keeps the vectors' capacity for the next step
   };
   // When no sample forks and every row's sampler is device_samplable: fills
   // `in`, drawing each row's uniform from its sampler's generator, and
