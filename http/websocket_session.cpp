@@ -114,8 +114,8 @@ void WebSocketSession::refuse(const ApiError& error, const ApiRequest& request) 
 // the 1009 close frame before the client reads it. Closing through the close
 // handshake (close_for_message_size) lets the client see its 1009.
 void WebSocketSession::do_read() {
-  const size_t max = state_->options().max_body_bytes;
-  const size_t room = max >= buffer_.size() ? max - buffer_.size() + 1 : 1;
+  // on_read closes the socket before the buffer passes max_body_bytes.
+  const size_t room = state_->options().max_body_bytes - buffer_.size() + 1;
   ws_.async_read_some(buffer_, room, beast::bind_front_handler(&WebSocketSession::on_read, shared_from_this()));
 }
 
@@ -141,21 +141,23 @@ void WebSocketSession::close_for_message_rate() {
                                   " messages per second on this socket (ws_max_messages_per_second): closing it",
                               "rate_limit_error", {}, "ws_rate_limit_exceeded"},
                      "", false));
+  close_after_queue(websocket::close_code::policy_error);
+}
+
+// Ends the socket's requests and closes it with `code` once the queued
+// output is written; nothing more is read but the client's close reply.
+void WebSocketSession::close_after_queue(websocket::close_code code) {
   cancel_all();
-  close_code_ = websocket::close_code::policy_error;
+  close_code_ = code;
   closing_ = true;
   if (!write_in_flight_) do_write();
 }
 
-// Too big a message: close 1009 (after any queued output), ending the
-// socket's requests; nothing more is read but the client's close reply.
+// Too big a message: close 1009.
 void WebSocketSession::close_for_message_size() {
   state_->refusals().add(Refusal::ws_message_size);
   buffer_.consume(buffer_.size());
-  cancel_all();
-  close_code_ = websocket::close_code::too_big;
-  closing_ = true;
-  if (!write_in_flight_) do_write();
+  close_after_queue(websocket::close_code::too_big);
 }
 
 void WebSocketSession::handle_message(std::string_view text) {

@@ -77,6 +77,7 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   void handle_message(std::string_view text);
   void close_for_message_rate();
   void close_for_message_size();
+  void close_after_queue(boost::beast::websocket::close_code code);
   // An error event for a message that runs nothing, and its access-log line.
   void refuse(const ApiError& error, const ApiRequest& request);
   void end_record(Running& r, int status_if_ok);
