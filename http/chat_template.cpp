@@ -129,6 +129,8 @@ std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(
       text(std::move(all));
       break;
     }
+    case ChatTemplateKind::jinja:  // apply() renders these with apply_jinja
+      break;
   }
   return out;
 }

@@ -433,7 +433,9 @@ TEST_F(Stories, SessionsKeepTheirBlocksBetweenTurns) {
     c[1] = session.empty() ? 3 : 4;  // not the other pass's blocks
     const Outcome first = turn(c, session);
     ASSERT_EQ(first.finish, FinishReason::length);
-    if (!session.empty()) EXPECT_EQ((*engine)->stats()->sessions_held, 1);
+    if (!session.empty()) {
+      EXPECT_EQ((*engine)->stats()->sessions_held, 1);
+    }
     flood();
     c.insert(c.end(), first.tokens.begin(), first.tokens.end());
     c.push_back(5);  // the tool's answer

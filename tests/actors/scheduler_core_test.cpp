@@ -380,7 +380,9 @@ TEST(SchedulerCore, RequestsArrivingTogetherWaitForASharedPrefixBeingComputed) {
     sim.check_outputs();
     sim.check_all_free();
     computed[wait] = sim.computed_tokens();
-    if (wait == 1) EXPECT_GE(sim.core().prefix_waits(), 10u);
+    if (wait == 1) {
+      EXPECT_GE(sim.core().prefix_waits(), 10u);
+    }
     else EXPECT_EQ(sim.core().prefix_waits(), 0u);
   }
   // Without waiting every request computes the 48 shared tokens; with it

@@ -114,7 +114,9 @@ void expect_ranges_well_formed(const Rendered& r, const std::string& name) {
     const TextRange& d = r.data[i];
     EXPECT_LT(d.begin, d.end) << name;
     EXPECT_LE(d.end, r.text.size()) << name;
-    if (i > 0) EXPECT_LT(previous_end, d.begin) << name << ": ranges overlap, touch or are out of order";
+    if (i > 0) {
+      EXPECT_LT(previous_end, d.begin) << name << ": ranges overlap, touch or are out of order";
+    }
     previous_end = d.end;
   }
 }
