@@ -234,25 +234,29 @@ void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, 
 
 // Uploads device_inputs in one copy and samples the logits rows into
 // `picks`: penalties (when a row has one), then greedy or a draw with the
-// row's uniform (kernels/cuda/sampling.cu).
+// row's uniform after its top-k, top-p and min-p (kernels/cuda/sampling.cu).
 void CudaStepRunner::Impl::sample_on_device(int32_t rows) {
   const HostSampling::DeviceInputs& in = device_inputs;
   // Layout: doubles first (uniforms), then floats, then ints.
+  constexpr size_t kFloats = 6, kInts = 6;
   const size_t r = size_t(rows);
-  const size_t floats_at = r * sizeof(double), ints_at = floats_at + 5 * r * sizeof(float);
-  const std::vector<int32_t>* ints[] = {&in.seen_begin, &in.seen, &in.gen_begin, &in.generated, &in.gen_counts};
+  const size_t floats_at = r * sizeof(double), ints_at = floats_at + kFloats * r * sizeof(float);
+  const std::vector<int32_t>* ints[kInts] = {&in.top_k, &in.seen_begin, &in.seen, &in.gen_begin, &in.generated,
+                                             &in.gen_counts};
   size_t bytes = ints_at;
   for (const auto* v : ints) bytes += v->size() * sizeof(int32_t);
   host_sampling_in.reserve(bytes);
   sampling_in.reserve(bytes);
   std::byte* h = host_sampling_in.get<std::byte>();
   std::memcpy(h, in.uniforms.data(), r * sizeof(double));
-  const std::vector<float>* floats[] = {&in.temperature, &in.min_p, &in.repetition, &in.frequency, &in.presence};
-  for (size_t i = 0; i < 5; ++i) std::memcpy(h + floats_at + i * r * sizeof(float), floats[i]->data(), r * sizeof(float));
+  const std::vector<float>* floats[kFloats] = {&in.temperature, &in.min_p,     &in.top_p,
+                                               &in.repetition,  &in.frequency, &in.presence};
+  for (size_t i = 0; i < kFloats; ++i)
+    std::memcpy(h + floats_at + i * r * sizeof(float), floats[i]->data(), r * sizeof(float));
   size_t at = ints_at;
-  const int32_t* d_ints[5];
+  const int32_t* d_ints[kInts];
   std::byte* d = sampling_in.get<std::byte>();
-  for (size_t i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < kInts; ++i) {
     if (!ints[i]->empty()) std::memcpy(h + at, ints[i]->data(), ints[i]->size() * sizeof(int32_t));
     d_ints[i] = reinterpret_cast<const int32_t*>(d + at);
     at += ints[i]->size() * sizeof(int32_t);
@@ -261,12 +265,11 @@ void CudaStepRunner::Impl::sample_on_device(int32_t rows) {
   const float* f = reinterpret_cast<const float*>(d + floats_at);
   float* l = logits.get<float>();
   if (in.penalties)
-    check(kernels::cuda::apply_penalties(l, rows, c.vocab_size, f + 2 * r, f + 3 * r, f + 4 * r, d_ints[0], d_ints[1],
-                                         d_ints[2], d_ints[3], d_ints[4], stream),
+    check(kernels::cuda::apply_penalties(l, rows, c.vocab_size, f + 3 * r, f + 4 * r, f + 5 * r, d_ints[1],
+                                         d_ints[2], d_ints[3], d_ints[4], d_ints[5], stream),
           "apply_penalties");
-  check(kernels::cuda::sample_rows(l, rows, c.vocab_size, f, f + r, reinterpret_cast<const double*>(d),
-                                   picks.get<int32_t>(), stream),
-        "sample_rows");
+  const kernels::cuda::RowSampling params{f, f + r, d_ints[0], f + 2 * r, reinterpret_cast<const double*>(d)};
+  check(kernels::cuda::sample_rows(l, rows, c.vocab_size, params, picks.get<int32_t>(), stream), "sample_rows");
 }
 
 CudaStepRunner::CudaStepRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -356,7 +359,7 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
   if (n > 0) m.forward(b, d, at, max_context, rows);
 
   const int32_t vocab = m.c.vocab_size;
-  const bool on_device = rows > 0 && m.sampling.device_inputs(plan, vocab, m.device_inputs);
+  const bool on_device = rows > 0 && m.sampling.device_inputs(plan, m.device_inputs);
   if (on_device) {
     if (m.device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
       throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");

@@ -8,8 +8,8 @@
 // kernels/cuda on one compute stream. A step uploads its plan's arrays in one
 // copy, runs copy-on-write block copies and the forward pass, and then either
 // samples on the device and brings back only the ids (when every row can be:
-// Sampler::device_samplable, no logprobs and no top-k or top-p cut; the host
-// sends each row's penalty tokens and one uniform from its generator) or
+// Sampler::device_samplable, no logprobs; the host sends each row's
+// parameters, penalty tokens and one uniform from its generator) or
 // brings back the logits rows and samples them on the host with the
 // sequences' Samplers, exactly as the CPU runner does. run() returns when
 // the step's work on the device is done, so the swap engine may copy any

@@ -79,18 +79,18 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
 }
 
 void HostSampling::DeviceInputs::clear() {
-  for (std::vector<float>* v : {&temperature, &min_p, &repetition, &frequency, &presence}) v->clear();
+  for (std::vector<float>* v : {&temperature, &min_p, &top_p, &repetition, &frequency, &presence}) v->clear();
   uniforms.clear();
-  for (std::vector<int32_t>* v : {&seen_begin, &seen, &gen_begin, &generated, &gen_counts}) v->clear();
+  for (std::vector<int32_t>* v : {&top_k, &seen_begin, &seen, &gen_begin, &generated, &gen_counts}) v->clear();
   penalties = false;
 }
 
-bool HostSampling::device_inputs(const StepPlan& plan, int32_t vocab, DeviceInputs& in) {
+bool HostSampling::device_inputs(const StepPlan& plan, DeviceInputs& in) {
   if (!plan.forks.empty()) return false;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
     if (!plan.batch.want_logits[s]) continue;
     const Sampler* sampler = samplers_.find(plan.seq_ids[s]);
-    if (sampler != nullptr && !sampler->device_samplable(vocab)) return false;
+    if (sampler != nullptr && !sampler->device_samplable()) return false;
   }
   in.clear();
   in.seen_begin.push_back(0);
@@ -103,6 +103,8 @@ bool HostSampling::device_inputs(const StepPlan& plan, int32_t vocab, DeviceInpu
     const SamplingParams& p = sampler != nullptr ? sampler->params() : greedy;
     in.temperature.push_back(p.temperature);
     in.min_p.push_back(p.min_p);
+    in.top_p.push_back(p.top_p);
+    in.top_k.push_back(p.top_k);
     in.repetition.push_back(p.repetition_penalty);
     in.frequency.push_back(p.frequency_penalty);
     in.presence.push_back(p.presence_penalty);

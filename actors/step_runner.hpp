@@ -79,16 +79,16 @@ class HostSampling {
   // What a device needs to sample a step's logits rows with kernels/cuda's
   // apply_penalties and sample_rows: one entry per row, in row order.
   struct DeviceInputs {
-    std::vector<float> temperature, min_p, repetition, frequency, presence;
+    std::vector<float> temperature, min_p, top_p, repetition, frequency, presence;
     std::vector<double> uniforms;
-    std::vector<int32_t> seen_begin, seen, gen_begin, generated, gen_counts;
+    std::vector<int32_t> top_k, seen_begin, seen, gen_begin, generated, gen_counts;
     bool penalties = false;  // some row has one
     void clear();            // keeps the vectors' capacity for the next step
   };
   // When no sample forks and every row's sampler is device_samplable: fills
   // `in`, drawing each row's uniform from its sampler's generator, and
   // returns true. Else returns false and draws nothing.
-  bool device_inputs(const StepPlan& plan, int32_t vocab, DeviceInputs& in);
+  bool device_inputs(const StepPlan& plan, DeviceInputs& in);
   // Records the device's samples (tokens[r] for row r) as sample() would.
   void accept(const StepPlan& plan, const int32_t* tokens, StepResult& result);
   SamplerTable& samplers() { return samplers_; }

@@ -118,13 +118,20 @@ cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab,
                             const int32_t* gen_begin, const int32_t* generated,
                             const int32_t* gen_counts, cudaStream_t stream);
 
+// Each row's sampling parameters, [rows] each.
+struct RowSampling {
+  const float* temperature;  // greedy below 1e-5
+  const float* min_p;        // 0: off
+  const int32_t* top_k;      // 0 or >= vocab: off
+  const float* top_p;        // 1: off
+  const double* uniforms;    // the draw's, in [0, 1)
+};
+
 // One token per row: greedy where temperature[r] < 1e-5, else a draw with
-// uniforms[r] among weights exp((l - max) / T) >= min_p[r].
-cudaError_t sample_rows(const float* logits, int32_t rows, int32_t vocab,
-                        const float* temperature,  // [rows]
-                        const float* min_p,        // [rows]
-                        const double* uniforms,    // [rows], in [0, 1)
-                        int32_t* tokens,           // [rows]
+// uniforms[r] among the tokens top-k and top-p keep (in that order) whose
+// weight exp((l - max) / T) is >= min_p[r], walking them in id order.
+cudaError_t sample_rows(const float* logits, int32_t rows, int32_t vocab, const RowSampling& params,
+                        int32_t* tokens,  // [rows]
                         cudaStream_t stream);
 
 }  // namespace conveyor::kernels::cuda

@@ -7,15 +7,19 @@
 //   - temperature and min-p: weights exp_nonpositive((l - max) / T), the
 //     CPU's Cephes polynomial; identical when compiled without FMA
 //     contraction (sampling.cu is built with --fmad=false for this);
-//   - the draw over the whole row: a uniform in [0, 1) drawn on the host
-//     from the sequence's own generator (the CPU Sampler's), and the same
-//     walk over weights >= min_p. The running sums are doubles added in
-//     another order than the CPU's, so a draw that falls within rounding
-//     (about 1e-16 of the total) of a boundary between two tokens may pick
-//     the neighbour.
-// Not mirrored, and not on the device yet: top-k and top-p. The CPU's
-// candidate order after a top-p cut depends on its selection algorithm, so
-// a device version would draw the same distribution but not the same ids.
+//   - top-k and top-p: both keep a prefix of the ranking (larger logit
+//     first, ties to the lower id), so what they keep is every token ranked
+//     at or above one boundary token, a Cut. select_cut finds it with a
+//     radix select over the logits' order-preserving keys: the same tokens
+//     for top-k; for top-p the running mass is summed in fixed point (2^-40
+//     units) where the CPU sums doubles, so a cut whose mass lies within
+//     about 1e-12 of top_p · total may keep one token more or less;
+//   - the draw: a uniform in [0, 1) drawn on the host from the sequence's
+//     own generator (the CPU Sampler's), and the same walk in token order
+//     over the kept tokens whose weight is >= min_p. The running sums are
+//     doubles added in another order than the CPU's, so a draw that falls
+//     within rounding (about 1e-16 of the total) of a boundary between two
+//     tokens may pick the neighbour.
 #pragma once
 
 #include <cmath>
@@ -94,6 +98,90 @@ CONVEYOR_HD int32_t draw_from_chunks(const double* chunk_totals, int32_t n_chunk
     }
   }
   return last_positive;  // rounding left the target at the very top
+}
+
+// ---- top-k and top-p: a cut in the ranking ----------------------------------
+
+// A logit's key: unsigned, in the ranking's order (a larger logit, a larger
+// key); -0 and +0 share one, as they compare equal.
+CONVEYOR_HD uint32_t rank_key(float logit) {
+  const uint32_t b = float_bits(logit == 0.0f ? 0.0f : logit);
+  return (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
+}
+
+// The tokens a filter keeps: those ranked at or above the token (key, id).
+struct Cut {
+  uint32_t key = 0;
+  int32_t id = 0x7fffffff;  // the default keeps every candidate
+};
+
+// Whether token `id` with this logit is kept: a candidate (its logit above
+// -inf, not NaN, as the CPU's top_k and nucleus ask) at or above the cut.
+CONVEYOR_HD bool kept(float logit, int32_t id, Cut cut) {
+  if (!(logit > bits_float(0xff800000u))) return false;
+  const uint32_t key = rank_key(logit);
+  return key > cut.key || (key == cut.key && id <= cut.id);
+}
+
+// top-p's weights in fixed point: exact integer sums in any order, so the
+// device's atomics give the same cut every run. A weight below 2^-40 counts 0.
+inline constexpr double kMassUnit = 1099511627776.0;  // 2^40
+CONVEYOR_HD uint64_t mass_weight(float logit, float max, float inv_temperature) {
+  return uint64_t(double(exp_nonpositive((logit - max) * inv_temperature)) * kMassUnit);
+}
+
+// top-p's target: the CPU's (top_p - 1e-6) · total (kTopPSlack in
+// sampler.cpp), rounded up to a whole unit, at least one so that the best
+// token (weight 1) always stays.
+CONVEYOR_HD uint64_t mass_target(float top_p, uint64_t total) {
+  const double mass = (double(top_p) - 1e-6) * double(total);
+  const uint64_t target = mass > 0.0 ? uint64_t(ceil(mass)) : 0;
+  return target > 0 ? target : 1;
+}
+
+// The first token of the ranking, within `within`, at which the running
+// weight reaches target_of(total weight within `within`); `within` itself
+// when none does. top-k: weights 1, target k; top-p: mass weights, target
+// mass_target. The same code runs on one host thread (tests) and on every
+// thread of a block (sampling.cu), through `row`'s collective operations:
+//   row.histogram(prefix, mask, shift, within, weight): the weights of the
+//     kept tokens whose key & mask == prefix, by (key >> shift) & 255,
+//     returned as 256 bins;
+//   row.tie_id(key, within, before, target, weight): the lowest id at which
+//     `before` plus the running weight, in id order, of the kept tokens with
+//     this key reaches target.
+template <class Row, class Weight, class Target>
+CONVEYOR_HD Cut select_cut(Row& row, Cut within, Weight weight, Target target_of) {
+  uint32_t prefix = 0, mask = 0;
+  uint64_t before = 0, target = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    const uint64_t* bins = row.histogram(prefix, mask, shift, within, weight);
+    if (shift == 24) {
+      uint64_t total = 0;
+      for (int b = 0; b < 256; ++b) total += bins[b];
+      target = target_of(total);
+    }
+    int b = 255;
+    for (; b >= 0; --b) {
+      if (before + bins[b] >= target) break;
+      before += bins[b];
+    }
+    if (b < 0) return within;  // the whole set falls short: keep it
+    prefix |= uint32_t(b) << shift;
+    mask |= 0xffu << shift;
+  }
+  return Cut{prefix, row.tie_id(prefix, within, before, target, weight)};
+}
+
+// tie_id's walk over one run of ids [begin, end): the first id whose weight
+// brings `running` to target, or -1 (running then holds the run's weight added).
+template <class Weight>
+CONVEYOR_HD int32_t first_reaching(int32_t begin, int32_t end, uint64_t& running, uint64_t target, Weight weight) {
+  for (int32_t i = begin; i < end; ++i) {
+    running += weight(i);
+    if (running >= target) return i;
+  }
+  return -1;
 }
 
 }  // namespace conveyor::kernels::cuda

@@ -49,6 +49,40 @@ size_t cut_range(std::vector<Candidate>& cands, size_t lo, double before,
   return keep;
 }
 
+// Draws token i with probability proportional to weight(i) (>= 0), walking
+// [0, n) in order; weight(0) .. weight(n - 1) must not all be 0.
+template <class Weight>
+int32_t draw_walk(size_t n, Weight weight, double uniform) {
+  double total = 0.0;
+#pragma omp simd reduction(+ : total)
+  for (size_t i = 0; i < n; ++i) total += weight(i);
+
+  // Skip whole blocks (summed vectorised) until the one holding the target.
+  const double target = uniform * total;
+  constexpr size_t kBlock = 64;
+  double cumulative = 0.0;
+  int32_t last_positive = 0;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    double block = 0.0;
+#pragma omp simd reduction(+ : block)
+    for (size_t i = start; i < end; ++i) block += weight(i);
+    if (block <= 0.0) continue;
+    if (cumulative + block <= target && end < n) {
+      cumulative += block;
+      continue;
+    }
+    for (size_t i = start; i < end; ++i) {
+      const float w = weight(i);
+      if (!(w > 0.0f)) continue;
+      cumulative += w;
+      last_positive = static_cast<int32_t>(i);
+      if (target < cumulative) return last_positive;
+    }
+  }
+  return last_positive;  // rounding left the target at the very top
+}
+
 }  // namespace
 
 float exp_nonpositive(float x) {
@@ -239,34 +273,23 @@ int32_t draw(std::span<const Candidate> cands, std::span<const float> weights, d
 
 int32_t draw_row(std::span<const float> weights, float min_weight, double uniform) {
   const float* w = weights.data();
-  const size_t n = weights.size();
-  double total = 0.0;
-#pragma omp simd reduction(+ : total)
-  for (size_t i = 0; i < n; ++i) total += w[i] >= min_weight ? w[i] : 0.0f;
+  return draw_walk(weights.size(), [=](size_t i) { return w[i] >= min_weight ? w[i] : 0.0f; }, uniform);
+}
 
-  // Skip whole blocks (summed vectorised) until the one holding the target.
-  const double target = uniform * total;
-  constexpr size_t kBlock = 64;
-  double cumulative = 0.0;
-  int32_t last_positive = 0;  // set below: the largest weight passes min_weight
-  for (size_t start = 0; start < n; start += kBlock) {
-    const size_t end = std::min(n, start + kBlock);
-    double block = 0.0;
-#pragma omp simd reduction(+ : block)
-    for (size_t i = start; i < end; ++i) block += w[i] >= min_weight ? w[i] : 0.0f;
-    if (block <= 0.0) continue;
-    if (cumulative + block <= target && end < n) {
-      cumulative += block;
-      continue;
-    }
-    for (size_t i = start; i < end; ++i) {
-      if (!(w[i] > 0.0f && w[i] >= min_weight)) continue;
-      cumulative += w[i];
-      last_positive = static_cast<int32_t>(i);
-      if (target < cumulative) return last_positive;
-    }
-  }
-  return last_positive;  // rounding left the target at the very top
+int32_t draw_ranked(std::span<const float> logits, std::span<const float> weights, Candidate last,
+                    float min_weight, double uniform) {
+  const float* l = logits.data();
+  const float* w = weights.data();
+  const float bound = last.first;
+  const auto last_id = static_cast<size_t>(last.second);
+  // Weights of tokens outside the cut are never summed: they may be stale.
+  return draw_walk(
+      logits.size(),
+      [=](size_t i) {
+        const bool ranked = l[i] > bound || (l[i] == bound && i <= last_id);
+        return ranked && w[i] >= min_weight ? w[i] : 0.0f;
+      },
+      uniform);
 }
 
 }  // namespace conveyor::sampling

@@ -63,13 +63,20 @@ size_t cut_to_mass(std::vector<Candidate>& cands, std::span<const float> weights
 void nucleus(std::span<const float> logits, std::span<const float> weights, float max,
              float inv_temperature, double mass, std::vector<Candidate>& out);
 
-// Draws a candidate with probability proportional to its weight.
-// `uniform` is in [0, 1). `cands` must not be empty.
+// Draws a candidate with probability proportional to its weight, walking
+// `cands` in their order. `uniform` is in [0, 1). `cands` must not be empty.
 int32_t draw(std::span<const Candidate> cands, std::span<const float> weights, double uniform);
 
 // Draws token i with probability proportional to weights[i], counting only
-// weights >= min_weight. The largest weight (1 after softmax_weights) must
-// pass min_weight.
+// weights >= min_weight, walking the row in token order. The largest weight
+// (1 after softmax_weights) must pass min_weight.
 int32_t draw_row(std::span<const float> weights, float min_weight, double uniform);
+
+// draw_row among the tokens ranked at or above `last` (more_likely than it,
+// or it): what a top-k or top-p cut keeps, drawn in token order, the walk a
+// device can reproduce (kernels/cuda/sampling_math.hpp). Only those tokens'
+// weights are read; `last`'s must pass min_weight.
+int32_t draw_ranked(std::span<const float> logits, std::span<const float> weights, Candidate last,
+                    float min_weight, double uniform);
 
 }  // namespace conveyor::sampling

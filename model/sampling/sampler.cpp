@@ -149,7 +149,14 @@ int32_t Sampler::sample_random(std::span<const float> logits) {
     std::erase_if(s.candidates,
                   [&](const sampling::Candidate& c) { return s.weights[c.second] < params_.min_p; });
   }
-  return sampling::draw(s.candidates, s.weights, uniform());
+  // The draw walks the kept tokens in id order: a few sorted, many in place.
+  if (s.candidates.size() * 32 < logits.size()) {
+    std::sort(s.candidates.begin(), s.candidates.end(),
+              [](const sampling::Candidate& a, const sampling::Candidate& b) { return a.second < b.second; });
+    return sampling::draw(s.candidates, s.weights, uniform());
+  }
+  const auto last = *std::max_element(s.candidates.begin(), s.candidates.end(), sampling::more_likely);
+  return sampling::draw_ranked(logits, s.weights, last, params_.min_p, uniform());
 }
 
 void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
@@ -164,10 +171,7 @@ void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
   for (const auto& [logit, token] : top) result.top.push_back({token, logit - log_normalizer});
 }
 
-bool Sampler::device_samplable(int32_t vocab) const {
-  if (params_.logprobs >= 0) return false;
-  return is_greedy() || (!(params_.top_k > 0 && params_.top_k < vocab) && !(params_.top_p < 1.0f));
-}
+bool Sampler::device_samplable() const { return params_.logprobs < 0; }
 
 void Sampler::accept(int32_t token) { record(token); }
 

@@ -16,7 +16,8 @@
 //   3. temperature: below 1e-5, greedy argmax (ties go to the lowest id) and
 //      the filters below are skipped;
 //   4. top-k, then top-p, then min-p;
-//   5. a draw from what is left with the sequence's own generator.
+//   5. a draw from what is left with the sequence's own generator, walking
+//      the kept tokens in id order (as a device can: kernels/cuda).
 // Ties between equal logits are always broken by the lower token id, so the
 // result depends only on the logits, the parameters and the seed.
 //
@@ -96,10 +97,10 @@ class Sampler {
   void replay(std::span<const int32_t> generated);
 
   // Whether a device can sample for this sampler with kernels/cuda's
-  // penalties and sample_rows: no logprobs, and greedy or drawing from the
-  // whole distribution (no top-k or top-p cut over a `vocab`-token row).
-  // Penalties, temperature and min-p are the device's.
-  bool device_samplable(int32_t vocab) const;
+  // penalties and sample_rows: whenever no logprobs are asked for (they need
+  // the raw row on the host). Penalties, temperature, top-k, top-p and min-p
+  // are the device's.
+  bool device_samplable() const;
   // The device's inputs for one row: the distinct prompt and generated
   // tokens (when the repetition penalty is on), the generated tokens with
   // their counts, and the draw's uniform from this sampler's generator

@@ -92,8 +92,9 @@ void compare_with_cpu(const std::string& model) {
       ASSERT_EQ(g.top.size(), 5u);
       ++compared;
       agreed += c.token == g.token;
-      if (c.top[0].logprob - c.top[1].logprob > 0.1f)
+      if (c.top[0].logprob - c.top[1].logprob > 0.1f) {
         EXPECT_EQ(g.token, c.token) << model << " step " << step << " seq " << i;
+      }
       for (const TokenLogprob& t : c.top)
         for (const TokenLogprob& u : g.top)
           if (t.token == u.token) worst = std::max(worst, double(std::fabs(t.logprob - u.logprob)));
@@ -159,12 +160,13 @@ SamplingParams greedy_params() {
 
 // Sampling on the device (a step whose rows are all device_samplable) picks
 // what the host picks from the same logits (a row with logprobs goes to the
-// host): greedy, and a seeded draw with temperature, min-p and penalties.
+// host): greedy, a seeded draw with temperature, min-p and penalties, and
+// one with top-k and top-p as well.
 // kernels/cuda/README.md says where a draw may differ (within about 1e-16
 // of a boundary between two tokens).
 TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
   SKIP_WITHOUT_DEVICE();
-  Backend gpu = make("cuda", shared("stories260K.bin"), 4 * 8 * kBlock);
+  Backend gpu = make("cuda", shared("stories260K.bin"), 6 * 8 * kBlock);
   ASSERT_TRUE(gpu.runner);
   SamplingParams seeded = greedy_params();
   seeded.temperature = 0.9f;
@@ -174,10 +176,13 @@ TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
   seeded.repetition_penalty = 1.15f;
   seeded.seed = 1234;
   seeded.has_seed = true;
+  SamplingParams cut = seeded;
+  cut.top_k = 40;
+  cut.top_p = 0.9f;
   const std::vector<int32_t> prompt = {1, 9, 10, 11};
   seq_id id = 1;
   int32_t block = 0;
-  for (const SamplingParams& device_params : {greedy_params(), seeded}) {
+  for (const SamplingParams& device_params : {greedy_params(), seeded, cut}) {
     SamplingParams host_params = device_params;
     host_params.logprobs = 0;
     std::vector<int32_t> a, b;
@@ -185,7 +190,8 @@ TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
     for (int32_t k = 0; k < 8; ++k) b.push_back(block++);
     const auto on_device = decode(*gpu.runner, id++, a, prompt, 0, 64, &device_params);
     const auto on_host = decode(*gpu.runner, id++, b, prompt, 0, 64, &host_params);
-    EXPECT_EQ(ids_of(on_device), ids_of(on_host)) << "temperature " << device_params.temperature;
+    EXPECT_EQ(ids_of(on_device), ids_of(on_host))
+        << "temperature " << device_params.temperature << " top_k " << device_params.top_k;
   }
 }
 

@@ -167,8 +167,8 @@ TEST(CudaKernels, BlockCopiesMoveWholeBlocks) {
   EXPECT_EQ(pool.read(), host);
 }
 
-// Penalties and the draw against the CPU Sampler, the host drawing each
-// row's uniform from a generator seeded as the Sampler's.
+// Penalties, top-k, top-p, min-p and the draw against the CPU Sampler, the
+// host drawing each row's uniform from a generator seeded as the Sampler's.
 TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
   SKIP_WITHOUT_DEVICE();
   const int32_t rows = 6, vocab = 32000;
@@ -177,6 +177,8 @@ TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
   const float reps[rows] = {1, 1, 1, 1.2f, 1.1f, 1.3f};
   const float freqs[rows] = {0, 0, 0, 0, 0.4f, 0.5f};
   const float pres[rows] = {0, 0, 0, 0, 0.3f, -0.2f};
+  const int32_t top_ks[rows] = {0, 40, 0, 50, 0, 3};
+  const float top_ps[rows] = {1, 1, 0.9f, 0.8f, 0.95f, 1};
   std::vector<float> logits = random_vector(size_t(rows) * vocab, 8, -4.0f, 4.0f);
   std::vector<int32_t> seen_begin{0}, seen, gen_begin{0}, generated, gen_counts;
   std::vector<double> uniforms;
@@ -188,6 +190,8 @@ TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
     p.repetition_penalty = reps[r];
     p.frequency_penalty = freqs[r];
     p.presence_penalty = pres[r];
+    p.top_k = top_ks[r];
+    p.top_p = top_ps[r];
     p.seed = 77 + r;
     p.has_seed = true;
     const std::vector<int32_t> prompt = {r, 100 + r, 5000};
@@ -214,12 +218,13 @@ TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
   // seen lists are sorted per row on the host side of a runner; order does not matter here.
   Device<float> dl(logits), dt(std::vector<float>(temps, temps + rows)), dm(std::vector<float>(min_ps, min_ps + rows)),
       dr(std::vector<float>(reps, reps + rows)), df(std::vector<float>(freqs, freqs + rows)),
-      dp(std::vector<float>(pres, pres + rows));
-  Device<int32_t> dsb(seen_begin), ds(seen), dgb(gen_begin), dg(generated), dgc(gen_counts), dtok(static_cast<size_t>(rows));
+      dp(std::vector<float>(pres, pres + rows)), dtp(std::vector<float>(top_ps, top_ps + rows));
+  Device<int32_t> dtk(std::vector<int32_t>(top_ks, top_ks + rows)), dsb(seen_begin), ds(seen), dgb(gen_begin), dg(generated), dgc(gen_counts), dtok(static_cast<size_t>(rows));
   Device<double> du(uniforms);
   CUDA_OK(apply_penalties(dl.get(), rows, vocab, dr.get(), df.get(), dp.get(), dsb.get(), ds.get(), dgb.get(),
                           dg.get(), dgc.get(), nullptr));
-  CUDA_OK(sample_rows(dl.get(), rows, vocab, dt.get(), dm.get(), du.get(), dtok.get(), nullptr));
+  CUDA_OK(sample_rows(dl.get(), rows, vocab, RowSampling{dt.get(), dm.get(), dtk.get(), dtp.get(), du.get()},
+                      dtok.get(), nullptr));
   EXPECT_EQ(dtok.read(), want);
 }
 

@@ -218,8 +218,105 @@ TEST(CudaMath, GreedyIsTheSamplersChoiceWithTiesNanAndInfinities) {
   }
 }
 
+// select_cut's collective operations on one thread: what sampling.cu's
+// BlockRow computes with a block of threads.
+struct HostRow {
+  const std::vector<float>& l;
+  uint64_t bins[256] = {};
+
+  template <class Weight>
+  const uint64_t* histogram(uint32_t prefix, uint32_t mask, int shift, Cut within, Weight weight) {
+    std::fill(std::begin(bins), std::end(bins), 0);
+    for (int32_t i = 0; i < int32_t(l.size()); ++i) {
+      const float x = l[size_t(i)];
+      if (!kept(x, i, within) || (rank_key(x) & mask) != prefix) continue;
+      bins[(rank_key(x) >> shift) & 255u] += weight(x);
+    }
+    return bins;
+  }
+  template <class Weight>
+  int32_t tie_id(uint32_t key, Cut within, uint64_t before, uint64_t target, Weight weight) {
+    return first_reaching(0, int32_t(l.size()), before, target, [&](int32_t i) -> uint64_t {
+      const float x = l[size_t(i)];
+      return kept(x, i, within) && rank_key(x) == key ? weight(x) : 0;
+    });
+  }
+};
+
+// top-k then top-p as sample_kernel cuts them.
+Cut device_cut(const std::vector<float>& l, int32_t top_k, float top_p, float max, float inv_t) {
+  HostRow row{l};
+  Cut cut;
+  if (top_k > 0 && top_k < int32_t(l.size()))
+    cut = select_cut(row, cut, [](float) { return uint64_t(1); }, [=](uint64_t) { return uint64_t(top_k); });
+  if (top_p < 1.0f)
+    cut = select_cut(row, cut, [=](float x) { return mass_weight(x, max, inv_t); },
+                     [=](uint64_t total) { return mass_target(top_p, total); });
+  return cut;
+}
+
+std::vector<int32_t> kept_ids(const std::vector<float>& l, Cut cut) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < int32_t(l.size()); ++i)
+    if (kept(l[size_t(i)], i, cut)) ids.push_back(i);
+  return ids;
+}
+
+TEST(CudaMath, RankKeysOrderLogitsAsTheSamplerRanksThem) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> ascending = {-inf, -3e38f, -2.5f, -1e-30f, 0.0f, 1e-30f, 1.0f, 2.5f, 3e38f, inf};
+  for (size_t i = 1; i < ascending.size(); ++i) EXPECT_LT(rank_key(ascending[i - 1]), rank_key(ascending[i]));
+  EXPECT_EQ(rank_key(-0.0f), rank_key(0.0f));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(kept(nan, 0, Cut{}));
+  EXPECT_FALSE(kept(-inf, 0, Cut{}));
+  EXPECT_TRUE(kept(-3e38f, 0, Cut{}));
+  EXPECT_TRUE(kept(1.0f, 5, Cut{rank_key(1.0f), 5}));
+  EXPECT_FALSE(kept(1.0f, 6, Cut{rank_key(1.0f), 5}));
+  EXPECT_TRUE(kept(1.5f, 6, Cut{rank_key(1.0f), 5}));
+}
+
+// The radix select keeps exactly the tokens the CPU's top_k and nucleus
+// keep, on rows full of ties, NaN and -inf.
+TEST(CudaMath, TopKAndTopPCutsKeepTheCpusTokens) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 pick(5);
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    const size_t vocab = seed % 3 == 0 ? 50 : 5000;
+    auto row = random_vector(vocab, 300 + seed, -6.0f, 6.0f);
+    if (seed % 2 == 0)
+      for (float& x : row) x = std::round(x * 2.0f) / 2.0f;  // many ties
+    row[pick() % vocab] = nan;
+    row[pick() % vocab] = -inf;
+    row[pick() % vocab] = -0.0f;
+    const float max = sampling::max_logit(row), inv_t = 1.0f / (0.5f + float(seed % 4) * 0.4f);
+    for (int32_t k : {1, 2, 7, 40, int32_t(vocab) - 1}) {
+      std::vector<sampling::Candidate> cands;
+      sampling::top_k(row, k, cands);
+      std::vector<int32_t> want;
+      for (const auto& c : cands) want.push_back(c.second);
+      std::sort(want.begin(), want.end());
+      ASSERT_EQ(kept_ids(row, device_cut(row, k, 1.0f, max, inv_t)), want) << "seed " << seed << " k " << k;
+    }
+    std::vector<float> weights(vocab);
+    const double total = sampling::softmax_weights(row, max, inv_t, weights);
+    for (float top_p : {0.05f, 0.5f, 0.9f, 0.99f}) {
+      std::vector<sampling::Candidate> cands;
+      sampling::nucleus(row, weights, max, inv_t, (top_p - 1e-6) * total, cands);
+      std::vector<int32_t> want;
+      for (const auto& c : cands) want.push_back(c.second);
+      std::sort(want.begin(), want.end());
+      std::vector<int32_t> got;  // the CPU leaves out tokens of weight 0, which no draw picks
+      for (int32_t i : kept_ids(row, device_cut(row, 0, top_p, max, inv_t)))
+        if (weights[size_t(i)] > 0.0f) got.push_back(i);
+      ASSERT_EQ(got, want) << "seed " << seed << " top_p " << top_p;
+    }
+  }
+}
+
 // The device pipeline for one row: penalties (from the lists the runner
-// would upload), then greedy or the chunked draw, as sampling.cu runs it.
+// would upload), then greedy or top-k, top-p and the chunked draw, as
+// sampling.cu runs it.
 struct DeviceSamplerModel {
   SamplingParams params;
   std::mt19937_64 rng;
@@ -245,13 +342,15 @@ struct DeviceSamplerModel {
     if (params.temperature >= kGreedyTemperature && std::isfinite(max)) {
       const double u = double(rng() >> 11) * 0x1.0p-53;  // the CPU Sampler's uniform()
       const float inv_t = 1.0f / params.temperature;
+      const Cut cut = device_cut(l, params.top_k, params.top_p, max, inv_t);
+      auto weight = [&](int32_t i) {
+        return kept(l[size_t(i)], i, cut) ? draw_weight(l[size_t(i)], max, inv_t, params.min_p) : 0.0f;
+      };
       const int32_t threads = 256, chunk = (vocab + threads - 1) / threads;
       std::vector<double> totals(threads, 0.0);
       for (int32_t c = 0; c < threads; ++c)
-        for (int32_t i = c * chunk; i < std::min(vocab, (c + 1) * chunk); ++i)
-          totals[size_t(c)] += draw_weight(l[size_t(i)], max, inv_t, params.min_p);
-      token = draw_from_chunks(totals.data(), threads, chunk, vocab, u,
-                               [&](int32_t i) { return draw_weight(l[size_t(i)], max, inv_t, params.min_p); });
+        for (int32_t i = c * chunk; i < std::min(vocab, (c + 1) * chunk); ++i) totals[size_t(c)] += weight(i);
+      token = draw_from_chunks(totals.data(), threads, chunk, vocab, u, weight);
     }
     auto it = std::lower_bound(counts.begin(), counts.end(), std::pair<int32_t, int32_t>{token, 0});
     if (it != counts.end() && it->first == token) ++it->second;
@@ -265,9 +364,20 @@ struct DeviceSamplerModel {
 TEST(CudaMath, SamplingDrawsTheCpuSamplersIdsForTheSameSeed) {
   struct Case {
     float temperature, min_p, repetition, frequency, presence;
+    int32_t top_k = 0;
+    float top_p = 1.0f;
   };
-  const Case cases[] = {{0.0f, 0, 1, 0, 0},     {1.0f, 0, 1, 0, 0},      {0.7f, 0.05f, 1, 0, 0},
-                        {1.3f, 0, 1.2f, 0, 0},  {0.9f, 0.02f, 1.1f, 0.4f, 0.3f}, {0.0f, 0, 1.3f, 0.5f, -0.2f}};
+  const Case cases[] = {{0.0f, 0, 1, 0, 0},
+                        {1.0f, 0, 1, 0, 0},
+                        {0.7f, 0.05f, 1, 0, 0},
+                        {1.3f, 0, 1.2f, 0, 0},
+                        {0.9f, 0.02f, 1.1f, 0.4f, 0.3f},
+                        {0.0f, 0, 1.3f, 0.5f, -0.2f},
+                        {1.0f, 0, 1, 0, 0, 40},
+                        {1.5f, 0, 1, 0, 0, 0, 0.9f},
+                        {0.8f, 0.01f, 1.1f, 0.2f, 0, 50, 0.8f},
+                        {1.2f, 0, 1, 0, 0, 3, 0.5f},
+                        {2.0f, 0, 1, 0, 0, 0, 0.99f}};
   const std::vector<int32_t> prompt = {3, 9, 9, 27, 100, 4000};
   int mismatches = 0, draws = 0;
   for (const Case& c : cases)
@@ -278,6 +388,8 @@ TEST(CudaMath, SamplingDrawsTheCpuSamplersIdsForTheSameSeed) {
       p.repetition_penalty = c.repetition;
       p.frequency_penalty = c.frequency;
       p.presence_penalty = c.presence;
+      p.top_k = c.top_k;
+      p.top_p = c.top_p;
       p.seed = 1234;
       p.has_seed = true;
       const std::vector<int32_t> pr(prompt.begin(), prompt.begin() + (vocab > 4000 ? 6 : 3));
@@ -292,7 +404,8 @@ TEST(CudaMath, SamplingDrawsTheCpuSamplersIdsForTheSameSeed) {
         const int32_t got = gpu.sample(row);
         ++draws;
         if (got != want) ++mismatches;
-        ASSERT_EQ(got, want) << "temperature " << c.temperature << " vocab " << vocab << " step " << step;
+        ASSERT_EQ(got, want) << "temperature " << c.temperature << " top_k " << c.top_k << " top_p " << c.top_p
+                             << " vocab " << vocab << " step " << step;
       }
     }
   EXPECT_EQ(mismatches, 0) << draws;
