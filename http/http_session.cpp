@@ -150,6 +150,7 @@ void HttpSession::on_first_bytes(beast::error_code ec, std::size_t bytes) {
 
 void HttpSession::read_header() {
   read_phase_ = ReadPhase::header;
+  head_only_ = false;
   stream_.expires_after(millis(state_->options().header_timeout_seconds));
   bhttp::async_read_header(stream_, buffer_, *parser_,
                            beast::bind_front_handler(&HttpSession::on_header, shared_from_this()));
@@ -219,6 +220,7 @@ void HttpSession::handle_request() {
   keep_alive_ = req.keep_alive() && !shutting_down_;
   const std::string_view target(req.target().data(), req.target().size());
   const std::string_view method(req.method_string().data(), req.method_string().size());
+  head_only_ = method == "HEAD";
   record_ = RequestRecord(registry_id_, std::string(method), logged_route(target));
   const RouteMatch m = match_route(method, target);
   if (m.route == Route::not_found)
@@ -435,6 +437,7 @@ void HttpSession::send_response(unsigned status, std::string body, const char* c
 
 void HttpSession::send_message(bhttp::response<bhttp::string_body> res) {
   record_.end(int(res.result_int()));
+  if (head_only_) res.body().clear();  // Content-Length stays the body's
   std::ostringstream os;
   os << res;
   response_complete_ = true;

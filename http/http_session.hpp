@@ -103,6 +103,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   bool write_in_flight_ = false;
 
   bool keep_alive_ = true;
+  bool head_only_ = false;  // a HEAD request: the response's head, without its body
   bool response_complete_ = false;  // the whole response is queued
   bool busy_ = false;               // a request is being answered
   bool probing_ = false;            // the disconnect probe read is pending

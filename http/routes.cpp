@@ -25,18 +25,23 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
       {"/detokenize", "POST", Route::detokenize},
       {"/v1/sessions/release", "POST", Route::release_session},
   };
+  // HEAD is GET without the body (RFC 9110 asks every server for both),
+  // except for the WebSocket upgrade.
+  auto allowed = [&](std::string_view wanted, Route route) {
+    return method == wanted || (method == "HEAD" && wanted == "GET" && route != Route::websocket);
+  };
   for (const Entry& e : table) {
     if (e.path != path) continue;
     RouteMatch m;
     m.needs_key = path != "/health" && path != "/metrics";
     m.allow = e.method.data();
-    m.route = method == e.method ? e.route : Route::wrong_method;
+    m.route = allowed(e.method, e.route) ? e.route : Route::wrong_method;
     return m;
   }
   if (find_playground_asset(path)) {
     RouteMatch m;
     m.allow = "GET";
-    m.route = method == "GET" ? Route::page : Route::wrong_method;
+    m.route = allowed("GET", Route::page) ? Route::page : Route::wrong_method;
     return m;
   }
   return RouteMatch{};

@@ -32,7 +32,8 @@ struct RouteMatch {
                             // (--api-key, --api-key-file), needs "Authorization: Bearer KEY"
 };
 
-// `target` may carry a query string; it is ignored.
+// `target` may carry a query string; it is ignored. HEAD matches what GET
+// matches, but the WebSocket upgrade.
 RouteMatch match_route(std::string_view method, std::string_view target);
 
 // True when no key is configured, or `authorization` is "Bearer KEY"

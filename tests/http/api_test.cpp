@@ -294,6 +294,9 @@ TEST(Routes, MatchesPathsMethodsAndKeys) {
   EXPECT_EQ(match_route("POST", "/v1/completions").route, Route::completions);
   EXPECT_EQ(match_route("POST", "/v1/chat/completions?x=1").route, Route::chat);
   EXPECT_EQ(match_route("GET", "/v1/completions").route, Route::wrong_method);
+  EXPECT_EQ(match_route("HEAD", "/health").route, Route::health);
+  EXPECT_EQ(match_route("HEAD", "/v1/ws").route, Route::wrong_method);
+  EXPECT_EQ(match_route("HEAD", "/v1/completions").route, Route::wrong_method);
   EXPECT_EQ(match_route("GET", "/v2").route, Route::not_found);
   EXPECT_FALSE(match_route("GET", "/health").needs_key);
   EXPECT_TRUE(authorized("", ""));

@@ -107,6 +107,32 @@ TEST_F(Errors, UnknownPathAndWrongMethod) {
   EXPECT_EQ(wrong.headers.at("allow"), "POST");
   error_of(wrong);
   EXPECT_EQ(http_request(port(), "POST", "/health", "{}").status, 405);
+  EXPECT_EQ(http_request(port(), "HEAD", "/v1/completions").status, 405);
+}
+
+// HEAD answers as GET would, without the body: the same status and
+// Content-Length, and the connection stays usable.
+TEST_F(Errors, HeadIsGetWithoutTheBody) {
+  for (const char* path : {"/health", "/v1/models", "/metrics", "/"}) {
+    const Response get = http_request(port(), "GET", path);
+    const Response head = http_request(port(), "HEAD", path);
+    ASSERT_EQ(get.status, 200) << path;
+    EXPECT_EQ(head.status, 200) << path;
+    EXPECT_EQ(head.headers.at("content-type"), get.headers.at("content-type")) << path;
+    EXPECT_GT(std::stoul(head.headers.at("content-length")), 0u) << path;
+    EXPECT_TRUE(head.body.empty()) << path;
+  }
+  EXPECT_EQ(http_request(port(), "HEAD", "/v1/nothing").status, 404);
+  // A HEAD and a GET pipelined on one connection: the HEAD's head is
+  // followed at once by the GET's answer, with nothing in between.
+  RawClient raw(port());
+  ASSERT_TRUE(raw.send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(raw.read_until("{\"status\":\"ok\"}")) << raw.received();
+  const std::string& got = raw.received();
+  const size_t head_end = got.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << got;
+  EXPECT_TRUE(got.starts_with("HTTP/1.1 200")) << got;
+  EXPECT_EQ(got.compare(head_end + 4, 12, "HTTP/1.1 200"), 0) << got;
 }
 
 TEST_F(Errors, BodyTooLarge) {
