@@ -164,7 +164,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StreamEvent& x) {
   return f(caf::meta::type_name("StreamEvent"), x.id, x.index, x.text, x.token_ids, x.logprobs, x.finish,
            x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.error_code,
-           x.message);
+           x.message, x.refused);
 }
 
 }  // namespace conveyor

@@ -197,6 +197,7 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
             e.finish = FinishReason::error;
             e.error_code = error.code;
             e.message = error.message;
+            e.refused = true;
             fail_open_samples(self, e);
           });
   return {

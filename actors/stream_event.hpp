@@ -27,6 +27,10 @@ struct StreamEvent {
   int32_t completion_tokens = 0;
   Errc error_code = Errc::invalid_argument;  // meaningful when finish == error
   std::string message;                // why, when finish == error
+  // With finish == error: the engine refused the request when it was
+  // submitted (a full waiting queue, a request it cannot run), so it did no
+  // work for it.
+  bool refused = false;
 
   // The last event of its sample. A request with n samples ends after n of
   // these (one per index), in the order its samples finish.

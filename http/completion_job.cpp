@@ -283,6 +283,11 @@ std::string CompletionJob::body() const {
   return json::serialize(doc);
 }
 
+int64_t CompletionJob::prompt_tokens_of(int32_t index) const {
+  const size_t p = spec_.n > 0 && index >= 0 ? size_t(index / spec_.n) : spec_.prompts.size();
+  return p < spec_.prompts.size() ? int64_t(spec_.prompts[p].size()) : 0;
+}
+
 JobSummary CompletionJob::summary() const {
   JobSummary s;
   for (const auto& p : spec_.prompts) s.prompt_tokens += int64_t(p.size());

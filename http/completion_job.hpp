@@ -77,6 +77,8 @@ class CompletionJob {
   std::string body() const;
   int32_t num_choices() const { return int32_t(choices_.size()); }
   const JobSpec& spec() const { return spec_; }
+  // The length of the prompt that choice `index` samples.
+  int64_t prompt_tokens_of(int32_t index) const;
 
  private:
   struct Choice {

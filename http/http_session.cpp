@@ -353,6 +353,7 @@ void HttpSession::on_engine_event(uint64_t serial, int32_t choice, const StreamE
     record_.on_tokens();
     lease_.charge(int64_t(event.token_ids.size()));
   }
+  if (event.refused && event.index == 0) lease_.refund(job_->prompt_tokens_of(choice));
   std::vector<std::string> out;
   job_->on_event(choice, event, out);
   emit(out);

@@ -51,6 +51,12 @@ void KeyLease::charge(int64_t tokens) {
   if (account_->bucket) account_->bucket->charge(double(tokens), KeyGate::Clock::now());
 }
 
+void KeyLease::refund(int64_t tokens) {
+  if (!account_ || tokens <= 0) return;
+  std::lock_guard lock(account_->mutex);
+  if (account_->bucket) account_->bucket->refund(double(tokens), KeyGate::Clock::now());
+}
+
 void KeyLease::release() {
   if (!account_) return;
   {

@@ -6,6 +6,7 @@
 //   auto who = gate.authenticate(header);       // "Bearer KEY": which key, or refused
 //   auto admitted = gate.admit(who.key, prompt_tokens);   // a KeyLease, or a KeyRefusal (429)
 //   lease.charge(generated);                    // as tokens stream
+//   lease.refund(prompt_tokens);                // a prompt the engine refused
 //   // the lease's end (destruction) ends the request's place in max_concurrent
 //
 // Where the gate stands. A request passes, in order: the key (401), the
@@ -37,6 +38,8 @@
 //                      bounds it). Prompt tokens count because they cost the
 //                      engine too (a long prompt is a long prefill): counting
 //                      output alone would let huge prompts through for free.
+//                      A prompt the engine refuses at once (its waiting queue
+//                      full) cost it nothing: its tokens are given back.
 // A refusal is a 429 with type rate_limit_error, code
 // "concurrency_limit_exceeded" (Retry-After 1: a slot frees when one of the
 // key's requests ends) or "tokens_per_minute_exceeded" (Retry-After: the
@@ -86,6 +89,9 @@ class KeyLease {
 
   // Spends `tokens` from the key's tokens per minute (generated tokens as they come).
   void charge(int64_t tokens);
+  // Gives back `tokens` charged for work the engine then refused to do (a
+  // prompt it refused when it was submitted: StreamEvent::refused).
+  void refund(int64_t tokens);
   // Ends the request's place now (also done by the destructor).
   void release();
 

@@ -34,6 +34,11 @@ class TokenBucket {
     refill(now);
     level_ -= n;
   }
+  // Gives back `n` taken earlier, up to the capacity.
+  void refund(double n, Clock::time_point now) {
+    refill(now);
+    level_ = std::min(capacity_, level_ + n);
+  }
   double level(Clock::time_point now) {
     refill(now);
     return level_;

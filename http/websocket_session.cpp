@@ -210,6 +210,7 @@ void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const St
     r.record.on_tokens();
     r.lease.charge(int64_t(event.token_ids.size()));
   }
+  if (event.refused && event.index == 0) r.lease.refund(r.job->prompt_tokens_of(choice));
   std::vector<std::string> out;
   r.job->on_event(choice, event, out);
   const bool done = r.job->done();

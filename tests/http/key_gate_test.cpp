@@ -180,6 +180,21 @@ TEST(KeyGate, TokensPerMinuteChargesPromptAndGeneratedTokens) {
   EXPECT_TRUE(std::holds_alternative<KeyLease>(gate.admit(k, 1, t0 + seconds(700))));
 }
 
+TEST(KeyGate, RefundsGiveBackUpToTheBucketsCapacity) {
+  KeyGate gate;
+  const Clock::time_point t0 = Clock::now();
+  gate.set_keys({ApiKeySpec{"k", "rate", 0, 600}}, t0);  // 600 a minute
+  const KeyRef k = gate.authenticate("Bearer k").key;
+  {
+    auto lease = gate.admit(k, 590, t0);  // 10 left
+    ASSERT_TRUE(std::holds_alternative<KeyLease>(lease));
+    std::get<KeyLease>(lease).refund(5000);  // refused by the engine: back to full, not past it
+  }
+  // The refund used the real clock, after t0: asking at t0 adds nothing more.
+  EXPECT_TRUE(std::holds_alternative<KeyLease>(gate.admit(k, 600, t0)));  // takes all 600
+  EXPECT_TRUE(std::holds_alternative<KeyRefusal>(gate.admit(k, 1, t0)));
+}
+
 TEST(KeyGate, ReloadKeepsUsageOfKeptKeysAndRevokesRemovedOnes) {
   KeyGate gate;
   gate.set_keys(parse_ok(kTwoKeys));

@@ -151,6 +151,35 @@ TEST(Limits, TokensPerMinuteRefusesOnceSpent) {
   EXPECT_EQ(refused(server.port(), "rate_limit"), 2);
 }
 
+// A prompt the engine refuses (its waiting queue full) gives its tokens
+// back: 60-token prompts against 40 tokens a minute stay queue_full, over
+// HTTP and WebSocket, and never turn into tokens_per_minute_exceeded.
+TEST(Limits, PromptsTheEngineRefusesAreNotCharged) {
+  ServerOptions options;
+  options.api_key_file =
+      write_key_file("limits_refund.toml", "[[key]]\nkey = \"sk-rate\"\nname = \"metered\"\ntokens_per_minute = 40\n");
+  EngineConfig engine = small_engine();
+  engine.max_waiting = 0;  // every request finds the queue full
+  TestServer server(engine, options);
+  std::string words;
+  for (int i = 0; i < 60; ++i) words += " once";
+  for (int i = 0; i < 4; ++i) {
+    const Response r = http_request(server.port(), "POST", "/v1/completions",
+                                    body_of({{"prompt", words}, {"max_tokens", 2}, {"n", 2}}), bearer("sk-rate"));
+    ASSERT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(error_of(r)["code"], "queue_full") << "request " << i;
+  }
+  WsClient ws(server.port(), {{"Authorization", "Bearer sk-rate"}});
+  ASSERT_TRUE(ws.connected());
+  for (int i = 0; i < 4; ++i) {
+    ws.send(json::serialize(json::object{{"id", i}, {"prompt", words}, {"max_tokens", 2}}));
+    const auto answer = ws.read();
+    ASSERT_TRUE(answer) << "request " << i;
+    EXPECT_NE(answer->find("queue_full"), std::string::npos) << *answer;
+  }
+  EXPECT_EQ(refused(server.port(), "rate_limit"), 0);
+}
+
 TEST(Limits, ReloadReplacesKeysAndABadFileKeepsThem) {
   ServerOptions options;
   options.api_key_file = write_key_file("limits_reload.toml", "[[key]]\nkey = \"sk-first\"\n");
