@@ -19,9 +19,11 @@
 //                 as reserved_blocks). A footprint above the whole cache is
 //                 capped at the whole cache: such a request waits for an empty
 //                 cache, it is not refused.
-//   watermark     footprint = prompt, keep = watermark * total_blocks: admit
-//                 while the free blocks left after the prompts stay above the
-//                 watermark (vLLM's rule); growth is left to preemption.
+//   watermark     footprint = prompt (with its first token's slot), keep =
+//                 watermark * total_blocks: admit while the free blocks left
+//                 after the prompts (and the blocks owed to running
+//                 requests) stay at or above the watermark (vLLM's rule);
+//                 growth is left to preemption.
 //   profiled      footprint = prompt + min(max_tokens, q-quantile of observed
 //                 output lengths), keep = reserve_fraction * total_blocks.
 //                 Until min_observations requests have finished
