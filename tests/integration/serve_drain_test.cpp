@@ -98,7 +98,9 @@ bool health_says_draining(uint16_t port) {
 }
 
 TEST(Drain, RunningStreamFinishesWhileNewRequestsGet503) {
-  auto server = start_server("drain_finish", "60");
+  // A timeout far past the stream's few seconds: on a slow machine under a
+  // full parallel test run the stream took over a minute.
+  auto server = start_server("drain_finish", "600");
   ASSERT_TRUE(server);
   const uint16_t port = server->port();
   Client stream;
