@@ -128,7 +128,9 @@ bool ServeProcess::wait_ready(std::chrono::seconds timeout, std::string& error) 
       error = "conveyor serve exited (status " + std::to_string(status) + "):\n" + log_tail();
       return false;
     }
-    if (bench::fetch_models(*url, 2)) return true;
+    // Ready once /v1/models answers: with its list, or a 401 when keys guard it.
+    const auto models = bench::fetch_models(*url, 2);
+    if (models || models.error().message.find("answered HTTP 401") != std::string::npos) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   error = "conveyor serve did not answer GET /v1/models within the time limit:\n" + log_tail();

@@ -363,6 +363,38 @@ TEST_F(Router, ANodeAddedToTheNodesFileReceivesWork) {
   EXPECT_EQ(routed(port, nodes[1]), 2);
 }
 
+// --api-key-file guards the router as it guards `serve`, and SIGHUP reads
+// it again; a bad file fails the start.
+TEST_F(Router, ApiKeyFileGuardsTheRouterAndReloadsOnSighup) {
+  const std::string keys = kWorkDir + "/router_keys.toml";
+  std::ofstream(keys) << "[[key]]\nkey = \"sk-first\"\nname = \"first\"\n";
+  std::vector<Node> nodes;
+  nodes.push_back(start_node("k1"));
+  auto router = start_router({"--nodes", nodes_arg(nodes), "--api-key-file", keys}, "router_keys");
+  const uint16_t port = router->port();
+  ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
+  const std::string body = ht::body_of(completion(prompt_of(1), 4, false));
+  auto post = [&](const std::string& key) {
+    return ht::http_request(port, "POST", "/v1/completions", body,
+                            key.empty() ? ht::Headers{} : ht::Headers{{"Authorization", "Bearer " + key}});
+  };
+  EXPECT_EQ(post("").status, 401);
+  EXPECT_EQ(post("sk-first").status, 200);
+  EXPECT_EQ(ht::http_request(port, "GET", "/health").status, 200);  // no key needed
+
+  std::ofstream(keys) << "[[key]]\nkey = \"sk-second\"\n";
+  router->signal(SIGHUP);
+  EXPECT_TRUE(ht::eventually([&] { return post("sk-second").status == 200; })) << router->log_tail();
+  EXPECT_EQ(post("sk-first").status, 401);
+
+  std::ofstream(keys) << "[[key]]\nname = \"no key\"\n";
+  const auto bad = run_process({kConveyor, "router", "--model", kModel, "--nodes", nodes_arg(nodes),
+                                "--api-key-file", keys},
+                               std::chrono::seconds(30));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--api-key-file"), std::string::npos) << bad.output;
+}
+
 TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
   const auto bad = run_process({kConveyor, "router", "--model", kModel, "--nodes", "localhost"}, std::chrono::seconds(30));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;

@@ -9,15 +9,19 @@
 // tokenizer and the chat template; the weights are loaded and freed), and
 // nodes serving another model are refused.
 //
+// Clients' API keys and their limits (--api-key, --api-key-file) are checked
+// here, in front of the nodes, as `serve` checks them.
+//
 // Nodes come from --nodes and --nodes-file; SIGHUP reads the file again
 // (nodes added get work, nodes removed finish theirs and get no more) and,
-// when the file names one, the placement policy. SIGTERM or SIGINT drains
-// the HTTP side as `serve` does.
+// when the file names one, the placement policy, and reads --api-key-file
+// again. SIGTERM or SIGINT drains the HTTP side as `serve` does.
 #include <csignal>
 #include <algorithm>
 #include <fstream>
 
 #include "actors/engine.hpp"
+#include "http/api_key_file.hpp"
 #include "http/engine_port.hpp"
 #include "http/server.hpp"
 #include "http/server_log.hpp"
@@ -34,7 +38,8 @@ namespace {
 
 struct RouterFlags {
   std::string model, tokenizer, nodes, nodes_file, policy = "prefix_affinity", host = "127.0.0.1";
-  std::string served_model_name, chat_template = "auto", api_key, log_level = "info", log_format = "text";
+  std::string served_model_name, chat_template = "auto", api_key, api_key_file, log_level = "info",
+      log_format = "text";
   uint16_t port = 8000;
   int32_t block_size = 0;
   double shutdown_timeout = 30.0;
@@ -100,10 +105,14 @@ int run_router(const RouterFlags& f) {
   server_options.host = f.host;
   server_options.port = f.port;
   server_options.api_key = f.api_key;
+  server_options.api_key_file = f.api_key_file;
   server_options.served_model_name = f.served_model_name;
   server_options.chat_template = f.chat_template;
   server_options.shutdown_timeout_seconds = f.shutdown_timeout;
   if (Status st = http::validate_server_options(server_options); !st) return fail(kExitUsage, st.error().message);
+  // Before the model loads, so that a bad key file does not wait for it.
+  if (const auto keys = http::api_keys_of(server_options); !keys)
+    return fail(kExitUsage, "--api-key-file: " + keys.error().message);
 
   if (Status st = stop_signals::install(); !st) return fail(kExitFailure, st.error().message);
 
@@ -147,8 +156,9 @@ int run_router(const RouterFlags& f) {
     const char byte = stop_signals::wait();
     if (byte == stop_signals::kDrained) break;
     if (byte == SIGHUP) {
+      if (!f.api_key_file.empty()) (void)server.reload_api_keys();  // it logs what happened
       if (f.nodes_file.empty()) {
-        http::log_info("SIGHUP: no --nodes-file to read; nothing changes");
+        if (f.api_key_file.empty()) http::log_info("SIGHUP: no --nodes-file or --api-key-file to read; nothing changes");
         continue;
       }
       auto file = read_nodes_file(f.nodes_file);
@@ -199,6 +209,9 @@ void add_router_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
   cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "TOML file of API keys, each with optional max_concurrent and tokens_per_minute limits "
+                  "(see README), checked here in front of the nodes; read again on SIGHUP");
   cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
   cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml | FILE (default auto)");
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
