@@ -30,6 +30,7 @@ struct NodeEntry {
   uint64_t routed = 0;
   uint64_t failovers = 0;
   clock::time_point next_connect{};
+  clock::time_point last_heard{};  // its last answer while up
 };
 
 // One try at a request's samples on one node.
@@ -356,8 +357,20 @@ void fail_over(self_ptr self, const std::string& address) {
 
 // ---- nodes ---------------------------------------------------------------------------
 
+void tell(self_ptr self, const std::string& message, bool warning) {
+  if (self->state.options.on_node_change) self->state.options.on_node_change(message, warning);
+}
+
+std::string named(const NodeEntry& n) {
+  return n.name.empty() || n.name == n.address ? "node " + n.address : "node " + n.name + " (" + n.address + ")";
+}
+
 void node_down(self_ptr self, NodeEntry& n, const std::string& why) {
   const bool was_up = n.state == NodeEntry::State::up;
+  if (was_up)
+    tell(self, named(n) + " is down: " + why + "; its requests move to other nodes", true);
+  else if (n.problem != why)  // once per reason, not at every reconnection
+    tell(self, named(n) + " cannot be reached: " + why, true);
   if (n.actor) self->demonitor(n.actor.address());
   n.actor = nullptr;
   n.nid = caf::node_id{};
@@ -366,6 +379,20 @@ void node_down(self_ptr self, NodeEntry& n, const std::string& why) {
   n.stats = EngineStats{};
   n.next_connect = clock::now() + std::chrono::seconds(1);
   if (was_up) fail_over(self, n.address);
+}
+
+// An up node that answered nothing for node_timeout_seconds: its requests
+// are cancelled there (it may wake up) and moved elsewhere, as for a death.
+void node_hung(self_ptr self, NodeEntry& n) {
+  auto& st = self->state;
+  const auto silent = std::chrono::duration<double>(clock::now() - n.last_heard).count();
+  for (const auto& [id, r] : st.routes)
+    for (const auto& [key, a] : r.attempts)
+      if (a.node == n.address && a.node_id != 0) self->send(n.actor, cancel_atom_v, a.node_id);
+  char why[96];
+  std::snprintf(why, sizeof why, "no answer for %.1f s (--node-timeout %.1f)", silent,
+                st.options.node_timeout_seconds);
+  node_down(self, n, why);
 }
 
 void connect(self_ptr self, NodeEntry& n) {
@@ -387,6 +414,7 @@ void connect(self_ptr self, NodeEntry& n) {
                       n->name = info.name.empty() ? address : info.name;
                       std::string why;
                       if (!same_model(info, self->state.model.config, why)) {
+                        if (n->problem != why) tell(self, named(*n) + " is refused: " + why, true);
                         n->state = NodeEntry::State::incompatible;
                         n->problem = why;
                         n->next_connect = clock::now() + std::chrono::seconds(5);
@@ -395,7 +423,9 @@ void connect(self_ptr self, NodeEntry& n) {
                       n->actor = actor;
                       n->nid = nid;
                       n->state = NodeEntry::State::up;
+                      n->last_heard = clock::now();
                       n->problem.clear();
+                      tell(self, named(*n) + " is up", false);
                       self->monitor(actor);
                     },
                     [self, address](caf::error& err) {
@@ -458,14 +488,21 @@ void tick(self_ptr self) {
       continue;
     }
     if (n.state != NodeEntry::State::up) continue;
+    if (now - n.last_heard > std::chrono::duration<double>(st.options.node_timeout_seconds)) {
+      node_hung(self, n);
+      continue;
+    }
     const std::string address = n.address;
     const auto timeout = std::chrono::seconds(5);
     self->request(n.actor, timeout, stats_atom_v)
         .then(
             [self, address](const EngineStats& stats) {
-              if (NodeEntry* n = node_by_address(self, address)) n->stats = stats;
+              if (NodeEntry* n = node_by_address(self, address)) {
+                n->stats = stats;
+                n->last_heard = clock::now();
+              }
             },
-            [](caf::error&) {});  // a dead node's monitor says so
+            [](caf::error&) {});  // a dead node's monitor says so, a hung one's silence
     self->request(n.actor, timeout, describe_atom_v)
         .then(
             [self, address](const NodeInfo& info) {

@@ -25,10 +25,15 @@
 // node whose model differs from its own; it asks every node's statistics
 // every poll interval (the load placement uses, and /metrics), reconnects
 // to nodes that went away, and stops placing on draining or removed ones.
+// A node whose connection stays open but which answers nothing for
+// node_timeout_seconds (stopped, hung, cut off without a reset) is taken for
+// dead as if its monitor had fired: its requests move to other nodes, and
+// the ones it still holds are cancelled there in case it wakes up.
 // Placement: router/placement.hpp, replaced at run time by policy_atom with
 // a policy's name.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,8 +55,12 @@ struct RouterOptions {
   std::string policy = "prefix_affinity";
   int32_t block_size = 0;                 // for prefix chains; 0: the first node's
   double poll_seconds = 0.25;             // statistics and reconnection
+  double node_timeout_seconds = 10.0;     // an up node silent this long (no statistics) is taken for dead
   int32_t max_failovers = 8;              // resubmissions of one request before it fails
   bool tls = false;                       // connect through CAF's OpenSSL module
+  // Told when a node comes up or goes down, and why, for the operator's log
+  // (warning: true when it went down). Called on the router actor's thread.
+  std::function<void(const std::string& message, bool warning)> on_node_change;
 };
 
 // What /metrics shows of the router (the actor writes it, the server reads it).

@@ -4,7 +4,7 @@
 // policy spreads requests as it says, and a policy named in --nodes-file
 // replaces the old one on SIGHUP; kill -9 of a node under load loses no
 // request (every stream complete, its seeded ids equal to an undisturbed
-// run's) and the router keeps serving; a node restarted on its port rejoins,
+// run's) and the router keeps serving, nor does a node that hangs (SIGSTOP); a node restarted on its port rejoins,
 // and a node added to --nodes-file while the router runs receives work.
 #include <gtest/gtest.h>
 
@@ -314,6 +314,50 @@ TEST_F(Router, KillNineOfANodeUnderLoadLosesNoRequest) {
       << router->log_tail();
   const double before = routed(port, nodes[0]);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(stream_of(port, completion(prompt_of(i), 5, true)).finish, "length");
+  EXPECT_GT(routed(port, nodes[0]), before);
+}
+
+// A node that stops answering without dropping its connection (SIGSTOP)
+// is taken for dead after --node-timeout: its streams move on and complete
+// with the ids of an undisturbed run; woken up, it rejoins.
+TEST_F(Router, AHungNodeIsTakenForDeadAndItsStreamsMoveOn) {
+  std::vector<Node> nodes;
+  for (const char* name : {"h1", "h2"}) nodes.push_back(start_node(name));
+  auto router = start_router({"--nodes", nodes_arg(nodes), "--policy", "round_robin", "--node-timeout", "2"},
+                             "router_hung");
+  const uint16_t port = router->port();
+  ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
+
+  constexpr int kStreams = 6;
+  constexpr int kTokens = 300;
+  std::vector<Stream> streams(kStreams);
+  std::atomic<int> tokens_seen{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i)
+    threads.emplace_back([&, i] {
+      streams[size_t(i)] = stream_of(port, completion(prompt_of(i, 12), kTokens, true, 2000 + i), [&] { ++tokens_seen; });
+    });
+  ASSERT_TRUE(ht::eventually([&] { return tokens_seen.load() >= kStreams * 20; }, std::chrono::seconds(60)));
+  ::kill(nodes[0].process->pid(), SIGSTOP);
+  for (auto& t : threads) t.join();
+  ::kill(nodes[0].process->pid(), SIGCONT);
+
+  for (int i = 0; i < kStreams; ++i) {
+    const Stream& s = streams[size_t(i)];
+    EXPECT_EQ(s.finish, "length") << "stream " << i;
+    const auto direct = ht::http_request(nodes[1].process->port(), "POST", "/v1/completions",
+                                         ht::body_of(completion(prompt_of(i, 12), kTokens, false, 2000 + i)));
+    ASSERT_EQ(direct.status, 200) << direct.body;
+    EXPECT_EQ(s.ids, ids_of_response(direct)) << "stream " << i;
+  }
+  EXPECT_GT(ht::metric(port, "conveyor:router_failovers_total"), 0);
+  EXPECT_NE(router->log().find("node h1 (" + nodes[0].address() + ") is down: no answer for"), std::string::npos)
+      << router->log_tail();
+  // Awake again, it rejoins and gets work.
+  ASSERT_TRUE(ht::eventually([&] { return node_up(port, nodes[0]) == 1; }, std::chrono::seconds(20)))
+      << router->log_tail();
+  const double before = routed(port, nodes[0]);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(stream_of(port, completion(prompt_of(i), 5, true)).finish, "length");
   EXPECT_GT(routed(port, nodes[0]), before);
 }
 

@@ -43,6 +43,7 @@ struct RouterFlags {
   uint16_t port = 8000;
   int32_t block_size = 0;
   double shutdown_timeout = 30.0;
+  double node_timeout = 10.0;
   ClusterTls tls;
 };
 
@@ -89,6 +90,10 @@ int run_router(const RouterFlags& f) {
   options.policy = f.policy;
   options.block_size = f.block_size;
   options.tls = f.tls.enabled();
+  options.node_timeout_seconds = f.node_timeout;
+  options.on_node_change = [](const std::string& message, bool warning) {
+    warning ? http::log_warn(message) : http::log_info(message);
+  };
   auto nodes = parse_node_list(f.nodes);
   if (!nodes) return fail(kExitUsage, "--nodes: " + nodes.error().message);
   options.nodes = std::move(nodes).value();
@@ -205,6 +210,10 @@ void add_router_command(CLI::App& app, int& exit_code) {
                   "file of node addresses (one per line, # comments) and optionally `policy = NAME`; read "
                   "again on SIGHUP");
   cmd->add_option("--policy", f->policy, "round_robin | least_loaded | prefix_affinity (default prefix_affinity)");
+  cmd->add_option("--node-timeout", f->node_timeout,
+                  "seconds an up node may answer nothing before it is taken for dead and its requests move "
+                  "(default 10)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--block-size", f->block_size, "tokens per block of the prefix chains (default: the nodes')");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
