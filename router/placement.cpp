@@ -60,7 +60,10 @@ class PrefixAffinity final : public PlacementPolicy {
     // (so that at low load one request more, or a load reported a moment
     // ago, does not push a request off its prefix's node).
     int64_t total = 0;
-    for (const NodeLoad& n : q.nodes) total += n.load();
+    for (const NodeLoad& n : q.nodes) {
+      total += n.load();
+      if (n.num_blocks > 0) nodes_[n.name].capacity = size_t(n.num_blocks);
+    }
     const double mean = double(total + 1) / double(q.nodes.size());
     const int32_t bound = int32_t(std::ceil(kLoadBound * mean)) + 1;
     std::vector<size_t> under;
@@ -92,10 +95,17 @@ class PrefixAffinity final : public PlacementPolicy {
       }
       index.order.push_back(h);
       index.present.emplace(h, std::prev(index.order.end()));
-      if (index.order.size() > kMaxChainsPerNode) {
+      if (index.order.size() > std::min(index.capacity, kMaxChainsPerNode)) {
         index.present.erase(index.order.front());
         index.order.pop_front();
       }
+    }
+  }
+
+  void forget(const std::string& node) override {
+    if (auto it = nodes_.find(node); it != nodes_.end()) {
+      it->second.order.clear();
+      it->second.present.clear();
     }
   }
 
@@ -111,6 +121,7 @@ class PrefixAffinity final : public PlacementPolicy {
   struct Index {
     std::list<uint64_t> order;  // least recently placed first
     std::unordered_map<uint64_t, std::list<uint64_t>::iterator> present;
+    size_t capacity = kMaxChainsPerNode;  // the node's KV blocks, once known
   };
 
   static size_t rendezvous(const PlacementQuery& q, const std::vector<size_t>& among) {

@@ -10,9 +10,11 @@
 //                    blocks into a chain (each block's hash covers all tokens
 //                    before it, as the engine's prefix cache does) and keeps,
 //                    per node, the chains it sent there (an approximate index:
-//                    the kMaxChainsPerNode most recently sent, the least
-//                    recent forgotten first; a node may have evicted them
-//                    since). The node that matches the most leading blocks
+//                    the most recently sent blocks, as many as the node's KV
+//                    cache holds and kMaxChainsPerNode at most, the least
+//                    recent forgotten first, as its cache evicts; all of them
+//                    when the node goes down; a node may still have evicted
+//                    some for other requests). The node that matches the most leading blocks
 //                    wins, among the nodes under a load bound: a node may
 //                    take a request only while its load with it stays within
 //                    kLoadBound x the mean load (this request counted) + 1,
@@ -45,6 +47,7 @@ struct NodeLoad {
   int32_t running = 0;    // as last reported
   int32_t waiting = 0;
   double kv_usage = 0.0;  // blocks in use / all blocks, as last reported
+  int32_t num_blocks = 0;  // its KV cache's blocks (0: not known)
   int32_t load() const { return std::max(in_flight, running + waiting); }
 };
 
@@ -61,6 +64,8 @@ class PlacementPolicy {
   virtual size_t place(const PlacementQuery& query) = 0;
   // The request went to `node` (its chain is now likely cached there).
   virtual void placed(const std::string& /*node*/, const std::vector<uint64_t>& /*chain*/) {}
+  // `node` lost what it held (it went down, or restarted).
+  virtual void forget(const std::string& /*node*/) {}
   // How many of `chain`'s leading blocks the policy expects `node` to hold
   // (prefix_affinity's estimate; 0 for the others).
   virtual int32_t expected_hits(const std::string& /*node*/, const std::vector<uint64_t>& /*chain*/) const {

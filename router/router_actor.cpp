@@ -243,6 +243,7 @@ void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32
     load.running = n.stats.num_running;
     load.waiting = n.stats.num_waiting;
     load.kv_usage = n.stats.blocks.total > 0 ? double(n.stats.blocks.used) / n.stats.blocks.total : 0.0;
+    load.num_blocks = n.info.num_blocks;
     q.nodes.push_back(std::move(load));
   }
   if (candidates.empty()) {
@@ -367,10 +368,12 @@ std::string named(const NodeEntry& n) {
 
 void node_down(self_ptr self, NodeEntry& n, const std::string& why) {
   const bool was_up = n.state == NodeEntry::State::up;
-  if (was_up)
+  if (was_up) {
     tell(self, named(n) + " is down: " + why + "; its requests move to other nodes", true);
-  else if (n.problem != why)  // once per reason, not at every reconnection
+    self->state.policy->forget(n.name);  // back up, its prefix cache is empty
+  } else if (n.problem != why) {  // once per reason, not at every reconnection
     tell(self, named(n) + " cannot be reached: " + why, true);
+  }
   if (n.actor) self->demonitor(n.actor.address());
   n.actor = nullptr;
   n.nid = caf::node_id{};

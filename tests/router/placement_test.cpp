@@ -114,5 +114,25 @@ TEST(Placement, PrefixAffinityPrefersTheLongestMatch) {
   EXPECT_EQ(p->expected_hits("n0", chain), 0);
 }
 
+// The index holds as many blocks per node as its KV cache does, dropping
+// the least recently placed first, and all of them when the node goes down.
+TEST(Placement, PrefixAffinityForgetsWhatANodesCacheCannotHold) {
+  auto p = policy("prefix_affinity");
+  PlacementQuery q = query({0, 0});
+  for (NodeLoad& n : q.nodes) n.num_blocks = 4;
+  (void)p->place(q);  // learns the capacities
+  std::vector<int32_t> a(48, 3), b(48, 5);
+  const auto chain_a = prefix_chain(a, 16), chain_b = prefix_chain(b, 16);  // 3 blocks each
+  p->placed("n0", chain_a);
+  EXPECT_EQ(p->expected_hits("n0", chain_a), 3);
+  p->placed("n0", chain_b);  // 6 blocks placed, 4 held: a's first two are gone
+  EXPECT_EQ(p->expected_hits("n0", chain_b), 3);
+  EXPECT_EQ(p->expected_hits("n0", chain_a), 0);
+  p->placed("n1", chain_a);
+  p->forget("n1");
+  EXPECT_EQ(p->expected_hits("n1", chain_a), 0);
+  EXPECT_EQ(p->expected_hits("n0", chain_b), 3);
+}
+
 }  // namespace
 }  // namespace conveyor
