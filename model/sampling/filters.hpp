@@ -74,8 +74,9 @@ int32_t draw_row(std::span<const float> weights, float min_weight, double unifor
 
 // draw_row among the tokens ranked at or above `last` (more_likely than it,
 // or it): what a top-k or top-p cut keeps, drawn in token order, the walk a
-// device can reproduce (kernels/cuda/sampling_math.hpp). Only those tokens'
-// weights are read; `last`'s must pass min_weight.
+// device can reproduce (kernels/cuda/sampling_math.hpp). `weights` spans
+// the row, but only those tokens' weights count (the others may be stale);
+// `last`'s must pass min_weight.
 int32_t draw_ranked(std::span<const float> logits, std::span<const float> weights, Candidate last,
                     float min_weight, double uniform);
 
