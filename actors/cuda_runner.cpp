@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 
 #include "actors/cuda_util.hpp"
@@ -54,37 +55,74 @@ struct CudaStepRunner::Impl {
   DeviceBuffer rope;        // [context_length][rotary_dim / 2][2] f32
 
   // Activations, sized for CudaStepLimits and grown when a step needs more.
-  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, sampling_in, picks;
-  PinnedBuffer host_ints, host_logits, host_picks, host_sampling_in;
+  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, sampling_in;
+  PinnedBuffer host_logits;
+  // Per launched step, two in turn: the step after a launched one writes
+  // the other, while the first one's upload may still be queued and its
+  // samples still on their way (picks: the device's ids).
+  struct Slot {
+    DeviceBuffer picks;
+    PinnedBuffer host_ints, host_picks, host_sampling_in;
+    cudaEvent_t begin = nullptr, end = nullptr;  // around the step's work on the stream
+  };
+  Slot slots[2];
   HostSampling::DeviceInputs device_inputs;
+  HostSampling::Fills fills;
+
+  // Launched steps not yet finished, oldest first: two at most unfinished.
+  struct Flight {
+    StepPlan plan;
+    Slot* slot = nullptr;
+    bool on_device = false;  // sampled on the device: the ids are in its slot's host_picks
+    bool done = false;       // waited for and sampled: `result` is final
+    StepResult result;
+  };
+  std::deque<Flight> flights;
+  int next_slot = 0;
 
   std::shared_ptr<KvCache> kv;
   HostSampling sampling;
   std::shared_ptr<cuda::Timeline> timeline;  // null unless a benchmark asks
 
   ~Impl() {
+    if (stream) cudaStreamSynchronize(stream);
+    for (Slot& s : slots) {
+      if (s.begin) cudaEventDestroy(s.begin);
+      if (s.end) cudaEventDestroy(s.end);
+    }
     if (blas) cublasDestroy(blas);
     if (stream) cudaStreamDestroy(stream);
   }
 
   int32_t xb_width() const { return std::max({c.dim, c.q_dim(), c.hidden_dim}); }
 
+  // Grows a device buffer that queued work may use: only once the stream
+  // is idle (every launched step is waited for and sampled first).
+  void grow(DeviceBuffer& b, size_t bytes) {
+    if (bytes <= b.bytes()) return;
+    settle();
+    b.reserve(bytes);
+  }
+
   void reserve(int32_t tokens, int32_t rows, int32_t max_context) {
     const size_t f = sizeof(float), n = size_t(std::max(tokens, 1)), r = size_t(std::max(rows, 1));
     const size_t qkv_dim = size_t(c.q_dim() + 2 * c.kv_dim());
-    x.reserve(n * c.dim * f);
-    xn.reserve(n * c.dim * f);
-    xb.reserve(n * xb_width() * 2);
-    qkv.reserve(n * qkv_dim * f);
-    attn.reserve(n * c.q_dim() * f);
-    gate_up.reserve(n * 2 * c.hidden_dim * f);
-    ffn.reserve(n * c.hidden_dim * f);
-    final_x.reserve(r * c.dim * f);
-    logits.reserve(r * c.vocab_size * f);
-    attention_ws.reserve(size_t(kernels::cuda::paged_attention_workspace_bytes(
-        int32_t(n), c.n_heads, c.head_dim(), std::max(max_context, 1))));
-    picks.reserve(r * sizeof(int32_t));
-    host_picks.reserve(r * sizeof(int32_t));
+    grow(x, n * c.dim * f);
+    grow(xn, n * c.dim * f);
+    grow(xb, n * xb_width() * 2);
+    grow(qkv, n * qkv_dim * f);
+    grow(attn, n * c.q_dim() * f);
+    grow(gate_up, n * 2 * c.hidden_dim * f);
+    grow(ffn, n * c.hidden_dim * f);
+    grow(final_x, r * c.dim * f);
+    grow(logits, r * c.vocab_size * f);
+    grow(attention_ws, size_t(kernels::cuda::paged_attention_workspace_bytes(int32_t(n), c.n_heads, c.head_dim(),
+                                                                              std::max(max_context, 1))));
+    for (Slot& s : slots) {
+      if (r * sizeof(int32_t) > s.host_picks.bytes()) settle();  // a queued download may write it
+      s.host_picks.reserve(r * sizeof(int32_t));
+      grow(s.picks, r * sizeof(int32_t));
+    }
   }
 
   // y[n, out] (ldy) = x[n, in] · Wᵀ, or += with accumulate; W [out, in] and x bf16.
@@ -98,7 +136,13 @@ struct CudaStepRunner::Impl {
   }
 
   void upload_weights(ModelWeights& w);
-  void sample_on_device(int32_t rows);
+  void launch(StepPlan& plan);
+  // Waits for a launched step's work and samples it (host sampling, or the
+  // device's ids recorded); flights complete in launch order.
+  void complete(Flight& f);
+  // Completes every unfinished flight and waits for the stream.
+  void settle();
+  void sample_on_device(Slot& slot, int32_t rows);
   struct StepInts;
   void forward(const ForwardBatch& batch, const int32_t* d_ints, const StepInts& at, int32_t max_context,
                int32_t rows);
@@ -156,10 +200,10 @@ void CudaStepRunner::Impl::upload_weights(ModelWeights& w) {
 
 // The ints block a step uploads, in this order: tokens [n], token_begin
 // [S + 1], start_pos [S], block tables [B], table_begin [S + 1], positions
-// [n], logit rows [R], copy-on-write pairs [2P].
+// [n], logit rows [R], copy-on-write pairs [2P], placeholder fills [2F].
 struct CudaStepRunner::Impl::StepInts {
-  size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, total;
-  StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs) {
+  size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, fills, total;
+  StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs, size_t n_fills) {
     const size_t n = size_t(b.num_tokens()), s = size_t(b.num_seqs());
     tokens = 0;
     token_begin = tokens + n;
@@ -169,7 +213,8 @@ struct CudaStepRunner::Impl::StepInts {
     positions = table_begin + s + 1;
     logit_rows = positions + n;
     pairs = logit_rows + size_t(rows);
-    total = pairs + 2 * n_pairs;
+    fills = pairs + 2 * n_pairs;
+    total = fills + 2 * n_fills;
   }
 };
 
@@ -235,7 +280,7 @@ void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, 
 // Uploads device_inputs in one copy and samples the logits rows into
 // `picks`: penalties (when a row has one), then greedy or a draw with the
 // row's uniform after its top-k, top-p and min-p (kernels/cuda/sampling.cu).
-void CudaStepRunner::Impl::sample_on_device(int32_t rows) {
+void CudaStepRunner::Impl::sample_on_device(Slot& slot, int32_t rows) {
   const HostSampling::DeviceInputs& in = device_inputs;
   // Layout: doubles first (uniforms), then floats, then ints.
   constexpr size_t kFloats = 6, kInts = 6;
@@ -245,9 +290,9 @@ void CudaStepRunner::Impl::sample_on_device(int32_t rows) {
                                              &in.gen_counts};
   size_t bytes = ints_at;
   for (const auto* v : ints) bytes += v->size() * sizeof(int32_t);
-  host_sampling_in.reserve(bytes);
-  sampling_in.reserve(bytes);
-  std::byte* h = host_sampling_in.get<std::byte>();
+  slot.host_sampling_in.reserve(bytes);
+  grow(sampling_in, bytes);
+  std::byte* h = slot.host_sampling_in.get<std::byte>();
   std::memcpy(h, in.uniforms.data(), r * sizeof(double));
   const std::vector<float>* floats[kFloats] = {&in.temperature, &in.min_p,     &in.top_p,
                                                &in.repetition,  &in.frequency, &in.presence};
@@ -269,7 +314,7 @@ void CudaStepRunner::Impl::sample_on_device(int32_t rows) {
                                          d_ints[2], d_ints[3], d_ints[4], d_ints[5], stream),
           "apply_penalties");
   const kernels::cuda::RowSampling params{f, f + r, d_ints[0], f + 2 * r, reinterpret_cast<const double*>(d)};
-  check(kernels::cuda::sample_rows(l, rows, c.vocab_size, params, picks.get<int32_t>(), stream), "sample_rows");
+  check(kernels::cuda::sample_rows(l, rows, c.vocab_size, params, slot.picks.get<int32_t>(), stream), "sample_rows");
 }
 
 CudaStepRunner::CudaStepRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -285,6 +330,10 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
     check(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cublasCreate(&m->blas), "cublasCreate");
     check(cublasSetStream(m->blas, m->stream), "cublasSetStream");
+    for (Impl::Slot& slot : m->slots) {
+      check(cudaEventCreate(&slot.begin), "cudaEventCreate");
+      check(cudaEventCreate(&slot.end), "cudaEventCreate");
+    }
     m->upload_weights(weights);
     m->reserve(std::max(limits.max_tokens, limits.max_rows), limits.max_rows,
                std::min(limits.max_context, std::max(config.context_length, 1)));
@@ -303,18 +352,72 @@ void CudaStepRunner::attach(std::shared_ptr<KvCache> kv) { impl_->kv = std::move
 
 int64_t CudaStepRunner::weight_bytes() const { return impl_->weight_bytes; }
 
-void CudaStepRunner::reset() { impl_->sampling.clear(); }
+void CudaStepRunner::reset() {
+  Impl& m = *impl_;
+  cudaSetDevice(m.device);
+  cudaStreamSynchronize(m.stream);  // its error, if any, was the fault's
+  m.flights.clear();
+  m.sampling.clear();
+}
 
 void CudaStepRunner::set_timeline(std::shared_ptr<cuda::Timeline> timeline) { impl_->timeline = std::move(timeline); }
 
-StepResult CudaStepRunner::run(StepPlan& plan) {
-  Impl& m = *impl_;
-  const auto start = std::chrono::steady_clock::now();
-  check(cudaSetDevice(m.device), "cudaSetDevice");  // the executor's thread, not the creator's
-  m.sampling.begin(plan);
-  StepResult result;
-  result.iteration = plan.iteration;
+bool CudaStepRunner::pipelined() const { return true; }
 
+StepResult CudaStepRunner::run(StepPlan& plan) {
+  launch(plan);
+  return finish();
+}
+
+void CudaStepRunner::launch(StepPlan& plan) {
+  check(cudaSetDevice(impl_->device), "cudaSetDevice");  // the executor's thread, not the creator's
+  impl_->launch(plan);
+}
+
+bool CudaStepRunner::ready() {
+  Impl& m = *impl_;
+  if (m.flights.empty() || m.flights.front().done) return true;
+  const cudaError_t e = cudaEventQuery(m.flights.front().slot->end);
+  if (e == cudaErrorNotReady) return false;
+  check(e, "step");
+  return true;
+}
+
+StepResult CudaStepRunner::finish() {
+  Impl& m = *impl_;
+  if (m.flights.empty()) throw std::logic_error("CudaStepRunner::finish: no step was launched");
+  check(cudaSetDevice(m.device), "cudaSetDevice");
+  Impl::Flight& f = m.flights.front();
+  if (!f.done) m.complete(f);
+  StepResult result = std::move(f.result);
+  m.flights.pop_front();
+  return result;
+}
+
+void CudaStepRunner::Impl::complete(Flight& f) {
+  check(cudaEventSynchronize(f.slot->end), "step");
+  const auto start = std::chrono::steady_clock::now();
+  if (f.on_device)
+    sampling.accept(f.plan, f.slot->host_picks.get<int32_t>(), f.result);
+  else
+    sampling.sample(f.plan, host_logits.get<float>(), c.vocab_size, f.result);
+  float device_ms = 0.0f;
+  check(cudaEventElapsedTime(&device_ms, f.slot->begin, f.slot->end), "cudaEventElapsedTime");
+  f.result.forward_seconds =
+      double(device_ms) * 1e-3 + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  f.done = true;
+}
+
+void CudaStepRunner::Impl::settle() {
+  for (Flight& f : flights)
+    if (!f.done) complete(f);
+  check(cudaStreamSynchronize(stream), "step");
+}
+
+void CudaStepRunner::Impl::launch(StepPlan& plan) {
+  // At most one launched step stays unfinished ahead of this one.
+  for (Flight& f : flights)
+    if (!f.done && &f != &flights.back()) complete(f);
   const ForwardBatch& b = plan.batch;
   const int32_t n = b.num_tokens(), n_seqs = b.num_seqs();
   int32_t rows = 0, max_context = 1;
@@ -323,11 +426,25 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
     if (len > 0) max_context = std::max(max_context, b.seq_start_pos[s] + len);
     if (b.want_logits[s] && len > 0) ++rows;
   }
-  const Impl::StepInts at(b, rows, plan.copies.size());
-  m.host_ints.reserve(at.total * sizeof(int32_t));
-  m.ints.reserve(at.total * sizeof(int32_t));
-  m.reserve(n, rows, max_context);
-  int32_t* h = m.host_ints.get<int32_t>();
+  reserve(n, rows, max_context);  // before anything of this step is queued
+
+  // The previous step's samples: on the device, the placeholders take them
+  // there; otherwise (sampled on the host, or this plan's penalties count
+  // them) this step waits for them.
+  Flight* previous = !flights.empty() && !flights.back().done ? &flights.back() : nullptr;
+  const bool ahead = previous != nullptr && previous->on_device && sampling.begin_ahead(plan, previous->plan, fills);
+  if (!ahead) {
+    if (previous != nullptr) complete(*previous);
+    fills.clear();
+    sampling.begin(plan);
+  }
+
+  Slot& slot = slots[next_slot];
+  next_slot ^= 1;
+  const StepInts at(b, rows, plan.copies.size(), fills.size());
+  slot.host_ints.reserve(at.total * sizeof(int32_t));
+  grow(ints, at.total * sizeof(int32_t));
+  int32_t* h = slot.host_ints.get<int32_t>();
   auto put = [&](size_t at_, const std::vector<int32_t>& v) { std::copy(v.begin(), v.end(), h + at_); };
   put(at.tokens, b.tokens);
   put(at.token_begin, b.seq_token_begin);
@@ -343,49 +460,58 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
     h[at.pairs + 2 * i] = plan.copies[i].first;
     h[at.pairs + 2 * i + 1] = plan.copies[i].second;
   }
-  int32_t* d = m.ints.get<int32_t>();
+  for (size_t i = 0; i < fills.size(); ++i) {
+    h[at.fills + 2 * i] = fills[i].first;
+    h[at.fills + 2 * i + 1] = fills[i].second;
+  }
+  int32_t* d = ints.get<int32_t>();
+  check(cudaEventRecord(slot.begin, stream), "cudaEventRecord");
   cudaEvent_t began = nullptr, ended = nullptr;
-  if (m.timeline) {
+  if (timeline) {
     check(cudaEventCreate(&began), "cudaEventCreate");
     check(cudaEventCreate(&ended), "cudaEventCreate");
-    check(cudaEventRecord(began, m.stream), "cudaEventRecord");
+    check(cudaEventRecord(began, stream), "cudaEventRecord");
   }
   if (at.total > 0)
-    check(cudaMemcpyAsync(d, h, at.total * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream), "upload plan");
+    check(cudaMemcpyAsync(d, h, at.total * sizeof(int32_t), cudaMemcpyHostToDevice, stream), "upload plan");
+  if (!fills.empty())
+    check(kernels::cuda::fill_tokens(d + at.tokens, d + at.fills, int32_t(fills.size()),
+                                     previous->slot->picks.get<int32_t>(), stream),
+          "fill_tokens");
   if (!plan.copies.empty())
-    check(kernels::cuda::copy_blocks(m.kv->block_data(0), int64_t(m.kv->shape().block_bytes()), d + at.pairs,
-                                     int32_t(plan.copies.size()), m.stream),
+    check(kernels::cuda::copy_blocks(kv->block_data(0), int64_t(kv->shape().block_bytes()), d + at.pairs,
+                                     int32_t(plan.copies.size()), stream),
           "copy_blocks");
-  if (n > 0) m.forward(b, d, at, max_context, rows);
+  if (n > 0) forward(b, d, at, max_context, rows);
 
-  const int32_t vocab = m.c.vocab_size;
-  const bool on_device = rows > 0 && m.sampling.device_inputs(plan, m.device_inputs);
-  if (on_device) {
-    if (m.device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
+  Flight f;
+  f.slot = &slot;
+  f.result.iteration = plan.iteration;
+  f.on_device = rows > 0 && sampling.device_inputs(plan, device_inputs);
+  if (f.on_device) {
+    if (device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
       throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");
-    m.sample_on_device(rows);
+    sample_on_device(slot, rows);
   }
-  if (m.timeline) {
-    check(cudaEventRecord(ended, m.stream), "cudaEventRecord");
-    m.timeline->add(cuda::Timeline::Lane::compute, began, ended);
+  if (timeline) {
+    check(cudaEventRecord(ended, stream), "cudaEventRecord");
+    timeline->add(cuda::Timeline::Lane::compute, began, ended);
   }
-  if (on_device) {
-    check(cudaMemcpyAsync(m.host_picks.get(), m.picks.get(), size_t(rows) * sizeof(int32_t),
-                          cudaMemcpyDeviceToHost, m.stream),
+  if (f.on_device) {
+    check(cudaMemcpyAsync(slot.host_picks.get(), slot.picks.get(), size_t(rows) * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, stream),
           "download tokens");
-    check(cudaStreamSynchronize(m.stream), "step");
-    m.sampling.accept(plan, m.host_picks.get<int32_t>(), result);
   } else {
-    const size_t bytes = size_t(rows) * size_t(vocab) * sizeof(float);
-    m.host_logits.reserve(std::max<size_t>(bytes, 16));
+    // No unfinished step reads it: one sampled on the host is completed before the next launches.
+    const size_t bytes = size_t(rows) * size_t(c.vocab_size) * sizeof(float);
+    host_logits.reserve(std::max<size_t>(bytes, 16));
     if (rows > 0)
-      check(cudaMemcpyAsync(m.host_logits.get(), m.logits.get(), bytes, cudaMemcpyDeviceToHost, m.stream),
+      check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream),
             "download logits");
-    check(cudaStreamSynchronize(m.stream), "step");
-    m.sampling.sample(plan, m.host_logits.get<float>(), vocab, result);
   }
-  result.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
+  check(cudaEventRecord(slot.end, stream), "cudaEventRecord");
+  f.plan = std::move(plan);
+  flights.push_back(std::move(f));
 }
 
 }  // namespace conveyor

@@ -11,9 +11,15 @@
 // Sampler::device_samplable, no logprobs; the host sends each row's
 // parameters, penalty tokens and one uniform from its generator) or
 // brings back the logits rows and samples them on the host with the
-// sequences' Samplers, exactly as the CPU runner does. run() returns when
-// the step's work on the device is done, so the swap engine may copy any
-// block the scheduler names afterwards.
+// sequences' Samplers, exactly as the CPU runner does.
+//
+// It is pipelined (StepRunner::launch and finish): a step launched while the
+// previous one is unfinished is queued on the stream behind it, its
+// placeholders filled on the device from the previous step's ids, unless
+// that step was sampled on the host or this step's penalties count its
+// samples (then it waits for them first). finish() returns once a step's
+// work on the device is done, so the swap engine may copy any block the
+// scheduler names after its result.
 //
 // CudaSwapEngine: copies between the device pool and a pinned host pool on
 // one stream per direction, never on the compute stream; a waiter thread
@@ -58,8 +64,12 @@ class CudaStepRunner final : public StepRunner {
   // Device bytes of the uploaded weights.
   int64_t weight_bytes() const;
 
-  StepResult run(StepPlan& plan) override;
+  StepResult run(StepPlan& plan) override;  // only with no step launched and unfinished
   void reset() override;
+  bool pipelined() const override;
+  void launch(StepPlan& plan) override;
+  bool ready() override;
+  StepResult finish() override;
   // Records each step's device work from now on (benchmarks; null: stop).
   void set_timeline(std::shared_ptr<cuda::Timeline> timeline);
 

@@ -26,7 +26,7 @@ inline void check(cublasStatus_t s, const char* what) {
 // Memory that only grows: device memory (DeviceBuffer), or page-locked host
 // memory that copies to and from the device can run asynchronously with
 // (PinnedBuffer). reserve() frees the old memory, so the caller makes sure no
-// queued work still uses it (the runner's stream is idle between steps).
+// queued work still uses it (the runner waits for its stream first).
 template <bool Pinned>
 class Buffer {
  public:

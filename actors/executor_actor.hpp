@@ -6,6 +6,16 @@
 //
 // Receives: (step, StepPlan)  Replies: StepResult, or an error (Errc::internal)
 // when the runner threw: the scheduler then restarts the engine's workers.
+//
+// With a pipelined runner (StepRunner::pipelined, the CUDA runner) a step is
+// launched when its plan arrives, and the step before it finishes only
+// then: the scheduler plans a step ahead, so the device has the next step
+// queued while the host brings back, and the scheduler applies, the
+// previous one's samples. The newest step finishes when the executor,
+// polling it through its own mailbox between messages, finds it done, so a
+// scheduler that waits for it before planning more is never kept waiting.
+// Replies still go out in step order, each once its step's device work is
+// done.
 #pragma once
 
 #include <memory>

@@ -205,6 +205,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor_engine, conveyor, session_atom, "session")  // release a session's KV
   CAF_ADD_ATOM(conveyor_engine, conveyor, describe_atom, "describe")// a node's NodeInfo
   CAF_ADD_ATOM(conveyor_engine, conveyor, drain_atom, "drain")      // a node refuses new requests
+  CAF_ADD_ATOM(conveyor_engine, conveyor, poll_atom, "poll")        // the executor checks its launched step
 CAF_END_TYPE_ID_BLOCK(conveyor_engine)
 
 namespace conveyor {
@@ -225,7 +226,9 @@ void add_engine_types(caf::actor_system_config& cfg);
 // ---- actor interfaces -------------------------------------------------------------
 
 // Runs one iteration's forward pass and sampling (detached: its own thread).
-using executor_actor = caf::typed_actor<caf::replies_to<step_atom, StepPlan>::with<StepResult>>;
+// poll is its own message to itself while a pipelined runner's step runs.
+using executor_actor =
+    caf::typed_actor<caf::replies_to<step_atom, StepPlan>::with<StepResult>, caf::reacts_to<poll_atom>>;
 
 // Owns the KV block metadata (actors/block_manager.hpp).
 using block_manager_actor =

@@ -271,7 +271,8 @@ void on_result(self_ptr self, const StepResult& result, int32_t tokens, int64_t 
     const int64_t ready_ns = std::max(sent_ns, st.last_finished_ns);
     st.stats.plan_hop_seconds += std::max(0.0, std::chrono::duration<double>(ns(result.started_ns) - ns(ready_ns)).count());
     if (st.last_finished_ns != 0) {
-      const double idle = double(result.started_ns - st.last_finished_ns) * 1e-9;
+      // Negative when a pipelined runner launched this step before the last one finished.
+      const double idle = std::max(0.0, double(result.started_ns - st.last_finished_ns) * 1e-9);
       st.stats.executor_idle_seconds += idle;
       if (st.actors.metrics) st.actors.metrics->executor_idle.observe(idle);
     }

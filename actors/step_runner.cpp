@@ -1,9 +1,14 @@
 #include "actors/step_runner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 
 namespace conveyor {
+
+void StepRunner::launch(StepPlan&) { throw std::logic_error("StepRunner::launch: this runner is not pipelined"); }
+StepResult StepRunner::finish() { throw std::logic_error("StepRunner::finish: this runner is not pipelined"); }
 
 void SamplerTable::apply(const StepPlan& plan) {
   for (seq_id id : plan.retired) samplers_.erase(id);
@@ -12,6 +17,10 @@ void SamplerTable::apply(const StepPlan& plan) {
     auto& sampler = samplers_[id] = std::make_unique<Sampler>(params, plan.new_sampler_prompts[i]);
     if (i < plan.new_sampler_history.size()) sampler->replay(plan.new_sampler_history[i]);
   }
+}
+
+void SamplerTable::drop(std::span<const seq_id> ids) {
+  for (seq_id id : ids) samplers_.erase(id);
 }
 
 Sampler* SamplerTable::find(seq_id id) {
@@ -34,14 +43,63 @@ void SampleMemory::record(const StepResult& result) {
   for (const SampledToken& t : result.tokens) last_[t.seq] = t.result.token;
 }
 
+void SampleMemory::drop(std::span<const seq_id> ids) {
+  for (seq_id id : ids) last_.erase(id);
+}
+
 void HostSampling::begin(StepPlan& plan) {
   samples_.prepare(plan);
   samplers_.apply(plan);
 }
 
+bool HostSampling::begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills) {
+  fills.clear();
+  pending_rows_.clear();
+  const ForwardBatch& p = pending.batch;
+  for (int32_t s = 0, row = 0; s < p.num_seqs(); ++s)
+    if (p.want_logits[s] && p.seq_token_begin[s + 1] > p.seq_token_begin[s]) pending_rows_[pending.seq_ids[s]] = row++;
+  ForwardBatch& b = plan.batch;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    if (!b.want_logits[s] || !pending_rows_.contains(plan.seq_ids[s])) continue;
+    const Sampler* sampler = samplers_.find(plan.seq_ids[s]);
+    if (sampler == nullptr) continue;
+    const SamplingParams& params = sampler->params();
+    if (params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f)
+      return false;
+  }
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    if (b.seq_token_begin[s + 1] == b.seq_token_begin[s]) continue;
+    const int32_t at = b.seq_token_begin[s + 1] - 1;
+    if (b.tokens[size_t(at)] >= 0) continue;
+    auto it = pending_rows_.find(plan.seq_ids[s]);
+    if (it == pending_rows_.end()) continue;  // not pending's: SampleMemory has it
+    fills.emplace_back(at, it->second);
+    b.tokens[size_t(at)] = 0;
+  }
+  // Pending's samples of the sequences this plan retires are still to be
+  // recorded (and dropped): their samplers and last samples go after that.
+  for (seq_id id : plan.retired) {
+    const bool restarts = std::any_of(plan.new_samplers.begin(), plan.new_samplers.end(),
+                                      [id](const auto& n) { return n.first == id; });
+    if (!restarts) retire_after_accept_.push_back(id);
+  }
+  std::vector<seq_id> retired = std::move(plan.retired);
+  plan.retired.clear();
+  begin(plan);
+  plan.retired = std::move(retired);
+  return true;
+}
+
+void HostSampling::retire_deferred() {
+  samplers_.drop(retire_after_accept_);
+  samples_.drop(retire_after_accept_);
+  retire_after_accept_.clear();
+}
+
 void HostSampling::clear() {
   samplers_.clear();
   samples_.clear();
+  retire_after_accept_.clear();
 }
 
 void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t vocab, StepResult& result) {
@@ -76,6 +134,7 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
   for (size_t i = 0; i < rows_.size(); ++i)
     result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
   samples_.record(result);
+  retire_deferred();
 }
 
 void HostSampling::DeviceInputs::clear() {
@@ -143,6 +202,7 @@ void HostSampling::accept(const StepPlan& plan, const int32_t* tokens, StepResul
     result.tokens.push_back(std::move(t));
   }
   samples_.record(result);
+  retire_deferred();
 }
 
 CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)

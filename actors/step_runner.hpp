@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -27,14 +28,28 @@ class StepRunner {
   // built while the previous step ran holds a placeholder (-1) where that
   // step's sample goes, always as a sequence's last token: the runner fills
   // it with the sequence's last sample, which it keeps (HostSampling's
-  // SampleMemory, in `plan` itself: both runners bring each step's samples
-  // back to the host anyway, since run() returns them).
+  // SampleMemory, or on a device the previous step's sampled ids).
   virtual StepResult run(StepPlan& plan) = 0;
-  // Forgets every sequence (samplers, last samples): after an engine fault
-  // the scheduler recomputes them from their tokens, with new samplers that
-  // replay their history (StepPlan::new_sampler_history). Called only while
-  // no step runs; run() may have thrown half-way through the last one.
+  // Forgets every sequence (samplers, last samples, steps launched and not
+  // finished): after an engine fault the scheduler recomputes them from
+  // their tokens, with new samplers that replay their history
+  // (StepPlan::new_sampler_history). Called only while no step runs; run()
+  // or launch() may have thrown half-way through the last one.
   virtual void reset() = 0;
+
+  // A pipelined runner (the CUDA runner) also takes a step in two halves, so
+  // that the executor can queue the next step's device work before it
+  // brings the previous step's samples back: launch() queues a step and
+  // returns before its work ends, finish() waits for the oldest launched
+  // step and returns its result, in launch order. A plan launched while the
+  // previous step is unfinished gets that step's samples in its
+  // placeholders on the device. run() is launch() then finish(). Runners
+  // that are not pipelined only have run().
+  virtual bool pipelined() const { return false; }
+  virtual void launch(StepPlan& plan);  // may move the plan's contents away
+  // Whether finish() would return without waiting.
+  virtual bool ready() { return true; }
+  virtual StepResult finish();
 };
 
 // Keeps the per-sequence samplers that every runner needs: created when a
@@ -42,6 +57,7 @@ class StepRunner {
 class SamplerTable {
  public:
   void apply(const StepPlan& plan);  // new_samplers (with their history) and retired
+  void drop(std::span<const seq_id> ids);
   Sampler* find(seq_id id);
   size_t size() const { return samplers_.size(); }
   void clear() { samplers_.clear(); }
@@ -58,6 +74,7 @@ class SampleMemory {
   // Drops retired sequences and fills the plan's placeholders.
   void prepare(StepPlan& plan);
   void record(const StepResult& result);
+  void drop(std::span<const seq_id> ids);
   void clear() { last_.clear(); }
 
  private:
@@ -73,6 +90,18 @@ class HostSampling {
  public:
   // Before the forward pass: fills the plan's placeholders, creates and drops samplers.
   void begin(StepPlan& plan);
+  // (placeholder's index in plan.batch.tokens, the logits row of the
+  // previous step whose sample goes there)
+  using Fills = std::vector<std::pair<int32_t, int32_t>>;
+  // begin() for a plan launched while `pending`, the step before it, is
+  // unfinished and was sampled on the device: the placeholders that
+  // pending's samples fill go to `fills` (the device fills them; the plan
+  // holds 0 there), and the sequences the plan retires are dropped only
+  // after accept() has recorded pending's samples. Returns false, changing
+  // nothing, when the plan must wait for pending's samples on the host: a
+  // row with penalties on a sequence that pending samples (they count that
+  // sample).
+  bool begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills);
   // Samples the rows of `logits` ([rows, vocab], one per want_logits
   // sequence, in batch order; overwritten) into result.tokens, and records them.
   void sample(const StepPlan& plan, float* logits, int32_t vocab, StepResult& result);
@@ -97,6 +126,9 @@ class HostSampling {
  private:
   SamplerTable samplers_;
   SampleMemory samples_;  // fills the placeholders of plans built a step ahead
+  std::vector<seq_id> retire_after_accept_;  // begin_ahead's plan's retired sequences
+  std::unordered_map<seq_id, int32_t> pending_rows_;  // begin_ahead's scratch
+  void retire_deferred();
   std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
   struct Row {
     seq_id seq;

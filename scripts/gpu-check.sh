@@ -18,7 +18,7 @@
 #     greedy requests through the engine's actors; and the backend tests;
 #   - bench/runner_bench.cpp: decode steps at batch 1 to 256 on
 #     dummy:llama-110m and dummy:llama-1b (Llama 3.2 1B's shape), bf16
-#     weights and KV, context 128;
+#     weights and KV, context 128, run in turn and pipelined;
 #   - bench/swap_overlap_bench.cpp: swap copies on their streams while 32
 #     sequences decode, the overlap fraction from CUDA events.
 set -uo pipefail
@@ -81,7 +81,8 @@ sweep=$(timeout 240 "$BUILD/bench/runner_bench" --device cuda --models "$SWEEP_M
           --batches 1,2,4,8,16,32,64,128,256 --context 128 --steps 16 --repeats 3 2>&1)
 sweep_rc=$?
 echo "$sweep" >> "$LOG"
-echo "gpu-check: decode sweep (runner_bench, bf16, context 128; step_ms is the median of 16 steps, best of 3):"
+echo "gpu-check: decode sweep (runner_bench, bf16, context 128; step_ms is the median of 16 steps run in turn,"
+echo "  pipelined_ms the mean of 16 steps each launched before the last one finished, as the executor runs them; best of 3):"
 echo "$sweep" | sed 's/^/  /'
 [ "$sweep_rc" -ne 0 ] && echo "gpu-check: the sweep FAILED (exit $sweep_rc)" && failed=$((failed + 1))
 overlap=$(timeout 120 "$BUILD/bench/swap_overlap_bench" --model dummy:llama-110m --batch 32 --steps 64 2>&1)

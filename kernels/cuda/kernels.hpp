@@ -71,6 +71,11 @@ cudaError_t add_bias(float* x,  // [n, ldx]
 cudaError_t gather_rows(const float* x, int64_t ldx, const int32_t* rows, int32_t n, int32_t cols,
                         float* out, int64_t ldo, cudaStream_t stream);
 
+// tokens[pairs[2i]] = picks[pairs[2i + 1]] for i < n: a step launched
+// before the previous one's samples reached the host gets them here.
+cudaError_t fill_tokens(int32_t* tokens, const int32_t* pairs, int32_t n, const int32_t* picks,
+                        cudaStream_t stream);
+
 // out = x rounded to bf16 (hd.hpp's f32_to_bf16): a product's input.
 cudaError_t to_bf16(const float* x, int64_t ldx, int32_t n, int32_t cols,
                     uint16_t* out,  // [n, ldo]

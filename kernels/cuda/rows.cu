@@ -1,6 +1,6 @@
 // The forward pass's glue between products (kernels.hpp): per-head RMSNorm,
-// bias adds, row gathers and the float32-to-bf16 conversion of a product's
-// input. Their arithmetic is elementwise_math.hpp's and hd.hpp's.
+// bias adds, row gathers, the float32-to-bf16 conversion of a product's
+// input, and the previous step's samples into a step's placeholders. Their arithmetic is elementwise_math.hpp's and hd.hpp's.
 #include "kernels/cuda/elementwise_math.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "kernels/cuda/reduce.cuh"
@@ -41,6 +41,11 @@ __global__ void to_bf16_kernel(const float* x, int64_t ldx, int32_t cols, uint16
     dst[i] = f32_to_bf16(src[i]);
 }
 
+__global__ void fill_tokens_kernel(int32_t* tokens, const int32_t* pairs, int32_t n, const int32_t* picks) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) tokens[pairs[2 * i]] = picks[pairs[2 * i + 1]];
+}
+
 dim3 row_grid(int32_t cols, int32_t n) { return dim3((cols + kRowThreads - 1) / kRowThreads, n); }
 
 }  // namespace
@@ -62,6 +67,13 @@ cudaError_t gather_rows(const float* x, int64_t ldx, const int32_t* rows, int32_
                         int64_t ldo, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   gather_rows_kernel<<<n, kRowThreads, 0, stream>>>(x, ldx, rows, cols, out, ldo);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_tokens(int32_t* tokens, const int32_t* pairs, int32_t n, const int32_t* picks,
+                        cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  fill_tokens_kernel<<<(n + kRowThreads - 1) / kRowThreads, kRowThreads, 0, stream>>>(tokens, pairs, n, picks);
   return cudaGetLastError();
 }
 

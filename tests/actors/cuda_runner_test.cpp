@@ -195,6 +195,74 @@ TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
   }
 }
 
+// Steps launched before the previous one finishes (as the executor drives a
+// pipelined runner: placeholders filled on the device) give the ids of steps
+// run in turn: device-sampled rows (greedy, seeded with top-k and top-p), a
+// row with penalties (the step waits for the samples it counts), and a row
+// with logprobs (sampled on the host); a sequence retires half-way and
+// another starts.
+TEST(CudaRunner, PipelinedStepsEqualStepsRunInTurn) {
+  SKIP_WITHOUT_DEVICE();
+  SamplingParams seeded = greedy_params();
+  seeded.temperature = 0.8f;
+  seeded.top_k = 40;
+  seeded.top_p = 0.9f;
+  seeded.seed = 99;
+  seeded.has_seed = true;
+  SamplingParams penalised = seeded;
+  penalised.frequency_penalty = 0.3f;
+  SamplingParams logprobs = greedy_params();
+  logprobs.logprobs = 2;
+  for (const std::vector<SamplingParams>& params : std::vector<std::vector<SamplingParams>>{
+           {greedy_params(), seeded, seeded}, {greedy_params(), seeded, penalised}, {seeded, logprobs, seeded}}) {
+    std::vector<std::vector<int32_t>> ids[2];
+    for (int pipelined = 0; pipelined < 2; ++pipelined) {
+      Backend gpu = make("cuda", shared("stories260K.bin"), 4 * 8 * kBlock);
+      ASSERT_TRUE(gpu.runner);
+      ASSERT_TRUE(gpu.runner->pipelined());
+      // Sequences 1 to 3, then 4 in place of 3 from step 10, 8 blocks each.
+      auto plan = [&](int step) {
+        StepPlan p;
+        p.iteration = uint64_t(step);
+        for (seq_id id = 1; id <= 4; ++id) {
+          if ((id == 3 && step >= 10) || (id == 4 && step < 10)) continue;
+          const bool starts = step == (id == 4 ? 10 : 0);
+          const int32_t pos = starts ? 0 : 4 + step - (id == 4 ? 11 : 1);
+          const std::vector<int32_t> tokens = starts ? std::vector<int32_t>{1, 20, 21, int32_t(id)}
+                                                     : std::vector<int32_t>{-1};
+          std::vector<int32_t> table;
+          for (int32_t k = 0; k <= (pos + int32_t(tokens.size()) - 1) / kBlock; ++k)
+            table.push_back(int32_t(id == 4 ? 2 : id - 1) * 8 + k);  // 4 reuses 3's blocks
+          p.batch.add_sequence(tokens, pos, table, true);
+          p.seq_ids.push_back(id);
+          if (starts) {
+            p.new_samplers.emplace_back(id, params[size_t(std::min<seq_id>(id, 3) - 1)]);
+            p.new_sampler_prompts.push_back(tokens);
+          }
+        }
+        if (step == 10) p.retired.push_back(3);
+        return p;
+      };
+      std::vector<std::vector<int32_t>>& out = ids[pipelined];
+      out.assign(5, {});
+      auto take = [&](const StepResult& r) {
+        for (const SampledToken& t : r.tokens) out[size_t(t.seq)].push_back(t.result.token);
+      };
+      for (int step = 0; step < 24; ++step) {
+        StepPlan p = plan(step);
+        if (!pipelined) {
+          take(gpu.runner->run(p));
+          continue;
+        }
+        gpu.runner->launch(p);
+        if (step > 0) take(gpu.runner->finish());
+      }
+      if (pipelined) take(gpu.runner->finish());
+    }
+    EXPECT_EQ(ids[1], ids[0]) << "seeded " << params[1].temperature << " logprobs " << params[1].logprobs;
+  }
+}
+
 // A sequence swapped out to pinned host memory, its device blocks written
 // over by another sequence, and swapped back into other blocks, continues
 // with the ids of an undisturbed run.

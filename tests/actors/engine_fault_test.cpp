@@ -54,12 +54,12 @@ using testing::expect_all_blocks_free;
 
 // Runs the prompts greedily and checks every output against the fake model.
 // A request may be in every restart: allow as many retries as there are faults.
-void expect_recovered(const std::string& faults, uint64_t min_restarts) {
+void expect_recovered(const std::string& faults, uint64_t min_restarts, bool pipelined = false) {
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
   EngineConfig config = pressured(faults);
   config.max_fault_retries = int32_t(min_restarts);
-  auto engine = make_fake_engine(sys, config);
+  auto engine = make_fake_engine(sys, config, pipelined);
   const auto prompts = random_prompts(120, 5);
   auto outcomes = testing::run_greedy(*engine, prompts, 30);
   ASSERT_EQ(outcomes.size(), prompts.size()) << faults;
@@ -77,6 +77,12 @@ void expect_recovered(const std::string& faults, uint64_t min_restarts) {
 
 TEST(EngineFaults, ExecutorThrowingAtAnyStepIsRecomputed) {
   for (int step : {1, 2, 3, 7, 20, 45}) expect_recovered("executor=" + std::to_string(step), 1);
+}
+
+// A pipelined runner's fault also fails the step launched before it.
+TEST(EngineFaults, PipelinedExecutorThrowingAtAnyStepIsRecomputed) {
+  for (int step : {1, 2, 3, 20}) expect_recovered("executor=" + std::to_string(step), 1, /*pipelined=*/true);
+  expect_recovered("executor=10,swap=2,alloc=17", 3, /*pipelined=*/true);
 }
 
 TEST(EngineFaults, FailedSwapCopyIsRecomputed) {

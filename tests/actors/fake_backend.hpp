@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <span>
 #include <unordered_map>
@@ -61,9 +62,29 @@ struct FakeKv {
   std::mutex mutex;  // the swap engine runs on another thread in actor tests
 };
 
+// Pipelined (StepRunner::launch), it runs a step as late as a device may:
+// when finish() asks for it, after the steps launched behind it have been
+// queued and their results' effects on the scheduler (swaps, freed and
+// reused blocks) may have begun. A step is ready on the second poll.
 class FakeRunner final : public StepRunner {
  public:
-  FakeRunner(std::shared_ptr<FakeKv> kv, int32_t vocab) : kv_(std::move(kv)), vocab_(vocab) {}
+  FakeRunner(std::shared_ptr<FakeKv> kv, int32_t vocab, bool pipelined = false)
+      : kv_(std::move(kv)), vocab_(vocab), pipelined_(pipelined) {}
+
+  bool pipelined() const override { return pipelined_; }
+  void launch(StepPlan& plan) override {
+    launched_.push_back(std::move(plan));
+    polls_ = 0;
+    max_launched_ = std::max(max_launched_, launched_.size());
+  }
+  bool ready() override { return ++polls_ > 1; }
+  StepResult finish() override {
+    StepResult result = run(launched_.front());
+    launched_.pop_front();
+    return result;
+  }
+  // The most steps launched and unfinished at once (2 when the executor pipelines).
+  size_t max_launched() const { return max_launched_; }
 
   StepResult run(StepPlan& plan) override {
     samples_.prepare(plan);
@@ -108,6 +129,7 @@ class FakeRunner final : public StepRunner {
   void reset() override {
     seeds_.clear();
     samples_.clear();
+    launched_.clear();
   }
 
   int64_t steps() const { return steps_; }
@@ -119,6 +141,10 @@ class FakeRunner final : public StepRunner {
   std::unordered_map<seq_id, uint64_t> seeds_;
   SampleMemory samples_;  // fills the placeholders of plans built a step ahead
   int64_t steps_ = 0;
+  bool pipelined_ = false;
+  std::deque<StepPlan> launched_;
+  size_t max_launched_ = 0;
+  int polls_ = 0;
 };
 
 class FakeSwapEngine final : public SwapEngine {

@@ -16,7 +16,10 @@ namespace conveyor::testing {
 inline constexpr int32_t kFakeVocab = 97;
 inline constexpr int32_t kFakeContext = 256;
 
-inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config) {
+// `runner`, when given, receives the fake runner (pipelined: see FakeRunner).
+inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config,
+                                                bool pipelined = false,
+                                                std::shared_ptr<FakeRunner>* runner = nullptr) {
   // An engine on its own runner takes its capacity in tokens.
   if (config.kv_cache_tokens == 0) config.kv_cache_tokens = 65536;
   ModelInfo info;
@@ -26,8 +29,9 @@ inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineCo
   const int32_t blocks = int32_t(config.kv_cache_tokens / config.block_size);
   const int32_t host = int32_t(config.swap_space_tokens / config.block_size);
   auto kv = std::make_shared<FakeKv>(config.block_size, blocks, host);
-  auto engine = Engine::create(sys, config, info, std::make_shared<FakeRunner>(kv, kFakeVocab),
-                               std::make_shared<FakeSwapEngine>(kv));
+  auto fake = std::make_shared<FakeRunner>(kv, kFakeVocab, pipelined);
+  if (runner != nullptr) *runner = fake;
+  auto engine = Engine::create(sys, config, info, fake, std::make_shared<FakeSwapEngine>(kv));
   EXPECT_TRUE(engine.has_value()) << engine.error().message;
   return engine ? std::move(engine).value() : nullptr;
 }

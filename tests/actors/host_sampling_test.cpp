@@ -148,6 +148,115 @@ TEST(HostSampling, DeviceDrawsKeepTheGeneratorsInStep) {
   EXPECT_EQ(generated, 3 * 9);  // nine tokens per sequence, with their counts
 }
 
+// A plan of the sequences `ids` decoding one token each (a placeholder),
+// retiring `retired`.
+StepPlan decode_plan(std::vector<seq_id> ids, std::vector<seq_id> retired = {}) {
+  StepPlan plan;
+  const int32_t table[] = {0};
+  const int32_t placeholder = -1;
+  for (seq_id id : ids) {
+    plan.batch.add_sequence(std::span(&placeholder, 1), 1, table, true);
+    plan.seq_ids.push_back(id);
+  }
+  plan.retired = std::move(retired);
+  return plan;
+}
+
+// The device's ids, made from the uniforms alone.
+std::vector<int32_t> picks_of(const HostSampling::DeviceInputs& in) {
+  std::vector<int32_t> picks;
+  for (double u : in.uniforms) picks.push_back(int32_t(u * kVocab));
+  return picks;
+}
+
+// A pipelined runner launches step k + 1 (begin_ahead, device_inputs) before
+// step k's ids are recorded (accept): the uniforms, the placeholders (filled
+// on the device from step k's rows) and the recorded samples are those of
+// steps run in turn, and a sequence the next plan retires still gets its
+// last sample recorded before its sampler goes.
+TEST(HostSampling, StepsLaunchedAheadDrawAndRecordAsStepsInTurn) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 20;
+  p.seed = 5;
+  p.has_seed = true;
+  auto plans = [&] {
+    std::vector<StepPlan> v;
+    v.push_back(first_plan(p));
+    v.push_back(decode_plan({7, 8, 9}));
+    v.push_back(decode_plan({9, 7, 8}));  // rows in another order than the step before
+    v.push_back(decode_plan({7, 8}, {9}));
+    v.push_back(decode_plan({8, 7}));
+    return v;
+  };
+  std::vector<StepPlan> in_turn = plans(), ahead = plans();
+  HostSampling a, b;
+  HostSampling::DeviceInputs in;
+  std::vector<std::vector<double>> uniforms;
+  std::vector<StepResult> results(in_turn.size());
+  std::vector<std::vector<int32_t>> picks;
+  for (size_t k = 0; k < in_turn.size(); ++k) {
+    a.begin(in_turn[k]);
+    ASSERT_TRUE(a.device_inputs(in_turn[k], in));
+    uniforms.push_back(in.uniforms);
+    picks.push_back(picks_of(in));
+    a.accept(in_turn[k], picks.back().data(), results[k]);
+  }
+  b.begin(ahead[0]);
+  ASSERT_TRUE(b.device_inputs(ahead[0], in));
+  EXPECT_EQ(in.uniforms, uniforms[0]);
+  HostSampling::Fills fills;
+  for (size_t k = 1; k < ahead.size(); ++k) {
+    ASSERT_TRUE(b.begin_ahead(ahead[k], ahead[k - 1], fills)) << k;
+    ASSERT_TRUE(b.device_inputs(ahead[k], in));
+    EXPECT_EQ(in.uniforms, uniforms[k]) << k;
+    // The device fills the placeholders from step k - 1's rows.
+    EXPECT_EQ(fills.size(), ahead[k].seq_ids.size()) << k;
+    for (const auto& [at, row] : fills) ahead[k].batch.tokens[size_t(at)] = picks[k - 1][size_t(row)];
+    EXPECT_EQ(ahead[k].batch.tokens, in_turn[k].batch.tokens) << k;
+    StepResult r;
+    b.accept(ahead[k - 1], picks[k - 1].data(), r);
+    ASSERT_EQ(r.tokens.size(), results[k - 1].tokens.size()) << k;
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      EXPECT_EQ(r.tokens[i].seq, results[k - 1].tokens[i].seq);
+      EXPECT_EQ(r.tokens[i].result.token, results[k - 1].tokens[i].result.token);
+    }
+    if (k == 3) {  // plan 3 retires 9: gone once step 2's samples are recorded
+      EXPECT_EQ(b.samplers().find(9), nullptr);
+      EXPECT_EQ(r.tokens.size(), 3u);
+    }
+  }
+  EXPECT_EQ(b.samplers().size(), a.samplers().size());
+  EXPECT_EQ(b.samplers().find(7)->generated_count(picks[3][0]), a.samplers().find(7)->generated_count(picks[3][0]));
+}
+
+// Penalties count the last sample: a plan whose row has them and whose
+// sequence the pending step samples cannot go ahead, and nothing changes.
+TEST(HostSampling, PenaltiesOfAPendingSampleKeepAPlanFromGoingAhead) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.presence_penalty = 0.5f;
+  HostSampling s;
+  StepPlan first = first_plan(p);
+  s.begin(first);
+  StepPlan next = decode_plan({7, 8, 9});
+  StepPlan starting = first_plan(p);  // new sequences only: nothing of `first` needed
+  for (seq_id& id : starting.seq_ids) id += 10;
+  for (auto& [id, params] : starting.new_samplers) id += 10;
+  HostSampling::Fills fills;
+  EXPECT_FALSE(s.begin_ahead(next, first, fills));
+  EXPECT_EQ(next.batch.tokens, std::vector<int32_t>(3, -1));
+  EXPECT_TRUE(fills.empty());
+  EXPECT_TRUE(s.begin_ahead(starting, first, fills));
+  EXPECT_TRUE(fills.empty());
+  EXPECT_EQ(s.samplers().size(), 6u);
+  const std::vector<int32_t> picks = {1, 2, 3};
+  StepResult r;
+  s.accept(first, picks.data(), r);
+  s.begin(next);
+  EXPECT_EQ(next.batch.tokens, picks);
+}
+
 TEST(HostSampling, OnlyRowsADeviceCanSampleAreLeftToIt) {
   auto device = [](SamplingParams p, bool fork = false) {
     HostSampling s;

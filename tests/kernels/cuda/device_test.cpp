@@ -167,6 +167,19 @@ TEST(CudaKernels, BlockCopiesMoveWholeBlocks) {
   EXPECT_EQ(pool.read(), host);
 }
 
+TEST(CudaKernels, FillTokensPutsThePreviousSamplesInPlaceholders) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<int32_t> tokens(600);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i);
+  std::vector<int32_t> picks(300), pairs;
+  for (size_t i = 0; i < picks.size(); ++i) picks[i] = int32_t(1000 + i * 3);
+  for (int32_t i = 0; i < 300; ++i) pairs.insert(pairs.end(), {2 * i + 1, 299 - i});  // more than one block
+  Device<int32_t> dtokens(tokens), dpicks(picks), dpairs(pairs);
+  CUDA_OK(fill_tokens(dtokens.get(), dpairs.get(), 300, dpicks.get(), nullptr));
+  for (size_t i = 0; i < 300; ++i) tokens[size_t(pairs[2 * i])] = picks[size_t(pairs[2 * i + 1])];
+  EXPECT_EQ(dtokens.read(), tokens);
+}
+
 // Penalties, top-k, top-p, min-p and the draw against the CPU Sampler, the
 // host drawing each row's uniform from a generator seeded as the Sampler's.
 TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
