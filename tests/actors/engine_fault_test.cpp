@@ -38,14 +38,7 @@ std::vector<std::vector<int32_t>> random_prompts(size_t n, uint64_t seed) {
 
 // A pool small enough that swapping happens.
 EngineConfig pressured(const std::string& faults) {
-  EngineConfig c;
-  c.block_size = 4;
-  c.kv_cache_tokens = 4 * 40;
-  c.swap_space_tokens = 4 * 64;
-  c.max_num_seqs = 16;
-  c.max_batched_tokens = 64;
-  c.prefill_chunk = 16;
-  c.preemption = "swap";
+  EngineConfig c = testing::swap_pressure_config();
   c.fault_injection = faults;
   return c;
 }

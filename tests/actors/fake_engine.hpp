@@ -36,6 +36,19 @@ inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineCo
   return engine ? std::move(engine).value() : nullptr;
 }
 
+// A pool small enough that 16 sequences of the engine tests' prompts swap.
+inline EngineConfig swap_pressure_config() {
+  EngineConfig c;
+  c.block_size = 4;
+  c.kv_cache_tokens = 4 * 40;
+  c.swap_space_tokens = 4 * 64;
+  c.max_num_seqs = 16;
+  c.max_batched_tokens = 64;
+  c.prefill_chunk = 16;
+  c.preemption = "swap";
+  return c;
+}
+
 // Waits up to a second for every KV block (device and host) to be free and
 // nothing to run: the last releases travel with the iteration after the last token.
 inline void expect_all_blocks_free(Engine& engine) {
