@@ -142,7 +142,9 @@ struct CudaStepRunner::Impl {
   void complete(Flight& f);
   // Completes every unfinished flight and waits for the stream.
   void settle();
-  void sample_on_device(Slot& slot, int32_t rows);
+  // previous_picks: the previous step's ids on the device, which
+  // device_inputs.previous_row points into (null when not launched ahead).
+  void sample_on_device(Slot& slot, int32_t rows, const int32_t* previous_picks);
   struct StepInts;
   void forward(const ForwardBatch& batch, const int32_t* d_ints, const StepInts& at, int32_t max_context,
                int32_t rows);
@@ -280,14 +282,14 @@ void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, 
 // Uploads device_inputs in one copy and samples the logits rows into
 // `picks`: penalties (when a row has one), then greedy or a draw with the
 // row's uniform after its top-k, top-p and min-p (kernels/cuda/sampling.cu).
-void CudaStepRunner::Impl::sample_on_device(Slot& slot, int32_t rows) {
+void CudaStepRunner::Impl::sample_on_device(Slot& slot, int32_t rows, const int32_t* previous_picks) {
   const HostSampling::DeviceInputs& in = device_inputs;
   // Layout: doubles first (uniforms), then floats, then ints.
-  constexpr size_t kFloats = 6, kInts = 6;
+  constexpr size_t kFloats = 6, kInts = 7;
   const size_t r = size_t(rows);
   const size_t floats_at = r * sizeof(double), ints_at = floats_at + kFloats * r * sizeof(float);
-  const std::vector<int32_t>* ints[kInts] = {&in.top_k, &in.seen_begin, &in.seen, &in.gen_begin, &in.generated,
-                                             &in.gen_counts};
+  const std::vector<int32_t>* ints[kInts] = {&in.top_k,     &in.seen_begin, &in.seen,        &in.gen_begin,
+                                             &in.generated, &in.gen_counts, &in.previous_row};
   size_t bytes = ints_at;
   for (const auto* v : ints) bytes += v->size() * sizeof(int32_t);
   slot.host_sampling_in.reserve(bytes);
@@ -310,8 +312,11 @@ void CudaStepRunner::Impl::sample_on_device(Slot& slot, int32_t rows) {
   const float* f = reinterpret_cast<const float*>(d + floats_at);
   float* l = logits.get<float>();
   if (in.penalties)
-    check(kernels::cuda::apply_penalties(l, rows, c.vocab_size, f + 3 * r, f + 4 * r, f + 5 * r, d_ints[1],
-                                         d_ints[2], d_ints[3], d_ints[4], d_ints[5], stream),
+    check(kernels::cuda::apply_penalties(l, rows, c.vocab_size,
+                                         kernels::cuda::RowPenalties{f + 3 * r, f + 4 * r, f + 5 * r, d_ints[1],
+                                                                     d_ints[2], d_ints[3], d_ints[4], d_ints[5],
+                                                                     d_ints[6], previous_picks},
+                                         stream),
           "apply_penalties");
   const kernels::cuda::RowSampling params{f, f + r, d_ints[0], f + 2 * r, reinterpret_cast<const double*>(d)};
   check(kernels::cuda::sample_rows(l, rows, c.vocab_size, params, slot.picks.get<int32_t>(), stream), "sample_rows");
@@ -426,14 +431,18 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
     if (len > 0) max_context = std::max(max_context, b.seq_start_pos[s] + len);
     if (b.want_logits[s] && len > 0) ++rows;
   }
-  reserve(n, rows, max_context);  // before anything of this step is queued
+  // Before anything of this step is queued: room for it (the ints with a
+  // fill for every sequence at most).
+  reserve(n, rows, max_context);
+  grow(ints, StepInts(b, rows, plan.copies.size(), size_t(n_seqs)).total * sizeof(int32_t));
 
-  // The previous step's samples: on the device, the placeholders take them
-  // there; otherwise (sampled on the host, or this plan's penalties count
-  // them) this step waits for them.
+  // The previous step's samples: on the device, this step's placeholders
+  // and penalties take them there; sampled on the host, this step waits.
   Flight* previous = !flights.empty() && !flights.back().done ? &flights.back() : nullptr;
-  const bool ahead = previous != nullptr && previous->on_device && sampling.begin_ahead(plan, previous->plan, fills);
-  if (!ahead) {
+  const bool ahead = previous != nullptr && previous->on_device;
+  if (ahead) {
+    sampling.begin_ahead(plan, previous->plan, fills);
+  } else {
     if (previous != nullptr) complete(*previous);
     fills.clear();
     sampling.begin(plan);
@@ -443,7 +452,6 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   next_slot ^= 1;
   const StepInts at(b, rows, plan.copies.size(), fills.size());
   slot.host_ints.reserve(at.total * sizeof(int32_t));
-  grow(ints, at.total * sizeof(int32_t));
   int32_t* h = slot.host_ints.get<int32_t>();
   auto put = [&](size_t at_, const std::vector<int32_t>& v) { std::copy(v.begin(), v.end(), h + at_); };
   put(at.tokens, b.tokens);
@@ -491,7 +499,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   if (f.on_device) {
     if (device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
       throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");
-    sample_on_device(slot, rows);
+    sample_on_device(slot, rows, ahead ? previous->slot->picks.get<int32_t>() : nullptr);
   }
   if (timeline) {
     check(cudaEventRecord(ended, stream), "cudaEventRecord");

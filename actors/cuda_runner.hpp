@@ -15,11 +15,11 @@
 //
 // It is pipelined (StepRunner::launch and finish): a step launched while the
 // previous one is unfinished is queued on the stream behind it, its
-// placeholders filled on the device from the previous step's ids, unless
-// that step was sampled on the host or this step's penalties count its
-// samples (then it waits for them first). finish() returns once a step's
-// work on the device is done, so the swap engine may copy any block the
-// scheduler names after its result.
+// placeholders filled, and its penalties counting, the previous step's ids
+// on the device, unless that step was sampled on the host (then it waits
+// for it first). finish() returns once a step's work on the device is
+// done, so the swap engine may copy any block the scheduler names after
+// its result.
 //
 // CudaSwapEngine: copies between the device pool and a pinned host pool on
 // one stream per direction, never on the compute stream; a waiter thread

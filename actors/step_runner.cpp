@@ -48,25 +48,18 @@ void SampleMemory::drop(std::span<const seq_id> ids) {
 }
 
 void HostSampling::begin(StepPlan& plan) {
+  pending_rows_.clear();
   samples_.prepare(plan);
   samplers_.apply(plan);
 }
 
-bool HostSampling::begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills) {
+void HostSampling::begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills) {
   fills.clear();
   pending_rows_.clear();
   const ForwardBatch& p = pending.batch;
   for (int32_t s = 0, row = 0; s < p.num_seqs(); ++s)
     if (p.want_logits[s] && p.seq_token_begin[s + 1] > p.seq_token_begin[s]) pending_rows_[pending.seq_ids[s]] = row++;
   ForwardBatch& b = plan.batch;
-  for (int32_t s = 0; s < b.num_seqs(); ++s) {
-    if (!b.want_logits[s] || !pending_rows_.contains(plan.seq_ids[s])) continue;
-    const Sampler* sampler = samplers_.find(plan.seq_ids[s]);
-    if (sampler == nullptr) continue;
-    const SamplingParams& params = sampler->params();
-    if (params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f)
-      return false;
-  }
   for (int32_t s = 0; s < b.num_seqs(); ++s) {
     if (b.seq_token_begin[s + 1] == b.seq_token_begin[s]) continue;
     const int32_t at = b.seq_token_begin[s + 1] - 1;
@@ -85,12 +78,13 @@ bool HostSampling::begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& f
   }
   std::vector<seq_id> retired = std::move(plan.retired);
   plan.retired.clear();
-  begin(plan);
+  samples_.prepare(plan);
+  samplers_.apply(plan);
   plan.retired = std::move(retired);
-  return true;
 }
 
-void HostSampling::retire_deferred() {
+void HostSampling::recorded() {
+  pending_rows_.clear();  // what begin_ahead's plan awaited is in the samplers now
   samplers_.drop(retire_after_accept_);
   samples_.drop(retire_after_accept_);
   retire_after_accept_.clear();
@@ -134,13 +128,14 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
   for (size_t i = 0; i < rows_.size(); ++i)
     result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
   samples_.record(result);
-  retire_deferred();
+  recorded();
 }
 
 void HostSampling::DeviceInputs::clear() {
   for (std::vector<float>* v : {&temperature, &min_p, &top_p, &repetition, &frequency, &presence}) v->clear();
   uniforms.clear();
-  for (std::vector<int32_t>* v : {&top_k, &seen_begin, &seen, &gen_begin, &generated, &gen_counts}) v->clear();
+  for (std::vector<int32_t>* v : {&top_k, &seen_begin, &seen, &gen_begin, &generated, &gen_counts, &previous_row})
+    v->clear();
   penalties = false;
 }
 
@@ -179,8 +174,13 @@ bool HostSampling::device_inputs(const StepPlan& plan, DeviceInputs& in) {
           in.gen_counts.push_back(count);
         }
       }
-      in.penalties = in.penalties || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-                     p.presence_penalty != 0.0f;
+      const bool penalised =
+          p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+      in.penalties = in.penalties || penalised;
+      const auto previous = penalised ? pending_rows_.find(plan.seq_ids[s]) : pending_rows_.end();
+      in.previous_row.push_back(previous != pending_rows_.end() ? previous->second : -1);
+    } else {
+      in.previous_row.push_back(-1);
     }
     in.seen_begin.push_back(int32_t(in.seen.size()));
     in.gen_begin.push_back(int32_t(in.generated.size()));
@@ -202,7 +202,7 @@ void HostSampling::accept(const StepPlan& plan, const int32_t* tokens, StepResul
     result.tokens.push_back(std::move(t));
   }
   samples_.record(result);
-  retire_deferred();
+  recorded();
 }
 
 CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)

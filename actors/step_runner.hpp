@@ -96,12 +96,11 @@ class HostSampling {
   // begin() for a plan launched while `pending`, the step before it, is
   // unfinished and was sampled on the device: the placeholders that
   // pending's samples fill go to `fills` (the device fills them; the plan
-  // holds 0 there), and the sequences the plan retires are dropped only
-  // after accept() has recorded pending's samples. Returns false, changing
-  // nothing, when the plan must wait for pending's samples on the host: a
-  // row with penalties on a sequence that pending samples (they count that
-  // sample).
-  bool begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills);
+  // holds 0 there), device_inputs() gives each row with penalties the row
+  // of pending that sampled its sequence (DeviceInputs::previous_row: the
+  // penalties count that sample on the device), and the sequences the plan
+  // retires are dropped only after accept() has recorded pending's samples.
+  void begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills);
   // Samples the rows of `logits` ([rows, vocab], one per want_logits
   // sequence, in batch order; overwritten) into result.tokens, and records them.
   void sample(const StepPlan& plan, float* logits, int32_t vocab, StepResult& result);
@@ -111,6 +110,8 @@ class HostSampling {
     std::vector<float> temperature, min_p, top_p, repetition, frequency, presence;
     std::vector<double> uniforms;
     std::vector<int32_t> top_k, seen_begin, seen, gen_begin, generated, gen_counts;
+    // Per row: the previous step's row whose sample the lists lack (-1: none).
+    std::vector<int32_t> previous_row;
     bool penalties = false;  // some row has one
     void clear();            // keeps the vectors' capacity for the next step
   };
@@ -127,8 +128,10 @@ class HostSampling {
   SamplerTable samplers_;
   SampleMemory samples_;  // fills the placeholders of plans built a step ahead
   std::vector<seq_id> retire_after_accept_;  // begin_ahead's plan's retired sequences
-  std::unordered_map<seq_id, int32_t> pending_rows_;  // begin_ahead's scratch
-  void retire_deferred();
+  // From begin_ahead until the pending step's samples are recorded: each
+  // sequence's logits row in it.
+  std::unordered_map<seq_id, int32_t> pending_rows_;
+  void recorded();  // after a step's samples are recorded
   std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
   struct Row {
     seq_id seq;

@@ -112,16 +112,29 @@ cudaError_t paged_attention(const float* q,  // [n_tokens, ldq]
 
 // ---- sampling (model/sampling; sampling_math.hpp says what is mirrored) ------------
 
-// Per row r of `logits` ([rows, vocab]): repetition penalty over the tokens
-// seen[seen_begin[r], seen_begin[r + 1]) (distinct ids), then frequency and
-// presence over generated[gen_begin[r], gen_begin[r + 1]) with their counts.
-cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab,
-                            const float* repetition,  // [rows]
-                            const float* frequency,   // [rows]
-                            const float* presence,    // [rows]
-                            const int32_t* seen_begin, const int32_t* seen,
-                            const int32_t* gen_begin, const int32_t* generated,
-                            const int32_t* gen_counts, cudaStream_t stream);
+// Each row's penalties, [rows] each unless said.
+struct RowPenalties {
+  const float* repetition;
+  const float* frequency;
+  const float* presence;
+  const int32_t* seen_begin;  // [rows + 1], into seen: the row's prompt and generated ids, distinct, ascending
+  const int32_t* seen;
+  const int32_t* gen_begin;   // [rows + 1], into generated (distinct, ascending) and gen_counts
+  const int32_t* generated;
+  const int32_t* gen_counts;
+  // Where a row's sequence has a sample the lists do not hold yet (the step
+  // before sampled it, and it is still on the device only):
+  // previous_picks[previous_row[r]], counted as seen and generated once
+  // more; previous_row[r] < 0, or previous_row null, where none.
+  const int32_t* previous_row;
+  const int32_t* previous_picks;
+};
+
+// Per row r of `logits` ([rows, vocab]): repetition penalty over the seen
+// tokens, then frequency and presence over the generated ones with their
+// counts, as the CPU Sampler applies them (sampling_math.hpp).
+cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab, const RowPenalties& penalties,
+                            cudaStream_t stream);
 
 // Each row's sampling parameters, [rows] each.
 struct RowSampling {

@@ -10,24 +10,23 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGreedyTemperature = 1e-5f;  // model/sampling/sampler.hpp
 
-__global__ void penalties_kernel(float* logits, int32_t vocab, const float* repetition, const float* frequency,
-                                 const float* presence, const int32_t* seen_begin, const int32_t* seen,
-                                 const int32_t* gen_begin, const int32_t* generated, const int32_t* gen_counts) {
+__global__ void penalties_kernel(float* logits, int32_t vocab, RowPenalties p) {
   const int32_t row = blockIdx.x;
   float* l = logits + int64_t(row) * vocab;
-  const float rep = repetition[row];
-  if (rep != 1.0f)
-    for (int32_t i = seen_begin[row] + threadIdx.x; i < seen_begin[row + 1]; i += blockDim.x) {
-      const int32_t token = seen[i];
-      if (token >= 0 && token < vocab) l[token] = repetition_penalized(l[token], rep);
-    }
+  const int32_t seen = p.seen_begin[row], gen = p.gen_begin[row];
+  const int32_t previous = p.previous_row != nullptr ? p.previous_row[row] : -1;
+  const PenaltyRow r{p.repetition[row],
+                     p.frequency[row],
+                     p.presence[row],
+                     p.seen + seen,
+                     p.seen_begin[row + 1] - seen,
+                     p.generated + gen,
+                     p.gen_counts + gen,
+                     p.gen_begin[row + 1] - gen,
+                     previous >= 0 ? p.previous_picks[previous] : -1};
+  penalize_repetition(l, vocab, r, int32_t(threadIdx.x), int32_t(blockDim.x));
   __syncthreads();
-  const float f = frequency[row], p = presence[row];
-  if (f != 0.0f || p != 0.0f)
-    for (int32_t i = gen_begin[row] + threadIdx.x; i < gen_begin[row + 1]; i += blockDim.x) {
-      const int32_t token = generated[i];
-      if (token >= 0 && token < vocab) l[token] = count_penalized(l[token], gen_counts[i], f, p);
-    }
+  penalize_counts(l, vocab, r, int32_t(threadIdx.x), int32_t(blockDim.x));
 }
 
 __device__ void better_of(float& v, int32_t& i, float v2, int32_t i2) {
@@ -168,13 +167,10 @@ __global__ void sample_kernel(const float* logits, int32_t vocab, RowSampling pa
 
 }  // namespace
 
-cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab, const float* repetition,
-                            const float* frequency, const float* presence, const int32_t* seen_begin,
-                            const int32_t* seen, const int32_t* gen_begin, const int32_t* generated,
-                            const int32_t* gen_counts, cudaStream_t stream) {
+cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab, const RowPenalties& penalties,
+                            cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  penalties_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, repetition, frequency, presence, seen_begin,
-                                                  seen, gen_begin, generated, gen_counts);
+  penalties_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, penalties);
   return cudaGetLastError();
 }
 

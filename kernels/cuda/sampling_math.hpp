@@ -1,7 +1,8 @@
 // The arithmetic of the CUDA sampling kernels (sampling.cu), mirroring the
 // CPU sampler (model/sampling/sampler.hpp, filters.hpp) where it can:
 //   - penalties: the same operations in the same order (repetition, then
-//     frequency and presence), so the same floats;
+//     frequency and presence), so the same floats, also when the previous
+//     step's sample is still on the device only (PenaltyRow::pending);
 //   - greedy: the largest logit, ties to the lower id, NaN never chosen
 //     unless all are NaN (then id 0): the same id;
 //   - temperature and min-p: weights exp_nonpositive((l - max) / T), the
@@ -50,6 +51,59 @@ CONVEYOR_HD float repetition_penalized(float logit, float penalty) {
 
 CONVEYOR_HD float count_penalized(float logit, int32_t count, float frequency, float presence) {
   return logit - (frequency * float(count) + presence);
+}
+
+// Whether the ascending list v[0, n) holds x.
+CONVEYOR_HD bool sorted_contains(const int32_t* v, int32_t n, int32_t x) {
+  int32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && v[lo] == x;
+}
+
+// One row's penalties: the tokens seen (prompt and generated, distinct,
+// ascending), the generated ones (distinct, ascending) with their counts,
+// and `pending` (-1: none), a token the step before sampled that the lists
+// do not hold yet: it counts as seen and generated once more, as in the CPU
+// Sampler once it has recorded it.
+struct PenaltyRow {
+  float repetition, frequency, presence;
+  const int32_t* seen;
+  int32_t n_seen;
+  const int32_t* generated;
+  const int32_t* counts;
+  int32_t n_generated;
+  int32_t pending;
+};
+
+// Sampler::apply_penalties's operations per token, in two phases that lane
+// `lane` of `lanes` runs its share of (a block's threads): every lane ends
+// the repetition phase before any begins the counts phase.
+CONVEYOR_HD void penalize_repetition(float* l, int32_t vocab, const PenaltyRow& r, int32_t lane, int32_t lanes) {
+  if (r.repetition == 1.0f) return;
+  for (int32_t i = lane; i < r.n_seen; i += lanes) {
+    const int32_t t = r.seen[i];
+    if (t >= 0 && t < vocab) l[t] = repetition_penalized(l[t], r.repetition);
+  }
+  const int32_t p = r.pending;
+  if (lane == 0 && p >= 0 && p < vocab && !sorted_contains(r.seen, r.n_seen, p))
+    l[p] = repetition_penalized(l[p], r.repetition);
+}
+
+CONVEYOR_HD void penalize_counts(float* l, int32_t vocab, const PenaltyRow& r, int32_t lane, int32_t lanes) {
+  if (r.frequency == 0.0f && r.presence == 0.0f) return;
+  for (int32_t i = lane; i < r.n_generated; i += lanes) {
+    const int32_t t = r.generated[i];
+    if (t >= 0 && t < vocab) l[t] = count_penalized(l[t], r.counts[i] + (t == r.pending), r.frequency, r.presence);
+  }
+  const int32_t p = r.pending;
+  if (lane == 0 && p >= 0 && p < vocab && !sorted_contains(r.generated, r.n_generated, p))
+    l[p] = count_penalized(l[p], 1, r.frequency, r.presence);
 }
 
 // Whether (a, ia) ranks above (b, ib) for greedy sampling: larger logit,

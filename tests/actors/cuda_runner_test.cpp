@@ -198,9 +198,9 @@ TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
 // Steps launched before the previous one finishes (as the executor drives a
 // pipelined runner: placeholders filled on the device) give the ids of steps
 // run in turn: device-sampled rows (greedy, seeded with top-k and top-p), a
-// row with penalties (the step waits for the samples it counts), and a row
-// with logprobs (sampled on the host); a sequence retires half-way and
-// another starts.
+// row with penalties (which count the previous step's sample on the
+// device), and a row with logprobs (sampled on the host: the next step
+// waits for it); a sequence retires half-way and another starts.
 TEST(CudaRunner, PipelinedStepsEqualStepsRunInTurn) {
   SKIP_WITHOUT_DEVICE();
   SamplingParams seeded = greedy_params();

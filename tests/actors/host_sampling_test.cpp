@@ -207,9 +207,10 @@ TEST(HostSampling, StepsLaunchedAheadDrawAndRecordAsStepsInTurn) {
   EXPECT_EQ(in.uniforms, uniforms[0]);
   HostSampling::Fills fills;
   for (size_t k = 1; k < ahead.size(); ++k) {
-    ASSERT_TRUE(b.begin_ahead(ahead[k], ahead[k - 1], fills)) << k;
+    b.begin_ahead(ahead[k], ahead[k - 1], fills);
     ASSERT_TRUE(b.device_inputs(ahead[k], in));
     EXPECT_EQ(in.uniforms, uniforms[k]) << k;
+    EXPECT_EQ(in.previous_row, std::vector<int32_t>(in.uniforms.size(), -1)) << "no penalties here";
     // The device fills the placeholders from step k - 1's rows.
     EXPECT_EQ(fills.size(), ahead[k].seq_ids.size()) << k;
     for (const auto& [at, row] : fills) ahead[k].batch.tokens[size_t(at)] = picks[k - 1][size_t(row)];
@@ -230,31 +231,37 @@ TEST(HostSampling, StepsLaunchedAheadDrawAndRecordAsStepsInTurn) {
   EXPECT_EQ(b.samplers().find(7)->generated_count(picks[3][0]), a.samplers().find(7)->generated_count(picks[3][0]));
 }
 
-// Penalties count the last sample: a plan whose row has them and whose
-// sequence the pending step samples cannot go ahead, and nothing changes.
-TEST(HostSampling, PenaltiesOfAPendingSampleKeepAPlanFromGoingAhead) {
+// Penalties count the last sample: a plan launched ahead of it leaves it
+// to the device (the row that sampled it in the pending step), and once it
+// is recorded (a runner that waited for it) the lists hold it instead.
+TEST(HostSampling, PenaltiesOfAPendingSampleAreCountedOnTheDevice) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.presence_penalty = 0.5f;
+  p.repetition_penalty = 1.2f;
   HostSampling s;
   StepPlan first = first_plan(p);
+  first.new_samplers[2].second = SamplingParams{};  // 9: no penalties
+  first.new_samplers[2].second.temperature = 0.0f;
   s.begin(first);
-  StepPlan next = decode_plan({7, 8, 9});
-  StepPlan starting = first_plan(p);  // new sequences only: nothing of `first` needed
-  for (seq_id& id : starting.seq_ids) id += 10;
-  for (auto& [id, params] : starting.new_samplers) id += 10;
+  StepPlan next = decode_plan({9, 7, 8});
   HostSampling::Fills fills;
-  EXPECT_FALSE(s.begin_ahead(next, first, fills));
-  EXPECT_EQ(next.batch.tokens, std::vector<int32_t>(3, -1));
-  EXPECT_TRUE(fills.empty());
-  EXPECT_TRUE(s.begin_ahead(starting, first, fills));
-  EXPECT_TRUE(fills.empty());
-  EXPECT_EQ(s.samplers().size(), 6u);
+  s.begin_ahead(next, first, fills);
+  EXPECT_EQ(fills.size(), 3u);
+  HostSampling::DeviceInputs in;
+  ASSERT_TRUE(s.device_inputs(next, in));
+  EXPECT_TRUE(in.penalties);
+  EXPECT_EQ(in.previous_row, (std::vector<int32_t>{-1, 0, 1}));  // 7 and 8 were rows 0 and 1
+  EXPECT_EQ(in.seen, (std::vector<int32_t>{7, 8}));               // their prompts only
+  EXPECT_TRUE(in.generated.empty());
   const std::vector<int32_t> picks = {1, 2, 3};
   StepResult r;
   s.accept(first, picks.data(), r);
-  s.begin(next);
-  EXPECT_EQ(next.batch.tokens, picks);
+  ASSERT_TRUE(s.device_inputs(next, in));
+  EXPECT_EQ(in.previous_row, (std::vector<int32_t>{-1, -1, -1}));
+  EXPECT_EQ(in.seen, (std::vector<int32_t>{1, 7, 2, 8}));
+  EXPECT_EQ(in.generated, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(in.gen_counts, (std::vector<int32_t>{1, 1}));
 }
 
 TEST(HostSampling, OnlyRowsADeviceCanSampleAreLeftToIt) {

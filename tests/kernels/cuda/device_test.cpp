@@ -228,17 +228,64 @@ TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
     want.push_back(cpu.sample(row).token);
     uniforms.push_back(double(rng() >> 11) * 0x1.0p-53);
   }
-  // seen lists are sorted per row on the host side of a runner; order does not matter here.
+  // The lists need not be sorted here: no row has a pending sample to look up in them.
   Device<float> dl(logits), dt(std::vector<float>(temps, temps + rows)), dm(std::vector<float>(min_ps, min_ps + rows)),
       dr(std::vector<float>(reps, reps + rows)), df(std::vector<float>(freqs, freqs + rows)),
       dp(std::vector<float>(pres, pres + rows)), dtp(std::vector<float>(top_ps, top_ps + rows));
   Device<int32_t> dtk(std::vector<int32_t>(top_ks, top_ks + rows)), dsb(seen_begin), ds(seen), dgb(gen_begin), dg(generated), dgc(gen_counts), dtok(static_cast<size_t>(rows));
   Device<double> du(uniforms);
-  CUDA_OK(apply_penalties(dl.get(), rows, vocab, dr.get(), df.get(), dp.get(), dsb.get(), ds.get(), dgb.get(),
-                          dg.get(), dgc.get(), nullptr));
+  CUDA_OK(apply_penalties(dl.get(), rows, vocab,
+                          RowPenalties{dr.get(), df.get(), dp.get(), dsb.get(), ds.get(), dgb.get(), dg.get(),
+                                       dgc.get(), nullptr, nullptr},
+                          nullptr));
   CUDA_OK(sample_rows(dl.get(), rows, vocab, RowSampling{dt.get(), dm.get(), dtk.get(), dtp.get(), du.get()},
                       dtok.get(), nullptr));
   EXPECT_EQ(dtok.read(), want);
+}
+
+// A sample still on the device only (a pipelined step's): the penalties
+// count it as the CPU Sampler does once it has recorded it, whether it was
+// generated before, only in the prompt, or new; logits equal bit for bit.
+TEST(CudaKernels, PenaltiesCountTheSampleStillOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  const int32_t rows = 4, vocab = 1000;
+  std::vector<float> logits = random_vector(size_t(rows) * vocab, 12, -4.0f, 4.0f);
+  const int32_t pending[rows] = {7, 500, 42, 9};  // generated, in the prompt, new, generated (no penalty)
+  const std::vector<int32_t> previous_picks = {0, 9, 42, 7, 500};
+  const std::vector<int32_t> previous_row = {3, 4, 2, 1};
+  std::vector<float> want = logits;
+  std::vector<float> reps, freqs, pres;
+  std::vector<int32_t> seen_begin{0}, seen, gen_begin{0}, generated, gen_counts;
+  for (int32_t r = 0; r < rows; ++r) {
+    SamplingParams p;
+    p.repetition_penalty = r == 3 ? 1.0f : 1.25f;
+    p.frequency_penalty = r == 3 ? 0.0f : 0.5f;
+    p.presence_penalty = r == 3 ? 0.0f : 0.25f;
+    const std::vector<int32_t> prompt = {500, 3, 800};
+    Sampler cpu(p, prompt);
+    for (int32_t t : {7, 9, 7, 11}) cpu.accept(t);
+    reps.push_back(p.repetition_penalty);
+    freqs.push_back(p.frequency_penalty);
+    pres.push_back(p.presence_penalty);
+    for (int32_t t : cpu.seen_tokens()) seen.push_back(t);
+    seen_begin.push_back(int32_t(seen.size()));
+    for (const auto& [t, n] : cpu.generated_counts()) {
+      generated.push_back(t);
+      gen_counts.push_back(n);
+    }
+    gen_begin.push_back(int32_t(generated.size()));
+    ASSERT_EQ(previous_picks[size_t(previous_row[size_t(r)])], pending[r]);
+    cpu.accept(pending[r]);
+    cpu.apply_penalties(std::span(want).subspan(size_t(r) * vocab, size_t(vocab)));
+  }
+  Device<float> dl(logits), dr(reps), df(freqs), dp(pres);
+  Device<int32_t> dsb(seen_begin), ds(seen), dgb(gen_begin), dg(generated), dgc(gen_counts), dpr(previous_row),
+      dpp(previous_picks);
+  CUDA_OK(apply_penalties(dl.get(), rows, vocab,
+                          RowPenalties{dr.get(), df.get(), dp.get(), dsb.get(), ds.get(), dgb.get(), dg.get(),
+                                       dgc.get(), dpr.get(), dpp.get()},
+                          nullptr));
+  EXPECT_EQ(dl.read(), want);
 }
 
 }  // namespace

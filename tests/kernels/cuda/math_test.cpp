@@ -314,6 +314,49 @@ TEST(CudaMath, TopKAndTopPCutsKeepTheCpusTokens) {
   }
 }
 
+// penalties_kernel's two phases over one row, its 256 threads in turn.
+void penalize(std::vector<float>& l, const PenaltyRow& row) {
+  constexpr int32_t kLanes = 256;
+  for (int32_t lane = 0; lane < kLanes; ++lane) penalize_repetition(l.data(), int32_t(l.size()), row, lane, kLanes);
+  for (int32_t lane = 0; lane < kLanes; ++lane) penalize_counts(l.data(), int32_t(l.size()), row, lane, kLanes);
+}
+
+// A step launched before the previous one's sample reached the host
+// penalises with that sample still on the device (PenaltyRow::pending): the
+// logits are those of the CPU Sampler once it has recorded the sample, bit
+// for bit, whether the sample was generated before, is only in the prompt,
+// is new, or is out of the vocabulary.
+TEST(CudaMath, PenaltiesCountAPendingSampleAsTheSamplerOnceRecorded) {
+  const int32_t vocab = 3000;
+  const std::vector<int32_t> prompt = {500, 3, 800, 3};
+  for (float rep : {1.0f, 1.3f})
+    for (float freq : {0.0f, 0.7f})
+      for (float pres : {0.0f, -0.4f})
+        for (int32_t pending : {7, 11, 500, 42, 2999, 3000, -1}) {
+          SamplingParams p;
+          p.repetition_penalty = rep;
+          p.frequency_penalty = freq;
+          p.presence_penalty = pres;
+          Sampler cpu(p, prompt);
+          for (int32_t t : {7, 9, 7, 11, 2000}) cpu.accept(t);
+          std::vector<int32_t> ids, n;
+          for (auto [t, c] : cpu.generated_counts()) {
+            ids.push_back(t);
+            n.push_back(c);
+          }
+          const auto seen = cpu.seen_tokens();
+          std::vector<float> got = random_vector(size_t(vocab), uint32_t(pending + 5), -4.0f, 4.0f);
+          std::vector<float> want = got;
+          penalize(got, PenaltyRow{rep, freq, pres, seen.data(), int32_t(seen.size()), ids.data(), n.data(),
+                                   int32_t(ids.size()), pending});
+          if (pending >= 0) cpu.accept(pending);
+          cpu.apply_penalties(want);
+          for (int32_t i = 0; i < vocab; ++i)
+            ASSERT_EQ(float_bits(got[size_t(i)]), float_bits(want[size_t(i)]))
+                << "token " << i << " pending " << pending << " rep " << rep << " freq " << freq << " pres " << pres;
+        }
+}
+
 // The device pipeline for one row: penalties (from the lists the runner
 // would upload), then greedy or top-k, top-p and the chunked draw, as
 // sampling.cu runs it.
@@ -331,11 +374,13 @@ struct DeviceSamplerModel {
 
   int32_t sample(std::vector<float> l) {
     const int32_t vocab = int32_t(l.size());
-    if (params.repetition_penalty != 1.0f)
-      for (int32_t t : seen) l[size_t(t)] = repetition_penalized(l[size_t(t)], params.repetition_penalty);
-    if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f)
-      for (auto [t, n] : counts)
-        l[size_t(t)] = count_penalized(l[size_t(t)], n, params.frequency_penalty, params.presence_penalty);
+    std::vector<int32_t> ids, n;
+    for (auto [t, c] : counts) {
+      ids.push_back(t);
+      n.push_back(c);
+    }
+    penalize(l, PenaltyRow{params.repetition_penalty, params.frequency_penalty, params.presence_penalty, seen.data(),
+                           int32_t(seen.size()), ids.data(), n.data(), int32_t(ids.size()), -1});
     int32_t token = reduce_argmax(l, 0);
     float max = -std::numeric_limits<float>::infinity();
     for (float x : l) max = std::max(max, logit_or_neg_inf(x));
