@@ -94,6 +94,7 @@ void HostSampling::clear() {
   samplers_.clear();
   samples_.clear();
   retire_after_accept_.clear();
+  pending_rows_.clear();
 }
 
 void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t vocab, StepResult& result) {
