@@ -73,7 +73,7 @@ struct CudaStepRunner::Impl {
   struct Flight {
     StepPlan plan;
     Slot* slot = nullptr;
-    bool on_device = false;  // sampled on the device: the ids are in its slot's host_picks
+    bool on_device = false;  // sampled on the device (or no rows): any ids are in its slot's picks
     bool done = false;       // waited for and sampled: `result` is final
     StepResult result;
   };
@@ -495,8 +495,10 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   Flight f;
   f.slot = &slot;
   f.result.iteration = plan.iteration;
-  f.on_device = rows > 0 && sampling.device_inputs(plan, device_inputs);
-  if (f.on_device) {
+  // Sampled on the device, the ids stay there for the next step; a step
+  // without logits rows has none to wait for either.
+  f.on_device = rows == 0 || sampling.device_inputs(plan, device_inputs);
+  if (rows > 0 && f.on_device) {
     if (device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
       throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");
     sample_on_device(slot, rows, ahead ? previous->slot->picks.get<int32_t>() : nullptr);
@@ -505,17 +507,16 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
     check(cudaEventRecord(ended, stream), "cudaEventRecord");
     timeline->add(cuda::Timeline::Lane::compute, began, ended);
   }
-  if (f.on_device) {
+  if (rows > 0 && f.on_device) {
     check(cudaMemcpyAsync(slot.host_picks.get(), slot.picks.get(), size_t(rows) * sizeof(int32_t),
                           cudaMemcpyDeviceToHost, stream),
           "download tokens");
-  } else {
+  } else if (!f.on_device) {
     // No unfinished step reads it: one sampled on the host is completed before the next launches.
     const size_t bytes = size_t(rows) * size_t(c.vocab_size) * sizeof(float);
-    host_logits.reserve(std::max<size_t>(bytes, 16));
-    if (rows > 0)
-      check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream),
-            "download logits");
+    host_logits.reserve(bytes);
+    check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream),
+          "download logits");
   }
   check(cudaEventRecord(slot.end, stream), "cudaEventRecord");
   f.plan = std::move(plan);

@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -200,7 +201,8 @@ TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
 // run in turn: device-sampled rows (greedy, seeded with top-k and top-p), a
 // row with penalties (which count the previous step's sample on the
 // device), and a row with logprobs (sampled on the host: the next step
-// waits for it); a sequence retires half-way and another starts.
+// waits for it); a sequence retires half-way and another starts, and one
+// step has no logits rows at all.
 TEST(CudaRunner, PipelinedStepsEqualStepsRunInTurn) {
   SKIP_WITHOUT_DEVICE();
   SamplingParams seeded = greedy_params();
@@ -220,26 +222,35 @@ TEST(CudaRunner, PipelinedStepsEqualStepsRunInTurn) {
       Backend gpu = make("cuda", shared("stories260K.bin"), 4 * 8 * kBlock);
       ASSERT_TRUE(gpu.runner);
       ASSERT_TRUE(gpu.runner->pipelined());
-      // Sequences 1 to 3, then 4 in place of 3 from step 10, 8 blocks each.
+      // Sequences 1 to 3, then 4 in place of 3 from step 10, 8 blocks each;
+      // step 5 is a prompt chunk of sequence 5 alone, without logits rows.
+      std::map<seq_id, int32_t> next_pos;
       auto plan = [&](int step) {
         StepPlan p;
         p.iteration = uint64_t(step);
-        for (seq_id id = 1; id <= 4; ++id) {
-          if ((id == 3 && step >= 10) || (id == 4 && step < 10)) continue;
-          const bool starts = step == (id == 4 ? 10 : 0);
-          const int32_t pos = starts ? 0 : 4 + step - (id == 4 ? 11 : 1);
-          const std::vector<int32_t> tokens = starts ? std::vector<int32_t>{1, 20, 21, int32_t(id)}
-                                                     : std::vector<int32_t>{-1};
+        auto add = [&](seq_id id, const std::vector<int32_t>& tokens, bool logits, int32_t first_block) {
+          const int32_t pos = next_pos[id];
           std::vector<int32_t> table;
-          for (int32_t k = 0; k <= (pos + int32_t(tokens.size()) - 1) / kBlock; ++k)
-            table.push_back(int32_t(id == 4 ? 2 : id - 1) * 8 + k);  // 4 reuses 3's blocks
-          p.batch.add_sequence(tokens, pos, table, true);
+          for (int32_t k = 0; k <= (pos + int32_t(tokens.size()) - 1) / kBlock; ++k) table.push_back(first_block + k);
+          p.batch.add_sequence(tokens, pos, table, logits);
           p.seq_ids.push_back(id);
-          if (starts) {
+          if (pos == 0) {
             p.new_samplers.emplace_back(id, params[size_t(std::min<seq_id>(id, 3) - 1)]);
             p.new_sampler_prompts.push_back(tokens);
           }
+          next_pos[id] = pos + int32_t(tokens.size());
+        };
+        if (step == 5) {
+          add(5, {1, 30, 31}, false, 24);
+          return p;
         }
+        for (seq_id id = 1; id <= 4; ++id) {
+          if ((id == 3 && step >= 10) || (id == 4 && step < 10)) continue;
+          const bool starts = step == (id == 4 ? 10 : 0);
+          add(id, starts ? std::vector<int32_t>{1, 20, 21, int32_t(id)} : std::vector<int32_t>{-1}, true,
+              int32_t(id == 4 ? 2 : id - 1) * 8);  // 4 reuses 3's blocks
+        }
+        if (step == 6) p.retired.push_back(5);
         if (step == 10) p.retired.push_back(3);
         return p;
       };
