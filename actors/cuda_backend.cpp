@@ -45,7 +45,7 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
   const std::string types = weight_types(model.weights);
   CudaStepLimits limits;
   limits.max_tokens = config.max_batched_tokens;
-  limits.max_rows = config.max_num_seqs;
+  limits.max_rows = std::min(config.max_num_seqs, config.max_batched_tokens);  // a row needs a token of the step
   limits.max_context = std::min(model.config.context_length, 8192);
   auto runner = CudaStepRunner::create(device, model.config, std::move(model.weights), limits);
   if (!runner) return runner.error();

@@ -20,6 +20,7 @@
 #include "model/sampling/filters.hpp"
 #include "model/sampling/sampler.hpp"
 #include "tests/kernels/cuda/fixtures.hpp"
+#include "tests/kernels/cuda/host_sampling.hpp"
 
 namespace conveyor::kernels::cuda {
 namespace {
@@ -218,43 +219,6 @@ TEST(CudaMath, GreedyIsTheSamplersChoiceWithTiesNanAndInfinities) {
   }
 }
 
-// select_cut's collective operations on one thread: what sampling.cu's
-// BlockRow computes with a block of threads.
-struct HostRow {
-  const std::vector<float>& l;
-  uint64_t bins[256] = {};
-
-  template <class Weight>
-  const uint64_t* histogram(uint32_t prefix, uint32_t mask, int shift, Cut within, Weight weight) {
-    std::fill(std::begin(bins), std::end(bins), 0);
-    for (int32_t i = 0; i < int32_t(l.size()); ++i) {
-      const float x = l[size_t(i)];
-      if (!kept(x, i, within) || (rank_key(x) & mask) != prefix) continue;
-      bins[(rank_key(x) >> shift) & 255u] += weight(x);
-    }
-    return bins;
-  }
-  template <class Weight>
-  int32_t tie_id(uint32_t key, Cut within, uint64_t before, uint64_t target, Weight weight) {
-    return first_reaching(0, int32_t(l.size()), before, target, [&](int32_t i) -> uint64_t {
-      const float x = l[size_t(i)];
-      return kept(x, i, within) && rank_key(x) == key ? weight(x) : 0;
-    });
-  }
-};
-
-// top-k then top-p as sample_kernel cuts them.
-Cut device_cut(const std::vector<float>& l, int32_t top_k, float top_p, float max, float inv_t) {
-  HostRow row{l};
-  Cut cut;
-  if (top_k > 0 && top_k < int32_t(l.size()))
-    cut = select_cut(row, cut, [](float) { return uint64_t(1); }, [=](uint64_t) { return uint64_t(top_k); });
-  if (top_p < 1.0f)
-    cut = select_cut(row, cut, [=](float x) { return mass_weight(x, max, inv_t); },
-                     [=](uint64_t total) { return mass_target(top_p, total); });
-  return cut;
-}
-
 std::vector<int32_t> kept_ids(const std::vector<float>& l, Cut cut) {
   std::vector<int32_t> ids;
   for (int32_t i = 0; i < int32_t(l.size()); ++i)
@@ -381,22 +345,11 @@ struct DeviceSamplerModel {
     }
     penalize(l, PenaltyRow{params.repetition_penalty, params.frequency_penalty, params.presence_penalty, seen.data(),
                            int32_t(seen.size()), ids.data(), n.data(), int32_t(ids.size()), -1});
-    int32_t token = reduce_argmax(l, 0);
-    float max = -std::numeric_limits<float>::infinity();
-    for (float x : l) max = std::max(max, logit_or_neg_inf(x));
-    if (params.temperature >= kGreedyTemperature && std::isfinite(max)) {
-      const double u = double(rng() >> 11) * 0x1.0p-53;  // the CPU Sampler's uniform()
-      const float inv_t = 1.0f / params.temperature;
-      const Cut cut = device_cut(l, params.top_k, params.top_p, max, inv_t);
-      auto weight = [&](int32_t i) {
-        return kept(l[size_t(i)], i, cut) ? draw_weight(l[size_t(i)], max, inv_t, params.min_p) : 0.0f;
-      };
-      const int32_t threads = 256, chunk = (vocab + threads - 1) / threads;
-      std::vector<double> totals(threads, 0.0);
-      for (int32_t c = 0; c < threads; ++c)
-        for (int32_t i = c * chunk; i < std::min(vocab, (c + 1) * chunk); ++i) totals[size_t(c)] += weight(i);
-      token = draw_from_chunks(totals.data(), threads, chunk, vocab, u, weight);
-    }
+    // The CPU Sampler draws its uniform only when it draws.
+    const bool draws = params.temperature >= kGreedyTemperature;
+    const double u = draws ? double(rng() >> 11) * 0x1.0p-53 : 0.0;
+    const int32_t token = host_sample_row(l.data(), vocab, params.temperature, params.min_p, params.top_k,
+                                          params.top_p, u);
     auto it = std::lower_bound(counts.begin(), counts.end(), std::pair<int32_t, int32_t>{token, 0});
     if (it != counts.end() && it->first == token) ++it->second;
     else counts.insert(it, {token, 1});
