@@ -20,6 +20,7 @@
 #include "kernels/cpu/kv_dtype.hpp"
 #include "kernels/cpu/paged_attention.hpp"  // PagedKvView, SpanTable
 #include "kernels/cpu/rope.hpp"             // RopeStyle
+#include "kernels/cuda/sampling_math.hpp"  // RowPenalties
 
 namespace conveyor::kernels::cuda {
 
@@ -112,23 +113,6 @@ cudaError_t paged_attention(const float* q,  // [n_tokens, ldq]
 
 // ---- sampling (model/sampling; sampling_math.hpp says what is mirrored) ------------
 
-// Each row's penalties, [rows] each unless said.
-struct RowPenalties {
-  const float* repetition;
-  const float* frequency;
-  const float* presence;
-  const int32_t* seen_begin;  // [rows + 1], into seen: the row's prompt and generated ids, distinct, ascending
-  const int32_t* seen;
-  const int32_t* gen_begin;   // [rows + 1], into generated (distinct, ascending) and gen_counts
-  const int32_t* generated;
-  const int32_t* gen_counts;
-  // Where a row's sequence has a sample the lists do not hold yet (the step
-  // before sampled it, and it is still on the device only):
-  // previous_picks[previous_row[r]], counted as seen and generated once
-  // more; previous_row[r] < 0, or previous_row null, where none.
-  const int32_t* previous_row;
-  const int32_t* previous_picks;
-};
 
 // Per row r of `logits` ([rows, vocab]): repetition penalty over the seen
 // tokens, then frequency and presence over the generated ones with their

@@ -13,17 +13,7 @@ constexpr float kGreedyTemperature = 1e-5f;  // model/sampling/sampler.hpp
 __global__ void penalties_kernel(float* logits, int32_t vocab, RowPenalties p) {
   const int32_t row = blockIdx.x;
   float* l = logits + int64_t(row) * vocab;
-  const int32_t seen = p.seen_begin[row], gen = p.gen_begin[row];
-  const int32_t previous = p.previous_row != nullptr ? p.previous_row[row] : -1;
-  const PenaltyRow r{p.repetition[row],
-                     p.frequency[row],
-                     p.presence[row],
-                     p.seen + seen,
-                     p.seen_begin[row + 1] - seen,
-                     p.generated + gen,
-                     p.gen_counts + gen,
-                     p.gen_begin[row + 1] - gen,
-                     previous >= 0 ? p.previous_picks[previous] : -1};
+  const PenaltyRow r = penalty_row(p, row);
   penalize_repetition(l, vocab, r, int32_t(threadIdx.x), int32_t(blockDim.x));
   __syncthreads();
   penalize_counts(l, vocab, r, int32_t(threadIdx.x), int32_t(blockDim.x));

@@ -81,6 +81,34 @@ struct PenaltyRow {
   int32_t pending;
 };
 
+// Each row's penalties, [rows] each unless said.
+struct RowPenalties {
+  const float* repetition;
+  const float* frequency;
+  const float* presence;
+  const int32_t* seen_begin;  // [rows + 1], into seen: the row's prompt and generated ids, distinct, ascending
+  const int32_t* seen;
+  const int32_t* gen_begin;   // [rows + 1], into generated (distinct, ascending) and gen_counts
+  const int32_t* generated;
+  const int32_t* gen_counts;
+  // Where a row's sequence has a sample the lists do not hold yet (the step
+  // before sampled it, and it is still on the device only):
+  // previous_picks[previous_row[r]], counted as seen and generated once
+  // more; previous_row[r] < 0, or previous_row null, where none.
+  const int32_t* previous_row;
+  const int32_t* previous_picks;
+};
+
+// Row r's share of `p`.
+CONVEYOR_HD PenaltyRow penalty_row(const RowPenalties& p, int32_t r) {
+  const int32_t seen = p.seen_begin[r], gen = p.gen_begin[r];
+  const int32_t previous = p.previous_row != nullptr ? p.previous_row[r] : -1;
+  return PenaltyRow{p.repetition[r],        p.frequency[r],     p.presence[r],
+                    p.seen + seen,          p.seen_begin[r + 1] - seen,
+                    p.generated + gen,      p.gen_counts + gen, p.gen_begin[r + 1] - gen,
+                    previous >= 0 ? p.previous_picks[previous] : -1};
+}
+
 // Sampler::apply_penalties's operations per token, in two phases that lane
 // `lane` of `lanes` runs its share of (a block's threads): every lane ends
 // the repetition phase before any begins the counts phase.

@@ -119,17 +119,7 @@ cudaError_t paged_attention(const float* q, int64_t ldq, int32_t, int32_t n_head
 cudaError_t apply_penalties(float* logits, int32_t rows, int32_t vocab, const RowPenalties& p, cudaStream_t stream) {
   enqueue(stream, [=] {
     for (int32_t r = 0; r < rows; ++r) {
-      const int32_t seen = p.seen_begin[r], gen = p.gen_begin[r];
-      const int32_t previous = p.previous_row != nullptr ? p.previous_row[r] : -1;
-      const PenaltyRow row{p.repetition[r],
-                           p.frequency[r],
-                           p.presence[r],
-                           p.seen + seen,
-                           p.seen_begin[r + 1] - seen,
-                           p.generated + gen,
-                           p.gen_counts + gen,
-                           p.gen_begin[r + 1] - gen,
-                           previous >= 0 ? p.previous_picks[previous] : -1};
+      const PenaltyRow row = penalty_row(p, r);
       float* l = logits + int64_t(r) * vocab;
       penalize_repetition(l, vocab, row, 0, 1);
       penalize_counts(l, vocab, row, 0, 1);
