@@ -8,6 +8,8 @@
 #   tools/bootstrap.sh tsan   only the ThreadSanitizer part of `test`
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores).
 set -euo pipefail
+# tests/cuda_emulator's tests whose products take minutes under a sanitizer.
+emulated_heavy='^Emulated\.(CudaRunner\.MatchesTheCpuRunnerOnTheTinyGgufFiles|CudaBackend\.PoolSizedFromGpuMemoryUtilization)$'
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
@@ -71,7 +73,11 @@ tsan_phase() {
   tsan_dir="$build_dir-tsan"
   cmake -S . -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
     -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_SANITIZE=thread
-  cmake --build "$tsan_dir" -j "$jobs" --target tests/actors/all tests/http/all
+  # tests/cuda_emulator: the CUDA backend's host code on an emulated device,
+  # where the toolkit's headers are.
+  emulated=()
+  [ -d "$tsan_dir/tests/cuda_emulator" ] && emulated=(tests/cuda_emulator/all)
+  cmake --build "$tsan_dir" -j "$jobs" --target tests/actors/all tests/http/all "${emulated[@]}"
   phase_done "TSan build (actor and server tests)"
   # OMP_NUM_THREADS=1: libgomp is not instrumented, so TSan cannot see the
   # synchronisation of its thread pool (tests/sanitizers/tsan.supp).
@@ -80,9 +86,11 @@ tsan_phase() {
   # sequence of 32 differs at a near tie, the same in every run and with any
   # OMP_NUM_THREADS, so it is rounding in the instrumented code, not a race
   # (a race would not repeat exactly). It passes in the release and ASan builds.
+  # Also left out: the emulated device's arithmetic-heavy tests, as in the
+  # ASan phase.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
     OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http' \
-    -E '^Stories\.KvCacheDtypes$' || failed+=("TSan tests")
+    -E "^Stories\.KvCacheDtypes\$|$emulated_heavy" || failed+=("TSan tests")
   phase_done "TSan tests"
 }
 
@@ -112,10 +120,12 @@ EOF
     cmake -S . -B "$fuzz_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CXX_COMPILER=clang++ -DCONVEYOR_BUILD_FUZZ=ON -DCONVEYOR_BUILD_TESTS=ON \
       -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_SANITIZE=address,undefined
+    emulated=()
+    [ -d "$fuzz_dir/tests/cuda_emulator" ] && emulated=(tests/cuda_emulator/all)
     cmake --build "$fuzz_dir" -j "$jobs" --target conveyor_fuzzers \
       tests/kernels/cpu/all tests/kernels/cuda/all tests/model/tokenizer/all tests/model/formats/all \
       tests/model/forward/all tests/model/sampling/all tests/policies/all tests/router/all tests/template/all \
-      tests/actors/all
+      tests/actors/all "${emulated[@]}"
     phase_done "ASan+UBSan build (fuzzers, unit and actor tests)"
 
     # Each fuzzer runs briefly from a generated seed corpus. Longer runs:
@@ -132,7 +142,10 @@ EOF
     # LeakSanitizer exit non-zero).
     export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
     export UBSAN_OPTIONS=print_stacktrace=1
-    ctest --test-dir "$fuzz_dir" --output-on-failure -j "$jobs" -L 'unit|actors' || failed+=("ASan+UBSan tests")
+    # Left out: the emulated device's arithmetic-heavy tests (its products
+    # under ASan take minutes); the release phase runs them.
+    ctest --test-dir "$fuzz_dir" --output-on-failure -j "$jobs" -L 'unit|actors' -E "$emulated_heavy" \
+      || failed+=("ASan+UBSan tests")
     phase_done "ASan+UBSan tests"
 
     unset ASAN_OPTIONS UBSAN_OPTIONS
