@@ -219,7 +219,13 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
 
+// CUDA releases an event still to be reached once it is; here the caller
+// waits for that.
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  {
+    std::unique_lock lock(event->m);
+    event->cv.wait(lock, [&] { return event->reached >= event->recorded; });
+  }
   delete event;
   return cudaSuccess;
 }
@@ -231,11 +237,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     n = ++event->recorded;
   }
   stream_of(stream).push([event, n] {
-    {
-      std::lock_guard lock(event->m);
-      event->reached = std::max(event->reached, n);
-      event->at = Clock::now();
-    }
+    std::lock_guard lock(event->m);  // held while notifying: a waiter may delete the event next
+    event->reached = std::max(event->reached, n);
+    event->at = Clock::now();
     event->cv.notify_all();
   });
   return cudaSuccess;
