@@ -8,8 +8,6 @@
 #   tools/bootstrap.sh tsan   only the ThreadSanitizer part of `test`
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores).
 set -euo pipefail
-# tests/cuda_emulator's tests whose products take minutes under TSan.
-emulated_heavy='^Emulated\.(CudaRunner\.MatchesTheCpuRunnerOnTheTinyGgufFiles|CudaBackend\.PoolSizedFromGpuMemoryUtilization)$'
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
@@ -86,8 +84,9 @@ tsan_phase() {
   # sequence of 32 differs at a near tie, the same in every run and with any
   # OMP_NUM_THREADS, so it is rounding in the instrumented code, not a race
   # (a race would not repeat exactly). It passes in the release and ASan builds.
-  # Also left out: the emulated device's arithmetic-heavy tests (the release
-  # phase runs them).
+  # Also left out: the emulated device's arithmetic-heavy tests, whose
+  # products take minutes under TSan (the release phase runs them).
+  local emulated_heavy='^Emulated\.(CudaRunner\.MatchesTheCpuRunnerOnTheTinyGgufFiles|CudaBackend\.PoolSizedFromGpuMemoryUtilization)$'
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
     OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http' \
     -E "^Stories\.KvCacheDtypes\$|$emulated_heavy" || failed+=("TSan tests")

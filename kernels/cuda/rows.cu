@@ -1,6 +1,7 @@
 // The forward pass's glue between products (kernels.hpp): per-head RMSNorm,
 // bias adds, row gathers, the float32-to-bf16 conversion of a product's
-// input, and the previous step's samples into a step's placeholders. Their arithmetic is elementwise_math.hpp's and hd.hpp's.
+// input, and the previous step's samples into a step's placeholders. Their
+// arithmetic is elementwise_math.hpp's and hd.hpp's.
 #include "kernels/cuda/elementwise_math.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "kernels/cuda/reduce.cuh"
