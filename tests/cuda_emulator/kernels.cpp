@@ -1,5 +1,6 @@
-// kernels/cuda's launchers, emulated (emulator.hpp): each queues its CPU
-// twin (kernels/cpu) or sampling_math.hpp's functions on the stream. They
+// kernels/cuda's launchers, emulated for the sanitizer builds (emulator.hpp;
+// the release build runs the .cu sources themselves, simt.hpp): each queues
+// its CPU twin (kernels/cpu) or sampling_math.hpp's functions on the stream. They
 // capture their arguments by value: the pointers' memory is read when the
 // stream runs the work, as a device reads it.
 #include <cstring>

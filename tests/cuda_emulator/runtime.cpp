@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/hd.hpp"
@@ -99,8 +100,11 @@ void* allocate(size_t bytes) { return std::aligned_alloc(256, std::max<size_t>((
 
 }  // namespace
 
+static thread_local cudaError_t t_last_error = cudaSuccess;
+
 namespace conveyor::cuda_emulator {
 void enqueue(cudaStream_t stream, std::function<void()> work) { stream_of(stream).push(std::move(work)); }
+void set_last_error(cudaError_t error) { t_last_error = error; }
 }  // namespace conveyor::cuda_emulator
 
 extern "C" {
@@ -127,11 +131,13 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     default: return "an emulated CUDA error";
   }
 }
 
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return std::exchange(t_last_error, cudaSuccess); }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   *total = kTotalMemory;

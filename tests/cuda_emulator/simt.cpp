@@ -1,0 +1,262 @@
+// The fiber scheduler behind simt.hpp: each block's threads are fibers on
+// the stream's thread, run in index order until each finishes or waits at a
+// barrier; a barrier opens once every thread it waits for is there. On
+// x86-64 a fiber switch is a few instructions (below); elsewhere ucontext's,
+// which costs a system call each.
+#include "tests/cuda_emulator/simt.hpp"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "tests/cuda_emulator/emulator.hpp"
+
+#if defined(__x86_64__)
+// conveyor_simt_switch(&from, to): saves the callee-saved registers on the
+// current stack, stores its pointer in *from, and resumes the stack `to`
+// saved the same way. The floating-point control words are the thread's, the
+// same for every fiber (no kernel changes them), so they stay where they are.
+asm(R"(
+  .text
+  .globl conveyor_simt_switch
+  .type conveyor_simt_switch, @function
+conveyor_simt_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size conveyor_simt_switch, .-conveyor_simt_switch
+  .section .note.GNU-stack, "", @progbits
+  .text
+)");
+extern "C" void conveyor_simt_switch(void** from, void* to);
+#endif
+
+namespace conveyor::cuda_emulator::simt {
+
+thread_local uint3 thread_index, block_index;
+thread_local dim3 block_size, grid_size;
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr size_t kStackBytes = size_t(256) << 10;  // touched pages only; a guard page below
+
+enum class State { ready, at_block, at_warp, done };
+
+#if defined(__x86_64__)
+struct Context {
+  void* sp = nullptr;
+};
+
+// A context that starts `entry` on [stack, stack + bytes); `entry` never returns.
+void prepare(Context& c, const Context&, char* stack, size_t bytes, void (*entry)()) {
+  auto* top = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t(15));
+  top[-1] = 0;                                   // entry's return address: none
+  top[-2] = reinterpret_cast<uint64_t>(entry);   // where the switch's `ret` goes
+  for (int r = 3; r <= 8; ++r) top[-r] = 0;      // rbp, rbx, r12-r15
+  c.sp = &top[-8];
+}
+
+void jump(Context& from, Context& to) { conveyor_simt_switch(&from.sp, to.sp); }
+#else
+struct Context {
+  ucontext_t uc;
+};
+
+void prepare(Context& c, const Context& scheduler, char* stack, size_t bytes, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = bytes;
+  c.uc.uc_link = const_cast<ucontext_t*>(&scheduler.uc);
+  makecontext(&c.uc, entry, 0);
+}
+
+void jump(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
+// A fiber's stack, mapped once per stream thread and reused.
+class Stack {
+ public:
+  Stack() {
+    base_ = static_cast<char*>(mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) {
+      std::perror("simt: mmap");
+      std::abort();
+    }
+    mprotect(base_, 4096, PROT_NONE);  // an overflow faults instead of corrupting
+  }
+  ~Stack() { munmap(base_, kStackBytes); }
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+  char* base() const { return base_; }
+
+ private:
+  char* base_;
+};
+
+// One block's run; one per stream thread, reused across blocks.
+struct Block {
+  Context scheduler;
+  std::vector<std::unique_ptr<Stack>> stacks;
+  std::vector<Context> fibers;
+  std::vector<State> state;
+  std::vector<uint64_t> exchange[2];  // shuffles' values, by thread, for alternate shuffles
+  std::vector<uint8_t> parity;         // which of them each thread's next shuffle uses
+  const std::function<void()>* body = nullptr;
+  int current = 0, n = 0;
+};
+
+thread_local Block* t_block = nullptr;
+
+void set_position(int i) {
+  thread_index = uint3{unsigned(i) % block_size.x, unsigned(i) / block_size.x % block_size.y,
+                       unsigned(i) / (block_size.x * block_size.y)};
+}
+
+// The running fiber stops (at a barrier, or done): on to the next ready
+// thread in index order, or back to the scheduler after the last.
+void yield(State at) {
+  Block& b = *t_block;
+  const int me = b.current;
+  b.state[me] = at;
+  int next = me + 1;
+  while (next < b.n && b.state[next] != State::ready) ++next;
+  if (next == b.n) {
+    jump(b.fibers[me], b.scheduler);
+    return;
+  }
+  b.current = next;
+  set_position(next);
+  jump(b.fibers[me], b.fibers[next]);
+}
+
+void fiber_entry() {
+  (*t_block->body)();
+  yield(State::done);  // never resumed
+  std::abort();
+}
+
+[[noreturn]] void fault(const char* kernel, const char* what) {
+  std::fprintf(stderr, "simt: kernel %s, block (%u, %u, %u): %s\n", kernel, block_index.x, block_index.y,
+               block_index.z, what);
+  std::abort();
+}
+
+
+// Opens whatever barrier every thread it waits for has reached; false when
+// none can open (a thread waits where others never will).
+bool open_barriers(Block& b) {
+  bool any_block = false, opened = false;
+  for (int i = 0; i < b.n; ++i) any_block |= b.state[i] == State::at_block;
+  for (int w = 0; w * kWarp < b.n; ++w) {
+    const int begin = w * kWarp, end = std::min(b.n, begin + kWarp);
+    int waiting = 0, others = 0;
+    for (int i = begin; i < end; ++i) (b.state[i] == State::at_warp ? waiting : others) += 1;
+    if (waiting == 0) continue;
+    if (others != 0) return false;  // a lane finished, or waits at __syncthreads
+    for (int i = begin; i < end; ++i) b.state[i] = State::ready;
+    opened = true;
+  }
+  if (opened || !any_block) return opened;
+  // __syncthreads: every thread still running is there (finished ones count
+  // as arrived, as on the device).
+  for (int i = 0; i < b.n; ++i)
+    if (b.state[i] == State::at_block) b.state[i] = State::ready;
+  return true;
+}
+
+void run_block(Block& b, const char* kernel) {
+  for (int i = 0; i < b.n; ++i) {
+    prepare(b.fibers[i], b.scheduler, b.stacks[i]->base() + 4096, kStackBytes - 4096, fiber_entry);
+    b.state[i] = State::ready;
+    b.parity[i] = 0;
+  }
+  for (;;) {
+    // A round: the first ready thread runs, and each passes on to the next.
+    const int first = int(std::find(b.state.begin(), b.state.end(), State::ready) - b.state.begin());
+    if (first < b.n) {
+      b.current = first;
+      set_position(first);
+      jump(b.scheduler, b.fibers[first]);
+    }
+    bool all_done = true;
+    for (int i = 0; i < b.n; ++i) all_done &= b.state[i] == State::done;
+    if (all_done) return;
+    if (!open_barriers(b)) fault(kernel, "threads wait at a barrier or shuffle the others never reach");
+  }
+}
+
+void run_grid(const Config& c, const char* kernel, const std::function<void()>& body) {
+  static thread_local Block block;
+  Block& b = block;
+  t_block = &b;
+  b.body = &body;
+  b.n = int(c.block.x * c.block.y * c.block.z);
+  while (b.stacks.size() < size_t(b.n)) b.stacks.push_back(std::make_unique<Stack>());
+  b.fibers.resize(b.n);
+  b.state.resize(b.n);
+  b.exchange[0].resize(b.n);
+  b.exchange[1].resize(b.n);
+  b.parity.resize(b.n);
+  block_size = c.block;
+  grid_size = c.grid;
+  for (unsigned z = 0; z < c.grid.z; ++z)
+    for (unsigned y = 0; y < c.grid.y; ++y)
+      for (unsigned x = 0; x < c.grid.x; ++x) {
+        block_index = uint3{x, y, z};
+        run_block(b, kernel);
+      }
+  t_block = nullptr;
+}
+
+}  // namespace
+
+void sync_block() { yield(State::at_block); }
+
+uint64_t shuffle_xor(uint64_t value, unsigned lane_mask) {
+  Block& b = *t_block;
+  const int me = b.current;
+  // The lanes alternate between two sets of values: a lane can write the
+  // next shuffle's only once every lane has passed this one's barrier, and
+  // the one after that's (this set again) once every lane has read this.
+  std::vector<uint64_t>& values = b.exchange[b.parity[me]];
+  b.parity[me] ^= 1;
+  values[me] = value;
+  yield(State::at_warp);
+  const int source = me / kWarp * kWarp + int((unsigned(me) % kWarp) ^ (lane_mask % kWarp));
+  return source < b.n ? values[source] : value;
+}
+
+void launch_grid(const Config& c, const char* name, std::function<void()> body) {
+  const unsigned long long threads = 1ull * c.block.x * c.block.y * c.block.z;
+  const bool bad = threads == 0 || threads > 1024 || c.block.z > 64 || c.grid.x == 0 || c.grid.y == 0 ||
+                   c.grid.z == 0 || c.grid.x > 0x7fffffffu || c.grid.y > 65535 || c.grid.z > 65535;
+  if (bad) {
+    set_last_error(cudaErrorInvalidConfiguration);
+    return;
+  }
+  if (c.shared != 0) {  // the kernels here have no dynamic shared memory
+    set_last_error(cudaErrorInvalidValue);
+    return;
+  }
+  enqueue(c.stream, [c, name, body = std::move(body)] { run_grid(c, name, body); });
+}
+
+}  // namespace conveyor::cuda_emulator::simt
