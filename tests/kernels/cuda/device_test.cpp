@@ -1,6 +1,8 @@
 // Each CUDA kernel (kernels/cuda/kernels.hpp) on a device against its CPU
 // twin on random inputs: shapes, block sizes, GQA ratios and KV dtypes. On a
-// machine without a device every test skips and says why.
+// machine without a device every test skips and says why; the release build
+// also runs them on the emulated device (tests/cuda_emulator/simt.hpp), as
+// Emulated.CudaKernels.*.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
