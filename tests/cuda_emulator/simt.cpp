@@ -121,6 +121,7 @@ struct Block {
   std::vector<uint8_t> parity;         // which of them each thread's next shuffle uses
   const std::function<void()>* body = nullptr;
   int current = 0, n = 0;
+  int step = 1;  // the order threads run in between barriers: 1 by index, -1 the reverse
 };
 
 thread_local Block* t_block = nullptr;
@@ -130,15 +131,21 @@ void set_position(int i) {
                        unsigned(i) / (block_size.x * block_size.y)};
 }
 
+// The first ready thread from `from` on, in the block's order; -1 if none.
+int next_ready(const Block& b, int from) {
+  for (int i = from; i >= 0 && i < b.n; i += b.step)
+    if (b.state[i] == State::ready) return i;
+  return -1;
+}
+
 // The running fiber stops (at a barrier, or done): on to the next ready
-// thread in index order, or back to the scheduler after the last.
+// thread in the block's order, or back to the scheduler after the last.
 void yield(State at) {
   Block& b = *t_block;
   const int me = b.current;
   b.state[me] = at;
-  int next = me + 1;
-  while (next < b.n && b.state[next] != State::ready) ++next;
-  if (next == b.n) {
+  const int next = next_ready(b, me + b.step);
+  if (next < 0) {
     jump(b.fibers[me], b.scheduler);
     return;
   }
@@ -190,8 +197,8 @@ void run_block(Block& b, const char* kernel) {
   }
   for (;;) {
     // A round: the first ready thread runs, and each passes on to the next.
-    const int first = int(std::find(b.state.begin(), b.state.end(), State::ready) - b.state.begin());
-    if (first < b.n) {
+    const int first = next_ready(b, b.step > 0 ? 0 : b.n - 1);
+    if (first >= 0) {
       b.current = first;
       set_position(first);
       jump(b.scheduler, b.fibers[first]);
@@ -221,6 +228,10 @@ void run_grid(const Config& c, const char* kernel, const std::function<void()>& 
     for (unsigned y = 0; y < c.grid.y; ++y)
       for (unsigned x = 0; x < c.grid.x; ++x) {
         block_index = uint3{x, y, z};
+        // Alternate blocks run their threads in reverse: a thread reading
+        // what another writes with no barrier between reads it too early in
+        // one order or the other.
+        b.step = (x + y + z) % 2 == 0 ? 1 : -1;
         run_block(b, kernel);
       }
   t_block = nullptr;

@@ -11,8 +11,9 @@
 // warp. So __shared__ (static thread_local here) is one object per block, and
 // a barrier some threads never reach, or a shuffle one lane of the warp never
 // makes, stops the process with the kernel and the block named. Between
-// barriers the threads run in index order: a missing barrier shows where a
-// lower thread reads what a higher one has yet to write.
+// barriers each thread runs until its next one, in index order in one block
+// and in reverse in the next: a missing barrier shows where a thread reads
+// what another has yet to write (or has already overwritten) in that order.
 #pragma once
 
 #include <cuda_runtime_api.h>
