@@ -8,8 +8,9 @@
 // kernels run later than the call that queued them and events fire when the
 // stream reaches them, as on a device: a host buffer overwritten before its
 // queued copy ran, a result read before its event fired, or a missing wait
-// on another stream shows as wrong tokens. "Device" memory is host memory;
-// products are bf16 by bf16 in float32. What it cannot show is the device's
+// on another stream shows as wrong tokens. "Device" memory is host memory,
+// each allocation ending at a guard page; products are bf16 by bf16 in
+// float32. What it cannot show is the device's
 // speed, or a fault that needs threads truly running at once (simt.hpp says
 // which races it does show).
 #pragma once

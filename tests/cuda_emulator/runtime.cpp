@@ -3,6 +3,8 @@
 // compiles unchanged; linked instead of cudart and cuBLAS.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -83,8 +85,29 @@ namespace {
 
 constexpr size_t kTotalMemory = size_t(8) << 30;  // what cudaMemGetInfo reports as the device's
 std::atomic<size_t> g_allocated{0};
+// Device memory: each allocation mapped on its own, between two pages no one
+// may touch, and ending at the second; so a kernel or a copy that reads or
+// writes past its end (or before its mapping) faults, much as
+// compute-sanitizer's memcheck reports it. Sizes are rounded up to 256 bytes,
+// a device allocation's alignment: an overrun within that goes unseen.
+struct Mapping {
+  char* base;
+  size_t mapped, requested;
+};
 std::mutex g_sizes_mutex;
-std::unordered_map<void*, size_t> g_sizes;
+std::unordered_map<void*, Mapping> g_sizes;
+
+void* map_device(size_t bytes, Mapping& m) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t rounded = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  const size_t mapped = (rounded + page - 1) / page * page + 2 * page;
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  m = {static_cast<char*>(base), mapped, bytes};
+  mprotect(m.base, page, PROT_NONE);
+  mprotect(m.base + mapped - page, page, PROT_NONE);
+  return m.base + mapped - page - rounded;
+}
 
 CUstream_st& default_stream() {
   static CUstream_st s;
@@ -147,24 +170,27 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (g_allocated.load() + bytes > kTotalMemory) return cudaErrorMemoryAllocation;
-  *p = allocate(bytes);
+  Mapping m;
+  *p = map_device(bytes, m);
   if (*p == nullptr) return cudaErrorMemoryAllocation;
   g_allocated += bytes;
   std::lock_guard lock(g_sizes_mutex);
-  g_sizes[*p] = bytes;
+  g_sizes[*p] = m;
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  Mapping m;
   {
     std::lock_guard lock(g_sizes_mutex);
     auto it = g_sizes.find(p);
     if (it == g_sizes.end()) return cudaErrorInvalidValue;
-    g_allocated -= it->second;
+    g_allocated -= it->second.requested;
+    m = it->second;
     g_sizes.erase(it);
   }
-  std::free(p);
+  munmap(m.base, m.mapped);
   return cudaSuccess;
 }
 

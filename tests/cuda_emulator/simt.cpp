@@ -5,8 +5,10 @@
 // which costs a system call each.
 #include "tests/cuda_emulator/simt.hpp"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -125,6 +127,23 @@ struct Block {
 };
 
 thread_local Block* t_block = nullptr;
+thread_local const char* t_kernel = nullptr;  // the kernel this stream thread runs
+
+// A kernel touching memory outside its allocations hits a guard page
+// (runtime.cpp): say which kernel and block before the process dies.
+void on_fault(int signal) {
+  if (t_kernel != nullptr) {
+    char line[512];
+    const int n = std::snprintf(line, sizeof line,
+                                "simt: kernel %s, block (%u, %u, %u), thread (%u, %u, %u): memory fault (outside "
+                                "its allocations?)\n",
+                                t_kernel, block_index.x, block_index.y, block_index.z, thread_index.x,
+                                thread_index.y, thread_index.z);
+    if (n > 0) (void)!write(2, line, size_t(std::min(n, int(sizeof line) - 1)));
+  }
+  ::signal(signal, SIG_DFL);
+  raise(signal);
+}
 
 void set_position(int i) {
   thread_index = uint3{unsigned(i) % block_size.x, unsigned(i) / block_size.x % block_size.y,
@@ -224,6 +243,7 @@ void run_grid(const Config& c, const char* kernel, const std::function<void()>& 
   b.parity.resize(b.n);
   block_size = c.block;
   grid_size = c.grid;
+  t_kernel = kernel;
   for (unsigned z = 0; z < c.grid.z; ++z)
     for (unsigned y = 0; y < c.grid.y; ++y)
       for (unsigned x = 0; x < c.grid.x; ++x) {
@@ -235,6 +255,7 @@ void run_grid(const Config& c, const char* kernel, const std::function<void()>& 
         run_block(b, kernel);
       }
   t_block = nullptr;
+  t_kernel = nullptr;
 }
 
 }  // namespace
@@ -267,6 +288,14 @@ void launch_grid(const Config& c, const char* name, std::function<void()> body) 
     set_last_error(cudaErrorInvalidValue);
     return;
   }
+  static const bool handler = [] {
+    struct sigaction action {};
+    action.sa_handler = on_fault;
+    sigaction(SIGSEGV, &action, nullptr);
+    sigaction(SIGBUS, &action, nullptr);
+    return true;
+  }();
+  (void)handler;
   enqueue(c.stream, [c, name, body = std::move(body)] { run_grid(c, name, body); });
 }
 

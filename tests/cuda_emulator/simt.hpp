@@ -8,12 +8,15 @@
 // A launch is queued on its stream (emulator.hpp). The grid's blocks run one
 // after another; a block's threads are fibers on the stream's thread, each run
 // until it waits at a barrier: __syncthreads for the block, a shuffle for its
-// warp. So __shared__ (static thread_local here) is one object per block, and
+// warp. So __shared__ (static thread_local here) is one object per block
+// (which, unlike a device's, starts with the last block's values), and
 // a barrier some threads never reach, or a shuffle one lane of the warp never
 // makes, stops the process with the kernel and the block named. Between
 // barriers each thread runs until its next one, in index order in one block
 // and in reverse in the next: a missing barrier shows where a thread reads
 // what another has yet to write (or has already overwritten) in that order.
+// Device memory ends at a guard page (runtime.cpp): a read or write past an
+// allocation stops the process with the kernel, block and thread named.
 #pragma once
 
 #include <cuda_runtime_api.h>
