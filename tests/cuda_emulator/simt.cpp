@@ -93,23 +93,26 @@ void prepare(Context& c, const Context& scheduler, char* stack, size_t bytes, vo
 void jump(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
 #endif
 
-// A fiber's stack, mapped once per stream thread and reused.
+// A fiber's stack, mapped once per stream thread and reused; its lowest
+// page is a guard, so an overflow faults instead of corrupting.
 class Stack {
  public:
-  Stack() {
+  Stack() : page_(size_t(sysconf(_SC_PAGESIZE))) {
     base_ = static_cast<char*>(mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (base_ == MAP_FAILED) {
       std::perror("simt: mmap");
       std::abort();
     }
-    mprotect(base_, 4096, PROT_NONE);  // an overflow faults instead of corrupting
+    mprotect(base_, page_, PROT_NONE);
   }
   ~Stack() { munmap(base_, kStackBytes); }
   Stack(const Stack&) = delete;
   Stack& operator=(const Stack&) = delete;
-  char* base() const { return base_; }
+  char* usable() const { return base_ + page_; }
+  size_t usable_bytes() const { return kStackBytes - page_; }
 
  private:
+  size_t page_;
   char* base_;
 };
 
@@ -130,7 +133,7 @@ thread_local Block* t_block = nullptr;
 thread_local const char* t_kernel = nullptr;  // the kernel this stream thread runs
 
 // A kernel touching memory outside its allocations hits a guard page
-// (runtime.cpp): say which kernel and block before the process dies.
+// (runtime.cpp): say which kernel, block and thread before the process dies.
 void on_fault(int signal) {
   if (t_kernel != nullptr) {
     char line[512];
@@ -210,7 +213,7 @@ bool open_barriers(Block& b) {
 
 void run_block(Block& b, const char* kernel) {
   for (int i = 0; i < b.n; ++i) {
-    prepare(b.fibers[i], b.scheduler, b.stacks[i]->base() + 4096, kStackBytes - 4096, fiber_entry);
+    prepare(b.fibers[i], b.scheduler, b.stacks[i]->usable(), b.stacks[i]->usable_bytes(), fiber_entry);
     b.state[i] = State::ready;
     b.parity[i] = 0;
   }
