@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tests/cuda_emulator/emulator.hpp"
@@ -264,6 +265,8 @@ void run_grid(const Config& c, const char* kernel, const std::function<void()>& 
 }  // namespace
 
 void sync_block() { yield(State::at_block); }
+
+void unsupported(const char* what) { fault(t_kernel, (std::string(what) + " is not emulated").c_str()); }
 
 uint64_t shuffle_xor(uint64_t value, unsigned lane_mask) {
   Block& b = *t_block;

@@ -1,9 +1,9 @@
 // kernels/cuda's .cu sources, run on the host: what a kernel body needs from
-// CUDA's device side (threadIdx and the rest, __syncthreads, warp shuffles,
-// atomics, __shared__), for the host compiler. simt_source.cmake rewrites
-// each launch `k<<<grid, block, shared, stream>>>(args)` as
-// `launch_named(k, "k", grid, block, shared, stream)(args)` and the build includes this
-// header first, so the kernels compile from their own source.
+// CUDA's device side (threadIdx and the rest, __syncthreads, full-warp XOR
+// shuffles, atomicAdd, __shared__), for the host compiler. simt_source.cmake
+// rewrites each launch `k<<<grid, block, shared, stream>>>(args)` as
+// `launch_named(k, "k", grid, block, shared, stream)(args)`, and the build
+// includes this header first, so the kernels compile from their own source.
 //
 // A launch is queued on its stream (emulator.hpp). The grid's blocks run one
 // after another; a block's threads are fibers on the stream's thread, each run
@@ -59,6 +59,8 @@ extern thread_local uint3 thread_index, block_index;
 extern thread_local dim3 block_size, grid_size;
 
 void sync_block();
+// Stops the process: the kernel does what this emulation does not.
+[[noreturn]] void unsupported(const char* what);
 // Every lane of the caller's warp passes `value`; returns that of the lane
 // whose index is the caller's XOR `lane_mask` (the caller's own where the
 // warp has no such lane).
@@ -95,9 +97,9 @@ Launch<P...> launch_named(void (*kernel)(P...), const char* name, dim3 grid, dim
 inline void __syncthreads() { ::conveyor::cuda_emulator::simt::sync_block(); }
 
 template <class T>
-T __shfl_xor_sync(unsigned /*mask: every use here is the full warp*/, T value, int lane_mask, int width = 32) {
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
-  (void)width;
+  if (mask != 0xffffffffu || width != 32) ::conveyor::cuda_emulator::simt::unsupported("a shuffle of part of a warp");
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof value);
   bits = ::conveyor::cuda_emulator::simt::shuffle_xor(bits, unsigned(lane_mask));
