@@ -6,7 +6,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <string>
 
 #include "kernels/cpu/rmsnorm.hpp"
@@ -243,6 +246,62 @@ TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
   CUDA_OK(sample_rows(dl.get(), rows, vocab, RowSampling{dt.get(), dm.get(), dtk.get(), dtp.get(), du.get()},
                       dtok.get(), nullptr));
   EXPECT_EQ(dtok.read(), want);
+}
+
+// The draw on rows full of ties, with NaN, -inf and -0, and vocabularies
+// smaller than a block: each row's id is the CPU Sampler's for the same seed
+// (sample_kernel's block-wide histograms and tie search, whose arithmetic
+// math_test checks on a host thread).
+TEST(CudaKernels, SamplingOnTiedAndNonFiniteRowsGivesTheCpuSamplersIds) {
+  SKIP_WITHOUT_DEVICE();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    float temperature, min_p;
+    int32_t top_k;
+    float top_p;
+  };
+  const Case cases[] = {{0.0f, 0, 0, 1},      {1.0f, 0, 0, 1},      {0.7f, 0.05f, 0, 1}, {1.0f, 0, 40, 1},
+                        {1.5f, 0, 0, 0.9f},   {0.8f, 0.01f, 50, 0.8f}, {1.2f, 0, 3, 0.5f}, {2.0f, 0, 0, 0.99f},
+                        {1.0f, 0, 1, 1},      {0.9f, 0, 2, 0.05f}};
+  constexpr int32_t kRows = 8;
+  std::mt19937 pick(11);
+  for (int32_t vocab : {1, 97, 5000, 32000})
+    for (const Case& c : cases) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + " temperature " + std::to_string(c.temperature) + " top_k " +
+                   std::to_string(c.top_k) + " top_p " + std::to_string(c.top_p));
+      std::vector<float> logits;
+      std::vector<double> uniforms;
+      std::vector<int32_t> want;
+      for (int32_t r = 0; r < kRows; ++r) {
+        auto row = random_vector(size_t(vocab), 500 + r + vocab, -6.0f, 6.0f);
+        for (float& x : row) x = std::round(x * 2.0f) / 2.0f;  // many ties
+        if (vocab > 2 && r % 2 == 1) {
+          row[pick() % vocab] = nan;
+          row[pick() % vocab] = -inf;
+          row[pick() % vocab] = -0.0f;
+        }
+        SamplingParams p;
+        p.temperature = c.temperature;
+        p.min_p = c.min_p;
+        p.top_k = c.top_k;
+        p.top_p = c.top_p;
+        p.seed = 900 + uint64_t(r);
+        p.has_seed = true;
+        Sampler cpu(p, {});
+        std::vector<float> scratch = row;
+        want.push_back(cpu.sample(scratch).token);
+        std::mt19937_64 rng(p.seed);
+        uniforms.push_back(double(rng() >> 11) * 0x1.0p-53);
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+      auto per_row = [&](auto v) { return std::vector<decltype(v)>(size_t(kRows), v); };
+      Device<float> dl(logits), dt(per_row(c.temperature)), dm(per_row(c.min_p)), dtp(per_row(c.top_p));
+      Device<int32_t> dtk(per_row(c.top_k)), dtok(static_cast<size_t>(kRows));
+      Device<double> du(uniforms);
+      CUDA_OK(sample_rows(dl.get(), kRows, vocab, RowSampling{dt.get(), dm.get(), dtk.get(), dtp.get(), du.get()},
+                          dtok.get(), nullptr));
+      EXPECT_EQ(dtok.read(), want);
+    }
 }
 
 // A sample still on the device only (a pipelined step's): the penalties
