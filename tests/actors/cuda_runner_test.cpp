@@ -373,6 +373,56 @@ TEST(CudaEngine, GreedyRequestsThroughTheActors) {
   EXPECT_GE(same, int(prompts.size()) - 1);
 }
 
+// Long prompts through the actors, on the embedded default model (context
+// 512), f16 KV on both engines: two 300-token prompts prefilled together in
+// 64-token chunks (their last chunks, past position 256, attend over two
+// partitions each: twice the attention workspace of one), and a third
+// prompt extending the first, which finds its blocks in the prefix cache.
+// The streams end as on the CPU engine (at most one may differ: bf16
+// products may turn a near tie).
+TEST(CudaEngine, ChunkedLongPromptsWithACachedPrefixEndAsOnTheCpu) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<std::vector<int32_t>> prompts(2);
+  for (int32_t i = 0; i < 300; ++i) {
+    prompts[0].push_back(3 + (i * 37) % 250);
+    prompts[1].push_back(3 + (i * 53 + 11) % 250);
+  }
+  prompts.push_back(prompts[0]);
+  prompts.back().insert(prompts.back().end(), {40, 41, 42, 43, 44, 45});
+  uint64_t hits = 0;
+  auto run = [&](const std::string& device) {
+    testing::EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    std::map<request_id, testing::Outcome> out;
+    auto m = load_model("");
+    EXPECT_TRUE(m.has_value());
+    if (!m) return out;
+    EngineConfig c;
+    c.device = device;
+    c.kv_cache_tokens = 3 * 512;
+    c.kv_cache_dtype = "f16";
+    c.prefill_chunk = 64;
+    c.max_batched_tokens = 128;
+    auto engine = Engine::create(sys, c, std::move(m).value());
+    EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
+    if (!engine) return out;
+    out = testing::run_greedy(**engine, prompts, 16, /*ignore_eos=*/true);
+    if (auto stats = (*engine)->stats(); stats && device == "cuda") hits = stats->blocks.prefix_hit_tokens;
+    return out;
+  };
+  const auto cpu = run("cpu"), gpu = run("cuda");
+  ASSERT_EQ(gpu.size(), prompts.size());
+  int same = 0;
+  for (const auto& [id, outcome] : gpu) {
+    ASSERT_EQ(outcome.tokens.size(), 16u) << outcome.message;
+    same += cpu.at(id).tokens == outcome.tokens;
+  }
+  std::printf("streams equal to the CPU engine's: %d of %zu (%llu prompt tokens from the prefix cache)\n", same,
+              prompts.size(), static_cast<unsigned long long>(hits));
+  EXPECT_GT(hits, 0u) << "the third request was meant to find the first's prompt cached";
+  EXPECT_GE(same, int(prompts.size()) - 1);
+}
+
 // Preemption by swap on the device, through the actors: with a pool too
 // small for the batch, sequences are swapped out to pinned memory and back
 // (CudaSwapEngine's streams) while the pipelined executor runs the others,
