@@ -189,7 +189,6 @@ void fiber_entry() {
   std::abort();
 }
 
-
 // Opens whatever barrier every thread it waits for has reached; false when
 // none can open (a thread waits where others never will).
 bool open_barriers(Block& b) {
