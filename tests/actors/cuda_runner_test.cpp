@@ -336,6 +336,41 @@ TEST(CudaBackend, PoolSizedFromGpuMemoryUtilization) {
   EXPECT_NE(none.error().message.find("--gpu-memory-utilization"), std::string::npos) << none.error().message;
 }
 
+// Greedy `prompts` (max_tokens each, EOS ignored) through an engine of
+// `config` on `model` (a load_model spec), with its statistics at the end.
+struct EngineRun {
+  std::map<request_id, testing::Outcome> outcomes;
+  EngineStats stats;
+};
+EngineRun run_engine(const std::string& model, const EngineConfig& config,
+                     const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
+  testing::EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineRun run;
+  auto m = load_model(model);
+  EXPECT_TRUE(m.has_value());
+  if (!m) return run;
+  auto engine = Engine::create(sys, config, std::move(m).value());
+  EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
+  if (!engine) return run;
+  run.outcomes = testing::run_greedy(**engine, prompts, max_tokens, /*ignore_eos=*/true);
+  auto stats = (*engine)->stats();
+  EXPECT_TRUE(stats.has_value());
+  if (stats) run.stats = *stats;
+  return run;
+}
+
+// How many of `got`'s streams have `want`'s tokens; each must have `tokens`.
+int same_streams(const EngineRun& want, const EngineRun& got, size_t tokens) {
+  int same = 0;
+  for (const auto& [id, outcome] : got.outcomes) {
+    EXPECT_EQ(outcome.tokens.size(), tokens) << outcome.message;
+    const auto it = want.outcomes.find(id);
+    same += it != want.outcomes.end() && it->second.tokens == outcome.tokens;
+  }
+  return same;
+}
+
 // The whole engine on the device: greedy requests through the actors end
 // as on the CPU engine (bf16 products may turn a near tie: at most one of
 // six streams may differ). On tiny-random-llama-f32, whose logprobs bf16
@@ -346,29 +381,15 @@ TEST(CudaEngine, GreedyRequestsThroughTheActors) {
   std::vector<std::vector<int32_t>> prompts;
   for (int32_t i = 0; i < 6; ++i) prompts.push_back({1, 300 + i, 301 + i});
   auto run = [&](const std::string& device) {
-    testing::EngineSystemConfig cfg;
-    caf::actor_system sys{cfg};
-    std::map<request_id, testing::Outcome> out;
-    auto m = load_model(shared("tiny-random-llama-f32.gguf"));
-    EXPECT_TRUE(m.has_value());
-    if (!m) return out;
     EngineConfig c;
     c.device = device;
     c.kv_cache_tokens = 64 * kBlock;
     c.kv_cache_dtype = "bf16";
-    auto engine = Engine::create(sys, c, std::move(m).value());
-    EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
-    if (!engine) return out;
-    out = testing::run_greedy(**engine, prompts, 24, /*ignore_eos=*/true);
-    return out;
+    return run_engine(shared("tiny-random-llama-f32.gguf"), c, prompts, 24);
   };
-  const auto cpu = run("cpu"), gpu = run("cuda");
-  ASSERT_EQ(gpu.size(), prompts.size());
-  int same = 0;
-  for (const auto& [id, outcome] : gpu) {
-    ASSERT_EQ(outcome.tokens.size(), 24u) << outcome.message;
-    same += cpu.at(id).tokens == outcome.tokens;
-  }
+  const EngineRun cpu = run("cpu"), gpu = run("cuda");
+  ASSERT_EQ(gpu.outcomes.size(), prompts.size());
+  const int same = same_streams(cpu, gpu, 24);
   std::printf("greedy streams equal to the CPU engine's: %d of %zu\n", same, prompts.size());
   EXPECT_GE(same, int(prompts.size()) - 1);
 }
@@ -389,34 +410,19 @@ TEST(CudaEngine, ChunkedLongPromptsWithACachedPrefixEndAsOnTheCpu) {
   }
   prompts.push_back(prompts[0]);
   prompts.back().insert(prompts.back().end(), {40, 41, 42, 43, 44, 45});
-  uint64_t hits = 0;
   auto run = [&](const std::string& device) {
-    testing::EngineSystemConfig cfg;
-    caf::actor_system sys{cfg};
-    std::map<request_id, testing::Outcome> out;
-    auto m = load_model("");
-    EXPECT_TRUE(m.has_value());
-    if (!m) return out;
     EngineConfig c;
     c.device = device;
     c.kv_cache_tokens = 3 * 512;
     c.kv_cache_dtype = "f16";
     c.prefill_chunk = 64;
     c.max_batched_tokens = 128;
-    auto engine = Engine::create(sys, c, std::move(m).value());
-    EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
-    if (!engine) return out;
-    out = testing::run_greedy(**engine, prompts, 16, /*ignore_eos=*/true);
-    if (auto stats = (*engine)->stats(); stats && device == "cuda") hits = stats->blocks.prefix_hit_tokens;
-    return out;
+    return run_engine("", c, prompts, 16);  // "": the embedded default model
   };
-  const auto cpu = run("cpu"), gpu = run("cuda");
-  ASSERT_EQ(gpu.size(), prompts.size());
-  int same = 0;
-  for (const auto& [id, outcome] : gpu) {
-    ASSERT_EQ(outcome.tokens.size(), 16u) << outcome.message;
-    same += cpu.at(id).tokens == outcome.tokens;
-  }
+  const EngineRun cpu = run("cpu"), gpu = run("cuda");
+  ASSERT_EQ(gpu.outcomes.size(), prompts.size());
+  const int same = same_streams(cpu, gpu, 16);
+  const uint64_t hits = gpu.stats.blocks.prefix_hit_tokens;
   std::printf("streams equal to the CPU engine's: %d of %zu (%llu prompt tokens from the prefix cache)\n", same,
               prompts.size(), static_cast<unsigned long long>(hits));
   EXPECT_GT(hits, 0u) << "the third request was meant to find the first's prompt cached";
@@ -432,13 +438,7 @@ TEST(CudaEngine, SwapUnderMemoryPressureEndsAsWithRoomToSpare) {
   SKIP_WITHOUT_DEVICE();
   std::vector<std::vector<int32_t>> prompts;
   for (int32_t i = 0; i < 12; ++i) prompts.push_back({1, 200 + 7 * i, 201 + 3 * i, 5 + i});
-  auto run = [&](int64_t kv_tokens, uint64_t* swaps) {
-    testing::EngineSystemConfig cfg;
-    caf::actor_system sys{cfg};
-    std::map<request_id, testing::Outcome> out;
-    auto m = load_model(shared("tiny-random-llama-f32.gguf"));
-    EXPECT_TRUE(m.has_value());
-    if (!m) return out;
+  auto run = [&](int64_t kv_tokens) {
     EngineConfig c;
     c.device = "cuda";
     c.block_size = 4;
@@ -446,24 +446,14 @@ TEST(CudaEngine, SwapUnderMemoryPressureEndsAsWithRoomToSpare) {
     c.swap_space_tokens = 1024;
     c.preemption = "swap";
     c.kv_cache_dtype = "bf16";
-    auto engine = Engine::create(sys, c, std::move(m).value());
-    EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
-    if (!engine) return out;
-    out = testing::run_greedy(**engine, prompts, 40, /*ignore_eos=*/true);
-    auto stats = (*engine)->stats();
-    if (stats) *swaps = stats->preemptions_swap;
-    return out;
+    return run_engine(shared("tiny-random-llama-f32.gguf"), c, prompts, 40);
   };
-  uint64_t swaps = 0, none = 0;
-  const auto roomy = run(2048, &none), tight = run(4 * 40, &swaps);
-  EXPECT_EQ(none, 0u);
+  const EngineRun roomy = run(2048), tight = run(4 * 40);
+  const uint64_t swaps = tight.stats.preemptions_swap;
+  EXPECT_EQ(roomy.stats.preemptions_swap, 0u);
   EXPECT_GT(swaps, 0u) << "the pool was meant to force swapping";
-  ASSERT_EQ(tight.size(), prompts.size());
-  int same = 0;
-  for (const auto& [id, outcome] : tight) {
-    ASSERT_EQ(outcome.tokens.size(), 40u) << outcome.message;
-    same += roomy.at(id).tokens == outcome.tokens;
-  }
+  ASSERT_EQ(tight.outcomes.size(), prompts.size());
+  const int same = same_streams(roomy, tight, 40);
   std::printf("streams equal with and without swapping: %d of %zu (%llu swaps)\n", same, prompts.size(),
               static_cast<unsigned long long>(swaps));
   EXPECT_GE(same, int(prompts.size()) - 1);
