@@ -66,13 +66,16 @@ report_failures() {
 
 # ThreadSanitizer: the engine's actors and the server, the code with
 # threads of its own. tests/sanitizers/tsan.supp says what TSan cannot
-# see (Debian's CAF is not instrumented) and what is suppressed.
+# see (Debian's CAF is not instrumented) and what is suppressed. And the
+# CUDA kernels' race check (label racecheck, tests/cuda_emulator/simt.cpp):
+# two threads of a block touching the same memory with no __syncthreads
+# between.
 tsan_phase() {
   tsan_dir="$build_dir-tsan"
   cmake -S . -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
     -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_SANITIZE=thread
   # tests/cuda_emulator: the CUDA backend's host code on an emulated device,
-  # where the toolkit's headers are.
+  # and the kernels' race check, where the toolkit's headers are.
   emulated=()
   [ -d "$tsan_dir/tests/cuda_emulator" ] && emulated=(tests/cuda_emulator/all)
   cmake --build "$tsan_dir" -j "$jobs" --target tests/actors/all tests/http/all "${emulated[@]}"
@@ -88,7 +91,7 @@ tsan_phase() {
   # products take minutes under TSan (the release phase runs them).
   local emulated_heavy='^Emulated\.(CudaRunner\.MatchesTheCpuRunnerOnTheTinyGgufFiles|CudaBackend\.PoolSizedFromGpuMemoryUtilization)$'
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
-    OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http' \
+    OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http|racecheck' \
     -E "^Stories\.KvCacheDtypes\$|$emulated_heavy" || failed+=("TSan tests")
   phase_done "TSan tests"
 }

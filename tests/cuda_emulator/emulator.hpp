@@ -11,8 +11,9 @@
 // on another stream shows as wrong tokens. "Device" memory is host memory,
 // each allocation ending at a guard page; products are bf16 by bf16 in
 // float32. What it cannot show is the device's
-// speed, or a fault that needs threads truly running at once (simt.hpp says
-// which races it does show).
+// speed, or a race between blocks. A race between a block's threads shows
+// in the TSan build's race check (simt.cpp), and in the release build only
+// where the fibers' order exposes it (simt.hpp).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -3,6 +3,18 @@
 // barrier; a barrier opens once every thread it waits for is there. On
 // x86-64 a fiber switch is a few instructions (below); elsewhere ucontext's,
 // which costs a system call each.
+//
+// Built with CONVEYOR_SIMT_RACECHECK (the TSan build: this file itself
+// uninstrumented, the kernels instrumented), each thread is also a TSan
+// fiber, switched to without synchronising, and the only order between the
+// threads of a block is the one the device guarantees: __syncthreads orders
+// what each thread did before it before what any did after it. A shuffle
+// exchanges its values and orders no memory, as on a device (that takes
+// __syncwarp, which the kernels do not use). So ThreadSanitizer reports two
+// threads of a block touching the same memory, one of them writing, with no
+// __syncthreads between, whatever order the fibers happen to run in. Blocks,
+// and the stream's work before and after each, stay ordered one after
+// another: races between blocks are not checked.
 #include "tests/cuda_emulator/simt.hpp"
 
 #include <signal.h>
@@ -18,6 +30,13 @@
 #include <vector>
 
 #include "tests/cuda_emulator/emulator.hpp"
+
+#ifndef CONVEYOR_SIMT_RACECHECK
+#define CONVEYOR_SIMT_RACECHECK 0
+#endif
+#if CONVEYOR_SIMT_RACECHECK
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #if defined(__x86_64__)
 // conveyor_simt_switch(&from, to): saves the callee-saved registers on the
@@ -117,6 +136,30 @@ class Stack {
   char* base_;
 };
 
+#if CONVEYOR_SIMT_RACECHECK
+void* race_fiber_create() { return __tsan_create_fiber(0); }
+void race_fiber_destroy(void* fiber) { __tsan_destroy_fiber(fiber); }
+void* race_current_fiber() { return __tsan_get_current_fiber(); }
+void race_switch(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
+void race_release(const void* key) { __tsan_release(const_cast<void*>(key)); }
+void race_acquire(const void* key) { __tsan_acquire(const_cast<void*>(key)); }
+// A report names the two threads: "kernel K, block (x, y, z), thread (x, y, z)".
+void race_name(void* fiber, const char* kernel, uint3 block, uint3 thread) {
+  char name[256];
+  std::snprintf(name, sizeof name, "kernel %s, block (%u, %u, %u), thread (%u, %u, %u)", kernel, block.x, block.y,
+                block.z, thread.x, thread.y, thread.z);
+  __tsan_set_fiber_name(fiber, name);
+}
+#else
+void* race_fiber_create() { return nullptr; }
+void race_fiber_destroy(void*) {}
+void* race_current_fiber() { return nullptr; }
+void race_switch(void*) {}
+void race_release(const void*) {}
+void race_acquire(const void*) {}
+void race_name(void*, const char*, uint3, uint3) {}
+#endif
+
 // One block's run; one per stream thread, reused across blocks.
 struct Block {
   Context scheduler;
@@ -128,6 +171,26 @@ struct Block {
   const std::function<void()>* body = nullptr;
   int current = 0, n = 0;
   int step = 1;  // the order threads run in between barriers: 1 by index, -1 the reverse
+
+  // Race checking (CONVEYOR_SIMT_RACECHECK; otherwise unused): the TSan
+  // fiber of each thread and of the scheduler, and the addresses that stand
+  // for the orders the device guarantees. `begun` is released by the
+  // scheduler before a block and acquired by its threads as they start,
+  // `ended` the reverse. A __syncthreads' arrivals release one of the two
+  // `block_keys` and its departures acquire it, the other at the next
+  // barrier: no thread acquires what another did after the barrier it is
+  // leaving (the scheduler runs a thread on past it before the others leave).
+  std::vector<void*> race_fibers;
+  void* race_scheduler = nullptr;
+  std::vector<uint8_t> block_parity;  // by thread: which address its next __syncthreads uses
+  char begun = 0, ended = 0, block_keys[2] = {};
+
+  Block() = default;
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  ~Block() {
+    for (void* fiber : race_fibers) race_fiber_destroy(fiber);
+  }
 };
 
 thread_local Block* t_block = nullptr;
@@ -147,6 +210,13 @@ void on_fault(int signal) {
   }
   ::signal(signal, SIG_DFL);
   raise(signal);
+}
+
+// Runs thread `to` of the block (or, with -1, the scheduler) instead of the
+// caller, `from`'s context keeping where the caller stopped.
+void switch_to(Block& b, Context& from, int to) {
+  race_switch(to < 0 ? b.race_scheduler : b.race_fibers[to]);
+  jump(from, to < 0 ? b.scheduler : b.fibers[to]);
 }
 
 void set_position(int i) {
@@ -169,16 +239,18 @@ void yield(State at) {
   b.state[me] = at;
   const int next = next_ready(b, me + b.step);
   if (next < 0) {
-    jump(b.fibers[me], b.scheduler);
+    switch_to(b, b.fibers[me], -1);
     return;
   }
   b.current = next;
   set_position(next);
-  jump(b.fibers[me], b.fibers[next]);
+  switch_to(b, b.fibers[me], next);
 }
 
 void fiber_entry() {
+  race_acquire(&t_block->begun);
   (*t_block->body)();
+  race_release(&t_block->ended);
   yield(State::done);  // never resumed
   std::abort();
 }
@@ -216,18 +288,27 @@ void run_block(Block& b, const char* kernel) {
     prepare(b.fibers[i], b.scheduler, b.stacks[i]->usable(), b.stacks[i]->usable_bytes(), fiber_entry);
     b.state[i] = State::ready;
     b.parity[i] = 0;
+    b.block_parity[i] = 0;
+    if (CONVEYOR_SIMT_RACECHECK) {
+      set_position(i);
+      race_name(b.race_fibers[i], kernel, block_index, thread_index);
+    }
   }
+  race_release(&b.begun);
   for (;;) {
     // A round: the first ready thread runs, and each passes on to the next.
     const int first = next_ready(b, b.step > 0 ? 0 : b.n - 1);
     if (first >= 0) {
       b.current = first;
       set_position(first);
-      jump(b.scheduler, b.fibers[first]);
+      switch_to(b, b.scheduler, first);
     }
     bool all_done = true;
     for (int i = 0; i < b.n; ++i) all_done &= b.state[i] == State::done;
-    if (all_done) return;
+    if (all_done) {
+      race_acquire(&b.ended);
+      return;
+    }
     if (!open_barriers(b)) fault(kernel, "threads wait at a barrier or shuffle the others never reach");
   }
 }
@@ -238,8 +319,13 @@ void run_grid(const Config& c, const char* kernel, const std::function<void()>& 
   t_block = &b;
   b.body = &body;
   b.n = int(c.block.x * c.block.y * c.block.z);
-  while (b.stacks.size() < size_t(b.n)) b.stacks.push_back(std::make_unique<Stack>());
+  while (b.stacks.size() < size_t(b.n)) {
+    b.stacks.push_back(std::make_unique<Stack>());
+    if (CONVEYOR_SIMT_RACECHECK) b.race_fibers.push_back(race_fiber_create());
+  }
+  b.race_scheduler = race_current_fiber();
   b.fibers.resize(b.n);
+  b.block_parity.resize(b.n);
   b.state.resize(b.n);
   b.exchange[0].resize(b.n);
   b.exchange[1].resize(b.n);
@@ -263,7 +349,15 @@ void run_grid(const Config& c, const char* kernel, const std::function<void()>& 
 
 }  // namespace
 
-void sync_block() { yield(State::at_block); }
+void sync_block() {
+  Block& b = *t_block;
+  const int me = b.current;
+  const char* key = &b.block_keys[b.block_parity[me]];
+  b.block_parity[me] ^= 1;
+  race_release(key);
+  yield(State::at_block);
+  race_acquire(key);
+}
 
 void unsupported(const char* what) { fault(t_kernel, (std::string(what) + " is not emulated").c_str()); }
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -130,32 +131,54 @@ TEST(CudaKernels, KvWritesAndAttentionMatchTheCpu) {
   struct Shape {
     int32_t n_heads, n_kv_heads, head_dim;
   };
+  struct Case {
+    KvDtype dtype;
+    int32_t bs;
+    Shape s;
+  };
+  // On a device, every dtype, block size and shape. On the emulated device,
+  // where a case takes about a second (several under TSan), fewer
+  // (CONVEYOR_EMULATED_CASES): each shape in each dtype, the block size in
+  // turn (1); for the race check, each dtype, block size and head size once,
+  // 1 to 8 query heads to a KV head (2).
   const Shape shapes[] = {{8, 8, 64}, {8, 4, 64}, {16, 4, 128}, {32, 4, 128}, {14, 2, 64}, {8, 2, 256}, {4, 2, 48}};
-  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16})
-    for (int32_t bs : {8, 16, 32})
-      for (const Shape& s : shapes) {
-        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " block " + std::to_string(bs) + " heads " +
-                     std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) + " dim " +
-                     std::to_string(s.head_dim));
-        auto b = make_batch(s.n_heads, s.n_kv_heads, s.head_dim, bs, dtype, kStarts, kSpans, 7 + bs);
-        Device<std::byte> pool(b.pool);
-        Device<float> q(b.q), k(b.k), v(b.v), out(size_t(b.n_tokens()) * b.q_width());
-        DeviceSpans spans(b);
-        CUDA_OK(write_kv(k.get(), v.get(), b.kv_width(), b.n_tokens(), spans.table(b.n_seqs()), b.view(pool.get()),
-                         nullptr));
-        kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
-        ASSERT_EQ(pool.read(), b.pool);  // bit for bit
+  const KvDtype dtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16};
+  const int32_t block_sizes[] = {8, 16, 32};
+  std::vector<Case> cases;
+#if CONVEYOR_EMULATED_CASES == 2
+  cases = {{KvDtype::f32, 8, shapes[0]}, {KvDtype::f16, 16, shapes[4]}, {KvDtype::bf16, 32, shapes[3]},
+           {KvDtype::f16, 8, {16, 2, 256}}, {KvDtype::bf16, 16, shapes[6]}};
+#elif CONVEYOR_EMULATED_CASES == 1
+  for (int d = 0; d < 3; ++d)
+    for (int i = 0; i < 7; ++i) cases.push_back({dtypes[d], block_sizes[(d + i) % 3], shapes[i]});
+#else
+  for (KvDtype dtype : dtypes)
+    for (int32_t bs : block_sizes)
+      for (const Shape& s : shapes) cases.push_back({dtype, bs, s});
+#endif
+  for (const auto& [dtype, bs, s] : cases) {
+    SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " block " + std::to_string(bs) + " heads " +
+                 std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) + " dim " +
+                 std::to_string(s.head_dim));
+    auto b = make_batch(s.n_heads, s.n_kv_heads, s.head_dim, bs, dtype, kStarts, kSpans, 7 + bs);
+    Device<std::byte> pool(b.pool);
+    Device<float> q(b.q), k(b.k), v(b.v), out(size_t(b.n_tokens()) * b.q_width());
+    DeviceSpans spans(b);
+    CUDA_OK(write_kv(k.get(), v.get(), b.kv_width(), b.n_tokens(), spans.table(b.n_seqs()), b.view(pool.get()),
+                     nullptr));
+    kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
+    ASSERT_EQ(pool.read(), b.pool);  // bit for bit
 
-        Device<std::byte> ws(size_t(paged_attention_workspace_bytes(b.n_tokens(), b.n_heads, b.head_dim,
-                                                                    b.max_context())));
-        CUDA_OK(paged_attention(q.get(), b.q_width(), b.n_tokens(), b.n_heads, spans.table(b.n_seqs()),
-                                b.view(pool.get()), b.max_context(), out.get(), b.q_width(), ws.get(), nullptr));
-        std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width());
-        AttentionWorkspace cpu_ws;
-        kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
-                                 b.q_width(), cpu_ws);
-        EXPECT_LT(relative_error(out.read().data(), cpu.data(), cpu.size()), 1e-5);
-      }
+    Device<std::byte> ws(size_t(paged_attention_workspace_bytes(b.n_tokens(), b.n_heads, b.head_dim,
+                                                                b.max_context())));
+    CUDA_OK(paged_attention(q.get(), b.q_width(), b.n_tokens(), b.n_heads, spans.table(b.n_seqs()),
+                            b.view(pool.get()), b.max_context(), out.get(), b.q_width(), ws.get(), nullptr));
+    std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width());
+    AttentionWorkspace cpu_ws;
+    kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
+                             b.q_width(), cpu_ws);
+    EXPECT_LT(relative_error(out.read().data(), cpu.data(), cpu.size()), 1e-5);
+  }
 }
 
 TEST(CudaKernels, BlockCopiesMoveWholeBlocks) {
@@ -187,6 +210,54 @@ TEST(CudaKernels, FillTokensPutsThePreviousSamplesInPlaceholders) {
 
 // Penalties, top-k, top-p, min-p and the draw against the CPU Sampler, the
 // host drawing each row's uniform from a generator seeded as the Sampler's.
+// The forward pass's glue (rows.cu) on strided rows: per-head RMSNorm of the
+// first heads only, bias adds and the bf16 conversion over rows wider than a
+// block, row gathers; what they must not write stays as it was.
+TEST(CudaKernels, HeadNormBiasGatherAndBf16MatchTheCpu) {
+  SKIP_WITHOUT_DEVICE();
+  for (int32_t head_dim : {64, 200}) {
+    const int32_t n = 5, n_heads = 3, ldx = 4 * head_dim + 7;
+    const auto x = random_vector(size_t(n) * ldx, 11 + head_dim, -3.0f, 3.0f), w = random_vector(size_t(head_dim), 12);
+    std::vector<float> cpu = x;
+    for (int32_t t = 0; t < n; ++t) {
+      float* row = cpu.data() + size_t(t) * ldx;
+      kernels::rmsnorm(row, head_dim, n_heads, head_dim, w.data(), 1e-6f, row, head_dim);
+    }
+    Device<float> dx(x), dw(w);
+    CUDA_OK(head_rmsnorm(dx.get(), ldx, n, n_heads, head_dim, dw.get(), 1e-6f, nullptr));
+    const auto got = dx.read();
+    EXPECT_LT(relative_error(got.data(), cpu.data(), cpu.size()), 1e-5) << head_dim;
+    for (int32_t t = 0; t < n; ++t)
+      for (int32_t i = n_heads * head_dim; i < ldx; ++i)
+        ASSERT_EQ(got[size_t(t) * ldx + i], x[size_t(t) * ldx + i]) << "head_dim " << head_dim << " row " << t;
+  }
+
+  const int32_t n = 6, cols = 700, ldx = 709, ldo = 703;
+  const auto x = random_vector(size_t(n) * ldx, 13, -3.0f, 3.0f), bias = random_vector(size_t(cols), 14);
+  std::vector<float> biased = x;
+  for (int32_t t = 0; t < n; ++t)
+    for (int32_t i = 0; i < cols; ++i) biased[size_t(t) * ldx + i] += bias[size_t(i)];
+  Device<float> dx(x), dbias(bias);
+  CUDA_OK(add_bias(dx.get(), ldx, n, cols, dbias.get(), nullptr));
+  EXPECT_EQ(dx.read(), biased);
+
+  const std::vector<int32_t> rows = {5, 0, 5, 2};
+  std::vector<float> gathered(rows.size() * ldo, -7.0f);
+  Device<float> dgathered(gathered);
+  Device<int32_t> drows(rows);
+  CUDA_OK(gather_rows(dx.get(), ldx, drows.get(), int32_t(rows.size()), cols, dgathered.get(), ldo, nullptr));
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy_n(biased.begin() + rows[r] * ldx, cols, gathered.begin() + r * ldo);
+  EXPECT_EQ(dgathered.read(), gathered);
+
+  std::vector<uint16_t> halves(size_t(n) * ldo, 0xbeef);
+  Device<uint16_t> dhalves(halves);
+  CUDA_OK(to_bf16(dx.get(), ldx, n, cols, dhalves.get(), ldo, nullptr));
+  for (int32_t t = 0; t < n; ++t)
+    for (int32_t i = 0; i < cols; ++i) halves[size_t(t) * ldo + i] = kv_half::f32_to_bf16(biased[size_t(t) * ldx + i]);
+  EXPECT_EQ(dhalves.read(), halves);
+}
+
 TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
   SKIP_WITHOUT_DEVICE();
   const int32_t rows = 6, vocab = 32000;
