@@ -8,6 +8,9 @@
 #   BUILD=/tmp/b scripts/gpu-check.sh
 #   ARCH=90 scripts/gpu-check.sh   # a fixed architecture (the default, native, needs a GPU)
 #   SWEEP_MODELS=dummy:llama-110m scripts/gpu-check.sh
+#   PREBUILT=1 scripts/gpu-check.sh  # no build: what scripts/gpu-bundle.sh built
+#                                      # elsewhere, from .gpu/ (for a machine
+#                                      # without this project's Debian packages)
 #
 # What it runs:
 #   - the CUDA kernels against their CPU twins (tests/kernels/cuda/device_test.cpp)
@@ -26,9 +29,51 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 ARCH=${ARCH:-native}
+PREBUILT=${PREBUILT:-}
+[ -n "$PREBUILT" ] && BUILD=build-gpu  # the bundle's folder
 LOG=$BUILD/gpu-check.log
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
+
+# PREBUILT: unpack scripts/gpu-bundle.sh's bundle from .gpu/part-1, give the
+# checkout it was built in (which ctest's files and the binaries name) and
+# that checkout's ../shared/models as paths here, and find the libraries.
+prepare_prebuilt() {
+  if [ ! -f .gpu/part-1/bundle.tar.xz ] || [ ! -f .gpu/part-1/source ]; then
+    echo "gpu-check: PREBUILT: no .gpu/part-1/bundle.tar.xz (scripts/gpu-bundle.sh makes it)"; return 1
+  fi
+  tar -xJf .gpu/part-1/bundle.tar.xz || return 1
+  local src here models lib p cuda_dirs="" found=() missing
+  src=$(cat .gpu/part-1/source)
+  here=$(pwd -P)
+  if [ "$src" != "$here" ]; then
+    if [ -e "$src" ] || [ -L "$src" ]; then
+      [ "$(cd -P "$src" 2> /dev/null && pwd)" = "$here" ] ||
+        { echo "gpu-check: PREBUILT: $src, where the bundle was built, is taken here"; return 1; }
+    else
+      mkdir -p "$(dirname "$src")" && ln -s "$here" "$src" || return 1
+    fi
+  fi
+  # As the kernel resolves "$src/../shared/models": .. of the real folder.
+  models=$(cd -P "$src/.." && pwd)/shared/models
+  mkdir -p "$models" 2> /dev/null
+  for p in .gpu/part-*/*.gguf .gpu/part-*/*.bin; do
+    [ -f "$p" ] || continue
+    found+=("$(basename "$p")")
+    [ -e "$models/$(basename "$p")" ] || ln -s "$here/$p" "$models/" || return 1
+  done
+  echo "gpu-check: PREBUILT: models here: ${found[*]:-none} (the tests of any other skip)"
+  # The machine's cuBLAS and CUDA runtime (the bundle's libcudart last).
+  for lib in libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do
+    p=$(ldconfig -p 2> /dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
+    [ -n "$p" ] || p=$(find /usr/local /opt /usr/lib -name "$lib" 2> /dev/null | head -1)
+    [ -n "$p" ] && cuda_dirs+=":$(dirname "$p")"
+  done
+  export LD_LIBRARY_PATH="$here/$BUILD/lib$cuda_dirs:$here/$BUILD/lib-cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  missing=$(ldd "$BUILD/tests/actors/cuda_runner_test" "$BUILD/tests/kernels/cuda/conveyor_kernels_cuda_device_test" \
+             "$BUILD/bench/runner_bench" | grep 'not found' | sort -u)
+  [ -z "$missing" ] || { echo "gpu-check: PREBUILT: libraries not found: $missing"; return 1; }
+}
 
 mkdir -p "$BUILD"
 : > "$LOG"
@@ -39,16 +84,21 @@ else
 fi
 echo "gpu-check: $gpu" | tee -a "$LOG"
 
-# "native": the architecture of the GPUs present (CMake 3.24+), so nvcc
-# compiles once, not for sm_80 and sm_90.
-if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=ON >> "$LOG" 2>&1; then
-  echo "gpu-check: FAILED to configure after $(elapsed) s (see $LOG)"; exit 1
-fi
-targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test cuda_runner_test
-         host_sampling_test runner_bench swap_overlap_bench)
-if ! cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >> "$LOG" 2>&1; then
-  echo "gpu-check: FAILED to build after $(elapsed) s (see $LOG)"; exit 1
+if [ -n "$PREBUILT" ]; then
+  prepare_prebuilt || { echo "gpu-check: FAILED to prepare the bundle after $(elapsed) s"; exit 1; }
+else
+  # "native": the architecture of the GPUs present (CMake 3.24+), so nvcc
+  # compiles once, not for sm_80 and sm_90. gpu-bundle.sh builds the same
+  # targets.
+  if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCONVEYOR_BUILD_TESTS=ON -DCONVEYOR_BUILD_BENCH=ON >> "$LOG" 2>&1; then
+    echo "gpu-check: FAILED to configure after $(elapsed) s (see $LOG)"; exit 1
+  fi
+  targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test cuda_runner_test
+           host_sampling_test runner_bench swap_overlap_bench)
+  if ! cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >> "$LOG" 2>&1; then
+    echo "gpu-check: FAILED to build after $(elapsed) s (see $LOG)"; exit 1
+  fi
 fi
 build_s=$(elapsed)
 
