@@ -146,8 +146,9 @@ TEST(CudaKernels, KvWritesAndAttentionMatchTheCpu) {
   const int32_t block_sizes[] = {8, 16, 32};
   std::vector<Case> cases;
 #if CONVEYOR_EMULATED_CASES == 2
-  cases = {{KvDtype::f32, 8, shapes[0]}, {KvDtype::f16, 16, shapes[4]}, {KvDtype::bf16, 32, shapes[3]},
-           {KvDtype::f16, 8, {16, 2, 256}}, {KvDtype::bf16, 16, shapes[6]}};
+  cases = {{dtypes[0], block_sizes[0], shapes[0]}, {dtypes[1], block_sizes[1], shapes[4]},
+           {dtypes[2], block_sizes[2], shapes[3]}, {dtypes[1], block_sizes[0], {16, 2, 256}},
+           {dtypes[2], block_sizes[1], shapes[6]}};
 #elif CONVEYOR_EMULATED_CASES == 1
   for (int d = 0; d < 3; ++d)
     for (int i = 0; i < 7; ++i) cases.push_back({dtypes[d], block_sizes[(d + i) % 3], shapes[i]});
@@ -208,8 +209,6 @@ TEST(CudaKernels, FillTokensPutsThePreviousSamplesInPlaceholders) {
   EXPECT_EQ(dtokens.read(), tokens);
 }
 
-// Penalties, top-k, top-p, min-p and the draw against the CPU Sampler, the
-// host drawing each row's uniform from a generator seeded as the Sampler's.
 // The forward pass's glue (rows.cu) on strided rows: per-head RMSNorm of the
 // first heads only, bias adds and the bf16 conversion over rows wider than a
 // block, row gathers; what they must not write stays as it was.
@@ -258,6 +257,8 @@ TEST(CudaKernels, HeadNormBiasGatherAndBf16MatchTheCpu) {
   EXPECT_EQ(dhalves.read(), halves);
 }
 
+// Penalties, top-k, top-p, min-p and the draw against the CPU Sampler, the
+// host drawing each row's uniform from a generator seeded as the Sampler's.
 TEST(CudaKernels, SamplingGivesTheCpuSamplersIds) {
   SKIP_WITHOUT_DEVICE();
   const int32_t rows = 6, vocab = 32000;
