@@ -1,4 +1,4 @@
-// The block manager actor: owns the BlockManager (actors/block_manager.hpp)
+// The block manager actor: owns the BlockManager (engine/block_manager.hpp)
 // and applies the scheduler's one allocation batch per iteration.
 //
 // Receives: (alloc, AllocationBatch) -> AllocationResult; (stats) -> BlockStats
@@ -7,8 +7,8 @@
 // then the requests, each all-or-nothing.
 #pragma once
 
-#include "actors/block_manager.hpp"
-#include "actors/fault_injection.hpp"
+#include "engine/block_manager.hpp"
+#include "engine/fault_injection.hpp"
 #include "actors/messages.hpp"
 
 namespace conveyor {

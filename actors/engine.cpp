@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "actors/backend.hpp"
+#include "backends/backend.hpp"
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
-#include "actors/fault_injection.hpp"
-#include "actors/kv_capacity.hpp"
+#include "engine/fault_injection.hpp"
+#include "engine/kv_capacity.hpp"
 #include "actors/policy_actors.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_actor.hpp"
-#include "actors/swap_engine.hpp"
+#include "backends/cpu/swap_engine.hpp"
 
 namespace conveyor {
 

@@ -25,13 +25,13 @@
 #include <memory>
 #include <string>
 
-#include "actors/engine_config.hpp"
-#include "actors/kv_capacity.hpp"
+#include "engine/engine_config.hpp"
+#include "engine/kv_capacity.hpp"
 #include "actors/messages.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "actors/step_runner.hpp"
-#include "actors/swap_engine.hpp"
+#include "backends/cpu/step_runner.hpp"
+#include "backends/cpu/swap_engine.hpp"
 #include "model/formats/loader.hpp"
 
 namespace conveyor {
@@ -59,11 +59,11 @@ struct ModelInfo {
 
 class Engine {
  public:
-  // Loads `model` into the backend config.device names (actors/backend.hpp:
+  // Loads `model` into the backend config.device names (backends/backend.hpp:
   // the CPU, or an error for a device this build or machine cannot use),
   // with a KV cache of config.kv_cache_dtype sized by config.kv_cache_tokens,
   // kv_cache_memory or the memory available after the weights are loaded
-  // (actors/kv_capacity.hpp).
+  // (engine/kv_capacity.hpp).
   static Expected<std::unique_ptr<Engine>> create(caf::actor_system& sys, const EngineConfig& config,
                                                   LoadedModel model);
   // With any runner and swap engine (fakes in tests). A null swap engine

@@ -20,9 +20,9 @@
 
 #include <memory>
 
-#include "actors/fault_injection.hpp"
+#include "engine/fault_injection.hpp"
 #include "actors/messages.hpp"
-#include "actors/step_runner.hpp"
+#include "backends/cpu/step_runner.hpp"
 
 namespace conveyor {
 

@@ -9,7 +9,7 @@
 //   scheduler ──step──▶ executor              (one forward pass per iteration)
 //   scheduler ──TokenEvent──▶ request actor ──StreamEvent──▶ client sink
 //
-// The data types are plain structs in actors/engine_types.hpp and policies/;
+// The data types are plain structs in engine/engine_types.hpp and policies/;
 // this header adds CAF's type IDs and inspect() for them. Atoms are at most
 // 10 characters (CAF 0.17).
 #pragma once
@@ -17,8 +17,8 @@
 #include <caf/all.hpp>
 #include <caf/type_id.hpp>
 
-#include "actors/engine_types.hpp"
-#include "actors/stream_event.hpp"
+#include "engine/engine_types.hpp"
+#include "engine/stream_event.hpp"
 #include "policies/admission.hpp"
 #include "policies/preemption.hpp"
 
@@ -213,7 +213,7 @@ namespace conveyor {
 // ---- errors ------------------------------------------------------------------------
 
 // Engine errors travel as caf::error of category "conveyor" whose code is the
-// model/status.hpp Errc and whose context holds the message.
+// base/status.hpp Errc and whose context holds the message.
 caf::error make_engine_error(const Error& error);
 // Back to an Error; errors of other categories become Errc::io_error ("the
 // engine is unavailable") with CAF's rendering as the message.
@@ -230,7 +230,7 @@ void add_engine_types(caf::actor_system_config& cfg);
 using executor_actor =
     caf::typed_actor<caf::replies_to<step_atom, StepPlan>::with<StepResult>, caf::reacts_to<poll_atom>>;
 
-// Owns the KV block metadata (actors/block_manager.hpp).
+// Owns the KV block metadata (engine/block_manager.hpp).
 using block_manager_actor =
     caf::typed_actor<caf::replies_to<alloc_atom, AllocationBatch>::with<AllocationResult>,
                      caf::replies_to<stats_atom>::with<BlockStats>>;

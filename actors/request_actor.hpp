@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "actors/metrics.hpp"
+#include "engine/metrics.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor {

@@ -35,8 +35,8 @@
 #include <functional>
 
 #include "actors/messages.hpp"
-#include "actors/metrics.hpp"
-#include "actors/scheduler_core.hpp"
+#include "engine/metrics.hpp"
+#include "engine/scheduler_core.hpp"
 
 namespace conveyor {
 

@@ -12,9 +12,9 @@
 
 #include <memory>
 
-#include "actors/fault_injection.hpp"
+#include "engine/fault_injection.hpp"
 #include "actors/messages.hpp"
-#include "actors/swap_engine.hpp"
+#include "backends/cpu/swap_engine.hpp"
 
 namespace conveyor {
 

@@ -45,7 +45,7 @@
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_writer.hpp"
 #include "model/formats/loader.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 #include "model/kv_cache.hpp"
 #include "bench_util.hpp"
 

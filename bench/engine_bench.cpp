@@ -27,7 +27,7 @@
 
 #include "actors/block_manager_actor.hpp"
 #include "actors/engine.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 #include "tests/actors/engine_test_util.hpp"
 
 namespace conveyor {

@@ -1,4 +1,4 @@
-// Decode throughput of a backend's StepRunner (actors/backend.hpp), on the
+// Decode throughput of a backend's StepRunner (backends/backend.hpp), on the
 // CPU or a CUDA device: the runner alone, driven with step plans as the
 // scheduler builds them, no actors and no HTTP.
 //
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/backend.hpp"
+#include "backends/backend.hpp"
 #include "bench/bench_util.hpp"
 
 using namespace conveyor;

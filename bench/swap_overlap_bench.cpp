@@ -1,5 +1,5 @@
 // Do swap copies overlap the forward pass on a GPU? A swap-heavy workload on
-// the CUDA backend, timed with CUDA events (actors/cuda_util.hpp's Timeline).
+// the CUDA backend, timed with CUDA events (backends/cuda/cuda_util.hpp's Timeline).
 //
 //   swap_overlap_bench [--model dummy:llama-110m] [--batch 32] [--steps 64]
 //                      [--swap-blocks 64] [--device cuda:0]
@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "actors/backend.hpp"
-#include "actors/cuda_runner.hpp"
-#include "actors/cuda_util.hpp"
+#include "backends/backend.hpp"
+#include "backends/cuda/cuda_runner.hpp"
+#include "backends/cuda/cuda_util.hpp"
 #include "bench/bench_util.hpp"
 
 using namespace conveyor;

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "http/server_options.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::http {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/sampling/sampler.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::http {
 

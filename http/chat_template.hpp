@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "http/api_types.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "template/jinja/jinja.hpp"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/stream_event.hpp"
+#include "engine/stream_event.hpp"
 #include "http/api_types.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine_config.hpp"
-#include "actors/engine_types.hpp"
-#include "actors/metrics.hpp"
-#include "actors/stream_event.hpp"
+#include "engine/engine_config.hpp"
+#include "engine/engine_types.hpp"
+#include "engine/metrics.hpp"
+#include "engine/stream_event.hpp"
 #include "model/config.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 

@@ -19,7 +19,7 @@
 #include <mutex>
 #include <optional>
 
-#include "actors/engine_types.hpp"
+#include "engine/engine_types.hpp"
 #include "http/server_log.hpp"
 
 namespace conveyor::http {

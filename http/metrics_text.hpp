@@ -23,8 +23,8 @@
 
 #include <string>
 
-#include "actors/engine_types.hpp"
-#include "actors/metrics.hpp"
+#include "engine/engine_types.hpp"
+#include "engine/metrics.hpp"
 #include "http/refusal_counters.hpp"
 
 namespace conveyor::http {

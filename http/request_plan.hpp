@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "actors/engine_types.hpp"
+#include "engine/engine_types.hpp"
 #include "http/api_types.hpp"
 #include "http/chat_template.hpp"
 #include "model/config.hpp"

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "actors/kv_capacity.hpp"
+#include "engine/kv_capacity.hpp"
 #include "http/server_log.hpp"
 
 namespace conveyor::http {
@@ -75,7 +75,7 @@ Setter text(std::string& out) {
   };
 }
 
-// Bytes as an integer, or a size string ("4GiB", actors/kv_capacity.hpp).
+// Bytes as an integer, or a size string ("4GiB", engine/kv_capacity.hpp).
 Setter byte_size(int64_t& out) {
   return [&out](const toml::node& n, const std::string& where) -> Status {
     if (n.is_integer()) return integer(out)(n, where);

@@ -24,7 +24,7 @@
 #include <variant>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::http {
 

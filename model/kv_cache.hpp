@@ -12,7 +12,7 @@
 // Memory: a pool's bytes come from a KvAllocator, host memory unless told
 // otherwise. A CUDA build has allocators of device memory (the CUDA
 // backend's pool, which the kernels read) and pinned host memory (its swap
-// space) in actors/cuda_memory.hpp. The pointers below point into the allocator's memory, so
+// space) in backends/cuda/cuda_memory.hpp. The pointers below point into the allocator's memory, so
 // host code may dereference them only where memory() is not `device`.
 //
 // Thread-safety: no locks. The engine shares one cache between two threads:
@@ -21,7 +21,7 @@
 // run at the same time on different blocks. That is safe because distinct
 // blocks are distinct memory and nothing else in the object changes after
 // construction; the scheduler never orders a copy of a block that a step in
-// flight touches (actors/swap_engine.hpp).
+// flight touches (backends/cpu/swap_engine.hpp).
 #pragma once
 
 #include <cstddef>
@@ -33,7 +33,7 @@
 
 #include "kernels/cpu/kv_dtype.hpp"
 #include "model/config.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

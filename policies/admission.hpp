@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "policies/length_histogram.hpp"
 
 namespace conveyor {

@@ -37,7 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

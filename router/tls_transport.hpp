@@ -39,7 +39,7 @@
 #include <functional>
 #include <string>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

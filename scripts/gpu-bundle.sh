@@ -43,7 +43,7 @@ OUT=.gpu
 JOBS=${JOBS:-$(nproc)}
 LIMIT_MIB=${LIMIT_MIB:-64}
 MODELS=../shared/models
-# The files the tests gpu-check.sh runs read (tests/actors/cuda_runner_test.cpp).
+# The files the tests gpu-check.sh runs read (tests/backends/cuda_runner_test.cpp).
 model_files=(stories260K.bin tiny-random-llama-f32.gguf tiny-llama2-q4_k_m.gguf tiny-llama3-q4_k_m.gguf
              tiny-qwen2-q4_k_m.gguf)
 # gpu-check.sh's targets.
@@ -69,10 +69,10 @@ for t in "${targets[@]}"; do
   binaries+=("$f")
 done
 files=("${binaries[@]}")
-for d in "$BUILD" "$BUILD/tests" "$BUILD/tests/kernels" "$BUILD/tests/kernels/cuda" "$BUILD/tests/actors"; do
+for d in "$BUILD" "$BUILD/tests" "$BUILD/tests/kernels" "$BUILD/tests/kernels/cuda" "$BUILD/tests/backends"; do
   [ -f "$d/CTestTestfile.cmake" ] && files+=("$d/CTestTestfile.cmake")
 done
-while IFS= read -r f; do files+=("$f"); done < <(find "$BUILD/tests/kernels/cuda" "$BUILD/tests/actors" -maxdepth 1 \
+while IFS= read -r f; do files+=("$f"); done < <(find "$BUILD/tests/kernels/cuda" "$BUILD/tests/backends" -maxdepth 1 \
   \( -name '*_include.cmake' -o -name '*_tests.cmake' \))
 
 # The libraries: whatever the binaries load that a GPU machine's image may

@@ -15,7 +15,7 @@
 # What it runs:
 #   - the CUDA kernels against their CPU twins (tests/kernels/cuda/device_test.cpp)
 #     and the kernels' math on the host (math_test.cpp);
-#   - the CUDA backend (tests/actors/cuda_runner_test.cpp): the CUDA runner
+#   - the CUDA backend (tests/backends/cuda_runner_test.cpp): the CUDA runner
 #     against the CPU runner on stories260K and the tiny GGUF files, device
 #     sampling, swap out and back in, the pool from --gpu-memory-utilization,
 #     greedy requests through the engine's actors; and the backend tests;
@@ -70,7 +70,7 @@ prepare_prebuilt() {
     [ -n "$p" ] && cuda_dirs+=":$(dirname "$p")"
   done
   export LD_LIBRARY_PATH="$here/$BUILD/lib$cuda_dirs:$here/$BUILD/lib-cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  missing=$(ldd "$BUILD/tests/actors/cuda_runner_test" "$BUILD/tests/kernels/cuda/conveyor_kernels_cuda_device_test" \
+  missing=$(ldd "$BUILD/tests/backends/cuda_runner_test" "$BUILD/tests/kernels/cuda/conveyor_kernels_cuda_device_test" \
              "$BUILD/bench/runner_bench" | grep 'not found' | sort -u)
   [ -z "$missing" ] || { echo "gpu-check: PREBUILT: libraries not found: $missing"; return 1; }
 }
@@ -116,7 +116,7 @@ run_suite() {  # ctest directory, optional -R filter
   failures+=$(echo "$out" | grep -E '\(Failed\)|\(Timeout\)|\(SEGFAULT\)' | sed 's/^/  /')
 }
 run_suite tests/kernels/cuda
-run_suite tests/actors "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16"
+run_suite tests/backends "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16"
 
 echo "gpu-check: build ${build_s} s, tests $passed passed, $failed failed, $skipped skipped; total $(elapsed) s"
 [ -n "$failures" ] && echo "$failures"

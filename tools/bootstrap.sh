@@ -78,7 +78,7 @@ tsan_phase() {
   # and the kernels' race check, where the toolkit's headers are.
   emulated=()
   [ -d "$tsan_dir/tests/cuda_emulator" ] && emulated=(tests/cuda_emulator/all)
-  cmake --build "$tsan_dir" -j "$jobs" --target tests/actors/all tests/http/all "${emulated[@]}"
+  cmake --build "$tsan_dir" -j "$jobs" --target tests/engine/all tests/backends/all tests/actors/all tests/http/all "${emulated[@]}"
   phase_done "TSan build (actor and server tests)"
   # OMP_NUM_THREADS=1: libgomp is not instrumented, so TSan cannot see the
   # synchronisation of its thread pool (tests/sanitizers/tsan.supp).
@@ -124,8 +124,8 @@ EOF
       -DCONVEYOR_BUILD_BENCH=OFF -DCONVEYOR_CUDA=OFF -DCONVEYOR_CUDA_EMULATOR=OFF -DCONVEYOR_SANITIZE=address,undefined
     cmake --build "$fuzz_dir" -j "$jobs" --target conveyor_fuzzers \
       tests/kernels/cpu/all tests/kernels/cuda/all tests/model/tokenizer/all tests/model/formats/all \
-      tests/model/forward/all tests/model/sampling/all tests/policies/all tests/router/all tests/template/all \
-      tests/actors/all
+      tests/backends/cpu/all tests/model/sampling/all tests/policies/all tests/router/all tests/template/all \
+      tests/engine/all tests/backends/all tests/actors/all
     phase_done "ASan+UBSan build (fuzzers, unit and actor tests)"
 
     # Each fuzzer runs briefly from a generated seed corpus. Longer runs:

@@ -2,7 +2,7 @@
 //
 // Pair i (0 <= i < rotary_dim / 2) of a head at position p turns by the angle
 // p · freq[i], where freq[i] = theta^(-2i / rotary_dim) unless the model
-// scales it (model/forward/rope_scaling.hpp). Which two dimensions form pair i
+// scales it (model/rope_scaling.hpp). Which two dimensions form pair i
 // depends on the checkpoint's layout; dimensions past rotary_dim are left alone.
 #pragma once
 

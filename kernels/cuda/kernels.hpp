@@ -34,7 +34,7 @@ cudaError_t rmsnorm(const float* x,  // [n, ldx]
                     int64_t ldo, cudaStream_t stream);
 
 // The table is kernels::rope_table's, uploaded: per-pair frequencies and
-// YaRN's scale as model/forward/rope_scaling.hpp computes them.
+// YaRN's scale as model/rope_scaling.hpp computes them.
 cudaError_t rope_apply(float* x,  // [n_tokens, ldx]
                        int64_t ldx, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
                        int32_t rotary_dim, RopeStyle style,

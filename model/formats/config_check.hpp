@@ -7,7 +7,7 @@
 #include <string>
 
 #include "model/config.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "model/formats/loader.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

@@ -29,7 +29,7 @@
 
 #include "model/formats/gguf_reader.hpp"
 #include "model/formats/loader.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor {

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "model/formats/gguf_reader.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::gguf_detail {
 

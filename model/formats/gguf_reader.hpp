@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "model/formats/gguf_types.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

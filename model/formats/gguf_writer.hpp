@@ -23,7 +23,7 @@
 #include "model/formats/gguf_reader.hpp"
 #include "model/formats/gguf_types.hpp"
 #include "model/formats/loader.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

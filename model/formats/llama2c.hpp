@@ -14,7 +14,7 @@
 #include <string>
 
 #include "model/formats/loader.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor {

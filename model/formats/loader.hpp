@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "model/config.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/weights.hpp"
 

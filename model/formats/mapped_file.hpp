@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

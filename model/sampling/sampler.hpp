@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor {
 

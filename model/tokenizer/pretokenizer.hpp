@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::tokenizer_detail {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor::tokenizer_detail {

@@ -37,7 +37,7 @@
 
 #include <boost/json/object.hpp>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor::jinja {

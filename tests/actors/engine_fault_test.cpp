@@ -1,4 +1,4 @@
-// Faults inside the engine (actors/fault_injection.hpp): the executor throws,
+// Faults inside the engine (engine/fault_injection.hpp): the executor throws,
 // a swap copy fails, a KV allocation fails. The engine restarts its workers
 // and recomputes what was running: nothing hangs, every request gets exactly
 // one final event, and the outputs equal an undisturbed run; a request the
@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "actors/fault_injection.hpp"
+#include "engine/fault_injection.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/actors/fake_backend.hpp"
 #include "tests/actors/fake_engine.hpp"

@@ -15,8 +15,8 @@
 #include "tests/actors/fake_backend.hpp"
 #include "tests/actors/fake_engine.hpp"
 #include "tests/actors/stories_fixture.hpp"
-#include "tests/model/forward/paged_driver.hpp"  // argmax
-#include "tests/model/forward/reference_model.hpp"
+#include "tests/backends/cpu/paged_driver.hpp"  // argmax
+#include "tests/backends/cpu/reference_model.hpp"
 
 namespace conveyor {
 namespace {
@@ -316,7 +316,7 @@ TEST_F(Stories, GreedyOutputsDoNotDependOnPoolSizeOrPreemptionMode) {
 // amplifies any difference (after one changed token the rest of a sequence
 // differs), so this bounds how many sequences stay identical; the logits
 // themselves are compared position by position in
-// tests/model/forward/transformer_test.cpp (Stories260KHalfPrecisionKvStaysClose).
+// tests/backends/cpu/transformer_test.cpp (Stories260KHalfPrecisionKvStaysClose).
 TEST_F(Stories, KvCacheDtypes) {
   const auto p = prompts(32);
   constexpr int32_t kTokens = 64;
@@ -399,7 +399,7 @@ TEST_F(Stories, RequestsArrivingTogetherWaitForTheSharedPrefix) {
   // However submissions and iterations interleave (here they race), waiting
   // keeps the 160 shared tokens (10 full blocks) from being computed by more
   // than one request; the bound leaves room for one more.
-  // tests/actors/scheduler_core_test.cpp compares the two modes deterministically.
+  // tests/engine/scheduler_core_test.cpp compares the two modes deterministically.
   const uint64_t decodes = 12 * 11;
   EXPECT_LT(waiting.computed_tokens, 160 + 12 * 16 + decodes + 160) << "the prefix computed more than twice";
   EXPECT_GE(waiting.blocks.prefix_hit_tokens, 10u * 160);

@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/step_runner.hpp"
-#include "actors/swap_engine.hpp"
+#include "backends/cpu/step_runner.hpp"
+#include "backends/cpu/swap_engine.hpp"
 
 namespace conveyor::testing {
 

@@ -7,7 +7,7 @@
 
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace conveyor;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine_config.hpp"
+#include "engine/engine_config.hpp"
 #include "http/server_options.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::http::testing {
 

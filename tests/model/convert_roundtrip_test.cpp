@@ -13,7 +13,7 @@
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
 #include "model/formats/gguf_writer.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 #include "tests/model/formats/formats_test_util.hpp"
 
 namespace conveyor {

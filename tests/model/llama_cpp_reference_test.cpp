@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "model/formats/loader.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 
 namespace conveyor {
 namespace {

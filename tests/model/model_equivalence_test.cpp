@@ -9,7 +9,7 @@
 
 #include "model/formats/gguf_writer.hpp"
 #include "model/formats/loader.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 
 namespace conveyor {
 namespace {

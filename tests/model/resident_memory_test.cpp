@@ -12,7 +12,7 @@
 #include <string>
 
 #include "model/formats/loader.hpp"
-#include "model/forward/transformer.hpp"
+#include "backends/cpu/transformer.hpp"
 
 namespace conveyor {
 namespace {

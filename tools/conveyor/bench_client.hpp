@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "tools/conveyor/bench_metrics.hpp"
 #include "tools/conveyor/bench_request.hpp"
 #include "tools/conveyor/bench_stats.hpp"

@@ -23,7 +23,7 @@
 
 #include <boost/json/object.hpp>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::bench {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 #include "tools/conveyor/bench_workload.hpp"
 
 namespace conveyor::bench {

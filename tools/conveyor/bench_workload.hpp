@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::bench {
 

@@ -17,7 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/messages.hpp"
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::cli {
 

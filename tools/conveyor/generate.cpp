@@ -1,6 +1,6 @@
 // `conveyor generate`: one prompt through the model runtime, text (or ids) out.
 //
-// This drives the backend of --device (actors/backend.hpp: the CPU's, or the
+// This drives the backend of --device (backends/backend.hpp: the CPU's, or the
 // CUDA runner) directly, without the engine's actors: one sequence, a KV
 // cache just big enough for it (of --kv-cache-dtype; its size goes to
 // stderr), prefill in chunks and then one decode step per token, each a
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/backend.hpp"
-#include "actors/kv_capacity.hpp"
+#include "backends/backend.hpp"
+#include "engine/kv_capacity.hpp"
 #include "model/batch.hpp"
 #include "model/formats/loader.hpp"
 #include "model/kv_cache.hpp"

@@ -13,7 +13,7 @@
 // kernel the TSan-built server never saw SIGTERM.
 #pragma once
 
-#include "model/status.hpp"
+#include "base/status.hpp"
 
 namespace conveyor::cli::stop_signals {
 

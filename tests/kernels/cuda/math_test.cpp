@@ -16,7 +16,7 @@
 #include "kernels/cpu/swiglu.hpp"
 #include "kernels/cuda/elementwise_math.hpp"
 #include "kernels/cuda/sampling_math.hpp"
-#include "model/forward/rope_scaling.hpp"
+#include "model/rope_scaling.hpp"
 #include "model/sampling/filters.hpp"
 #include "model/sampling/sampler.hpp"
 #include "tests/kernels/cuda/fixtures.hpp"

@@ -1,0 +1,94 @@
+#include "backends/backend.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
+#include "backends/cpu/transformer.hpp"
+
+namespace conveyor {
+
+Expected<DeviceSpec> parse_device(std::string_view text) {
+  auto bad = [&] {
+    return make_error(Errc::invalid_argument,
+                      "--device: must be cpu, cuda or cuda:N, not '" + std::string(text) + "'");
+  };
+  if (text == "cpu") return DeviceSpec{DeviceKind::cpu, 0};
+  if (text == "cuda") return DeviceSpec{DeviceKind::cuda, 0};
+  constexpr std::string_view kCuda = "cuda:";
+  if (!text.starts_with(kCuda)) return bad();
+  const std::string_view digits = text.substr(kCuda.size());
+  int32_t index = -1;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || index < 0 ||
+      index >= 1024)
+    return bad();
+  return DeviceSpec{DeviceKind::cuda, index};
+}
+
+std::string to_string(const DeviceSpec& d) {
+  return d.kind == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(d.index);
+}
+
+std::string weight_types(const ModelWeights& w) {
+  std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};
+  for (const LayerWeights& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) all.push_back(m);
+  std::string out;
+  for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16, WeightType::q8_0,
+                       WeightType::q6_k, WeightType::q5_k, WeightType::q4_k, WeightType::q4_0}) {
+    const bool used = std::any_of(all.begin(), all.end(),
+                                  [t](const WeightMatrix* m) { return !m->empty() && m->type == t; });
+    if (used) out += (out.empty() ? "" : ", ") + std::string(kernels::weight_type_name(t));
+  }
+  return out;
+}
+
+KvCapacityRequest kv_capacity_request(const EngineConfig& config, const ModelConfig& model, KvDtype dtype) {
+  KvCapacityRequest request;
+  request.token_bytes = int64_t(KvCacheShape::for_model(model, 1, 0, dtype).token_bytes());
+  request.block_size = config.block_size;
+  request.tokens = config.kv_cache_tokens;
+  request.memory = config.kv_cache_memory;
+  request.context_length = model.context_length;
+  request.max_num_seqs = config.max_num_seqs;
+  return request;
+}
+
+Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model) {
+  Backend b;
+  b.kv_dtype = kv_dtype_of(config);
+  const std::string types = weight_types(model.weights);
+  // The weights first, so that the memory left for the cache is measured after them.
+  auto transformer =
+      std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
+  b.weights_description = format_bytes(int64_t(transformer->weight_bytes())) + " as " + types;
+  if (types != "F32")
+    b.weights_description += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
+  KvCapacityRequest request = kv_capacity_request(config, model.config, b.kv_dtype);
+  request.fraction = config.kv_cache_memory_fraction;
+  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = read_mem_available();
+  auto capacity = plan_kv_capacity(request);
+  if (!capacity) return capacity.error();
+  b.capacity = std::move(capacity).value();
+
+  const int32_t n_blocks = int32_t(b.capacity.tokens / config.block_size);
+  auto kv = std::make_shared<KvCache>(
+      KvCacheShape::for_model(model.config, config.block_size, n_blocks, b.kv_dtype));
+  b.runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
+  if (config.swap_space_tokens >= config.block_size)
+    b.swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
+  return b;
+}
+
+BackendFactory backend_factory(const DeviceSpec& device) {
+  return device.kind == DeviceKind::cuda ? &make_cuda_backend : &make_cpu_backend;
+}
+
+Status check_device(const DeviceSpec& device) {
+  if (device.kind == DeviceKind::cpu) return Status::ok();
+  return check_cuda_device(device.index);
+}
+
+}  // namespace conveyor

@@ -1,0 +1,526 @@
+// CudaStepRunner (backends/cuda/cuda_runner.hpp): the forward pass of
+// backends/cpu/transformer.cpp on a device, step for step.
+#include "backends/cuda/cuda_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+
+#include "backends/cuda/cuda_util.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cuda/kernels.hpp"
+#include "model/bf16_pack.hpp"
+#include "model/rope_scaling.hpp"
+
+namespace conveyor {
+
+using cuda::check;
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+namespace {
+
+template <class T>
+void upload(DeviceBuffer& dst, const std::vector<T>& host) {
+  dst.reserve(std::max<size_t>(host.size() * sizeof(T), 16));
+  if (!host.empty()) check(cudaMemcpy(dst.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+}
+
+struct DeviceLayer {
+  DeviceBuffer attn_norm, ffn_norm;  // [dim] f32
+  DeviceBuffer qkv;                  // [q_dim + 2 kv_dim, dim] bf16
+  DeviceBuffer qkv_bias;             // [q_dim + 2 kv_dim] f32, when the model has one
+  DeviceBuffer q_norm, k_norm;       // [head_dim] f32, when the model has them
+  DeviceBuffer wo;                   // [dim, q_dim] bf16
+  DeviceBuffer w13;                  // [2 hidden, dim] bf16: gate rows, then up rows
+  DeviceBuffer w2;                   // [dim, hidden] bf16
+  bool bias = false, qk_norm = false;
+};
+
+}  // namespace
+
+struct CudaStepRunner::Impl {
+  int32_t device = 0;
+  ModelConfig c;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  int64_t weight_bytes = 0;
+
+  std::vector<DeviceLayer> layers;
+  DeviceBuffer final_norm;
+  DeviceBuffer classifier;  // [vocab, dim] bf16
+  DeviceBuffer embedding;   // [vocab, dim] bf16; empty when tied (the classifier is read)
+  DeviceBuffer rope;        // [context_length][rotary_dim / 2][2] f32
+
+  // Activations, sized for CudaStepLimits and grown when a step needs more.
+  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, sampling_in;
+  PinnedBuffer host_logits;
+  // Per launched step, two in turn: the step after a launched one writes
+  // the other, while the first one's upload may still be queued and its
+  // samples still on their way (picks: the device's ids).
+  struct Slot {
+    DeviceBuffer picks;
+    PinnedBuffer host_ints, host_picks, host_sampling_in;
+    cudaEvent_t begin = nullptr, end = nullptr;  // around the step's work on the stream
+  };
+  Slot slots[2];
+  HostSampling::DeviceInputs device_inputs;
+  HostSampling::Fills fills;
+
+  // Launched steps not yet finished, oldest first: two at most unfinished.
+  struct Flight {
+    StepPlan plan;
+    Slot* slot = nullptr;
+    bool on_device = false;  // sampled on the device (or no rows): any ids are in its slot's picks
+    bool done = false;       // waited for and sampled: `result` is final
+    StepResult result;
+  };
+  std::deque<Flight> flights;
+  int next_slot = 0;
+
+  std::shared_ptr<KvCache> kv;
+  HostSampling sampling;
+  std::shared_ptr<cuda::Timeline> timeline;  // null unless a benchmark asks
+
+  ~Impl() {
+    if (stream) cudaStreamSynchronize(stream);
+    for (Slot& s : slots) {
+      if (s.begin) cudaEventDestroy(s.begin);
+      if (s.end) cudaEventDestroy(s.end);
+    }
+    if (blas) cublasDestroy(blas);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  int32_t xb_width() const { return std::max({c.dim, c.q_dim(), c.hidden_dim}); }
+
+  // Grows a device buffer that queued work may use: only once the stream
+  // is idle (every launched step is waited for and sampled first).
+  void grow(DeviceBuffer& b, size_t bytes) {
+    if (bytes <= b.bytes()) return;
+    settle();
+    b.reserve(bytes);
+  }
+
+  void reserve(int32_t tokens, int32_t rows, int32_t max_context) {
+    const size_t f = sizeof(float), n = size_t(std::max(tokens, 1)), r = size_t(std::max(rows, 1));
+    const size_t qkv_dim = size_t(c.q_dim() + 2 * c.kv_dim());
+    grow(x, n * c.dim * f);
+    grow(xn, n * c.dim * f);
+    grow(xb, n * xb_width() * 2);
+    grow(qkv, n * qkv_dim * f);
+    grow(attn, n * c.q_dim() * f);
+    grow(gate_up, n * 2 * c.hidden_dim * f);
+    grow(ffn, n * c.hidden_dim * f);
+    grow(final_x, r * c.dim * f);
+    grow(logits, r * c.vocab_size * f);
+    grow(attention_ws, size_t(kernels::cuda::paged_attention_workspace_bytes(int32_t(n), c.n_heads, c.head_dim(),
+                                                                              std::max(max_context, 1))));
+    for (Slot& s : slots) {
+      if (r * sizeof(int32_t) > s.host_picks.bytes()) settle();  // a queued download may write it
+      s.host_picks.reserve(r * sizeof(int32_t));
+      grow(s.picks, r * sizeof(int32_t));
+    }
+  }
+
+  // y[n, out] (ldy) = x[n, in] · Wᵀ, or += with accumulate; W [out, in] and x bf16.
+  void gemm(const DeviceBuffer& w, int32_t out, int32_t in, const uint16_t* xin, int32_t n, float* y,
+            int64_t ldy, bool accumulate) {
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    // Column-major: yᵀ[out, n] = W[in, out]ᵀ · xᵀ[in, n].
+    check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w.get(), CUDA_R_16BF, in, xin,
+                       CUDA_R_16BF, in, &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  }
+
+  void upload_weights(ModelWeights& w);
+  void launch(StepPlan& plan);
+  // Waits for a launched step's work and samples it (host sampling, or the
+  // device's ids recorded); flights complete in launch order.
+  void complete(Flight& f);
+  // Completes every unfinished flight and waits for the stream.
+  void settle();
+  // previous_picks: the previous step's ids on the device, which
+  // device_inputs.previous_row points into (null when not launched ahead).
+  void sample_on_device(Slot& slot, int32_t rows, const int32_t* previous_picks);
+  struct StepInts;
+  void forward(const ForwardBatch& batch, const int32_t* d_ints, const StepInts& at, int32_t max_context,
+               int32_t rows);
+};
+
+void CudaStepRunner::Impl::upload_weights(ModelWeights& w) {
+  const int32_t dim = c.dim;
+  auto bf16 = [&](DeviceBuffer& dst, std::initializer_list<const WeightMatrix*> parts, int64_t cols) {
+    const std::vector<uint16_t> packed = pack_bf16(parts, cols);
+    upload(dst, packed);
+    weight_bytes += int64_t(packed.size() * 2);
+    for (const WeightMatrix* m : parts) m->release_pages();
+  };
+  auto f32 = [&](DeviceBuffer& dst, const std::vector<float>& v) {
+    upload(dst, v);
+    weight_bytes += int64_t(v.size() * sizeof(float));
+  };
+  layers.resize(size_t(c.n_layers));
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    LayerWeights& lw = w.layers[size_t(l)];
+    DeviceLayer& d = layers[size_t(l)];
+    f32(d.attn_norm, lw.attn_norm);
+    f32(d.ffn_norm, lw.ffn_norm);
+    bf16(d.qkv, {&lw.wq, &lw.wk, &lw.wv}, dim);
+    if (c.qkv_bias) {
+      std::vector<float> bias = lw.bq;
+      bias.insert(bias.end(), lw.bk.begin(), lw.bk.end());
+      bias.insert(bias.end(), lw.bv.begin(), lw.bv.end());
+      f32(d.qkv_bias, bias);
+      d.bias = true;
+    }
+    if (!lw.q_norm.empty()) {
+      f32(d.q_norm, lw.q_norm);
+      f32(d.k_norm, lw.k_norm);
+      d.qk_norm = true;
+    }
+    bf16(d.wo, {&lw.wo}, c.q_dim());
+    bf16(d.w13, {&lw.w1, &lw.w3}, dim);
+    bf16(d.w2, {&lw.w2}, c.hidden_dim);
+    lw = LayerWeights{};
+  }
+  f32(final_norm, w.final_norm);
+  if (c.tied_embeddings) {
+    bf16(classifier, {&w.token_embedding}, dim);
+  } else {
+    bf16(classifier, {&w.classifier}, dim);
+    bf16(embedding, {&w.token_embedding}, dim);
+  }
+  const RopeFrequencies freqs = rope_frequencies(c, w.rope_freq_factors);
+  const int32_t positions = std::max(c.context_length, 1);
+  std::vector<float> table(size_t(kernels::rope_table_floats(c.rotary_dim(), positions)));
+  kernels::rope_table(freqs.pair_freqs, freqs.scale, positions, table.data());
+  upload(rope, table);
+}
+
+// The ints block a step uploads, in this order: tokens [n], token_begin
+// [S + 1], start_pos [S], block tables [B], table_begin [S + 1], positions
+// [n], logit rows [R], copy-on-write pairs [2P], placeholder fills [2F].
+struct CudaStepRunner::Impl::StepInts {
+  size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, fills, total;
+  StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs, size_t n_fills) {
+    const size_t n = size_t(b.num_tokens()), s = size_t(b.num_seqs());
+    tokens = 0;
+    token_begin = tokens + n;
+    start_pos = token_begin + s + 1;
+    tables = start_pos + s;
+    table_begin = tables + b.block_tables.size();
+    positions = table_begin + s + 1;
+    logit_rows = positions + n;
+    pairs = logit_rows + size_t(rows);
+    fills = pairs + 2 * n_pairs;
+    total = fills + 2 * n_fills;
+  }
+};
+
+void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, const StepInts& at,
+                                   int32_t max_context, int32_t rows) {
+  namespace k = kernels::cuda;
+  const int32_t n = batch.num_tokens(), dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
+  const int32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
+  const float eps = c.rms_eps;
+  float* fx = x.get<float>();
+  float* fxn = xn.get<float>();
+  uint16_t* bx = xb.get<uint16_t>();
+  float* fqkv = qkv.get<float>();
+  float* fattn = attn.get<float>();
+  float* fgu = gate_up.get<float>();
+  float* fffn = ffn.get<float>();
+  const int32_t* positions = d + at.positions;
+  const kernels::SpanTable spans{batch.num_seqs(), d + at.token_begin, d + at.start_pos, d + at.tables,
+                                 d + at.table_begin};
+  const kernels::RopeStyle style = c.rope_layout == RopeLayout::adjacent_pairs ? kernels::RopeStyle::adjacent_pairs
+                                                                               : kernels::RopeStyle::half_split;
+  const int64_t block_stride = int64_t(kv->shape().block_elems());
+  const uint16_t* table = (c.tied_embeddings ? classifier : embedding).get<uint16_t>();
+
+  check(k::embedding_gather(table, dim, d + at.tokens, n, fx, stream), "embedding_gather");
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const DeviceLayer& w = layers[size_t(l)];
+    const kernels::PagedKvView cache{kv->keys(0, l), kv->values(0, l), block_stride, c.n_kv_heads,
+                                     kv->shape().block_size, hd, kv->dtype()};
+    check(k::rmsnorm(fx, dim, n, dim, w.attn_norm.get<float>(), eps, fxn, dim, stream), "rmsnorm");
+    check(k::to_bf16(fxn, dim, n, dim, bx, dim, stream), "to_bf16");
+    gemm(w.qkv, qkv_dim, dim, bx, n, fqkv, qkv_dim, false);
+    if (w.bias) check(k::add_bias(fqkv, qkv_dim, n, qkv_dim, w.qkv_bias.get<float>(), stream), "add_bias");
+    if (w.qk_norm) {
+      check(k::head_rmsnorm(fqkv, qkv_dim, n, c.n_heads, hd, w.q_norm.get<float>(), eps, stream), "q_norm");
+      check(k::head_rmsnorm(fqkv + q_dim, qkv_dim, n, c.n_kv_heads, hd, w.k_norm.get<float>(), eps, stream),
+            "k_norm");
+    }
+    check(k::rope_apply(fqkv, qkv_dim, n, c.n_heads + c.n_kv_heads, hd, c.rotary_dim(), style, positions,
+                        rope.get<float>(), stream),
+          "rope_apply");
+    check(k::write_kv(fqkv + q_dim, fqkv + q_dim + kv_dim, qkv_dim, n, spans, cache, stream), "write_kv");
+    check(k::paged_attention(fqkv, qkv_dim, n, c.n_heads, spans, cache, max_context, fattn, q_dim,
+                             attention_ws.get(), stream),
+          "paged_attention");
+    check(k::to_bf16(fattn, q_dim, n, q_dim, bx, q_dim, stream), "to_bf16");
+    gemm(w.wo, dim, q_dim, bx, n, fx, dim, true);
+    check(k::rmsnorm(fx, dim, n, dim, w.ffn_norm.get<float>(), eps, fxn, dim, stream), "rmsnorm");
+    check(k::to_bf16(fxn, dim, n, dim, bx, dim, stream), "to_bf16");
+    gemm(w.w13, 2 * hidden, dim, bx, n, fgu, 2 * hidden, false);
+    check(k::swiglu(fgu, fgu + hidden, 2 * hidden, n, hidden, fffn, hidden, stream), "swiglu");
+    check(k::to_bf16(fffn, hidden, n, hidden, bx, hidden, stream), "to_bf16");
+    gemm(w.w2, dim, hidden, bx, n, fx, dim, true);
+  }
+  if (rows == 0) return;
+  float* ffinal = final_x.get<float>();
+  check(k::gather_rows(fx, dim, d + at.logit_rows, rows, dim, ffinal, dim, stream), "gather_rows");
+  check(k::rmsnorm(ffinal, dim, rows, dim, final_norm.get<float>(), eps, ffinal, dim, stream), "rmsnorm");
+  check(k::to_bf16(ffinal, dim, rows, dim, bx, dim, stream), "to_bf16");
+  gemm(classifier, c.vocab_size, dim, bx, rows, logits.get<float>(), c.vocab_size, false);
+}
+
+// Uploads device_inputs in one copy and samples the logits rows into
+// `picks`: penalties (when a row has one), then greedy or a draw with the
+// row's uniform after its top-k, top-p and min-p (kernels/cuda/sampling.cu).
+void CudaStepRunner::Impl::sample_on_device(Slot& slot, int32_t rows, const int32_t* previous_picks) {
+  const HostSampling::DeviceInputs& in = device_inputs;
+  // Layout: doubles first (uniforms), then floats, then ints.
+  constexpr size_t kFloats = 6, kInts = 7;
+  const size_t r = size_t(rows);
+  const size_t floats_at = r * sizeof(double), ints_at = floats_at + kFloats * r * sizeof(float);
+  const std::vector<int32_t>* ints[kInts] = {&in.top_k,     &in.seen_begin, &in.seen,        &in.gen_begin,
+                                             &in.generated, &in.gen_counts, &in.previous_row};
+  size_t bytes = ints_at;
+  for (const auto* v : ints) bytes += v->size() * sizeof(int32_t);
+  slot.host_sampling_in.reserve(bytes);
+  grow(sampling_in, bytes);
+  std::byte* h = slot.host_sampling_in.get<std::byte>();
+  std::memcpy(h, in.uniforms.data(), r * sizeof(double));
+  const std::vector<float>* floats[kFloats] = {&in.temperature, &in.min_p,     &in.top_p,
+                                               &in.repetition,  &in.frequency, &in.presence};
+  for (size_t i = 0; i < kFloats; ++i)
+    std::memcpy(h + floats_at + i * r * sizeof(float), floats[i]->data(), r * sizeof(float));
+  size_t at = ints_at;
+  const int32_t* d_ints[kInts];
+  std::byte* d = sampling_in.get<std::byte>();
+  for (size_t i = 0; i < kInts; ++i) {
+    if (!ints[i]->empty()) std::memcpy(h + at, ints[i]->data(), ints[i]->size() * sizeof(int32_t));
+    d_ints[i] = reinterpret_cast<const int32_t*>(d + at);
+    at += ints[i]->size() * sizeof(int32_t);
+  }
+  check(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream), "upload sampling inputs");
+  const float* f = reinterpret_cast<const float*>(d + floats_at);
+  float* l = logits.get<float>();
+  if (in.penalties)
+    check(kernels::cuda::apply_penalties(l, rows, c.vocab_size,
+                                         kernels::cuda::RowPenalties{f + 3 * r, f + 4 * r, f + 5 * r, d_ints[1],
+                                                                     d_ints[2], d_ints[3], d_ints[4], d_ints[5],
+                                                                     d_ints[6], previous_picks},
+                                         stream),
+          "apply_penalties");
+  const kernels::cuda::RowSampling params{f, f + r, d_ints[0], f + 2 * r, reinterpret_cast<const double*>(d)};
+  check(kernels::cuda::sample_rows(l, rows, c.vocab_size, params, slot.picks.get<int32_t>(), stream), "sample_rows");
+}
+
+CudaStepRunner::CudaStepRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaStepRunner::~CudaStepRunner() = default;
+
+Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device, const ModelConfig& config,
+                                                                 ModelWeights weights, const CudaStepLimits& limits) {
+  auto m = std::make_unique<Impl>();
+  m->device = device;
+  m->c = config;
+  try {
+    check(cudaSetDevice(device), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasCreate(&m->blas), "cublasCreate");
+    check(cublasSetStream(m->blas, m->stream), "cublasSetStream");
+    for (Impl::Slot& slot : m->slots) {
+      check(cudaEventCreate(&slot.begin), "cudaEventCreate");
+      check(cudaEventCreate(&slot.end), "cudaEventCreate");
+    }
+    m->upload_weights(weights);
+    m->reserve(std::max(limits.max_tokens, limits.max_rows), limits.max_rows,
+               std::min(limits.max_context, std::max(config.context_length, 1)));
+    // One product of the largest batch, so that cuBLAS has made its own
+    // workspace before the caller measures the memory left for the KV pool.
+    m->gemm(m->classifier, config.vocab_size, config.dim, m->xb.get<uint16_t>(), std::max(limits.max_rows, 1),
+            m->logits.get<float>(), config.vocab_size, false);
+    check(cudaStreamSynchronize(m->stream), "warm-up product");
+  } catch (const std::exception& e) {
+    return make_error(Errc::unsupported, std::string("--device cuda:") + std::to_string(device) + ": " + e.what());
+  }
+  return std::unique_ptr<CudaStepRunner>(new CudaStepRunner(std::move(m)));
+}
+
+void CudaStepRunner::attach(std::shared_ptr<KvCache> kv) { impl_->kv = std::move(kv); }
+
+int64_t CudaStepRunner::weight_bytes() const { return impl_->weight_bytes; }
+
+void CudaStepRunner::reset() {
+  Impl& m = *impl_;
+  cudaSetDevice(m.device);
+  cudaStreamSynchronize(m.stream);  // its error, if any, was the fault's
+  m.flights.clear();
+  m.sampling.clear();
+}
+
+void CudaStepRunner::set_timeline(std::shared_ptr<cuda::Timeline> timeline) { impl_->timeline = std::move(timeline); }
+
+bool CudaStepRunner::pipelined() const { return true; }
+
+StepResult CudaStepRunner::run(StepPlan& plan) {
+  launch(plan);
+  return finish();
+}
+
+void CudaStepRunner::launch(StepPlan& plan) {
+  check(cudaSetDevice(impl_->device), "cudaSetDevice");  // the executor's thread, not the creator's
+  impl_->launch(plan);
+}
+
+bool CudaStepRunner::ready() {
+  Impl& m = *impl_;
+  if (m.flights.empty() || m.flights.front().done) return true;
+  const cudaError_t e = cudaEventQuery(m.flights.front().slot->end);
+  if (e == cudaErrorNotReady) return false;
+  check(e, "step");
+  return true;
+}
+
+StepResult CudaStepRunner::finish() {
+  Impl& m = *impl_;
+  if (m.flights.empty()) throw std::logic_error("CudaStepRunner::finish: no step was launched");
+  check(cudaSetDevice(m.device), "cudaSetDevice");
+  Impl::Flight& f = m.flights.front();
+  if (!f.done) m.complete(f);
+  StepResult result = std::move(f.result);
+  m.flights.pop_front();
+  return result;
+}
+
+void CudaStepRunner::Impl::complete(Flight& f) {
+  check(cudaEventSynchronize(f.slot->end), "step");
+  const auto start = std::chrono::steady_clock::now();
+  if (f.on_device)
+    sampling.accept(f.plan, f.slot->host_picks.get<int32_t>(), f.result);
+  else
+    sampling.sample(f.plan, host_logits.get<float>(), c.vocab_size, f.result);
+  float device_ms = 0.0f;
+  check(cudaEventElapsedTime(&device_ms, f.slot->begin, f.slot->end), "cudaEventElapsedTime");
+  f.result.forward_seconds =
+      double(device_ms) * 1e-3 + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  f.done = true;
+}
+
+void CudaStepRunner::Impl::settle() {
+  for (Flight& f : flights)
+    if (!f.done) complete(f);
+  check(cudaStreamSynchronize(stream), "step");
+}
+
+void CudaStepRunner::Impl::launch(StepPlan& plan) {
+  // At most one launched step stays unfinished ahead of this one.
+  for (Flight& f : flights)
+    if (!f.done && &f != &flights.back()) complete(f);
+  const ForwardBatch& b = plan.batch;
+  const int32_t n = b.num_tokens(), n_seqs = b.num_seqs();
+  int32_t rows = 0, max_context = 1;
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    const int32_t len = b.seq_token_begin[s + 1] - b.seq_token_begin[s];
+    if (len > 0) max_context = std::max(max_context, b.seq_start_pos[s] + len);
+    if (b.want_logits[s] && len > 0) ++rows;
+  }
+  // Before anything of this step is queued: room for it (the ints with a
+  // fill for every sequence at most).
+  reserve(n, rows, max_context);
+  grow(ints, StepInts(b, rows, plan.copies.size(), size_t(n_seqs)).total * sizeof(int32_t));
+
+  // The previous step's samples: on the device, this step's placeholders
+  // and penalties take them there; sampled on the host, this step waits.
+  Flight* previous = !flights.empty() && !flights.back().done ? &flights.back() : nullptr;
+  const bool ahead = previous != nullptr && previous->on_device;
+  if (ahead) {
+    sampling.begin_ahead(plan, previous->plan, fills);
+  } else {
+    if (previous != nullptr) complete(*previous);
+    fills.clear();
+    sampling.begin(plan);
+  }
+
+  Slot& slot = slots[next_slot];
+  next_slot ^= 1;
+  const StepInts at(b, rows, plan.copies.size(), fills.size());
+  slot.host_ints.reserve(at.total * sizeof(int32_t));
+  int32_t* h = slot.host_ints.get<int32_t>();
+  auto put = [&](size_t at_, const std::vector<int32_t>& v) { std::copy(v.begin(), v.end(), h + at_); };
+  put(at.tokens, b.tokens);
+  put(at.token_begin, b.seq_token_begin);
+  put(at.start_pos, b.seq_start_pos);
+  put(at.tables, b.block_tables);
+  put(at.table_begin, b.block_table_begin);
+  for (int32_t s = 0, r = 0; s < n_seqs; ++s) {
+    const int32_t begin = b.seq_token_begin[s], end = b.seq_token_begin[s + 1];
+    for (int32_t t = begin; t < end; ++t) h[at.positions + size_t(t)] = b.seq_start_pos[s] + (t - begin);
+    if (b.want_logits[s] && end > begin) h[at.logit_rows + size_t(r++)] = end - 1;
+  }
+  for (size_t i = 0; i < plan.copies.size(); ++i) {
+    h[at.pairs + 2 * i] = plan.copies[i].first;
+    h[at.pairs + 2 * i + 1] = plan.copies[i].second;
+  }
+  for (size_t i = 0; i < fills.size(); ++i) {
+    h[at.fills + 2 * i] = fills[i].first;
+    h[at.fills + 2 * i + 1] = fills[i].second;
+  }
+  int32_t* d = ints.get<int32_t>();
+  check(cudaEventRecord(slot.begin, stream), "cudaEventRecord");
+  cudaEvent_t began = nullptr, ended = nullptr;
+  if (timeline) {
+    check(cudaEventCreate(&began), "cudaEventCreate");
+    check(cudaEventCreate(&ended), "cudaEventCreate");
+    check(cudaEventRecord(began, stream), "cudaEventRecord");
+  }
+  if (at.total > 0)
+    check(cudaMemcpyAsync(d, h, at.total * sizeof(int32_t), cudaMemcpyHostToDevice, stream), "upload plan");
+  if (!fills.empty())
+    check(kernels::cuda::fill_tokens(d + at.tokens, d + at.fills, int32_t(fills.size()),
+                                     previous->slot->picks.get<int32_t>(), stream),
+          "fill_tokens");
+  if (!plan.copies.empty())
+    check(kernels::cuda::copy_blocks(kv->block_data(0), int64_t(kv->shape().block_bytes()), d + at.pairs,
+                                     int32_t(plan.copies.size()), stream),
+          "copy_blocks");
+  if (n > 0) forward(b, d, at, max_context, rows);
+
+  Flight f;
+  f.slot = &slot;
+  f.result.iteration = plan.iteration;
+  // Sampled on the device, the ids stay there for the next step; a step
+  // without logits rows has none to wait for either.
+  f.on_device = rows == 0 || sampling.device_inputs(plan, device_inputs);
+  if (rows > 0 && f.on_device) {
+    if (device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
+      throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");
+    sample_on_device(slot, rows, ahead ? previous->slot->picks.get<int32_t>() : nullptr);
+  }
+  if (timeline) {
+    check(cudaEventRecord(ended, stream), "cudaEventRecord");
+    timeline->add(cuda::Timeline::Lane::compute, began, ended);
+  }
+  if (rows > 0 && f.on_device) {
+    check(cudaMemcpyAsync(slot.host_picks.get(), slot.picks.get(), size_t(rows) * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, stream),
+          "download tokens");
+  } else if (!f.on_device) {
+    // No unfinished step reads it: one sampled on the host is completed before the next launches.
+    const size_t bytes = size_t(rows) * size_t(c.vocab_size) * sizeof(float);
+    host_logits.reserve(bytes);
+    check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream),
+          "download logits");
+  }
+  check(cudaEventRecord(slot.end, stream), "cudaEventRecord");
+  f.plan = std::move(plan);
+  flights.push_back(std::move(f));
+}
+
+}  // namespace conveyor

@@ -1,0 +1,1035 @@
+#include "engine/scheduler_core.hpp"
+
+#include <algorithm>
+#include <span>
+#include <string>
+
+#include "engine/prefix_index.hpp"
+
+namespace conveyor {
+
+const char* to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::none: return "none";
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+  }
+  return "unknown";
+}
+
+Expected<BatchingMode> parse_batching_mode(const std::string& name) {
+  if (name == "continuous") return BatchingMode::continuous;
+  if (name == "static") return BatchingMode::static_;
+  if (name == "static-padded") return BatchingMode::static_padded;
+  return make_error(Errc::invalid_argument, "unknown batching mode '" + name +
+                                                "' (expected continuous, static or static-padded)");
+}
+
+SchedulerCore::SchedulerCore(SchedulerConfig config)
+    : config_(std::move(config)),
+      waiting_(config_.aging_interval_seconds),
+      free_blocks_(config_.num_blocks),
+      free_host_blocks_(config_.num_host_blocks) {}
+
+int32_t SchedulerCore::blocks_for(int32_t tokens) const {
+  return (tokens + config_.block_size - 1) / config_.block_size;
+}
+
+int32_t SchedulerCore::free_estimate() const {
+  int32_t free = free_blocks_ + pending_free_blocks_;
+  for (seq_id id : pending_swap_out_done_) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) free += it->second.blocks_held;
+  }
+  return free;
+}
+
+SchedulerCore::Sequence* SchedulerCore::find(seq_id id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+bool SchedulerCore::is_stop(const Sequence& s, int32_t token) const {
+  const auto& stops = s.sampling.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return true;
+  if (s.sampling.ignore_eos) return false;
+  return std::find(config_.eos_ids.begin(), config_.eos_ids.end(), token) != config_.eos_ids.end();
+}
+
+// ---- requests ---------------------------------------------------------------
+
+Status SchedulerCore::submit(GenerateRequest r, double now) {
+  const auto n = int32_t(r.prompt.size());
+  if (n == 0) return make_error(Errc::invalid_argument, "the prompt is empty");
+  for (int32_t t : r.prompt) {
+    if (t < 0 || t >= config_.vocab_size)
+      return make_error(Errc::invalid_argument,
+                        "prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                            std::to_string(config_.vocab_size) + ")");
+  }
+  if (!r.resume.empty() && r.n != 1)
+    return make_error(Errc::invalid_argument, "a request that resumes generated tokens must have n = 1");
+  for (int32_t t : r.resume) {
+    if (t < 0 || t >= config_.vocab_size)
+      return make_error(Errc::invalid_argument, "resumed token id " + std::to_string(t) +
+                                                    " is outside the vocabulary [0, " +
+                                                    std::to_string(config_.vocab_size) + ")");
+  }
+  if (n + int32_t(r.resume.size()) >= config_.context_length && !r.resume.empty())
+    return make_error(Errc::invalid_argument, "the prompt and the resumed tokens fill the model's context");
+  if (n >= config_.context_length)
+    return make_error(Errc::invalid_argument,
+                      "the prompt has " + std::to_string(n) + " tokens; the model's context is " +
+                          std::to_string(config_.context_length));
+  if (const int32_t len = n + int32_t(r.resume.size()); blocks_for(len + 1) > config_.num_blocks)
+    return make_error(Errc::invalid_argument,
+                      "the prompt needs " + std::to_string(blocks_for(len + 1)) +
+                          " KV blocks; the cache holds " + std::to_string(config_.num_blocks));
+  if (Status s = validate(r.sampling, config_.vocab_size); !s) return s;
+  if (const int32_t most = std::min(config_.max_num_seqs, kMaxSamples); r.n < 1 || r.n > most)
+    return make_error(Errc::invalid_argument, "n must be between 1 and " + std::to_string(most) +
+                                                  " (the engine's max_num_seqs), got " + std::to_string(r.n));
+  if (r.id >= (r.automatic_id ? kFirstSampleSeqId : kFirstAutomaticRequestId))
+    return make_error(Errc::invalid_argument,
+                      "request ids must be below 2^62 (the engine numbers requests that come "
+                      "without an id from 2^62 up)");
+  if (seqs_.count(r.id) || groups_.count(r.id))
+    return make_error(Errc::invalid_argument, "duplicate request id");
+  if (int32_t(waiting_.size()) >= config_.max_waiting)
+    return make_error(Errc::resource_exhausted,
+                      "the waiting queue is full (" + std::to_string(config_.max_waiting) +
+                          " requests); try again later");
+
+  Sequence s;
+  s.id = r.id;
+  s.request = r.id;
+  s.samples = r.n;
+  if (r.n > 1) groups_.emplace(r.id, Group{{r.id}, r.n});
+  s.priority = r.priority;
+  s.arrival = next_arrival_++;
+  s.arrival_time = now;
+  s.prompt_len = n;
+  s.tokens = std::move(r.prompt);
+  s.tokens.insert(s.tokens.end(), r.resume.begin(), r.resume.end());
+  s.sampling = std::move(r.sampling);
+  s.sampling.max_tokens = std::min(s.sampling.max_tokens, config_.context_length - n);
+  if (s.generated() >= s.sampling.max_tokens)
+    return make_error(Errc::invalid_argument, "the resumed tokens already reach max_tokens");
+  if (r.n == 1) s.session = std::move(r.session);
+  waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, now});
+  seqs_.emplace(s.id, std::move(s));
+  return Status::ok();
+}
+
+void SchedulerCore::cancel(request_id id) {
+  if (id >= kFirstSampleSeqId) return;  // not a request's id
+  if (auto g = groups_.find(id); g != groups_.end()) {
+    for (seq_id seq : g->second.seqs) cancel_sequence(seq);
+    return;
+  }
+  cancel_sequence(id);
+}
+
+void SchedulerCore::cancel_sample(request_id id, int32_t index) {
+  if (id >= kFirstSampleSeqId || index < 0) return;
+  if (auto g = groups_.find(id); g != groups_.end()) {
+    if (size_t(index) < g->second.seqs.size() && g->second.seqs.size() > 1)
+      cancel_sequence(g->second.seqs[size_t(index)]);
+    return;
+  }
+  if (index == 0) cancel_sequence(id);
+}
+
+void SchedulerCore::cancel_sequence(seq_id id) {
+  Sequence* s = find(id);
+  if (s == nullptr || s->cancelled || s->padding) return;
+  s->cancelled = true;
+  cancelled_.push_back(id);
+}
+
+bool SchedulerCore::close_sample(request_id request) {
+  auto g = groups_.find(request);
+  if (g == groups_.end()) return true;
+  if (--g->second.open > 0) return false;
+  groups_.erase(g);
+  return true;
+}
+
+void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message, Errc code) {
+  emit_final(s, reason, message, code);
+  release_claims(s);
+  if ((reason == FinishReason::stop || reason == FinishReason::length) && !s.session.empty()) keep_for_session(s);
+  if (s.sampler_started) retired_samplers_.push_back(s.id);
+  release_blocks(s);
+  finished_.push_back({s.id, s.generated(), reason});
+  const seq_id id = s.id;
+  seqs_.erase(id);  // `s` dangles from here on
+}
+
+void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std::string& message,
+                               Errc code) {
+  // A request that ends before its first token ends all its samples.
+  for (int32_t i = 0; i < s.samples; ++i) {
+    TokenEvent e;
+    e.id = s.request;
+    e.index = s.samples > 1 ? i : s.index;
+    e.finish = reason;
+    e.prompt_tokens = s.prompt_len;
+    e.cached_prompt_tokens = s.cached_prompt_tokens;
+    e.completion_tokens = s.generated();
+    e.message = message;
+    if (reason == FinishReason::error) e.error_code = code;
+    e.request_done = close_sample(s.request);
+    events_.push_back(std::move(e));
+  }
+}
+
+void SchedulerCore::append_token(Sequence& s, int32_t token) {
+  const auto pos = int32_t(s.tokens.size());
+  s.tokens.push_back(token);
+  // A slot reserved while the token was a placeholder: the block manager
+  // learns the token for its hashes.
+  if (s.slots > pos) pending_fills_.push_back(TokenFill{s.id, pos, token});
+}
+
+void SchedulerCore::end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token) {
+  emit_final(s, reason, {});
+  finished_.push_back({s.id, s.generated(), reason});
+  if (stop_token >= 0) append_token(s, stop_token);  // the next step's input
+  s.padding = true;
+  ++num_padding_;
+}
+
+void SchedulerCore::retire_padding(Sequence& s) {
+  if (Planned* p = planned_for(s)) p->dropped = true;
+  release_claims(s);
+  if (s.sampler_started) retired_samplers_.push_back(s.id);
+  release_blocks(s);
+  remove_running(s.id);
+  --num_padding_;
+  const seq_id id = s.id;
+  seqs_.erase(id);
+}
+
+void SchedulerCore::drop_padding() {
+  const std::vector<seq_id> running = running_;
+  for (seq_id id : running) {
+    Sequence* s = find(id);
+    if (s != nullptr && s->padding) retire_padding(*s);
+  }
+}
+
+void SchedulerCore::release_blocks(const Sequence& s) {
+  if (s.blocks_held == 0 && s.state != State::swapped) return;
+  const int32_t device_blocks = s.state == State::swapped ? 0 : s.blocks_held;
+  if (s.last_plan > last_applied_) {  // an outstanding step still reads and writes them
+    deferred_frees_.push_back(DeferredFree{s.last_plan, s.id, device_blocks});
+    return;
+  }
+  pending_frees_.push_back(s.id);
+  pending_free_blocks_ += device_blocks;
+}
+
+void SchedulerCore::remove_running(seq_id id) {
+  auto it = std::find(running_.begin(), running_.end(), id);
+  if (it != running_.end()) running_.erase(it);
+}
+
+// ---- one iteration ----------------------------------------------------------
+
+std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
+  ++iteration_;
+  now_ = now;
+  if (flights_.empty()) drain_requested_ = false;
+  plan_.clear();
+  failed_.clear();
+  pending_swap_in_.clear();
+  expire_sessions(now);
+
+  // Cancelled sequences leave now, wherever they are; those in the middle of
+  // a copy leave when it completes (on_swap_done).
+  for (seq_id id : cancelled_) {
+    Sequence* s = find(id);
+    if (s == nullptr) continue;
+    switch (s->state) {
+      case State::waiting: waiting_.remove(id); [[fallthrough]];
+      case State::running:
+      case State::swapped:
+        remove_running(id);
+        std::erase(swapped_, id);
+        finish(*s, FinishReason::cancelled);
+        break;
+      case State::swapping_out:
+      case State::swapping_in: break;
+    }
+  }
+  std::erase_if(cancelled_, [this](seq_id id) { return find(id) == nullptr; });
+  // static_padded: the batch ends when only padding rows are left.
+  if (num_padding_ > 0 && num_padding_ == int32_t(running_.size()) && swapped_.empty()) drop_padding();
+
+  // Swapped sequences come back first, oldest first, while blocks allow.
+  int32_t free = free_estimate();
+  // Sessions let go of the kept blocks that the next waiting request needs
+  // now: the releases go out in this iteration's batch, before anything is
+  // allocated, so it need not fail once first.
+  if (!sessions_.empty() && swapped_.empty() && !waiting_.empty()) {
+    if (const WaitingEntry* w = waiting_.front(now); w != nullptr) {
+      const Sequence& next = seqs_.at(w->id);
+      const int32_t need = blocks_for(int32_t(next.tokens.size()) + 1) * next.samples;
+      if (need > free) free += release_oldest_sessions(need - free);
+    }
+  }
+  for (seq_id id : swapped_) {
+    Sequence* s = find(id);
+    if (s->state != State::swapped) continue;
+    if (int32_t(running_.size() + pending_swap_in_.size()) >= config_.max_num_seqs) break;
+    if (s->blocks_held + 1 > free) break;
+    free -= s->blocks_held + 1;
+    pending_swap_in_.push_back(id);
+  }
+
+  // A running request that has not forked yet will be `samples` sequences.
+  int32_t running = int32_t(running_.size());
+  for (seq_id id : running_) running += seqs_.at(id).samples - 1;
+  const bool room = running < config_.max_num_seqs && swapped_.empty();
+  const bool batch_open = config_.batching == BatchingMode::continuous || running_.empty();
+  if (!room || !batch_open || waiting_.empty()) return std::nullopt;
+
+  AdmissionQuery q;
+  q.free_blocks = free + session_blocks_;  // sessions let go of their blocks when they are wanted
+  q.total_blocks = config_.num_blocks;
+  q.block_size = config_.block_size;
+  q.num_running = running;
+  q.max_running = config_.max_num_seqs;
+  // Blocks the running sequences may still grow into (the conservative
+  // policy keeps them free).
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    const int32_t final_len = s.prompt_len + s.sampling.max_tokens;
+    q.reserved_blocks += std::max(0, blocks_for(final_len) - s.blocks_held);
+    // Each sample still to fork: its generated tokens and a copied last block.
+    q.reserved_blocks += (s.samples - 1) * (blocks_for(final_len) - s.prompt_len / config_.block_size);
+  }
+  const size_t limit = size_t(config_.max_num_seqs - q.num_running);
+  for (const WaitingEntry& w : waiting_.ordered(now, limit)) {
+    const Sequence& s = seqs_.at(w.id);
+    q.candidates.push_back(AdmissionCandidate{s.id, int32_t(s.tokens.size()),
+                                              s.sampling.max_tokens - s.generated(), s.priority,
+                                              s.arrival, s.samples});
+  }
+  return q;
+}
+
+void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
+  for (const auto& [id, reason] : decision.rejected) {
+    Sequence* s = find(id);
+    if (s == nullptr || s->state != State::waiting) continue;
+    waiting_.remove(id);
+    finish(*s, FinishReason::error, reason);
+  }
+  for (seq_id id : decision.admitted) {
+    Sequence* s = find(id);
+    if (s == nullptr || s->state != State::waiting || s->cancelled) continue;
+    if (config_.wait_for_shared_prefix && waits_for_shared_prefix(*s)) continue;  // stays queued
+    waiting_.remove(id);
+    plan(*s, 0, /*is_new=*/true, false);
+  }
+}
+
+bool SchedulerCore::waits_for_shared_prefix(Sequence& s) {
+  const int32_t bs = config_.block_size;
+  // The blocks the prefix cache can give: full ones before the last token.
+  const int32_t full = (int32_t(s.tokens.size()) - 1) / bs;
+  std::vector<uint64_t>& hashes = scratch_hashes_;
+  hashes.clear();
+  uint64_t h = 0;
+  for (int32_t b = 0; b < full; ++b) {
+    h = prefix_key_hash(h, std::span<const int32_t>(s.tokens).subspan(size_t(b * bs), size_t(bs)));
+    hashes.push_back(h);
+    auto it = prefix_claims_.find(h);
+    if (it == prefix_claims_.end() || it->second.owner == s.id) continue;
+    const Sequence* owner = find(it->second.owner);
+    const bool live = owner != nullptr && !owner->cancelled &&
+                      (owner->state == State::running ||
+                       (owner->state == State::waiting && owner->claimed_at == iteration_ && owner->plan_slot >= 0));
+    if (live && owner->num_computed < it->second.end) {
+      if (!s.waited_for_prefix) ++prefix_waits_;
+      s.waited_for_prefix = true;
+      return true;
+    }
+  }
+  // Nobody computes them: s claims the ones without a live owner, so that
+  // later arrivals wait for s.
+  s.claimed_at = iteration_;
+  for (int32_t b = 0; b < full; ++b) {
+    auto [it, inserted] = prefix_claims_.try_emplace(hashes[size_t(b)], PrefixClaim{s.id, (b + 1) * bs});
+    if (!inserted) {
+      if (it->second.owner == s.id) continue;
+      const Sequence* owner = find(it->second.owner);
+      if (owner != nullptr && owner->state == State::running) continue;  // computed already
+      it->second = PrefixClaim{s.id, (b + 1) * bs};
+    }
+    s.claims.push_back(hashes[size_t(b)]);
+  }
+  return false;
+}
+
+void SchedulerCore::release_claims(Sequence& s) {
+  for (uint64_t h : s.claims) {
+    auto it = prefix_claims_.find(h);
+    if (it != prefix_claims_.end() && it->second.owner == s.id) prefix_claims_.erase(it);
+  }
+  s.claims.clear();
+}
+
+// ---- sessions -------------------------------------------------------------------
+
+void SchedulerCore::keep_for_session(const Sequence& s) {
+  if (s.state != State::running || s.blocks_held == 0 || s.samples != 1 || config_.session_max_blocks <= 0) return;
+  release_session(s.session);  // an earlier turn's, if still kept
+  const seq_id keeper = next_sample_id_++;
+  // Forks go to the block manager before frees, so the blocks never drop to 0 references.
+  pending_forks_.push_back(SeqFork{s.id, keeper});
+  sessions_[s.session] = Kept{keeper, s.blocks_held, now_ + config_.session_ttl_seconds, next_kept_++};
+  session_blocks_ += s.blocks_held;
+  if (session_blocks_ > config_.session_max_blocks) release_oldest_sessions(session_blocks_ - config_.session_max_blocks);
+}
+
+void SchedulerCore::release_session(const std::string& name) {
+  auto it = sessions_.find(name);
+  if (it == sessions_.end()) return;
+  pending_frees_.push_back(it->second.seq);
+  session_blocks_ -= it->second.blocks;
+  sessions_.erase(it);
+}
+
+int32_t SchedulerCore::release_oldest_sessions(int32_t blocks) {
+  int32_t released = 0;
+  while (released < blocks && !sessions_.empty()) {
+    auto oldest = sessions_.begin();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+      if (it->second.order < oldest->second.order) oldest = it;
+    released += oldest->second.blocks;
+    const std::string name = oldest->first;
+    release_session(name);
+  }
+  return released;
+}
+
+void SchedulerCore::expire_sessions(double now) {
+  std::vector<std::string> expired;
+  for (const auto& [name, kept] : sessions_)
+    if (kept.expires <= now) expired.push_back(name);
+  for (const std::string& name : expired) release_session(name);
+}
+
+std::optional<double> SchedulerCore::next_session_expiry() const {
+  std::optional<double> next;
+  for (const auto& [name, kept] : sessions_)
+    if (!next || kept.expires < *next) next = kept.expires;
+  return next;
+}
+
+// Everything the block manager must hear before it allocates: computed
+// progress, releases and swap completions. Every batch carries what has
+// accumulated, so a completion that arrived in the middle of an iteration is
+// applied before that sequence can be chosen as a victim.
+void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
+  batch.fills = std::move(pending_fills_);
+  pending_fills_.clear();
+  batch.computed = std::move(pending_computed_);
+  pending_computed_.clear();
+  pending_computed_.reserve(batch.computed.size());
+  batch.forks = std::move(pending_forks_);
+  pending_forks_.clear();
+  batch.frees = std::move(pending_frees_);
+  pending_frees_.clear();
+  pending_free_blocks_ = 0;
+  batch.swap_out_done = std::move(pending_swap_out_done_);
+  pending_swap_out_done_.clear();
+  batch.swap_in_done = std::move(pending_swap_in_done_);
+  pending_swap_in_done_.clear();
+}
+
+AllocationBatch SchedulerCore::build_allocation() {
+  AllocationBatch batch;
+  batch.requests.reserve(running_.size() + plan_.size());
+  batch.tokens.reserve(running_.size() + plan_.size());
+  take_pending_updates(batch);
+  batch.swap_in = pending_swap_in_;
+
+  // Token budget: running sequences first (decodes before prefill chunks,
+  // in admission order), then the newly admitted ones.
+  int32_t budget = config_.max_batched_tokens;
+  std::vector<Planned> admitted = std::move(plan_);
+  plan_.clear();
+  auto schedule = [&](Sequence& s, bool is_new) {
+    // Its samples fork when the outstanding step's result arrives: it waits
+    // for them, so that they fork from exactly its prompt's blocks.
+    if (s.fork_planned && s.samples > 1) return false;
+    // Its last token is on its way (an outstanding step samples it): nothing to run.
+    if (s.unconfirmed > 0 && ((!s.padding && s.generated() + s.unconfirmed >= s.sampling.max_tokens) ||
+                              s.length() >= config_.context_length))
+      return false;
+    const int32_t remaining = s.length() - s.scheduled;
+    const int32_t n = std::min({remaining, config_.prefill_chunk, budget});
+    if (n <= 0) return false;
+    budget -= n;
+    const bool needs_slots = is_new || s.slots < s.scheduled + n;
+    plan(s, n, is_new, /*granted=*/!needs_slots);
+    if (needs_slots) request_slots(batch, s, is_new, s.scheduled + n);
+    return true;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (seq_id id : running_) {
+      Sequence& s = seqs_.at(id);
+      if (s.state != State::running) continue;
+      const bool decoding = s.length() - s.scheduled == 1;
+      if (decoding == (pass == 0)) schedule(s, false);
+    }
+  }
+  for (const Planned& p : admitted) {
+    Sequence& s = seqs_.at(p.id);
+    if (!schedule(s, true)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
+  }
+  return batch;
+}
+
+void SchedulerCore::plan(Sequence& s, int32_t max_new, bool is_new, bool granted) {
+  s.plan_slot = int32_t(plan_.size());
+  plan_.push_back(Planned{s.id, max_new, is_new, granted, false});
+}
+
+SchedulerCore::Planned* SchedulerCore::planned_for(const Sequence& s) {
+  if (s.plan_slot < 0 || s.plan_slot >= int32_t(plan_.size())) return nullptr;
+  Planned& p = plan_[size_t(s.plan_slot)];
+  return p.id == s.id && !p.dropped ? &p : nullptr;
+}
+
+void SchedulerCore::request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end) {
+  const auto begin = int32_t(batch.tokens.size());
+  if (is_new) {
+    batch.tokens.insert(batch.tokens.end(), s.tokens.begin(), s.tokens.end());
+  } else {  // tokens an outstanding step samples are placeholders until a TokenFill
+    const int32_t known = std::min(end, int32_t(s.tokens.size()));
+    if (s.slots < known) batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.slots, s.tokens.begin() + known);
+    batch.tokens.resize(batch.tokens.size() + size_t(end - std::max(s.slots, known)), -1);
+  }
+  batch.requests.push_back(BlockRequest{s.id, is_new, begin, int32_t(batch.tokens.size())});
+}
+
+void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result) {
+  s.block_table.resize(size_t(g.table_begin));
+  s.block_table.insert(s.block_table.end(), result.blocks.begin() + g.blocks_begin,
+                       result.blocks.begin() + g.blocks_end);
+  s.blocks_held = int32_t(s.block_table.size());
+}
+
+// Only with no step outstanding (preemption waits for the pipeline to
+// drain), so its blocks go back at once and it can be admitted afresh.
+void SchedulerCore::requeue_for_recompute(Sequence& s) {
+  release_blocks(s);
+  release_claims(s);
+  s.state = State::waiting;
+  s.blocks_held = 0;
+  s.block_table.clear();
+  s.num_computed = 0;
+  s.scheduled = 0;
+  s.slots = 0;
+  waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
+}
+
+std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationResult& result) {
+  free_blocks_ = result.free_blocks;
+  free_host_blocks_ = result.free_host_blocks;
+  copies_.insert(copies_.end(), result.copies.begin(), result.copies.end());
+  for (const SwapOrder& order : result.swaps) {
+    swap_orders_.push_back(order);
+    std::erase(swap_out_requested_, order.seq);
+  }
+  // A swap-out the block manager refused (host space taken meanwhile): the
+  // victim is recomputed instead.
+  for (seq_id id : swap_out_requested_) {
+    Sequence* s = find(id);
+    if (s == nullptr || s->state != State::swapping_out) continue;
+    --preemptions_swap_;
+    ++preemptions_recompute_;
+    std::erase(swapped_, id);
+    requeue_for_recompute(*s);
+  }
+  swap_out_requested_.clear();
+  for (const BlockGrant& g : result.swap_in_grants) {
+    Sequence* s = find(g.seq);
+    if (s == nullptr || !g.ok) continue;
+    s->state = State::swapping_in;
+    apply_grant(*s, g, result);
+    std::erase(swapped_, g.seq);
+  }
+
+  int32_t shortfall = 0;
+  int32_t new_shortfall = 0;  // of requests not admitted after all
+  bool padding_short = false;
+  for (const BlockGrant& g : result.grants) {
+    Sequence* s = find(g.seq);
+    Planned* planned = s != nullptr ? planned_for(*s) : nullptr;
+    if (planned == nullptr) continue;
+    if (g.ok) {
+      planned->granted = true;
+      apply_grant(*s, g, result);
+      if (planned->is_new) {
+        s->slots = int32_t(s->tokens.size());
+        // The last token is always computed, so that its logits exist.
+        const int32_t cap = (int32_t(s->tokens.size()) - 1) / config_.block_size * config_.block_size;
+        s->num_computed = std::min(g.cached_tokens, cap);
+        s->scheduled = s->num_computed;
+        if (!s->admitted_once) {
+          s->cached_prompt_tokens = s->num_computed;
+          queue_times_.push_back(now_ - s->arrival_time);
+        }
+        s->admitted_once = true;
+        s->state = State::running;
+        running_.push_back(s->id);
+        if (!s->session.empty()) release_session(s->session);  // it holds the blocks it reuses now
+      } else {
+        s->slots = std::max(s->slots, s->scheduled + planned->max_new);
+      }
+      continue;
+    }
+    planned->dropped = true;
+    if (s->padding) {
+      padding_short = true;
+      continue;
+    }
+    if (planned->is_new) {  // not admitted after all: back to the queue
+      waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
+      new_shortfall += std::max(g.shortfall, 1);
+      continue;
+    }
+    if (blocks_for(int32_t(s->tokens.size()) + 1) > config_.num_blocks) {
+      remove_running(s->id);
+      finish(*s, FinishReason::length, "the sequence outgrew the whole KV cache");
+      continue;
+    }
+    shortfall += g.shortfall;
+    failed_.push_back(Short{g.seq, planned->max_new});
+  }
+  // Blocks already on their way to host memory will be free soon: sequences
+  // short of blocks wait for them rather than preempting more.
+  for (seq_id id : swapped_) {
+    const Sequence& s = seqs_.at(id);
+    if (s.state == State::swapping_out) shortfall -= s.blocks_held;
+  }
+  // Padding rows give their blocks up before anybody is preempted; those
+  // short of blocks try again next iteration.
+  if (num_padding_ > 0 && (padding_short || (!failed_.empty() && shortfall > 0))) {
+    drop_padding();
+    failed_.clear();
+    return std::nullopt;
+  }
+  // Sessions let go of their kept blocks before anybody is preempted or
+  // turned away; those short of blocks try again next iteration.
+  if (!sessions_.empty() && (new_shortfall > 0 || (!failed_.empty() && shortfall > 0))) {
+    release_oldest_sessions(std::max(shortfall, 0) + new_shortfall);
+    failed_.clear();
+    return std::nullopt;
+  }
+  if (failed_.empty() || shortfall <= 0) {
+    failed_.clear();
+    return std::nullopt;
+  }
+  if (!flights_.empty()) {  // victims may only be chosen among sequences no step touches
+    drain_requested_ = true;
+    failed_.clear();
+    return std::nullopt;
+  }
+
+  PreemptionQuery q;
+  q.shortfall = shortfall;
+  q.free_host_blocks = free_host_blocks_;
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    if (s.state != State::running) continue;
+    q.running.push_back(PreemptionCandidate{s.id, s.priority, s.arrival, s.blocks_held,
+                                            s.num_computed, s.blocks_held});
+  }
+  return q;
+}
+
+AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decision) {
+  AllocationBatch retry;
+  for (const Victim& v : decision.victims) {
+    Sequence* s = find(v.seq);
+    if (s == nullptr || s->state != State::running) continue;
+    if (Planned* p = planned_for(*s)) p->dropped = true;
+    std::erase_if(failed_, [&](const Short& f) { return f.id == v.seq; });
+    remove_running(v.seq);
+    if (v.mode == PreemptionMode::swap) {
+      ++preemptions_swap_;
+      s->state = State::swapping_out;
+      swapped_.push_back(s->id);
+      retry.swap_out.push_back(s->id);
+      swap_out_requested_.push_back(s->id);
+    } else {
+      ++preemptions_recompute_;
+      requeue_for_recompute(*s);
+    }
+  }
+  take_pending_updates(retry);  // the recompute victims' blocks go back first
+  // The sequences that were short try once more, within the share of the
+  // iteration's token budget they had; if the victims did not free enough
+  // (or are still being copied out), they sit this iteration out.
+  for (const Short& f : failed_) {
+    Sequence& s = seqs_.at(f.id);
+    const int32_t remaining = s.length() - s.scheduled;
+    const int32_t n = std::min(remaining, f.budget);
+    plan(s, n, false, false);
+    request_slots(retry, s, false, s.scheduled + n);
+  }
+  failed_.clear();
+  return retry;
+}
+
+StepPlan SchedulerCore::build_step() {
+  StepPlan plan;
+  plan.iteration = iteration_;
+  plan.seq_ids.reserve(plan_.size());
+  plan.batch.seq_start_pos.reserve(plan_.size());
+  plan.batch.seq_token_begin.reserve(plan_.size() + 1);
+  plan.batch.block_table_begin.reserve(plan_.size() + 1);
+  plan.batch.want_logits.reserve(plan_.size());
+  plan.batch.tokens.reserve(plan_.size());
+  plan.batch.block_tables.reserve(block_table_hint_);
+  for (Planned& p : plan_) {
+    if (!p.granted || p.dropped) continue;
+    Sequence& s = seqs_.at(p.id);
+    const int32_t len = s.length();
+    const int32_t n = std::min(p.max_new, len - s.scheduled);
+    if (n <= 0) {
+      p.dropped = true;
+      continue;
+    }
+    p.max_new = n;
+    const bool last = s.scheduled + n == len;
+    p.samples = last;
+    std::span<const int32_t> span(s.tokens);
+    if (s.scheduled + n <= int32_t(s.tokens.size())) {
+      span = span.subspan(size_t(s.scheduled), size_t(n));
+    } else {  // ends with the token an outstanding step samples
+      scratch_tokens_.assign(s.tokens.begin() + std::min(s.scheduled, int32_t(s.tokens.size())), s.tokens.end());
+      scratch_tokens_.resize(size_t(n), -1);
+      span = scratch_tokens_;
+    }
+    plan.batch.add_sequence(span, s.scheduled, s.block_table, last);
+    plan.seq_ids.push_back(s.id);
+    s.scheduled += n;
+    s.last_plan = iteration_;
+    if (!s.sampler_started) {
+      s.sampler_started = true;
+      plan.new_samplers.emplace_back(s.id, s.sampling);
+      plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+      plan.new_sampler_history.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
+    }
+    if (last && s.samples > 1 && !s.fork_planned) plan_forks(s, plan);
+    if (last) ++s.unconfirmed;
+  }
+  if (plan.batch.num_seqs() == 0) {  // not sent: copies and retirements wait for the next
+    plan_.clear();
+    return plan;
+  }
+  plan.copies = std::move(copies_);
+  copies_.clear();
+  plan.retired = std::move(retired_samplers_);
+  retired_samplers_.clear();
+  block_table_hint_ = plan.batch.block_tables.size();
+  flights_.push_back(Flight{iteration_, std::move(plan_), std::move(step_forks_)});
+  plan_.clear();
+  step_forks_.clear();
+  // KV utilization: tokens with KV (after this step) over the slots of all
+  // device blocks held by running sequences.
+  uint64_t live = 0, slots = 0;
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    if (s.state != State::running) continue;
+    live += uint64_t(s.slots);
+    slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+  }
+  if (slots > 0) {
+    kv_live_sum_ += live;
+    kv_slots_sum_ += slots;
+  }
+  return plan;
+}
+
+bool SchedulerCore::can_build() const {
+  return flights_.empty() || (config_.overlap && flights_.size() == 1 && !drain_requested_);
+}
+
+// The step that samples a parent's first token samples its other n - 1
+// samples too, each with its own sampler (seed + index when seeded).
+void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
+  parent.fork_planned = true;
+  for (int32_t i = 1; i < parent.samples; ++i) {
+    const seq_id child = next_sample_id_++;
+    SamplingParams params = parent.sampling;
+    if (params.has_seed) params.seed += uint64_t(i);
+    plan.new_samplers.emplace_back(child, std::move(params));
+    plan.new_sampler_prompts.emplace_back(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len);
+    plan.new_sampler_history.emplace_back();
+    plan.forks.emplace_back(parent.id, child);
+    step_forks_.push_back(Fork{parent.id, child, i});
+  }
+}
+
+// The forks of a step that completed become sequences holding the parent's
+// prompt blocks (the block manager forks them first thing in the next batch).
+// The parent sat out the steps planned meanwhile, so it holds exactly its
+// prompt, whose KV is computed now.
+void SchedulerCore::apply_forks(const std::vector<Fork>& forks) {
+  for (const Fork& f : forks) {
+    Sequence* parent = find(f.parent);
+    if (parent == nullptr || parent->cancelled) {  // it ends all its samples itself
+      retired_samplers_.push_back(f.child);
+      continue;
+    }
+    Sequence child = *parent;
+    child.id = f.child;
+    child.index = f.index;
+    child.samples = 1;
+    child.fork_planned = false;
+    child.plan_slot = -1;
+    child.claims.clear();  // the parent's
+    child.tokens.resize(size_t(parent->prompt_len));
+    child.num_computed = child.scheduled = child.slots = parent->prompt_len;
+    child.unconfirmed = 0;
+    child.last_plan = 0;
+    child.block_table.resize(size_t(blocks_for(parent->prompt_len)));
+    child.blocks_held = int32_t(child.block_table.size());
+    if (child.sampling.has_seed) child.sampling.seed += uint64_t(f.index);
+    groups_.at(parent->request).seqs.push_back(f.child);
+    running_.push_back(f.child);
+    pending_forks_.push_back(SeqFork{f.parent, f.child});
+    seqs_.emplace(f.child, std::move(child));  // `parent` stays valid: map nodes do not move
+    parent->samples = 1;
+  }
+}
+
+void SchedulerCore::apply_step(const StepResult& result, double now) {
+  (void)now;
+  if (flights_.empty() || flights_.front().iteration != result.iteration) return;  // not an outstanding step
+  Flight flight = std::move(flights_.front());
+  flights_.erase(flights_.begin());
+  last_applied_ = flight.iteration;
+  for (const Planned& p : flight.planned) {
+    if (!p.granted || p.dropped) continue;
+    Sequence* s = find(p.id);
+    if (s == nullptr) continue;
+    s->num_computed += p.max_new;
+    if (p.samples) --s->unconfirmed;
+    pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
+  }
+  apply_forks(flight.forks);
+  for (const SampledToken& t : result.tokens) {
+    Sequence* s = find(t.seq);
+    if (s == nullptr || s->cancelled) continue;
+    const int32_t token = t.result.token;
+    const bool padded = config_.batching == BatchingMode::static_padded;
+    if (s->padding) {  // its token only feeds its next step
+      if (s->length() >= config_.context_length) {
+        retire_padding(*s);
+        continue;
+      }
+      append_token(*s, token);
+      continue;
+    }
+    if (is_stop(*s, token)) {
+      if (padded && s->length() < config_.context_length) {
+        end_into_padding(*s, FinishReason::stop, token);
+        continue;
+      }
+      remove_running(s->id);
+      finish(*s, FinishReason::stop);
+      continue;
+    }
+    append_token(*s, token);
+    TokenEvent e;
+    e.id = s->request;
+    e.index = s->index;
+    e.token = token;
+    e.logprob = t.result.logprob;
+    e.top = t.result.top;
+    events_.push_back(std::move(e));
+    if (s->generated() >= s->sampling.max_tokens ||
+        int32_t(s->tokens.size()) >= config_.context_length) {
+      if (padded && int32_t(s->tokens.size()) < config_.context_length) {
+        end_into_padding(*s, FinishReason::length, -1);
+        continue;
+      }
+      remove_running(s->id);
+      finish(*s, FinishReason::length);
+    }
+  }
+  // Blocks that only this step still used can go back now.
+  std::erase_if(deferred_frees_, [this](const DeferredFree& d) {
+    if (d.after > last_applied_) return false;
+    pending_frees_.push_back(d.seq);
+    pending_free_blocks_ += d.blocks;
+    return true;
+  });
+}
+
+// ---- faults -------------------------------------------------------------------
+
+void SchedulerCore::recover_from_fault(const std::string& why) {
+  // The sequences the lost work concerned: those holding KV, and those in
+  // the iteration being built (a fault in their first allocation counts).
+  std::vector<seq_id> touched;
+  for (const Planned& p : plan_) touched.push_back(p.id);
+  for (const auto& [id, s] : seqs_)
+    if (s.state != State::waiting) touched.push_back(id);
+  std::sort(touched.begin(), touched.end());
+  // What the old block manager, runner and swap engine were to hear or do.
+  flights_.clear();
+  step_forks_.clear();
+  deferred_frees_.clear();
+  pending_fills_.clear();
+  pending_computed_.clear();
+  pending_forks_.clear();
+  pending_frees_.clear();
+  pending_free_blocks_ = 0;
+  pending_swap_out_done_.clear();
+  pending_swap_in_done_.clear();
+  pending_swap_in_.clear();
+  swap_out_requested_.clear();
+  swap_orders_.clear();
+  copies_.clear();
+  retired_samplers_.clear();  // the fresh runner has none
+  failed_.clear();
+  plan_.clear();
+  drain_requested_ = false;
+  last_applied_ = iteration_;
+  free_blocks_ = config_.num_blocks;
+  free_host_blocks_ = config_.num_host_blocks;
+  running_.clear();
+  swapped_.clear();
+  prefix_claims_.clear();
+  sessions_.clear();  // the fresh block manager holds nothing
+  session_blocks_ = 0;
+
+  std::vector<seq_id> ids;
+  ids.reserve(seqs_.size());
+  for (const auto& [id, s] : seqs_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [this](seq_id a, seq_id b) {
+    return seqs_.at(a).arrival != seqs_.at(b).arrival ? seqs_.at(a).arrival < seqs_.at(b).arrival : a < b;
+  });
+  for (seq_id id : ids) {
+    Sequence& s = seqs_.at(id);
+    const bool involved = std::binary_search(touched.begin(), touched.end(), id);
+    s.state = State::waiting;
+    s.blocks_held = 0;
+    s.block_table.clear();
+    s.num_computed = s.scheduled = s.slots = 0;
+    s.unconfirmed = 0;
+    s.last_plan = 0;
+    s.plan_slot = -1;
+    s.fork_planned = false;
+    s.sampler_started = false;
+    s.claims.clear();
+    if (s.padding) {  // it already ended for its client
+      --num_padding_;
+      seqs_.erase(id);
+      continue;
+    }
+    if (s.cancelled) {
+      waiting_.remove(id);
+      finish(s, FinishReason::cancelled);
+      continue;
+    }
+    if (involved && (!config_.recompute_after_fault || ++s.fault_retries > config_.max_fault_retries)) {
+      waiting_.remove(id);
+      const std::string tries = config_.recompute_after_fault
+                                    ? " (restarted " + std::to_string(config_.max_fault_retries) + " times for it)"
+                                    : "";
+      finish(s, FinishReason::error, "the engine failed: " + why + tries, Errc::internal);
+      continue;
+    }
+    if (!waiting_.contains(id)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
+  }
+  cancelled_.clear();
+  num_padding_ = 0;
+}
+
+// ---- swap ---------------------------------------------------------------------
+
+std::vector<SwapOrder> SchedulerCore::take_swap_orders() {
+  std::vector<SwapOrder> out = std::move(swap_orders_);
+  swap_orders_.clear();
+  return out;
+}
+
+void SchedulerCore::on_swap_done(const SwapDone& done) {
+  Sequence* s = find(done.seq);
+  if (s == nullptr) return;
+  if (s->cancelled) {  // free() releases device and host blocks alike
+    std::erase(swapped_, s->id);
+    finish(*s, FinishReason::cancelled);
+    return;
+  }
+  if (done.direction == SwapDirection::out) {
+    pending_swap_out_done_.push_back(s->id);
+    s->state = State::swapped;
+  } else {
+    pending_swap_in_done_.push_back(s->id);
+    s->state = State::running;
+    running_.push_back(s->id);
+  }
+}
+
+std::vector<TokenEvent> SchedulerCore::take_events() {
+  std::vector<TokenEvent> out = std::move(events_);
+  events_.clear();
+  return out;
+}
+
+void SchedulerCore::take_events(std::vector<TokenEvent>& out) {
+  out.clear();
+  out.swap(events_);
+}
+
+std::vector<FinishedSequence> SchedulerCore::take_finished() {
+  std::vector<FinishedSequence> out = std::move(finished_);
+  finished_.clear();
+  return out;
+}
+
+std::vector<double> SchedulerCore::take_queue_times() {
+  std::vector<double> out = std::move(queue_times_);
+  queue_times_.clear();
+  return out;
+}
+
+// ---- introspection ------------------------------------------------------------
+
+size_t SchedulerCore::num_waiting() const { return waiting_.size(); }
+size_t SchedulerCore::num_running() const { return running_.size(); }
+size_t SchedulerCore::num_swapped() const { return swapped_.size(); }
+bool SchedulerCore::idle() const {
+  return seqs_.empty() && flights_.empty() && deferred_frees_.empty() && pending_frees_.empty() &&
+         pending_computed_.empty() && pending_forks_.empty() && pending_fills_.empty() &&
+         pending_swap_out_done_.empty() && pending_swap_in_done_.empty();
+  // Samplers to retire travel with the next step, whenever one comes.
+}
+
+bool SchedulerCore::has_runnable_work() const {
+  return !running_.empty() || !waiting_.empty() || !cancelled_.empty() ||
+         !pending_swap_out_done_.empty() || !pending_swap_in_done_.empty() ||
+         std::any_of(swapped_.begin(), swapped_.end(),
+                     [this](seq_id id) { return seqs_.at(id).state == State::swapped; });
+}
+
+uint64_t SchedulerCore::preemptions(PreemptionMode mode) const {
+  return mode == PreemptionMode::swap ? preemptions_swap_ : preemptions_recompute_;
+}
+
+}  // namespace conveyor

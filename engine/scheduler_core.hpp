@@ -1,0 +1,369 @@
+// The scheduler's logic without actors: queues, per-sequence token state and
+// the phases of one iteration. The scheduler actor (actors/scheduler_actor.hpp)
+// moves the values each phase returns to the block manager, policy, swap and
+// executor actors and feeds their answers back; tests drive the same phases
+// directly with plain objects.
+//
+// One iteration:
+//   begin_iteration()        retire cancelled work; returns an admission query if
+//                            there is room to admit (ask the admission policy)
+//   apply_admission(...)     move admitted requests into this iteration
+//   build_allocation()       the blocks every scheduled sequence needs now
+//   apply_allocation(...)    returns a preemption query when running sequences
+//                            are short of blocks (ask the preemption policy),
+//   apply_preemption(...)    then retry with the returned batch
+//   build_step()             the executor's step plan (empty: nothing to run)
+//   apply_step(...)          append sampled tokens, finish sequences, emit events
+//
+// Planning ahead (config.overlap): the next step may be built while the
+// previous one runs, so that the executor finds it queued and runs back to
+// back. Such a plan cannot know the tokens the running step samples: a
+// sequence that decodes in both steps gets a placeholder (-1) that the
+// executor fills with its own last sample, and its slot is reserved before
+// the token is known (the token reaches the block manager later, as a
+// TokenFill). A sequence that the running step ends (a stop token) runs one
+// wasted decode in the planned step. At most one step is outstanding while a
+// plan is built (can_build()); blocks of a finished sequence are released
+// only once no outstanding step uses them; and a sequence short of blocks
+// while a step is outstanding sits out, and the next plan waits for the
+// pipeline to drain, so preemption (and every swap-out) only ever concerns
+// sequences that no running step touches.
+//
+// A request with n > 1 samples is one sequence until its prompt is computed;
+// the step that samples its first token samples n (one per sample, from the
+// same logits row), and the scheduler forks n - 1 sequences that share the
+// prompt's blocks (the block manager copies a shared, partly filled block on
+// its first write). Until that step's result is in, the parent sits out, so
+// the samples fork from exactly the prompt's blocks. From then on each sample
+// is a sequence of its own that can be preempted, swapped and finished alone;
+// the request ends when all have.
+//
+// Thread-safety: none; the scheduler actor is its only user.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_types.hpp"
+#include "base/status.hpp"
+#include "policies/admission.hpp"
+#include "policies/preemption.hpp"
+#include "policies/waiting_queue.hpp"
+
+namespace conveyor {
+
+enum class BatchingMode : uint8_t {
+  continuous,  // a finished sequence's slot is refilled at the next iteration
+  static_,     // run a batch until its longest member finishes, then admit more
+  // As static_, and a finished member keeps its row in the batch, decoding
+  // tokens nobody receives, until the batch ends: the fixed batch shape of
+  // request-level batching systems (its client has its answer at once).
+  static_padded,
+};
+Expected<BatchingMode> parse_batching_mode(const std::string& name);
+
+struct SchedulerConfig {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;           // device KV blocks
+  int32_t num_host_blocks = 0;      // swap space
+  int32_t max_num_seqs = 256;       // running sequences at once
+  int32_t max_batched_tokens = 2048;  // tokens per iteration
+  int32_t prefill_chunk = 512;      // longest prefill span per sequence per iteration
+  int32_t max_waiting = 4096;       // waiting queue bound: past it, submit fails
+  int32_t context_length = 0;       // the model's
+  int32_t vocab_size = 0;           // the model's
+  std::vector<int32_t> eos_ids;     // the model's end tokens
+  BatchingMode batching = BatchingMode::continuous;
+  double aging_interval_seconds = 5.0;  // waiting priority rises one level per interval
+  bool overlap = true;              // build the next step while one runs
+  // After an engine fault (recover_from_fault): true, the sequences a lost
+  // step touched are recomputed from their tokens so far, each at most
+  // max_fault_retries times; false, they end with an error at once.
+  bool recompute_after_fault = true;
+  int32_t max_fault_retries = 2;
+  // A request whose leading full blocks another running sequence is still
+  // computing waits for them (then finds them in the prefix cache) instead
+  // of computing them too. Only useful with the block manager's prefix cache.
+  bool wait_for_shared_prefix = true;
+  // Sessions (GenerateRequest::session): how long a session's blocks are
+  // kept after its request ends, and the most device blocks all sessions
+  // may keep (past it, the oldest session lets go).
+  double session_ttl_seconds = 60.0;
+  int32_t session_max_blocks = 0;
+};
+
+struct FinishedSequence {
+  seq_id seq = 0;
+  int32_t generated = 0;
+  FinishReason reason = FinishReason::none;
+};
+
+class SchedulerCore {
+ public:
+  explicit SchedulerCore(SchedulerConfig config);
+
+  // ---- requests ----------------------------------------------------------
+  // Queues a request. Errors: invalid prompt or parameters, or the waiting
+  // queue is full (Errc::unsupported is not used; see engine_errc below).
+  Status submit(GenerateRequest request, double now);
+  // Marks a request (all its samples) cancelled; it leaves at the next
+  // iteration boundary.
+  void cancel(request_id id);
+  // Cancels sample `index` of a request only. Before the request's first
+  // token its samples are one sequence, and this cancels nothing.
+  void cancel_sample(request_id id, int32_t index);
+
+  // ---- one iteration -----------------------------------------------------
+  std::optional<AdmissionQuery> begin_iteration(double now);
+  void apply_admission(const AdmissionDecision& decision);
+  AllocationBatch build_allocation();
+  std::optional<PreemptionQuery> apply_allocation(const AllocationResult& result);
+  AllocationBatch apply_preemption(const PreemptionDecision& decision);
+  StepPlan build_step();
+  // Results come in the order the plans were built.
+  void apply_step(const StepResult& result, double now);
+  // Whether a new iteration may be built now: nothing outstanding, or (with
+  // overlap) one step outstanding and no drain requested.
+  bool can_build() const;
+  size_t outstanding_steps() const { return flights_.size(); }
+
+  // ---- sessions ----------------------------------------------------------
+  // Lets go of a session's kept blocks (no-op for an unknown name).
+  void release_session(const std::string& name);
+  // Lets go of the sessions whose time is up; when the next one expires.
+  void expire_sessions(double now);
+  std::optional<double> next_session_expiry() const;
+  int32_t sessions_held() const { return int32_t(sessions_.size()); }
+  int32_t session_blocks() const { return session_blocks_; }
+
+  // ---- faults ------------------------------------------------------------
+  // The engine's workers failed (`why` says how) and were replaced: the block
+  // manager and the runner start afresh, every outstanding step, copy and
+  // allocation is lost. Sequences that held KV (running, swapped, or on
+  // their way) go back to the waiting queue to be recomputed from their
+  // tokens so far, or end with Errc::internal when recompute is off or they
+  // have been through max_fault_retries restarts already. Waiting sequences
+  // lost nothing and stay. Their samplers restart from their tokens
+  // (StepPlan::new_sampler_history), so the output equals an undisturbed run.
+  // Call only once no reply from the old workers can arrive.
+  void recover_from_fault(const std::string& why);
+
+  // ---- swap --------------------------------------------------------------
+  // Swap orders produced by the last allocation result (to the swap actor).
+  std::vector<SwapOrder> take_swap_orders();
+  void on_swap_done(const SwapDone& done);
+
+  // Events for clients produced since the last call.
+  std::vector<TokenEvent> take_events();
+  // The same into `out` (cleared first); the two buffers trade places, so a
+  // caller that keeps `out` across iterations allocates nothing.
+  void take_events(std::vector<TokenEvent>& out);
+  // Sequences that finished since the last call (feeds the profiled admission policy).
+  std::vector<FinishedSequence> take_finished();
+  // Seconds each newly admitted request waited in the queue, since the last call.
+  std::vector<double> take_queue_times();
+
+  // ---- introspection -----------------------------------------------------
+  size_t num_waiting() const;
+  size_t num_running() const;
+  size_t num_swapped() const;  // swapping out, swapped, or swapping in
+  bool idle() const;           // nothing queued, running, swapping or left to tell the block manager
+  bool has_runnable_work() const;
+  uint64_t iteration() const { return iteration_; }
+  uint64_t preemptions(PreemptionMode mode) const;
+  // Requests that waited at least once for a shared prefix being computed.
+  uint64_t prefix_waits() const { return prefix_waits_; }
+  // Share of the slots of allocated blocks that held live tokens, averaged
+  // over the iterations run so far (the KV utilization benchmark's figure).
+  double kv_live_token_ratio() const {
+    return kv_slots_sum_ > 0 ? double(kv_live_sum_) / double(kv_slots_sum_) : 0.0;
+  }
+
+ private:
+  enum class State : uint8_t { waiting, running, swapping_out, swapped, swapping_in };
+
+  struct Sequence {
+    seq_id id = 0;
+    request_id request = 0;           // the request it samples for
+    int32_t index = 0;                // which sample
+    int32_t samples = 1;              // n: samples it forks into at its first token (then 1)
+    int32_t priority = 0;
+    uint64_t arrival = 0;             // submission order
+    double arrival_time = 0.0;
+    std::vector<int32_t> tokens;      // prompt, then generated tokens
+    int32_t prompt_len = 0;
+    int32_t num_computed = 0;         // leading tokens whose KV is in the cache
+    int32_t scheduled = 0;            // ... or is being computed by an outstanding step
+    int32_t unconfirmed = 0;          // tokens outstanding steps sample for it
+    uint64_t last_plan = 0;           // the last step that included it
+    int32_t cached_prompt_tokens = 0; // prefix-cache hit at first admission
+    int32_t slots = 0;                // tokens the block manager holds slots for
+    int32_t plan_slot = -1;           // index in plan_ this iteration
+    int32_t blocks_held = 0;
+    int32_t fault_retries = 0;        // engine restarts it went through
+    std::vector<int32_t> block_table;
+    SamplingParams sampling;
+    State state = State::waiting;
+    bool needs_allocation = true;     // waiting: next admission is a fresh allocation
+    bool sampler_started = false;
+    bool cancelled = false;
+    bool admitted_once = false;
+    bool fork_planned = false;        // its samples fork in an outstanding step
+    bool padding = false;             // static_padded: ended, keeps its row until the batch ends
+    bool waited_for_prefix = false;   // counted in prefix_waits_
+    uint64_t claimed_at = 0;          // the iteration in which it last claimed prefix blocks
+    std::vector<uint64_t> claims;     // prefix_claims_ it owns
+    std::string session;              // GenerateRequest::session
+    int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
+    // Its length once the outstanding steps' samples arrive.
+    int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }
+  };
+
+  // A sequence's part of the iteration being built.
+  struct Planned {
+    seq_id id = 0;
+    int32_t max_new = 0;   // tokens it may compute (budget)
+    bool is_new = false;
+    bool granted = false;
+    bool dropped = false;  // left this iteration (not admitted after all, short of blocks, victim)
+    bool samples = false;  // the step samples its next token
+  };
+
+  // The sequences of a request with n > 1, by sample index (forked ones
+  // appear at the fork), and how many of its samples have not ended.
+  struct Group {
+    std::vector<seq_id> seqs;
+    int32_t open = 0;
+  };
+  // A fork planned into the step being run: created when its result arrives.
+  struct Fork {
+    seq_id parent = 0;
+    seq_id child = 0;
+    int32_t index = 0;
+  };
+
+  Sequence* find(seq_id id);
+  void cancel_sequence(seq_id id);
+  // Counts one more ended sample of `request`; true when it was the last.
+  bool close_sample(request_id request);
+  void plan_forks(Sequence& parent, StepPlan& plan);
+  void apply_forks(const std::vector<Fork>& forks);
+  // Gives the sequence's blocks back: now, or once the outstanding step that
+  // uses it has completed.
+  void release_blocks(const Sequence& s);
+  void plan(Sequence& s, int32_t max_new, bool is_new, bool granted);
+  Planned* planned_for(const Sequence& s);
+  void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
+  void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
+  void take_pending_updates(AllocationBatch& batch);
+  void requeue_for_recompute(Sequence& s);
+  // True when another sequence is computing one of s's leading full blocks
+  // (s waits); otherwise s claims the blocks that nobody computes.
+  bool waits_for_shared_prefix(Sequence& s);
+  void release_claims(Sequence& s);
+  // A request of a session ended: a sequence forked from it keeps its blocks.
+  void keep_for_session(const Sequence& s);
+  // Lets go of the oldest sessions until `blocks` are released (or none is left).
+  int32_t release_oldest_sessions(int32_t blocks);
+  void finish(Sequence& s, FinishReason reason, std::string message = {},
+              Errc code = Errc::invalid_argument);
+  // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
+  void append_token(Sequence& s, int32_t token);
+  // The client events that end a sequence (all its samples before a fork).
+  void emit_final(const Sequence& s, FinishReason reason, const std::string& message,
+                  Errc code = Errc::invalid_argument);
+  // static_padded: the sequence ends for its client and decodes on.
+  void end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token);
+  void retire_padding(Sequence& s);
+  // Retires every padding row (the batch ended, or its blocks are needed).
+  void drop_padding();
+  void remove_running(seq_id id);
+  int32_t blocks_for(int32_t tokens) const;
+  // Free device blocks once this iteration's pending releases are applied.
+  int32_t free_estimate() const;
+  bool is_stop(const Sequence& s, int32_t token) const;
+
+  SchedulerConfig config_;
+  std::unordered_map<seq_id, Sequence> seqs_;
+  WaitingQueue waiting_;
+  std::unordered_map<request_id, Group> groups_;  // requests with n > 1
+  // A step sent to the executor whose result has not been applied.
+  struct Flight {
+    uint64_t iteration = 0;
+    std::vector<Planned> planned;
+    std::vector<Fork> forks;
+  };
+  std::vector<Fork> step_forks_;             // in the step being built
+  std::vector<Flight> flights_;              // outstanding steps, oldest first
+  struct DeferredFree {
+    uint64_t after = 0;  // the step that must complete first
+    seq_id seq = 0;
+    int32_t blocks = 0;  // device blocks it holds
+  };
+  std::vector<DeferredFree> deferred_frees_;
+  std::vector<int32_t> scratch_tokens_;      // a span with a placeholder
+  std::vector<TokenFill> pending_fills_;
+  uint64_t last_applied_ = 0;                // the last step whose result was applied
+  bool drain_requested_ = false;             // the next plan waits for the outstanding step
+  std::vector<SeqFork> pending_forks_;       // for the block manager's next batch
+  seq_id next_sample_id_ = kFirstSampleSeqId;
+  std::vector<seq_id> running_;              // admission order
+  std::vector<seq_id> swapped_;              // swapped out, oldest first
+  std::vector<Planned> plan_;                // this iteration's sequences
+  std::vector<seq_id> pending_frees_;        // go back to the block manager next batch
+  std::vector<seq_id> pending_swap_out_done_;
+  std::vector<seq_id> pending_swap_in_done_;
+  std::vector<seq_id> pending_swap_in_;      // asked of the block manager this batch
+  std::vector<seq_id> retired_samplers_;
+  std::vector<seq_id> cancelled_;            // cancelled, still holding something
+  struct Short {
+    seq_id id;
+    int32_t budget;  // the tokens the iteration's budget gave it
+  };
+  std::vector<Short> failed_;                // running, short of blocks this iteration
+  std::vector<seq_id> swap_out_requested_;   // victims whose swap-out the block manager must confirm
+  std::vector<std::pair<int32_t, int32_t>> copies_;  // copy-on-write for the next step
+  std::vector<SeqProgress> pending_computed_;
+  std::vector<FinishedSequence> finished_;
+  std::vector<double> queue_times_;
+  double now_ = 0.0;                         // as of begin_iteration
+  int32_t pending_free_blocks_ = 0;          // held by pending_frees_
+  int32_t num_padding_ = 0;                  // static_padded rows in running_
+  size_t block_table_hint_ = 0;              // block-table entries in the last step plan
+  uint64_t kv_live_sum_ = 0;                 // live tokens, summed over steps
+  uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps
+  std::vector<SwapOrder> swap_orders_;
+  std::vector<TokenEvent> events_;
+  // Leading full blocks being computed, by the hash chain of their tokens
+  // (engine/prefix_index.hpp's; a collision only makes a request wait): the
+  // sequence computing each and the token index where the block ends.
+  struct PrefixClaim {
+    seq_id owner = 0;
+    int32_t end = 0;
+  };
+  std::unordered_map<uint64_t, PrefixClaim> prefix_claims_;
+  std::vector<uint64_t> scratch_hashes_;
+  uint64_t prefix_waits_ = 0;
+  // Sessions' kept blocks: held by a sequence forked from the request that
+  // ended (an id from the samples' range), freed like any sequence.
+  struct Kept {
+    seq_id seq = 0;
+    int32_t blocks = 0;
+    double expires = 0.0;
+    uint64_t order = 0;  // when kept: the oldest goes first
+  };
+  std::unordered_map<std::string, Kept> sessions_;
+  int32_t session_blocks_ = 0;
+  uint64_t next_kept_ = 0;
+  int32_t free_blocks_ = 0;                  // as of the last allocation result
+  int32_t free_host_blocks_ = 0;
+  uint64_t iteration_ = 0;
+  uint64_t next_arrival_ = 0;
+  uint64_t preemptions_recompute_ = 0;
+  uint64_t preemptions_swap_ = 0;
+};
+
+}  // namespace conveyor
