@@ -10,7 +10,7 @@
 #include "actors/policy_actors.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_actor.hpp"
-#include "backends/cpu/swap_engine.hpp"
+#include "engine/swap_engine.hpp"
 
 namespace conveyor {
 

@@ -30,8 +30,8 @@
 #include "actors/messages.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "backends/cpu/step_runner.hpp"
-#include "backends/cpu/swap_engine.hpp"
+#include "engine/step_runner.hpp"
+#include "engine/swap_engine.hpp"
 #include "model/formats/loader.hpp"
 
 namespace conveyor {
@@ -74,7 +74,7 @@ class Engine {
                                                   std::shared_ptr<SwapEngine> swap);
   // An engine whose scheduler is another actor with the scheduler's
   // interface, such as a router over engines on other machines
-  // (actors/router.hpp): submit() runs its request actors here, against it.
+  // (router/router_actor.hpp): submit() runs its request actors here, against it.
   // `num_blocks` is what /metrics and the server report. Destroying the
   // Engine stops that actor.
   static std::unique_ptr<Engine> over(caf::actor_system& sys, const EngineConfig& config, ModelInfo info,

@@ -22,7 +22,7 @@
 
 #include "engine/fault_injection.hpp"
 #include "actors/messages.hpp"
-#include "backends/cpu/step_runner.hpp"
+#include "engine/step_runner.hpp"
 
 namespace conveyor {
 

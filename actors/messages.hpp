@@ -26,146 +26,64 @@ namespace conveyor {
 
 // ---- inspect() for the message types -----------------------------------------
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
-  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
-           x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.seed, x.has_seed,
-           x.logprobs, x.max_tokens, x.stop_token_ids, x.ignore_eos);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
-  return f(caf::meta::type_name("TokenLogprob"), x.token, x.logprob);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SampleResult& x) {
-  return f(caf::meta::type_name("SampleResult"), x.token, x.logprob, x.top);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, GenerateRequest& x) {
-  return f(caf::meta::type_name("GenerateRequest"), x.id, x.automatic_id, x.prompt, x.sampling,
-           x.priority, x.n, x.session, x.resume);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
-  return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.logprob, x.top,
-           x.finish, x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.message,
-           x.error_code, x.request_done);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, BlockRequest& x) {
-  return f(caf::meta::type_name("BlockRequest"), x.seq, x.is_new, x.token_begin, x.token_end);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, BlockGrant& x) {
-  return f(caf::meta::type_name("BlockGrant"), x.seq, x.ok, x.shortfall, x.cached_tokens,
-           x.table_begin, x.blocks_begin, x.blocks_end);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SeqProgress& x) {
-  return f(caf::meta::type_name("SeqProgress"), x.seq, x.computed);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SeqFork& x) {
-  return f(caf::meta::type_name("SeqFork"), x.parent, x.child);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, TokenFill& x) {
-  return f(caf::meta::type_name("TokenFill"), x.seq, x.pos, x.token);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, AllocationBatch& x) {
-  return f(caf::meta::type_name("AllocationBatch"), x.fills, x.computed, x.forks, x.frees, x.swap_out_done,
-           x.swap_in_done, x.swap_out, x.swap_in, x.requests, x.tokens);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SwapOrder& x) {
-  return f(caf::meta::type_name("SwapOrder"), x.seq, x.direction, x.blocks);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, AllocationResult& x) {
-  return f(caf::meta::type_name("AllocationResult"), x.grants, x.swaps, x.swap_in_grants,
-           x.blocks, x.copies, x.free_blocks, x.free_host_blocks);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, BlockStats& x) {
-  return f(caf::meta::type_name("BlockStats"), x.total, x.used, x.free, x.cached, x.host_total,
-           x.host_used, x.prefix_queries, x.prefix_hits, x.prefix_query_tokens,
-           x.prefix_hit_tokens, x.cow_copies);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SwapDone& x) {
-  return f(caf::meta::type_name("SwapDone"), x.seq, x.direction, x.seconds);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
-  return f(caf::meta::type_name("ForwardBatch"), x.tokens, x.seq_token_begin, x.seq_start_pos,
-           x.block_tables, x.block_table_begin, x.want_logits);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, StepPlan& x) {
-  return f(caf::meta::type_name("StepPlan"), x.iteration, x.batch, x.seq_ids, x.copies,
-           x.new_samplers, x.new_sampler_prompts, x.new_sampler_history, x.retired, x.forks);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
-  return f(caf::meta::type_name("SampledToken"), x.seq, x.result);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
-  return f(caf::meta::type_name("StepResult"), x.iteration, x.tokens, x.forward_seconds,
-           x.started_ns, x.finished_ns);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, AdmissionCandidate& x) {
-  return f(caf::meta::type_name("AdmissionCandidate"), x.id, x.prompt_tokens, x.max_tokens,
-           x.priority, x.arrival, x.num_samples);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, AdmissionQuery& x) {
-  return f(caf::meta::type_name("AdmissionQuery"), x.free_blocks, x.total_blocks, x.block_size,
-           x.num_running, x.max_running, x.reserved_blocks, x.candidates);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, AdmissionDecision& x) {
-  return f(caf::meta::type_name("AdmissionDecision"), x.admitted, x.footprints, x.rejected);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, PreemptionCandidate& x) {
-  return f(caf::meta::type_name("PreemptionCandidate"), x.id, x.priority, x.arrival,
-           x.blocks_held, x.tokens_to_recompute, x.blocks_to_copy);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, PreemptionQuery& x) {
-  return f(caf::meta::type_name("PreemptionQuery"), x.shortfall, x.free_host_blocks, x.running);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, Victim& x) {
-  return f(caf::meta::type_name("Victim"), x.seq, x.mode);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, PreemptionDecision& x) {
-  return f(caf::meta::type_name("PreemptionDecision"), x.victims, x.blocks_released,
-           x.covers_shortfall);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {
-  return f(caf::meta::type_name("EngineStats"), x.num_waiting, x.num_running, x.num_swapped,
-           x.iterations, x.preemptions_recompute, x.preemptions_swap, x.prefix_waits, x.sessions_held, x.session_blocks, x.prompt_tokens,
-           x.computed_tokens, x.generated_tokens, x.forward_seconds, x.iteration_seconds,
-           x.scheduler_seconds, x.delivery_seconds, x.critical_seconds, x.block_manager_seconds, x.plan_hop_seconds,
-           x.result_hop_seconds, x.executor_idle_seconds, x.blocks, x.kv_live_token_ratio);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
-  return f(caf::meta::type_name("NodeInfo"), x.name, x.model, x.architecture, x.vocab_size, x.dim,
-           x.n_layers, x.context_length, x.block_size, x.num_blocks, x.draining);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, StreamEvent& x) {
-  return f(caf::meta::type_name("StreamEvent"), x.id, x.index, x.text, x.token_ids, x.logprobs, x.finish,
-           x.prompt_tokens, x.cached_prompt_tokens, x.completion_tokens, x.error_code,
-           x.message, x.refused);
-}
+// inspect() for a plain struct: its fields in declaration order, each named
+// once. The names are a structured binding of the struct, so a list that
+// leaves a field out (or names one too many) does not compile: a field added
+// to a message cannot be silently dropped on the wire to a router or node.
+#define CONVEYOR_INSPECT(Type, ...)                                \
+  template <class Inspector>                                       \
+  typename Inspector::result_type inspect(Inspector& f, Type& x) { \
+    auto& [__VA_ARGS__] = x;                                       \
+    return f(caf::meta::type_name(#Type), __VA_ARGS__);            \
+  }
+
+CONVEYOR_INSPECT(SamplingParams, temperature, top_k, top_p, min_p, presence_penalty,
+                 frequency_penalty, repetition_penalty, seed, has_seed, logprobs, max_tokens,
+                 stop_token_ids, ignore_eos)
+CONVEYOR_INSPECT(TokenLogprob, token, logprob)
+CONVEYOR_INSPECT(SampleResult, token, logprob, top)
+CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, n, session, resume)
+CONVEYOR_INSPECT(TokenEvent, id, index, token, logprob, top, finish, prompt_tokens,
+                 cached_prompt_tokens, completion_tokens, message, error_code, request_done)
+CONVEYOR_INSPECT(BlockRequest, seq, is_new, token_begin, token_end)
+CONVEYOR_INSPECT(BlockGrant, seq, ok, shortfall, cached_tokens, table_begin, blocks_begin,
+                 blocks_end)
+CONVEYOR_INSPECT(SeqProgress, seq, computed)
+CONVEYOR_INSPECT(SeqFork, parent, child)
+CONVEYOR_INSPECT(TokenFill, seq, pos, token)
+CONVEYOR_INSPECT(AllocationBatch, fills, computed, forks, frees, swap_out_done, swap_in_done,
+                 swap_out, swap_in, requests, tokens)
+CONVEYOR_INSPECT(SwapOrder, seq, direction, blocks)
+CONVEYOR_INSPECT(AllocationResult, grants, swaps, swap_in_grants, blocks, copies, free_blocks,
+                 free_host_blocks)
+CONVEYOR_INSPECT(BlockStats, total, used, free, cached, host_total, host_used, prefix_queries,
+                 prefix_hits, prefix_query_tokens, prefix_hit_tokens, cow_copies)
+CONVEYOR_INSPECT(SwapDone, seq, direction, seconds)
+CONVEYOR_INSPECT(ForwardBatch, tokens, seq_token_begin, seq_start_pos, block_tables,
+                 block_table_begin, want_logits)
+CONVEYOR_INSPECT(StepPlan, iteration, batch, seq_ids, copies, new_samplers, new_sampler_prompts,
+                 new_sampler_history, retired, forks)
+CONVEYOR_INSPECT(SampledToken, seq, result)
+CONVEYOR_INSPECT(StepResult, iteration, tokens, forward_seconds, started_ns, finished_ns)
+CONVEYOR_INSPECT(AdmissionCandidate, id, prompt_tokens, max_tokens, priority, arrival, num_samples)
+CONVEYOR_INSPECT(AdmissionQuery, free_blocks, total_blocks, block_size, num_running, max_running,
+                 reserved_blocks, candidates)
+CONVEYOR_INSPECT(AdmissionDecision, admitted, footprints, rejected)
+CONVEYOR_INSPECT(PreemptionCandidate, id, priority, arrival, blocks_held, tokens_to_recompute,
+                 blocks_to_copy)
+CONVEYOR_INSPECT(PreemptionQuery, shortfall, free_host_blocks, running)
+CONVEYOR_INSPECT(Victim, seq, mode)
+CONVEYOR_INSPECT(PreemptionDecision, victims, blocks_released, covers_shortfall)
+CONVEYOR_INSPECT(EngineStats, num_waiting, num_running, num_swapped, iterations,
+                 preemptions_recompute, preemptions_swap, prefix_waits, sessions_held,
+                 session_blocks, prompt_tokens, computed_tokens, generated_tokens, forward_seconds,
+                 iteration_seconds, scheduler_seconds, delivery_seconds, critical_seconds,
+                 block_manager_seconds, plan_hop_seconds, result_hop_seconds,
+                 executor_idle_seconds, blocks, kv_live_token_ratio)
+CONVEYOR_INSPECT(NodeInfo, name, model, architecture, vocab_size, dim, n_layers, context_length,
+                 block_size, num_blocks, draining)
+CONVEYOR_INSPECT(StreamEvent, id, index, text, token_ids, logprobs, finish, prompt_tokens,
+                 cached_prompt_tokens, completion_tokens, error_code, message, refused)
 
 }  // namespace conveyor
 

@@ -14,7 +14,7 @@
 
 #include "engine/fault_injection.hpp"
 #include "actors/messages.hpp"
-#include "backends/cpu/swap_engine.hpp"
+#include "engine/swap_engine.hpp"
 
 namespace conveyor {
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <charconv>
 
+#include "backends/cpu/cpu_step_runner.hpp"
+#include "backends/cpu/cpu_swap_engine.hpp"
+#include "backends/cpu/transformer.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
-#include "backends/cpu/transformer.hpp"
 
 namespace conveyor {
 

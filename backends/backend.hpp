@@ -22,8 +22,8 @@
 
 #include "engine/engine_config.hpp"
 #include "engine/kv_capacity.hpp"
-#include "backends/cpu/step_runner.hpp"
-#include "backends/cpu/swap_engine.hpp"
+#include "engine/step_runner.hpp"
+#include "engine/swap_engine.hpp"
 #include "model/formats/loader.hpp"
 #include "base/status.hpp"
 

@@ -43,7 +43,7 @@ struct GenerateRequest {
   // the memory is wanted (EngineConfig::session_*). "": none.
   std::string session;
   // Tokens already generated for this request elsewhere (a router resubmits
-  // a request whose node died, actors/router.hpp): the engine computes prompt
+  // a request whose node died, router/router_actor.hpp): the engine computes prompt
   // and these, its sampler replays them (penalty counts, one generator draw
   // each, as after a restart), and generation continues after them; they
   // count toward max_tokens and completion_tokens but are not sent again.

@@ -1,5 +1,5 @@
-// How many tokens the device KV cache holds, and the byte sizes that the
-// flags give it in.
+// How many tokens the device KV cache holds (the byte sizes the flags give
+// it in are parsed by base/bytes.hpp).
 //
 // Precedence: --kv-cache-tokens N when given (as before: N rounded down to
 // whole blocks); else --kv-cache-memory SIZE (as many whole blocks as fit in
@@ -19,24 +19,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/bytes.hpp"
 #include "base/status.hpp"
 
 namespace conveyor {
-
-// "4GiB", "512MiB", "1.5GB", "4g", "1000000": a non-negative number (decimals
-// allowed) and an optional unit, case-insensitive, spaces allowed between:
-// B; K, M, G, T (powers of 1000, also KB, MB, GB, TB); Ki, Mi, Gi, Ti
-// (powers of 1024, also KiB, MiB, GiB, TiB). A fraction of a byte is
-// dropped. The error names what is wrong.
-Expected<int64_t> parse_byte_size(std::string_view text);
-
-// 1536 -> "1.5 KiB"; 900 -> "900 B".
-std::string format_bytes(int64_t bytes);
-
-// MemAvailable from /proc/meminfo's text, in bytes; nullopt if absent.
-std::optional<int64_t> parse_mem_available(std::string_view meminfo);
-// The same read from /proc/meminfo now.
-std::optional<int64_t> read_mem_available();
 
 struct KvCapacityRequest {
   int64_t token_bytes = 0;  // one token's K and V in all layers, in the cache's dtype

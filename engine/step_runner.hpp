@@ -3,21 +3,13 @@
 // StepRunner is the seam between the engine and a backend (backends/backend.hpp
 // builds one per device). A runner owns what a step needs: the weights, the
 // KV pool (shared with the swap engine), one Sampler per sequence, and each
-// sequence's last sample. Two are built: CpuStepRunner below, and
-// CudaStepRunner (backends/cuda/cuda_runner.hpp) where CUDA is compiled in; tests
-// also use a fake. A runner is used from one thread at a time (the executor
-// actor's).
+// sequence's last sample. Two are built: CpuStepRunner
+// (backends/cpu/cpu_step_runner.hpp), and CudaStepRunner
+// (backends/cuda/cuda_runner.hpp) where CUDA is compiled in; tests also use a
+// fake. A runner is used from one thread at a time (the executor actor's).
 #pragma once
 
-#include <memory>
-#include <span>
-#include <unordered_map>
-#include <vector>
-
 #include "engine/engine_types.hpp"
-#include "backends/cpu/transformer.hpp"
-#include "model/kv_cache.hpp"
-#include "model/sampling/sampler.hpp"
 
 namespace conveyor {
 
@@ -50,110 +42,6 @@ class StepRunner {
   // Whether finish() would return without waiting.
   virtual bool ready() { return true; }
   virtual StepResult finish();
-};
-
-// Keeps the per-sequence samplers that every runner needs: created when a
-// plan starts a sequence, dropped when it retires.
-class SamplerTable {
- public:
-  void apply(const StepPlan& plan);  // new_samplers (with their history) and retired
-  void drop(std::span<const seq_id> ids);
-  Sampler* find(seq_id id);
-  size_t size() const { return samplers_.size(); }
-  void clear() { samplers_.clear(); }
-
- private:
-  std::unordered_map<seq_id, std::unique_ptr<Sampler>> samplers_;
-};
-
-// A host runner's side of planning ahead: remembers each sequence's last
-// sample and fills the placeholders of the next plan with it. Steps run in
-// order, so the placeholder is always that sample.
-class SampleMemory {
- public:
-  // Drops retired sequences and fills the plan's placeholders.
-  void prepare(StepPlan& plan);
-  void record(const StepResult& result);
-  void drop(std::span<const seq_id> ids);
-  void clear() { last_.clear(); }
-
- private:
-  std::unordered_map<seq_id, int32_t> last_;
-};
-
-// Samples a step's logits rows on the host with each sequence's Sampler,
-// and keeps what every runner needs between steps: the samplers (created
-// when a plan starts a sequence, dropped when it retires) and each
-// sequence's last sample (SampleMemory). Rows whose samples fork are sampled
-// in order; the others, each with a sampler of its own, in parallel.
-class HostSampling {
- public:
-  // Before the forward pass: fills the plan's placeholders, creates and drops samplers.
-  void begin(StepPlan& plan);
-  // (placeholder's index in plan.batch.tokens, the logits row of the
-  // previous step whose sample goes there)
-  using Fills = std::vector<std::pair<int32_t, int32_t>>;
-  // begin() for a plan launched while `pending`, the step before it, is
-  // unfinished and was sampled on the device: the placeholders that
-  // pending's samples fill go to `fills` (the device fills them; the plan
-  // holds 0 there), device_inputs() gives each row with penalties the row
-  // of pending that sampled its sequence (DeviceInputs::previous_row: the
-  // penalties count that sample on the device), and the sequences the plan
-  // retires are dropped only after accept() has recorded pending's samples.
-  void begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills);
-  // Samples the rows of `logits` ([rows, vocab], one per want_logits
-  // sequence, in batch order; overwritten) into result.tokens, and records them.
-  void sample(const StepPlan& plan, float* logits, int32_t vocab, StepResult& result);
-  // What a device needs to sample a step's logits rows with kernels/cuda's
-  // apply_penalties and sample_rows: one entry per row, in row order.
-  struct DeviceInputs {
-    std::vector<float> temperature, min_p, top_p, repetition, frequency, presence;
-    std::vector<double> uniforms;
-    std::vector<int32_t> top_k, seen_begin, seen, gen_begin, generated, gen_counts;
-    // Per row: the previous step's row whose sample the lists lack (-1: none).
-    std::vector<int32_t> previous_row;
-    bool penalties = false;  // some row has one
-    void clear();            // keeps the vectors' capacity for the next step
-  };
-  // When no sample forks and every row's sampler is device_samplable: fills
-  // `in`, drawing each row's uniform from its sampler's generator, and
-  // returns true. Else returns false and draws nothing.
-  bool device_inputs(const StepPlan& plan, DeviceInputs& in);
-  // Records the device's samples (tokens[r] for row r) as sample() would.
-  void accept(const StepPlan& plan, const int32_t* tokens, StepResult& result);
-  SamplerTable& samplers() { return samplers_; }
-  void clear();
-
- private:
-  SamplerTable samplers_;
-  SampleMemory samples_;  // fills the placeholders of plans built a step ahead
-  std::vector<seq_id> retire_after_accept_;  // begin_ahead's plan's retired sequences
-  // From begin_ahead until the pending step's samples are recorded: each
-  // sequence's logits row in it.
-  std::unordered_map<seq_id, int32_t> pending_rows_;
-  void recorded();  // after a step's samples are recorded
-  std::vector<float> raw_, fork_logits_;  // a forking row's logits, and a sample's copy
-  struct Row {
-    seq_id seq;
-    Sampler* sampler;
-    std::span<float> logits;
-  };
-  std::vector<Row> rows_;  // rows sampled in parallel
-};
-
-// The CPU backend. The KV cache is shared with the swap engine, which copies
-// blocks of sequences that are not in any plan while this runs.
-class CpuStepRunner final : public StepRunner {
- public:
-  CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
-  StepResult run(StepPlan& plan) override;
-  void reset() override;
-
- private:
-  std::unique_ptr<Transformer> transformer_;
-  std::shared_ptr<KvCache> kv_;
-  HostSampling sampling_;
-  std::vector<float> logits_;
 };
 
 }  // namespace conveyor

@@ -8,15 +8,16 @@
 // submits each order as it arrives and answers the scheduler when `done`
 // runs.
 //
-// Two are built. CpuSwapEngine copies on the calling thread (one memcpy per
-// block: a block is contiguous across layers, model/kv_cache.hpp) and calls
-// `done` before submit() returns; the swap actor's own thread is what
-// overlaps those copies with the forward pass. CudaSwapEngine
-// (backends/cuda/cuda_runner.hpp) enqueues cudaMemcpyAsync between the device pool
-// and a pinned host pool on a copy stream per direction and returns; a
-// waiter thread calls `done` once the order's end event has fired, with the
-// time the events measured. The compute stream never waits for a copy: a
-// swapped-in sequence is planned only after its order is reported done.
+// Two are built. CpuSwapEngine (backends/cpu/cpu_swap_engine.hpp) copies on
+// the calling thread (one memcpy per block: a block is contiguous across
+// layers, model/kv_cache.hpp) and calls `done` before submit() returns; the
+// swap actor's own thread is what overlaps those copies with the forward
+// pass. CudaSwapEngine (backends/cuda/cuda_runner.hpp) enqueues
+// cudaMemcpyAsync between the device pool and a pinned host pool on a copy
+// stream per direction and returns; a waiter thread calls `done` once the
+// order's end event has fired, with the time the events measured. The
+// compute stream never waits for a copy: a swapped-in sequence is planned
+// only after its order is reported done.
 //
 // Safety: the scheduler only orders copies of blocks that no step plan
 // touches until the order's completion has been reported.
@@ -26,7 +27,6 @@
 #include <memory>
 
 #include "engine/engine_types.hpp"
-#include "model/kv_cache.hpp"
 
 namespace conveyor {
 
@@ -44,16 +44,5 @@ class SwapEngine {
 
 // Submits `order` and waits for it (tests, tools; never an actor thread).
 void copy_and_wait(SwapEngine& engine, const SwapOrder& order);
-
-class CpuSwapEngine final : public SwapEngine {
- public:
-  // The host pool is host memory of the device pool's shape, num_host_blocks blocks.
-  CpuSwapEngine(std::shared_ptr<KvCache> device, int32_t num_host_blocks);
-  void submit(const SwapOrder& order, Done done) override;
-
- private:
-  std::shared_ptr<KvCache> device_;
-  KvCache host_;
-};
 
 }  // namespace conveyor

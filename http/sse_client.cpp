@@ -1,8 +1,8 @@
-#include "tools/conveyor/bench_sse.hpp"
+#include "http/sse_client.hpp"
 
 #include <boost/json.hpp>
 
-namespace conveyor::bench {
+namespace conveyor {
 
 std::vector<std::string> SseDecoder::feed(std::string_view bytes) {
   std::vector<std::string> events;
@@ -112,4 +112,4 @@ ChunkInfo parse_chunk(std::string_view data) {
   return info;
 }
 
-}  // namespace conveyor::bench
+}  // namespace conveyor

@@ -1,5 +1,7 @@
-// Reading an OpenAI-style Server-Sent Events stream: bytes in, events out,
-// and what one `data:` chunk of a completion or chat completion says.
+// The client side of the server's streams: reading an OpenAI-style
+// Server-Sent Events stream (bytes in, events out) and what one `data:` chunk
+// of a completion or chat completion says. `conveyor bench` and the soak
+// benchmark read the server with it.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace conveyor::bench {
+namespace conveyor {
 
 // Splits a byte stream into SSE events. Feed it bytes as they arrive, in
 // pieces of any size; it returns the `data` of every event the bytes
@@ -42,4 +44,4 @@ struct ChunkInfo {
 };
 ChunkInfo parse_chunk(std::string_view data);
 
-}  // namespace conveyor::bench
+}  // namespace conveyor

@@ -21,7 +21,7 @@
 // run at the same time on different blocks. That is safe because distinct
 // blocks are distinct memory and nothing else in the object changes after
 // construction; the scheduler never orders a copy of a block that a step in
-// flight touches (backends/cpu/swap_engine.hpp).
+// flight touches (engine/swap_engine.hpp).
 #pragma once
 
 #include <cstddef>

@@ -110,7 +110,7 @@ EOF
     exec "$build_dir/conveyor" serve "$@"
     ;;
   test)
-    # Seven phases; each prints how long it took (README.md, Testing, has
+    # Seven phases; each prints how long it took (docs/testing.md has
     # the figures). The sanitizer builds use clang and compile only the
     # tests they run, without benchmarks or CUDA.
     configure_and_build -DCONVEYOR_BUILD_TESTS=ON

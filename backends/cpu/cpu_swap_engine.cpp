@@ -1,17 +1,10 @@
-#include "backends/cpu/swap_engine.hpp"
+#include "backends/cpu/cpu_swap_engine.hpp"
 
 #include <chrono>
 #include <cstring>
 #include <future>
 
 namespace conveyor {
-
-void copy_and_wait(SwapEngine& engine, const SwapOrder& order) {
-  std::promise<void> landed;
-  std::future<void> wait = landed.get_future();
-  engine.submit(order, [&landed](double) { landed.set_value(); });
-  wait.wait();
-}
 
 namespace {
 KvCacheShape with_blocks(KvCacheShape shape, int32_t n) {

@@ -30,8 +30,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "backends/cpu/step_runner.hpp"
-#include "backends/cpu/swap_engine.hpp"
+#include "engine/step_runner.hpp"
+#include "engine/swap_engine.hpp"
+#include "backends/host_sampling.hpp"
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
 #include "base/status.hpp"

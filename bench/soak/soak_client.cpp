@@ -15,7 +15,7 @@
 #include <memory>
 #include <optional>
 
-#include "tools/conveyor/bench_sse.hpp"
+#include "http/sse_client.hpp"
 
 namespace conveyor::soak {
 namespace {
@@ -208,7 +208,7 @@ class SseCall : public std::enable_shared_from_this<SseCall> {
         pending_.append(data);
         return data.size();
       };
-  bench::SseDecoder decoder_;
+  SseDecoder decoder_;
   int32_t events_ = 0;
   int32_t finishes_ = 0;
   bool done_ = false;

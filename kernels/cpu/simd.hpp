@@ -5,6 +5,8 @@
 // into what the target has, so the kernels build everywhere.
 #pragma once
 
+#include "kernels/fast_exp.hpp"
+
 #include <cstdint>
 #include <bit>
 
@@ -42,31 +44,10 @@ inline float hmax(f32x16 v) {
   return c[0] > c[1] ? c[0] : c[1];
 }
 
-// e^x, Cephes' expf polynomial (about 2 ulp) with no branches, so loops over
-// it vectorize under `#pragma omp simd`. x is clamped to [-87, 88]: below,
-// the result is about 1e-38 instead of 0; above, about 1.6e38 instead of inf.
+// e^x (kernels/fast_exp.hpp), with a SIMD version for `#pragma omp simd`
+// loops (the kernels are built with -fopenmp-simd).
 #pragma omp declare simd notinbranch
-inline float exp_fast(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  // Round to nearest by adding and subtracting 1.5·2^23 (roundf would be a
-  // libm call, which stops the loop from vectorizing).
-  constexpr float kRound = 12582912.0f;
-  const float n = (x * 1.44269504088896341f + kRound) - kRound;
-  // Cody-Waite: r = x - n·ln2 with ln2 split into an exact and a small part.
-  float r = x - n * 0.693145751953125f;
-  r = r - n * 1.428606765330187045e-06f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  // A NaN x passes the clamp and stays NaN through e; converting a NaN n to
-  // an integer is undefined (UBSan, from a GGUF file with NaN weights).
-  const float n_or_0 = n == n ? n : 0.0f;
-  return e * std::bit_cast<float>((int32_t(n_or_0) + 127) << 23);
-}
+inline float exp_fast(float x) { return kernels::exp_fast(x); }
 
 typedef int32_t i32x16 __attribute__((vector_size(64)));
 
@@ -78,16 +59,9 @@ inline f32x16 exp_fast(f32x16 x) {
   const f32x16 n = (x * 1.44269504088896341f + kRound) - kRound;
   f32x16 r = x - n * 0.693145751953125f;
   r = r - n * 1.428606765330187045e-06f;
-  f32x16 p = f32x16{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const f32x16 e = p * r * r + r + 1.0f;
   const f32x16 n_or_0 = n == n ? n : f32x16{};  // NaN lanes: as the scalar version
   const i32x16 bits = (__builtin_convertvector(n_or_0, i32x16) + 127) << 23;
-  return e * std::bit_cast<f32x16>(bits);
+  return kernels::exp_polynomial(r) * std::bit_cast<f32x16>(bits);
 }
 
 }  // namespace conveyor::kernels::simd

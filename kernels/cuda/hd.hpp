@@ -9,11 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define CONVEYOR_HD __host__ __device__ __forceinline__
-#else
-#define CONVEYOR_HD inline
-#endif
+#include "kernels/fast_exp.hpp"  // CONVEYOR_HD, exp_fast, exp_nonpositive
 
 namespace conveyor::kernels::cuda {
 
@@ -37,25 +33,11 @@ CONVEYOR_HD float bits_float(uint32_t u) {
 #endif
 }
 
-// e^x, clamped to [-87, 88]: the arithmetic of kernels/cpu/simd.hpp's
-// exp_fast (a Cody-Waite reduction and a degree-5 polynomial, within 2 ulp),
-// which the CPU's SwiGLU and attention use. Under nvcc, contraction into
-// FMAs may move the last bit.
-CONVEYOR_HD float exp_fast(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  constexpr float kRound = 12582912.0f;
-  const float n = (x * 1.44269504088896341f + kRound) - kRound;
-  float r = x - n * 0.693145751953125f;
-  r = r - n * 1.428606765330187045e-06f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  return e * bits_float(uint32_t(int32_t(n) + 127) << 23);
-}
+// e^x: kernels/fast_exp.hpp's, the CPU kernels' own (SwiGLU, attention, the
+// sampler's weights). Under nvcc, contraction into FMAs may move the last bit
+// (sampling.cu is built with --fmad=false for this).
+using kernels::exp_fast;
+using kernels::exp_nonpositive;
 
 // ---- the KV cache's element types (kernels/cpu/kv_dtype.hpp, bit for bit) ----
 

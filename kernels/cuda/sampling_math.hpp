@@ -29,22 +29,6 @@
 
 namespace conveyor::kernels::cuda {
 
-// model/sampling/filters.cpp's exp_nonpositive, operation for operation.
-CONVEYOR_HD float exp_nonpositive(float x) {
-  const float clamped = x >= -87.3f ? x : -87.3f;
-  const float n = floorf(clamped * 1.44269504f + 0.5f);
-  const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const float scale = bits_float(uint32_t(int32_t(n) + 127) << 23);
-  return x >= -87.3f ? y * scale : 0.0f;  // NaN fails the test too
-}
-
 CONVEYOR_HD float repetition_penalized(float logit, float penalty) {
   return logit > 0.0f ? logit / penalty : logit * penalty;
 }

@@ -85,23 +85,6 @@ int32_t draw_walk(size_t n, Weight weight, double uniform) {
 
 }  // namespace
 
-float exp_nonpositive(float x) {
-  // Cephes expf: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by a polynomial,
-  // 2^n put straight into the exponent bits.
-  const float clamped = x >= -87.3f ? x : -87.3f;
-  const float n = std::floor(clamped * 1.44269504f + 0.5f);
-  const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x >= -87.3f ? y * scale : 0.0f;  // NaN fails the test too
-}
-
 int32_t argmax(std::span<const float> logits) {
   // Two passes, the first vectorised, beat one pass with a branch per token.
   const float max = max_logit(logits);

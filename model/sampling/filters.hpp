@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/fast_exp.hpp"
+
 namespace conveyor::sampling {
 
 using Candidate = std::pair<float, int32_t>;  // (logit, token)
@@ -26,8 +28,9 @@ inline bool more_likely(const Candidate& a, const Candidate& b) {
 }
 
 // exp(x) for x <= 0, to about 2 ulp; 0 below -87.3 (where expf goes
-// subnormal) and for -inf. Branch-free so that loops over a row vectorise.
-float exp_nonpositive(float x);
+// subnormal), for -inf and NaN. Branch-free so that loops over a row
+// vectorise. The CUDA sampler computes the same floats (kernels/fast_exp.hpp).
+using kernels::exp_nonpositive;
 
 // Index of the largest logit, the lowest on ties; NaN ignored; 0 if all NaN.
 int32_t argmax(std::span<const float> logits);

@@ -78,25 +78,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.pieces.size()); }
 
   std::string token_bytes(int32_t id) const override {
-    if (id < 0 || id >= vocab_size()) return {};
-    const std::string& piece = vocab_.pieces[id];
-    switch (vocab_.types[id]) {
-      case TokenType::normal:
-        return unmap_bytes(piece);
-      case TokenType::user_defined:
-        return piece;  // added tokens are stored as plain text
-      case TokenType::byte:
-        if (const auto byte = tokenizer_detail::parse_byte_piece(piece)) {
-          return std::string(1, static_cast<char>(*byte));
-        }
-        return unmap_bytes(piece);
-      case TokenType::unknown:
-        return std::string(utf8::kReplacement);
-      case TokenType::control:
-      case TokenType::unused:
-        return {};
-    }
-    return {};
+    return tokenizer_detail::token_bytes(vocab_, id, &unmap_bytes, true);
   }
 
   std::string decode(std::span<const int32_t> ids) const override {

@@ -88,24 +88,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.pieces.size()); }
 
   std::string token_bytes(int32_t id) const override {
-    if (id < 0 || id >= vocab_size()) return {};
-    const std::string& piece = vocab_.pieces[id];
-    switch (vocab_.types[id]) {
-      case TokenType::normal:
-      case TokenType::user_defined:
-        return unescape_spaces(piece);
-      case TokenType::byte:
-        if (const auto byte = tokenizer_detail::parse_byte_piece(piece)) {
-          return std::string(1, static_cast<char>(*byte));
-        }
-        return unescape_spaces(piece);
-      case TokenType::unknown:
-        return std::string(utf8::kReplacement);
-      case TokenType::control:
-      case TokenType::unused:
-        return {};
-    }
-    return {};
+    return tokenizer_detail::token_bytes(vocab_, id, &unescape_spaces, false);
   }
 
   std::string decode(std::span<const int32_t> ids) const override {

@@ -1,5 +1,7 @@
 #include "model/tokenizer/vocabulary.hpp"
 
+#include "model/tokenizer/utf8.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -90,6 +92,27 @@ Status normalize_vocabulary(Vocabulary& vocab, std::string_view kind) {
   if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
   if (vocab.types.empty()) guess_types(vocab);
   return Status::ok();
+}
+
+std::string token_bytes(const Vocabulary& vocab, int32_t id,
+                        std::string (*decode_text)(std::string_view), bool user_defined_raw) {
+  if (id < 0 || static_cast<size_t>(id) >= vocab.pieces.size()) return {};
+  const std::string& piece = vocab.pieces[id];
+  switch (vocab.types[id]) {
+    case TokenType::normal:
+      return decode_text(piece);
+    case TokenType::user_defined:
+      return user_defined_raw ? piece : decode_text(piece);
+    case TokenType::byte:
+      if (const auto byte = parse_byte_piece(piece)) return std::string(1, static_cast<char>(*byte));
+      return decode_text(piece);
+    case TokenType::unknown:
+      return std::string(utf8::kReplacement);
+    case TokenType::control:
+    case TokenType::unused:
+      return {};
+  }
+  return {};
 }
 
 }  // namespace conveyor::tokenizer_detail

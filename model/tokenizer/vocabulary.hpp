@@ -44,4 +44,13 @@ inline bool is_encodable(TokenType type) {
   return type == TokenType::normal || type == TokenType::user_defined;
 }
 
+// What token `id` decodes to, by its type: a normal piece through
+// `decode_text` (BPE's byte map, SentencePiece's ▁ as a space); a
+// user-defined piece as stored when `user_defined_raw` (BPE files keep added
+// tokens as plain text), else through `decode_text`; a byte token's byte
+// (a malformed one through `decode_text`); an unknown token U+FFFD; control
+// and unused tokens, and ids out of range, nothing.
+std::string token_bytes(const Vocabulary& vocab, int32_t id,
+                        std::string (*decode_text)(std::string_view), bool user_defined_raw);
+
 }  // namespace conveyor::tokenizer_detail

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "template/jinja/jinja.hpp"
+#include "template/jinja/render_types.hpp"
 #include "template/jinja/value.hpp"
 
 namespace conveyor::jinja {
@@ -219,7 +219,7 @@ struct ScopeStmt : Stmt {  // transformers' {% generation %}...{% endgeneration 
   Body body;
 };
 
-struct Template::Program {
+struct Program {
   Body body;
 };
 

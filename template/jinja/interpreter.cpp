@@ -69,7 +69,7 @@ Interpreter::~Interpreter() {
   for (const auto& ns : namespaces_) ns->attrs.clear();
 }
 
-Rendered Interpreter::render(const Template::Program& program, const boost::json::object& data_context,
+Rendered Interpreter::render(const Program& program, const boost::json::object& data_context,
                              const boost::json::object& template_context) {
   for (const auto& kv : data_context) context_[std::string(kv.key())] = from_json(kv.value(), true);
   for (const auto& kv : template_context) context_[std::string(kv.key())] = from_json(kv.value(), false);

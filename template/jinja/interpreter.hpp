@@ -30,7 +30,7 @@ class Interpreter {
   ~Interpreter();
 
   // Throws RenderError; line() then says where.
-  Rendered render(const Template::Program& program, const boost::json::object& data_context,
+  Rendered render(const Program& program, const boost::json::object& data_context,
                   const boost::json::object& template_context);
   int line() const { return line_; }
 

@@ -39,32 +39,9 @@
 
 #include "base/status.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "template/jinja/render_types.hpp"
 
 namespace conveyor::jinja {
-
-// Byte offsets [begin, end) into a rendered text: the tokenizer's type, so
-// the data ranges go to Tokenizer::encode as its verbatim ranges unchanged.
-using TextRange = conveyor::TextRange;
-
-struct Rendered {
-  std::string text;
-  std::vector<TextRange> data;  // the bytes that came from data_context: sorted, disjoint, merged
-};
-
-// Bounds on one render. The defaults are far above what real chat templates
-// need (a long conversation costs thousands of steps) and far below what
-// would hurt a server.
-struct RenderLimits {
-  size_t max_output_bytes = size_t{64} << 20;  // also the size of any one string or list
-  uint64_t max_steps = 50'000'000;             // evaluation steps plus bytes/elements built / 16
-  int max_call_depth = 64;                     // nested macro calls
-};
-
-struct RenderOptions {
-  RenderLimits limits;
-  // The time strftime_now() formats (in local time); unset: the clock's now.
-  std::optional<std::chrono::system_clock::time_point> now;
-};
 
 class Template {
  public:
@@ -79,8 +56,6 @@ class Template {
   Expected<Rendered> render(const boost::json::object& data_context,
                             const boost::json::object& template_context = {},
                             const RenderOptions& options = {}) const;
-
-  struct Program;  // the parsed statements (template/jinja/ast.hpp)
 
  private:
   explicit Template(std::shared_ptr<const Program> program) : program_(std::move(program)) {}

@@ -1,6 +1,7 @@
 // The methods of str, dict and list a template may call, with Python's
 // semantics. Results that are pieces of the receiver keep its data ranges.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "template/jinja/builtins.hpp"

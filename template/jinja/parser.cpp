@@ -214,7 +214,7 @@ StmtPtr Parser::parse_with() {
   return s;
 }
 
-std::unique_ptr<Template::Program> parse_program(std::string_view source) {
+std::unique_ptr<Program> parse_program(std::string_view source) {
   return Parser(tokenize(source)).run();
 }
 

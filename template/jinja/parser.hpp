@@ -12,6 +12,6 @@
 namespace conveyor::jinja {
 
 // Throws SyntaxError.
-std::unique_ptr<Template::Program> parse_program(std::string_view source);
+std::unique_ptr<Program> parse_program(std::string_view source);
 
 }  // namespace conveyor::jinja

@@ -20,8 +20,8 @@ class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
 
-  std::unique_ptr<Template::Program> run() {
-    auto program = std::make_unique<Template::Program>();
+  std::unique_ptr<Program> run() {
+    auto program = std::make_unique<Program>();
     program->body = subparse({});
     return program;
   }

@@ -23,7 +23,7 @@
 #include <variant>
 #include <vector>
 
-#include "template/jinja/jinja.hpp"
+#include "template/jinja/render_types.hpp"
 
 namespace conveyor::jinja {
 

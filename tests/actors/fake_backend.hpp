@@ -17,8 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/step_runner.hpp"
-#include "backends/cpu/swap_engine.hpp"
+#include "engine/step_runner.hpp"
+#include "engine/swap_engine.hpp"
+#include "backends/host_sampling.hpp"
 
 namespace conveyor::testing {
 

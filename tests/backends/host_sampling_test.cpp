@@ -1,4 +1,4 @@
-// HostSampling (backends/cpu/step_runner.hpp), which both runners use, and the
+// HostSampling (backends/host_sampling.hpp), which both runners use, and the
 // bf16 packing the CUDA runner uploads (model/bf16_pack.hpp): host
 // code of the CUDA backend, tested on every machine.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/step_runner.hpp"
+#include "backends/host_sampling.hpp"
 #include "kernels/cpu/kv_dtype.hpp"
 #include "model/bf16_pack.hpp"
 #include "model/formats/loader.hpp"

@@ -1,7 +1,7 @@
 // KV blocks as bytes, in each of the cache's dtypes: the layout's sizes, the
 // pool's memory from its allocator, swap out and back in (CpuSwapEngine) and
 // copy-on-write copies (CpuStepRunner) move whole blocks bit for bit.
-#include "backends/cpu/swap_engine.hpp"
+#include "backends/cpu/cpu_swap_engine.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/step_runner.hpp"
+#include "backends/cpu/cpu_step_runner.hpp"
 #include "kernels/cpu/paged_attention.hpp"
 #include "model/formats/loader.hpp"
 

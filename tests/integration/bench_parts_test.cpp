@@ -5,7 +5,7 @@
 #include <boost/json.hpp>
 
 #include "tools/conveyor/bench_request.hpp"
-#include "tools/conveyor/bench_sse.hpp"
+#include "http/sse_client.hpp"
 #include "tools/conveyor/bench_stats.hpp"
 #include "tools/conveyor/bench_workload.hpp"
 

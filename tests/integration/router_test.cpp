@@ -36,13 +36,13 @@ struct Node {
   std::string address() const { return "127.0.0.1:" + std::to_string(node_port); }
 };
 
-Node start_node(const std::string& name, uint16_t node_port = 0) {
+Node start_node(const std::string& name, uint16_t node_port = 0, const std::string& model = kModel) {
   Node n;
   n.name = name;
   n.node_port = node_port != 0 ? node_port : free_loopback_port();
   n.process = std::make_unique<ServeProcess>(
       kConveyor,
-      std::vector<std::string>{"--model", kModel, "--kv-cache-tokens", "8192", "--threads", "1", "--node-port",
+      std::vector<std::string>{"--model", model, "--kv-cache-tokens", "8192", "--threads", "1", "--node-port",
                                std::to_string(n.node_port), "--node-name", name},
       kWorkDir + "/router_" + name + ".log");
   std::string error;
@@ -50,8 +50,9 @@ Node start_node(const std::string& name, uint16_t node_port = 0) {
   return n;
 }
 
-std::unique_ptr<ServeProcess> start_router(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> all{"--model", kModel};
+std::unique_ptr<ServeProcess> start_router(const std::vector<std::string>& args, const std::string& log,
+                                           const std::string& model = kModel) {
+  std::vector<std::string> all{"--model", model};
   all.insert(all.end(), args.begin(), args.end());
   auto r = std::make_unique<ServeProcess>(kConveyor, all, kWorkDir + "/" + log + ".log", std::vector<std::string>{},
                                           "router");
@@ -362,9 +363,14 @@ TEST_F(Router, AHungNodeIsTakenForDeadAndItsStreamsMoveOn) {
 }
 
 TEST_F(Router, ADrainingNodeFinishesItsRequestsAndGetsNoNewOnes) {
+  // The router sees a node draining at its next poll (every 0.25 s), so the
+  // node's streams must outlast that: stories260K decodes 400 tokens in
+  // about 0.2 s on an idle machine, llama2.c's 15M shape 200 in over 1 s.
+  const std::string model = "dummy:llama-15m";
+  const int kTokens = 200;
   std::vector<Node> nodes;
-  for (const char* name : {"f1", "f2"}) nodes.push_back(start_node(name));
-  auto router = start_router({"--nodes", nodes_arg(nodes), "--policy", "round_robin"}, "router_drain");
+  for (const char* name : {"f1", "f2"}) nodes.push_back(start_node(name, 0, model));
+  auto router = start_router({"--nodes", nodes_arg(nodes), "--policy", "round_robin"}, "router_drain", model);
   const uint16_t port = router->port();
   ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
 
@@ -373,7 +379,7 @@ TEST_F(Router, ADrainingNodeFinishesItsRequestsAndGetsNoNewOnes) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] {
-      streams[size_t(i)] = stream_of(port, completion(prompt_of(i), 400, true), [&] { ++events; });
+      streams[size_t(i)] = stream_of(port, completion(prompt_of(i), kTokens, true), [&] { ++events; });
     });
   ASSERT_TRUE(ht::eventually([&] { return events.load() >= 40; }, std::chrono::seconds(30)));
   nodes[0].process->signal(SIGTERM);
@@ -384,7 +390,7 @@ TEST_F(Router, ADrainingNodeFinishesItsRequestsAndGetsNoNewOnes) {
   for (auto& t : threads) t.join();
   for (const Stream& s : streams) {
     EXPECT_EQ(s.finish, "length");
-    EXPECT_EQ(s.ids.size(), 400u);
+    EXPECT_EQ(s.ids.size(), size_t(kTokens));
   }
   EXPECT_EQ(ht::metric(port, "conveyor:router_failovers_total"), 0) << "the draining node finished its own";
   EXPECT_EQ(nodes[0].process->wait_exit(std::chrono::milliseconds(20000)), 0) << nodes[0].process->log_tail();

@@ -15,7 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
-#include "tools/conveyor/bench_sse.hpp"
+#include "http/sse_client.hpp"
 
 namespace conveyor::bench {
 namespace {

@@ -1,0 +1,31 @@
+// The CPU backend's StepRunner (engine/step_runner.hpp): the transformer
+// forward pass (backends/cpu/transformer.hpp) over the KV pool, then host
+// sampling (backends/host_sampling.hpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/transformer.hpp"
+#include "backends/host_sampling.hpp"
+#include "engine/step_runner.hpp"
+#include "model/kv_cache.hpp"
+
+namespace conveyor {
+
+// The CPU backend. The KV cache is shared with the swap engine, which copies
+// blocks of sequences that are not in any plan while this runs.
+class CpuStepRunner final : public StepRunner {
+ public:
+  CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
+  StepResult run(StepPlan& plan) override;
+  void reset() override;
+
+ private:
+  std::unique_ptr<Transformer> transformer_;
+  std::shared_ptr<KvCache> kv_;
+  HostSampling sampling_;
+  std::vector<float> logits_;
+};
+
+}  // namespace conveyor
