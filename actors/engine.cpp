@@ -14,48 +14,6 @@
 
 namespace conveyor {
 
-Status validate(const EngineConfig& c) {
-  auto bad = [](const std::string& field, const std::string& why) {
-    return Status(make_error(Errc::invalid_argument, "--" + field + ": " + why));
-  };
-  if (auto d = parse_device(c.device); !d) return d.error();
-  if (c.block_size < 1 || c.block_size > 1024 || (c.block_size & (c.block_size - 1)) != 0)
-    return bad("block-size", "must be a power of two between 1 and 1024");
-  if (c.kv_cache_tokens != 0 && c.kv_cache_tokens < c.block_size)
-    return bad("kv-cache-tokens", "must hold at least one block");
-  if (c.kv_cache_memory < 0) return bad("kv-cache-memory", "must be >= 0");
-  if (c.kv_cache_tokens != 0 && c.kv_cache_memory != 0)
-    return bad("kv-cache-memory", "give --kv-cache-tokens or --kv-cache-memory, not both");
-  if (!(c.kv_cache_memory_fraction > 0.0 && c.kv_cache_memory_fraction <= 1.0))
-    return bad("kv-cache-memory-fraction", "must be in (0, 1]");
-  if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
-    return bad("gpu-memory-utilization", "must be in (0, 1]");
-  if (c.kv_cache_dtype != "auto" && !parse_kv_dtype(c.kv_cache_dtype))
-    return bad("kv-cache-dtype", "must be f32, f16, bf16 or auto, not '" + c.kv_cache_dtype + "'");
-  if (c.swap_space_tokens < 0) return bad("swap-space-tokens", "must be >= 0");
-  if (c.max_num_seqs < 1) return bad("max-num-seqs", "must be >= 1");
-  if (c.max_batched_tokens < 1) return bad("max-batched-tokens", "must be >= 1");
-  if (c.prefill_chunk < 1) return bad("prefill-chunk", "must be >= 1");
-  if (c.max_waiting < 0) return bad("max-waiting", "must be >= 0");
-  if (auto m = parse_preemption_mode(c.preemption); !m) return bad("preemption", m.error().message);
-  if (auto m = parse_admission_mode(c.admission); !m) return bad("admission", m.error().message);
-  if (auto m = parse_batching_mode(c.batching); !m) return bad("batching", m.error().message);
-  if (c.fault_recovery != "recompute" && c.fault_recovery != "fail")
-    return bad("fault-recovery", "must be recompute or fail, not '" + c.fault_recovery + "'");
-  if (c.max_fault_retries < 0) return bad("max-fault-retries", "must be >= 0");
-  if (!(c.session_ttl_seconds > 0)) return bad("session-ttl", "must be > 0 seconds");
-  if (!(c.session_max_share >= 0 && c.session_max_share <= 1))
-    return bad("session-max-share", "must be in [0, 1]");
-  if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();
-  return Status::ok();
-}
-
-KvDtype kv_dtype_of(const EngineConfig& c) {
-  if (auto d = parse_kv_dtype(c.kv_cache_dtype)) return *d;
-  if (auto d = parse_device(c.device); d && d->kind == DeviceKind::cuda) return KvDtype::bf16;
-  return default_kv_dtype();
-}
-
 void RequestHandle::cancel() const {
   if (actor_) caf::anon_send(actor_, cancel_atom_v);
 }
@@ -66,15 +24,14 @@ Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
 Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
                                                  LoadedModel model) {
   if (Status s = validate(config); !s) return s.error();
-  const DeviceSpec device = *parse_device(config.device);
-  if (Status s = check_device(device); !s) return s.error();
+  if (Status s = check_device(config.device); !s) return s.error();
   ModelInfo info{model.config, model.eos_ids, model.tokenizer};
-  auto backend = backend_factory(device)(config, std::move(model));
+  auto backend = backend_factory(config.device)(config, std::move(model));
   if (!backend) return backend.error();
   EngineConfig resolved = config;
   resolved.kv_cache_tokens = backend->capacity.tokens;
   resolved.kv_cache_memory = 0;
-  resolved.kv_cache_dtype = to_string(backend->kv_dtype);
+  resolved.kv_cache_dtype = backend->kv_dtype;
   auto engine = create(sys, resolved, std::move(info), std::move(backend->runner), std::move(backend->swap));
   if (engine) {
     (*engine)->kv_capacity_ = std::move(backend->capacity);
@@ -90,9 +47,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   if (config.kv_cache_tokens == 0)
     return make_error(Errc::invalid_argument,
                       "--kv-cache-tokens: an engine on its own runner needs its capacity in tokens");
-  auto preemption_mode = parse_preemption_mode(config.preemption);
   auto admission = make_admission_policy(config.admission, config.admission_config);
-  if (!admission) return admission.error();
 
   std::unique_ptr<Engine> engine(new Engine(sys, config, std::move(info)));
   const ModelConfig& mc = engine->info_.config;
@@ -111,11 +66,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.context_length = mc.context_length;
   sc.vocab_size = mc.vocab_size;
   sc.eos_ids = engine->info_.eos_ids;
-  sc.batching = *parse_batching_mode(config.batching);
+  sc.batching = config.batching;
   sc.overlap = config.overlap;
   sc.aging_interval_seconds = config.aging_interval_seconds;
-  sc.recompute_after_fault = config.fault_recovery == "recompute";
-  sc.wait_for_shared_prefix = config.prefix_caching && config.prefix_wait;
+  sc.recompute_after_fault = config.fault_recovery == FaultRecovery::recompute;
+  sc.prefix_wait = config.prefix_caching && config.prefix_wait;
   sc.session_ttl_seconds = config.session_ttl_seconds;
   // Kept blocks are only worth keeping when the prefix cache can find them.
   sc.session_max_blocks = config.prefix_caching ? int32_t(engine->num_blocks_ * config.session_max_share) : 0;
@@ -137,8 +92,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
     w.swap = spawn_swap(sys, swap, faults);
   };
   a.respawn_workers(a);
-  a.admission = spawn_admission_policy(sys, std::move(admission).value());
-  a.preemption = spawn_preemption_policy(sys, PreemptionPolicy(*preemption_mode));
+  a.admission = spawn_admission_policy(sys, std::move(admission));
+  a.preemption = spawn_preemption_policy(sys, PreemptionPolicy(config.preemption));
   engine->scheduler_ = spawn_scheduler(sys, std::move(sc), std::move(a));
   return engine;
 }

@@ -1,7 +1,6 @@
 #include "backends/backend.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include "backends/cpu/cpu_step_runner.hpp"
 #include "backends/cpu/cpu_swap_engine.hpp"
@@ -10,28 +9,6 @@
 #include "kernels/cpu/quant_matmul.hpp"
 
 namespace conveyor {
-
-Expected<DeviceSpec> parse_device(std::string_view text) {
-  auto bad = [&] {
-    return make_error(Errc::invalid_argument,
-                      "--device: must be cpu, cuda or cuda:N, not '" + std::string(text) + "'");
-  };
-  if (text == "cpu") return DeviceSpec{DeviceKind::cpu, 0};
-  if (text == "cuda") return DeviceSpec{DeviceKind::cuda, 0};
-  constexpr std::string_view kCuda = "cuda:";
-  if (!text.starts_with(kCuda)) return bad();
-  const std::string_view digits = text.substr(kCuda.size());
-  int32_t index = -1;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || index < 0 ||
-      index >= 1024)
-    return bad();
-  return DeviceSpec{DeviceKind::cuda, index};
-}
-
-std::string to_string(const DeviceSpec& d) {
-  return d.kind == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(d.index);
-}
 
 std::string weight_types(const ModelWeights& w) {
   std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};

@@ -29,19 +29,6 @@
 
 namespace conveyor {
 
-enum class DeviceKind : uint8_t { cpu, cuda };
-
-struct DeviceSpec {
-  DeviceKind kind = DeviceKind::cpu;
-  int32_t index = 0;  // CUDA device ordinal (0 for the CPU)
-};
-
-// "cpu", "cuda", "cuda:N" (N a decimal ordinal below 1024); the error names
-// the flag (--device) and the text.
-Expected<DeviceSpec> parse_device(std::string_view text);
-// "cpu", "cuda:0".
-std::string to_string(const DeviceSpec& device);
-
 // What a backend hands the engine.
 struct Backend {
   std::shared_ptr<StepRunner> runner;

@@ -36,7 +36,7 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 // --kv-cache-dtype: every engine and decode step of the run uses it.
-std::string g_kv_dtype = "auto";
+std::optional<KvDtype> g_kv_dtype;  // auto
 
 EngineConfig default_config() {
   EngineConfig c;
@@ -284,7 +284,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     else if (!std::strcmp(argv[i], "--closed-loop") && i + 1 < argc) closed = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc) g_kv_dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc) {
+      auto d = parse_kv_cache_dtype(argv[++i]);
+      if (!d) {
+        std::fprintf(stderr, "--kv-cache-dtype: %s\n", d.error().message.c_str());
+        return 2;
+      }
+      g_kv_dtype = *d;
+    }
     else {
       std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead] [--closed-loop C] "
                    "[--kv-cache-dtype D]\n");
@@ -341,9 +348,9 @@ int main(int argc, char** argv) {
   // passes) and static-padded (they keep their rows until the batch ends, the
   // fixed batch shape of request-level batching systems).
   EngineConfig static_config = base;
-  static_config.batching = "static";
+  static_config.batching = BatchingMode::static_;
   EngineConfig padded_config = base;
-  padded_config.batching = "static-padded";
+  padded_config.batching = BatchingMode::static_padded;
   cont = run_config(sys, model, base, chat);
   const RunResult stat = run_config(sys, model, static_config, chat);
   const RunResult padded = run_config(sys, model, padded_config, chat);
@@ -415,13 +422,13 @@ int main(int argc, char** argv) {
   std::printf("4. throughput under memory pressure (KV for 1536 tokens: ~1/4 of the running set)\n");
   const RunResult ample = cont;
   std::printf("   ample KV    %8.1f tok/s\n", ample.tokens_per_second());
-  for (const char* mode : {"recompute", "swap", "cost"}) {
+  for (PreemptionMode mode : {PreemptionMode::recompute, PreemptionMode::swap, PreemptionMode::cost}) {
     EngineConfig c = base;
     c.kv_cache_tokens = 1536;  // the longest request (32 + 1024 tokens) still fits
     c.swap_space_tokens = 32 * 1152;
     c.preemption = mode;
     const RunResult r = run_config(sys, model, c, chat);
-    std::printf("   %-10s  %8.1f tok/s  preemptions: %llu recompute, %llu swap\n", mode,
+    std::printf("   %-10s  %8.1f tok/s  preemptions: %llu recompute, %llu swap\n", to_string(mode),
                 r.tokens_per_second(), (unsigned long long)r.stats.preemptions_recompute,
                 (unsigned long long)r.stats.preemptions_swap);
   }

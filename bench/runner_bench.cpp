@@ -68,14 +68,14 @@ int bench_model(const Args& a, const std::string& spec) {
   if (a.context + decoded > mc.context_length)
     return fail(spec + ": --context plus the decoded tokens exceed the model's context");
   EngineConfig config;
-  config.device = a.device;
+  config.device = *parse_device(a.device);
   config.block_size = kBlock;
   config.kv_cache_tokens = int64_t(max_batch) * per_seq * kBlock;
   config.max_num_seqs = std::max(max_batch, 1);
   config.max_batched_tokens = kStepTokens;
   config.threads = a.threads;
   const double load_start = now_s();
-  auto backend = backend_factory(*parse_device(a.device))(config, std::move(loaded).value());
+  auto backend = backend_factory(config.device)(config, std::move(loaded).value());
   if (!backend) return fail(spec + ": " + backend.error().message);
   std::printf("%s on %s: %s, KV %s; ready in %.1f s\n", spec.c_str(), a.device.c_str(),
               backend->weights_description.c_str(), backend->capacity.origin.c_str(), now_s() - load_start);

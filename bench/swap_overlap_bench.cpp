@@ -79,11 +79,11 @@ int main(int argc, char** argv) {
   const int32_t per_seq = (kContext + 2 * steps + kBlock) / kBlock;
   const int32_t spare_first = batch * per_seq;  // blocks the swaps use
   EngineConfig c;
-  c.device = device;
+  c.device = *spec;
   c.kv_cache_tokens = int64_t(spare_first + swap_blocks) * kBlock;
   c.swap_space_tokens = int64_t(swap_blocks) * kBlock;
   c.max_num_seqs = batch;
-  c.kv_cache_dtype = "bf16";
+  c.kv_cache_dtype = KvDtype::bf16;
   auto backend = make_cuda_backend(c, std::move(loaded).value());
   if (!backend) return fail(backend.error().message);
   auto* runner = dynamic_cast<CudaStepRunner*>(backend->runner.get());

@@ -19,14 +19,6 @@ const char* to_string(FinishReason r) {
   return "unknown";
 }
 
-Expected<BatchingMode> parse_batching_mode(const std::string& name) {
-  if (name == "continuous") return BatchingMode::continuous;
-  if (name == "static") return BatchingMode::static_;
-  if (name == "static-padded") return BatchingMode::static_padded;
-  return make_error(Errc::invalid_argument, "unknown batching mode '" + name +
-                                                "' (expected continuous, static or static-padded)");
-}
-
 SchedulerCore::SchedulerCore(SchedulerConfig config)
     : config_(std::move(config)),
       waiting_(config_.aging_interval_seconds),
@@ -46,9 +38,18 @@ int32_t SchedulerCore::free_estimate() const {
   return free;
 }
 
-SchedulerCore::Sequence* SchedulerCore::find(seq_id id) {
+Sequence* SchedulerCore::find(seq_id id) {
   auto it = seqs_.find(id);
   return it == seqs_.end() ? nullptr : &it->second;
+}
+
+void SchedulerCore::erase_sequence(seq_id id) {
+  seqs_.erase(id);
+  std::erase(cancelled_, id);
+}
+
+bool SchedulerCore::is_cancelled(seq_id id) const {
+  return std::find(cancelled_.begin(), cancelled_.end(), id) != cancelled_.end();
 }
 
 bool SchedulerCore::is_stop(const Sequence& s, int32_t token) const {
@@ -144,8 +145,7 @@ void SchedulerCore::cancel_sample(request_id id, int32_t index) {
 
 void SchedulerCore::cancel_sequence(seq_id id) {
   Sequence* s = find(id);
-  if (s == nullptr || s->cancelled || s->padding) return;
-  s->cancelled = true;
+  if (s == nullptr || is_cancelled(id) || s->state() == SeqState::padding) return;
   cancelled_.push_back(id);
 }
 
@@ -161,11 +161,10 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
   emit_final(s, reason, message, code);
   release_claims(s);
   if ((reason == FinishReason::stop || reason == FinishReason::length) && !s.session.empty()) keep_for_session(s);
-  if (s.sampler_started) retired_samplers_.push_back(s.id);
+  if (s.runner_has_sampler) retired_samplers_.push_back(s.id);
   release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
-  const seq_id id = s.id;
-  seqs_.erase(id);  // `s` dangles from here on
+  erase_sequence(s.id);  // `s` dangles from here on
 }
 
 void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std::string& message,
@@ -177,7 +176,7 @@ void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std
     e.index = s.samples > 1 ? i : s.index;
     e.finish = reason;
     e.prompt_tokens = s.prompt_len;
-    e.cached_prompt_tokens = s.cached_prompt_tokens;
+    e.cached_prompt_tokens = s.cached_prompt_tokens.value_or(0);
     e.completion_tokens = s.generated();
     e.message = message;
     if (reason == FinishReason::error) e.error_code = code;
@@ -198,32 +197,31 @@ void SchedulerCore::end_into_padding(Sequence& s, FinishReason reason, int32_t s
   emit_final(s, reason, {});
   finished_.push_back({s.id, s.generated(), reason});
   if (stop_token >= 0) append_token(s, stop_token);  // the next step's input
-  s.padding = true;
+  s.end_into_padding();
   ++num_padding_;
 }
 
 void SchedulerCore::retire_padding(Sequence& s) {
   if (Planned* p = planned_for(s)) p->dropped = true;
   release_claims(s);
-  if (s.sampler_started) retired_samplers_.push_back(s.id);
+  if (s.runner_has_sampler) retired_samplers_.push_back(s.id);
   release_blocks(s);
   remove_running(s.id);
   --num_padding_;
-  const seq_id id = s.id;
-  seqs_.erase(id);
+  erase_sequence(s.id);
 }
 
 void SchedulerCore::drop_padding() {
   const std::vector<seq_id> running = running_;
   for (seq_id id : running) {
     Sequence* s = find(id);
-    if (s != nullptr && s->padding) retire_padding(*s);
+    if (s != nullptr && s->state() == SeqState::padding) retire_padding(*s);
   }
 }
 
 void SchedulerCore::release_blocks(const Sequence& s) {
-  if (s.blocks_held == 0 && s.state != State::swapped) return;
-  const int32_t device_blocks = s.state == State::swapped ? 0 : s.blocks_held;
+  if (s.blocks_held == 0 && s.state() != SeqState::swapped) return;
+  const int32_t device_blocks = s.state() == SeqState::swapped ? 0 : s.blocks_held;
   if (s.last_plan > last_applied_) {  // an outstanding step still reads and writes them
     deferred_frees_.push_back(DeferredFree{s.last_plan, s.id, device_blocks});
     return;
@@ -249,23 +247,26 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   expire_sessions(now);
 
   // Cancelled sequences leave now, wherever they are; those in the middle of
-  // a copy leave when it completes (on_swap_done).
-  for (seq_id id : cancelled_) {
+  // a copy leave when it completes (on_swap_done). (A padding row cannot be
+  // cancelled: it has ended for its client.)
+  const std::vector<seq_id> cancelled = cancelled_;
+  for (seq_id id : cancelled) {
     Sequence* s = find(id);
     if (s == nullptr) continue;
-    switch (s->state) {
-      case State::waiting: waiting_.remove(id); [[fallthrough]];
-      case State::running:
-      case State::swapped:
+    switch (s->state()) {
+      case SeqState::waiting: waiting_.remove(id); [[fallthrough]];
+      case SeqState::running:
+      case SeqState::forking:
+      case SeqState::padding:
+      case SeqState::swapped:
         remove_running(id);
         std::erase(swapped_, id);
         finish(*s, FinishReason::cancelled);
         break;
-      case State::swapping_out:
-      case State::swapping_in: break;
+      case SeqState::swapping_out:
+      case SeqState::swapping_in: break;
     }
   }
-  std::erase_if(cancelled_, [this](seq_id id) { return find(id) == nullptr; });
   // static_padded: the batch ends when only padding rows are left.
   if (num_padding_ > 0 && num_padding_ == int32_t(running_.size()) && swapped_.empty()) drop_padding();
 
@@ -278,12 +279,12 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
     if (const WaitingEntry* w = waiting_.front(now); w != nullptr) {
       const Sequence& next = seqs_.at(w->id);
       const int32_t need = blocks_for(int32_t(next.tokens.size()) + 1) * next.samples;
-      if (need > free) free += release_oldest_sessions(need - free);
+      if (need > free) free += sessions_.release_oldest(need - free, pending_frees_);
     }
   }
   for (seq_id id : swapped_) {
     Sequence* s = find(id);
-    if (s->state != State::swapped) continue;
+    if (s->state() != SeqState::swapped) continue;
     if (int32_t(running_.size() + pending_swap_in_.size()) >= config_.max_num_seqs) break;
     if (s->blocks_held + 1 > free) break;
     free -= s->blocks_held + 1;
@@ -298,7 +299,7 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   if (!room || !batch_open || waiting_.empty()) return std::nullopt;
 
   AdmissionQuery q;
-  q.free_blocks = free + session_blocks_;  // sessions let go of their blocks when they are wanted
+  q.free_blocks = free + sessions_.blocks();  // sessions let go of their blocks when they are wanted
   q.total_blocks = config_.num_blocks;
   q.block_size = config_.block_size;
   q.num_running = running;
@@ -325,14 +326,14 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
 void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
   for (const auto& [id, reason] : decision.rejected) {
     Sequence* s = find(id);
-    if (s == nullptr || s->state != State::waiting) continue;
+    if (s == nullptr || s->state() != SeqState::waiting) continue;
     waiting_.remove(id);
     finish(*s, FinishReason::error, reason);
   }
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
-    if (s == nullptr || s->state != State::waiting || s->cancelled) continue;
-    if (config_.wait_for_shared_prefix && waits_for_shared_prefix(*s)) continue;  // stays queued
+    if (s == nullptr || s->state() != SeqState::waiting || is_cancelled(id)) continue;
+    if (config_.prefix_wait && waits_for_shared_prefix(*s)) continue;  // stays queued
     waiting_.remove(id);
     plan(*s, 0, /*is_new=*/true, false);
   }
@@ -351,86 +352,57 @@ bool SchedulerCore::waits_for_shared_prefix(Sequence& s) {
     auto it = prefix_claims_.find(h);
     if (it == prefix_claims_.end() || it->second.owner == s.id) continue;
     const Sequence* owner = find(it->second.owner);
-    const bool live = owner != nullptr && !owner->cancelled &&
-                      (owner->state == State::running ||
-                       (owner->state == State::waiting && owner->claimed_at == iteration_ && owner->plan_slot >= 0));
+    const bool live = owner != nullptr && !is_cancelled(owner->id) &&
+                      (owner->in_batch() || (owner->state() == SeqState::waiting &&
+                                             owner->prefix.claimed_at == iteration_ && owner->plan_slot >= 0));
     if (live && owner->num_computed < it->second.end) {
-      if (!s.waited_for_prefix) ++prefix_waits_;
-      s.waited_for_prefix = true;
+      if (!s.prefix.waited) ++prefix_waits_;
+      s.prefix.waited = true;
       return true;
     }
   }
   // Nobody computes them: s claims the ones without a live owner, so that
   // later arrivals wait for s.
-  s.claimed_at = iteration_;
+  s.prefix.claimed_at = iteration_;
   for (int32_t b = 0; b < full; ++b) {
     auto [it, inserted] = prefix_claims_.try_emplace(hashes[size_t(b)], PrefixClaim{s.id, (b + 1) * bs});
     if (!inserted) {
       if (it->second.owner == s.id) continue;
       const Sequence* owner = find(it->second.owner);
-      if (owner != nullptr && owner->state == State::running) continue;  // computed already
+      if (owner != nullptr && owner->in_batch()) continue;  // computed already
       it->second = PrefixClaim{s.id, (b + 1) * bs};
     }
-    s.claims.push_back(hashes[size_t(b)]);
+    s.prefix.hashes.push_back(hashes[size_t(b)]);
   }
   return false;
 }
 
 void SchedulerCore::release_claims(Sequence& s) {
-  for (uint64_t h : s.claims) {
+  for (uint64_t h : s.prefix.hashes) {
     auto it = prefix_claims_.find(h);
     if (it != prefix_claims_.end() && it->second.owner == s.id) prefix_claims_.erase(it);
   }
-  s.claims.clear();
+  s.prefix.hashes.clear();
 }
 
 // ---- sessions -------------------------------------------------------------------
 
 void SchedulerCore::keep_for_session(const Sequence& s) {
-  if (s.state != State::running || s.blocks_held == 0 || s.samples != 1 || config_.session_max_blocks <= 0) return;
+  if (!s.in_batch() || s.blocks_held == 0 || s.samples != 1 || config_.session_max_blocks <= 0) return;
   release_session(s.session);  // an earlier turn's, if still kept
   const seq_id keeper = next_sample_id_++;
   // Forks go to the block manager before frees, so the blocks never drop to 0 references.
   pending_forks_.push_back(SeqFork{s.id, keeper});
-  sessions_[s.session] = Kept{keeper, s.blocks_held, now_ + config_.session_ttl_seconds, next_kept_++};
-  session_blocks_ += s.blocks_held;
-  if (session_blocks_ > config_.session_max_blocks) release_oldest_sessions(session_blocks_ - config_.session_max_blocks);
+  sessions_.keep(s.session, keeper, s.blocks_held, now_ + config_.session_ttl_seconds);
+  if (sessions_.blocks() > config_.session_max_blocks)
+    sessions_.release_oldest(sessions_.blocks() - config_.session_max_blocks, pending_frees_);
 }
 
-void SchedulerCore::release_session(const std::string& name) {
-  auto it = sessions_.find(name);
-  if (it == sessions_.end()) return;
-  pending_frees_.push_back(it->second.seq);
-  session_blocks_ -= it->second.blocks;
-  sessions_.erase(it);
-}
+void SchedulerCore::release_session(const std::string& name) { sessions_.release(name, pending_frees_); }
 
-int32_t SchedulerCore::release_oldest_sessions(int32_t blocks) {
-  int32_t released = 0;
-  while (released < blocks && !sessions_.empty()) {
-    auto oldest = sessions_.begin();
-    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
-      if (it->second.order < oldest->second.order) oldest = it;
-    released += oldest->second.blocks;
-    const std::string name = oldest->first;
-    release_session(name);
-  }
-  return released;
-}
+void SchedulerCore::expire_sessions(double now) { sessions_.expire(now, pending_frees_); }
 
-void SchedulerCore::expire_sessions(double now) {
-  std::vector<std::string> expired;
-  for (const auto& [name, kept] : sessions_)
-    if (kept.expires <= now) expired.push_back(name);
-  for (const std::string& name : expired) release_session(name);
-}
-
-std::optional<double> SchedulerCore::next_session_expiry() const {
-  std::optional<double> next;
-  for (const auto& [name, kept] : sessions_)
-    if (!next || kept.expires < *next) next = kept.expires;
-  return next;
-}
+std::optional<double> SchedulerCore::next_session_expiry() const { return sessions_.next_expiry(); }
 
 // Everything the block manager must hear before it allocates: computed
 // progress, releases and swap completions. Every batch carries what has
@@ -468,9 +440,9 @@ AllocationBatch SchedulerCore::build_allocation() {
   auto schedule = [&](Sequence& s, bool is_new) {
     // Its samples fork when the outstanding step's result arrives: it waits
     // for them, so that they fork from exactly its prompt's blocks.
-    if (s.fork_planned && s.samples > 1) return false;
+    if (s.state() == SeqState::forking) return false;
     // Its last token is on its way (an outstanding step samples it): nothing to run.
-    if (s.unconfirmed > 0 && ((!s.padding && s.generated() + s.unconfirmed >= s.sampling.max_tokens) ||
+    if (s.unconfirmed > 0 && ((s.state() != SeqState::padding && s.generated() + s.unconfirmed >= s.sampling.max_tokens) ||
                               s.length() >= config_.context_length))
       return false;
     const int32_t remaining = s.length() - s.scheduled;
@@ -485,7 +457,7 @@ AllocationBatch SchedulerCore::build_allocation() {
   for (int pass = 0; pass < 2; ++pass) {
     for (seq_id id : running_) {
       Sequence& s = seqs_.at(id);
-      if (s.state != State::running) continue;
+      if (!s.in_batch()) continue;
       const bool decoding = s.length() - s.scheduled == 1;
       if (decoding == (pass == 0)) schedule(s, false);
     }
@@ -532,7 +504,7 @@ void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const Allocati
 void SchedulerCore::requeue_for_recompute(Sequence& s) {
   release_blocks(s);
   release_claims(s);
-  s.state = State::waiting;
+  s.requeue();
   s.blocks_held = 0;
   s.block_table.clear();
   s.num_computed = 0;
@@ -541,9 +513,16 @@ void SchedulerCore::requeue_for_recompute(Sequence& s) {
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
 }
 
+// The block manager's answer, in three parts: its copies and swaps, the
+// grants of this iteration's sequences, and what to do about those left short.
 std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationResult& result) {
   free_blocks_ = result.free_blocks;
   free_host_blocks_ = result.free_host_blocks;
+  apply_copies_and_swaps(result);
+  return settle_shortfall(apply_grants(result));
+}
+
+void SchedulerCore::apply_copies_and_swaps(const AllocationResult& result) {
   copies_.insert(copies_.end(), result.copies.begin(), result.copies.end());
   for (const SwapOrder& order : result.swaps) {
     swap_orders_.push_back(order);
@@ -553,7 +532,7 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
   // victim is recomputed instead.
   for (seq_id id : swap_out_requested_) {
     Sequence* s = find(id);
-    if (s == nullptr || s->state != State::swapping_out) continue;
+    if (s == nullptr || s->state() != SeqState::swapping_out) continue;
     --preemptions_swap_;
     ++preemptions_recompute_;
     std::erase(swapped_, id);
@@ -563,14 +542,29 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
   for (const BlockGrant& g : result.swap_in_grants) {
     Sequence* s = find(g.seq);
     if (s == nullptr || !g.ok) continue;
-    s->state = State::swapping_in;
+    s->start_swap_in();
     apply_grant(*s, g, result);
     std::erase(swapped_, g.seq);
   }
+}
 
-  int32_t shortfall = 0;
-  int32_t new_shortfall = 0;  // of requests not admitted after all
-  bool padding_short = false;
+void SchedulerCore::admit_granted(Sequence& s, const BlockGrant& g) {
+  s.slots = int32_t(s.tokens.size());
+  // The last token is always computed, so that its logits exist.
+  const int32_t cap = (int32_t(s.tokens.size()) - 1) / config_.block_size * config_.block_size;
+  s.num_computed = std::min(g.cached_tokens, cap);
+  s.scheduled = s.num_computed;
+  if (!s.cached_prompt_tokens) {  // its first admission
+    s.cached_prompt_tokens = s.num_computed;
+    queue_times_.push_back(now_ - s.arrival_time);
+  }
+  s.admit();
+  running_.push_back(s.id);
+  if (!s.session.empty()) release_session(s.session);  // it holds the blocks it reuses now
+}
+
+SchedulerCore::Shortfall SchedulerCore::apply_grants(const AllocationResult& result) {
+  Shortfall short_of;
   for (const BlockGrant& g : result.grants) {
     Sequence* s = find(g.seq);
     Planned* planned = s != nullptr ? planned_for(*s) : nullptr;
@@ -579,32 +573,20 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
       planned->granted = true;
       apply_grant(*s, g, result);
       if (planned->is_new) {
-        s->slots = int32_t(s->tokens.size());
-        // The last token is always computed, so that its logits exist.
-        const int32_t cap = (int32_t(s->tokens.size()) - 1) / config_.block_size * config_.block_size;
-        s->num_computed = std::min(g.cached_tokens, cap);
-        s->scheduled = s->num_computed;
-        if (!s->admitted_once) {
-          s->cached_prompt_tokens = s->num_computed;
-          queue_times_.push_back(now_ - s->arrival_time);
-        }
-        s->admitted_once = true;
-        s->state = State::running;
-        running_.push_back(s->id);
-        if (!s->session.empty()) release_session(s->session);  // it holds the blocks it reuses now
+        admit_granted(*s, g);
       } else {
         s->slots = std::max(s->slots, s->scheduled + planned->max_new);
       }
       continue;
     }
     planned->dropped = true;
-    if (s->padding) {
-      padding_short = true;
+    if (s->state() == SeqState::padding) {
+      short_of.padding = true;
       continue;
     }
     if (planned->is_new) {  // not admitted after all: back to the queue
       waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
-      new_shortfall += std::max(g.shortfall, 1);
+      short_of.new_blocks += std::max(g.shortfall, 1);
       continue;
     }
     if (blocks_for(int32_t(s->tokens.size()) + 1) > config_.num_blocks) {
@@ -612,30 +594,36 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
       finish(*s, FinishReason::length, "the sequence outgrew the whole KV cache");
       continue;
     }
-    shortfall += g.shortfall;
+    short_of.running_blocks += g.shortfall;
     failed_.push_back(Short{g.seq, planned->max_new});
   }
+  return short_of;
+}
+
+std::optional<PreemptionQuery> SchedulerCore::settle_shortfall(Shortfall short_of) {
+  int32_t shortfall = short_of.running_blocks;
   // Blocks already on their way to host memory will be free soon: sequences
   // short of blocks wait for them rather than preempting more.
   for (seq_id id : swapped_) {
     const Sequence& s = seqs_.at(id);
-    if (s.state == State::swapping_out) shortfall -= s.blocks_held;
+    if (s.state() == SeqState::swapping_out) shortfall -= s.blocks_held;
   }
+  const bool running_short = !failed_.empty() && shortfall > 0;
   // Padding rows give their blocks up before anybody is preempted; those
   // short of blocks try again next iteration.
-  if (num_padding_ > 0 && (padding_short || (!failed_.empty() && shortfall > 0))) {
+  if (num_padding_ > 0 && (short_of.padding || running_short)) {
     drop_padding();
     failed_.clear();
     return std::nullopt;
   }
   // Sessions let go of their kept blocks before anybody is preempted or
   // turned away; those short of blocks try again next iteration.
-  if (!sessions_.empty() && (new_shortfall > 0 || (!failed_.empty() && shortfall > 0))) {
-    release_oldest_sessions(std::max(shortfall, 0) + new_shortfall);
+  if (!sessions_.empty() && (short_of.new_blocks > 0 || running_short)) {
+    sessions_.release_oldest(std::max(shortfall, 0) + short_of.new_blocks, pending_frees_);
     failed_.clear();
     return std::nullopt;
   }
-  if (failed_.empty() || shortfall <= 0) {
+  if (!running_short) {
     failed_.clear();
     return std::nullopt;
   }
@@ -644,13 +632,16 @@ std::optional<PreemptionQuery> SchedulerCore::apply_allocation(const AllocationR
     failed_.clear();
     return std::nullopt;
   }
+  return preemption_query(shortfall);
+}
 
+PreemptionQuery SchedulerCore::preemption_query(int32_t shortfall) const {
   PreemptionQuery q;
   q.shortfall = shortfall;
   q.free_host_blocks = free_host_blocks_;
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
-    if (s.state != State::running) continue;
+    if (s.state() != SeqState::running) continue;
     q.running.push_back(PreemptionCandidate{s.id, s.priority, s.arrival, s.blocks_held,
                                             s.num_computed, s.blocks_held});
   }
@@ -661,13 +652,13 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
   AllocationBatch retry;
   for (const Victim& v : decision.victims) {
     Sequence* s = find(v.seq);
-    if (s == nullptr || s->state != State::running) continue;
+    if (s == nullptr || s->state() != SeqState::running) continue;
     if (Planned* p = planned_for(*s)) p->dropped = true;
     std::erase_if(failed_, [&](const Short& f) { return f.id == v.seq; });
     remove_running(v.seq);
     if (v.mode == PreemptionMode::swap) {
       ++preemptions_swap_;
-      s->state = State::swapping_out;
+      s->start_swap_out();
       swapped_.push_back(s->id);
       retry.swap_out.push_back(s->id);
       swap_out_requested_.push_back(s->id);
@@ -725,13 +716,13 @@ StepPlan SchedulerCore::build_step() {
     plan.seq_ids.push_back(s.id);
     s.scheduled += n;
     s.last_plan = iteration_;
-    if (!s.sampler_started) {
-      s.sampler_started = true;
+    if (!s.runner_has_sampler) {
+      s.runner_has_sampler = true;
       plan.new_samplers.emplace_back(s.id, s.sampling);
       plan.new_sampler_prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
       plan.new_sampler_history.emplace_back(s.tokens.begin() + s.prompt_len, s.tokens.end());
     }
-    if (last && s.samples > 1 && !s.fork_planned) plan_forks(s, plan);
+    if (last && s.samples > 1 && s.state() != SeqState::forking) plan_forks(s, plan);
     if (last) ++s.unconfirmed;
   }
   if (plan.batch.num_seqs() == 0) {  // not sent: copies and retirements wait for the next
@@ -751,7 +742,7 @@ StepPlan SchedulerCore::build_step() {
   uint64_t live = 0, slots = 0;
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
-    if (s.state != State::running) continue;
+    if (!s.in_batch()) continue;
     live += uint64_t(s.slots);
     slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
   }
@@ -769,7 +760,7 @@ bool SchedulerCore::can_build() const {
 // The step that samples a parent's first token samples its other n - 1
 // samples too, each with its own sampler (seed + index when seeded).
 void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
-  parent.fork_planned = true;
+  parent.plan_fork();
   for (int32_t i = 1; i < parent.samples; ++i) {
     const seq_id child = next_sample_id_++;
     SamplingParams params = parent.sampling;
@@ -789,17 +780,17 @@ void SchedulerCore::plan_forks(Sequence& parent, StepPlan& plan) {
 void SchedulerCore::apply_forks(const std::vector<Fork>& forks) {
   for (const Fork& f : forks) {
     Sequence* parent = find(f.parent);
-    if (parent == nullptr || parent->cancelled) {  // it ends all its samples itself
+    if (parent == nullptr || is_cancelled(parent->id)) {  // it ends all its samples itself
       retired_samplers_.push_back(f.child);
       continue;
     }
+    if (parent->state() == SeqState::forking) parent->forked();  // its first fork ends its wait
     Sequence child = *parent;
     child.id = f.child;
     child.index = f.index;
     child.samples = 1;
-    child.fork_planned = false;
     child.plan_slot = -1;
-    child.claims.clear();  // the parent's
+    child.prefix.hashes.clear();  // the parent's
     child.tokens.resize(size_t(parent->prompt_len));
     child.num_computed = child.scheduled = child.slots = parent->prompt_len;
     child.unconfirmed = 0;
@@ -832,10 +823,10 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
   apply_forks(flight.forks);
   for (const SampledToken& t : result.tokens) {
     Sequence* s = find(t.seq);
-    if (s == nullptr || s->cancelled) continue;
+    if (s == nullptr || is_cancelled(s->id)) continue;
     const int32_t token = t.result.token;
     const bool padded = config_.batching == BatchingMode::static_padded;
-    if (s->padding) {  // its token only feeds its next step
+    if (s->state() == SeqState::padding) {  // its token only feeds its next step
       if (s->length() >= config_.context_length) {
         retire_padding(*s);
         continue;
@@ -887,7 +878,7 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   std::vector<seq_id> touched;
   for (const Planned& p : plan_) touched.push_back(p.id);
   for (const auto& [id, s] : seqs_)
-    if (s.state != State::waiting) touched.push_back(id);
+    if (s.state() != SeqState::waiting) touched.push_back(id);
   std::sort(touched.begin(), touched.end());
   // What the old block manager, runner and swap engine were to hear or do.
   flights_.clear();
@@ -915,7 +906,6 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   swapped_.clear();
   prefix_claims_.clear();
   sessions_.clear();  // the fresh block manager holds nothing
-  session_blocks_ = 0;
 
   std::vector<seq_id> ids;
   ids.reserve(seqs_.size());
@@ -926,22 +916,21 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   for (seq_id id : ids) {
     Sequence& s = seqs_.at(id);
     const bool involved = std::binary_search(touched.begin(), touched.end(), id);
-    s.state = State::waiting;
+    const bool was_padding = s.state() == SeqState::padding;
+    s.restart();
     s.blocks_held = 0;
     s.block_table.clear();
     s.num_computed = s.scheduled = s.slots = 0;
     s.unconfirmed = 0;
     s.last_plan = 0;
     s.plan_slot = -1;
-    s.fork_planned = false;
-    s.sampler_started = false;
-    s.claims.clear();
-    if (s.padding) {  // it already ended for its client
-      --num_padding_;
-      seqs_.erase(id);
+    s.runner_has_sampler = false;
+    s.prefix.hashes.clear();
+    if (was_padding) {  // it already ended for its client
+      erase_sequence(id);
       continue;
     }
-    if (s.cancelled) {
+    if (is_cancelled(id)) {
       waiting_.remove(id);
       finish(s, FinishReason::cancelled);
       continue;
@@ -971,17 +960,17 @@ std::vector<SwapOrder> SchedulerCore::take_swap_orders() {
 void SchedulerCore::on_swap_done(const SwapDone& done) {
   Sequence* s = find(done.seq);
   if (s == nullptr) return;
-  if (s->cancelled) {  // free() releases device and host blocks alike
+  if (is_cancelled(s->id)) {  // free() releases device and host blocks alike
     std::erase(swapped_, s->id);
     finish(*s, FinishReason::cancelled);
     return;
   }
   if (done.direction == SwapDirection::out) {
     pending_swap_out_done_.push_back(s->id);
-    s->state = State::swapped;
+    s->swap_out_done();
   } else {
     pending_swap_in_done_.push_back(s->id);
-    s->state = State::running;
+    s->swap_in_done();
     running_.push_back(s->id);
   }
 }
@@ -1025,7 +1014,7 @@ bool SchedulerCore::has_runnable_work() const {
   return !running_.empty() || !waiting_.empty() || !cancelled_.empty() ||
          !pending_swap_out_done_.empty() || !pending_swap_in_done_.empty() ||
          std::any_of(swapped_.begin(), swapped_.end(),
-                     [this](seq_id id) { return seqs_.at(id).state == State::swapped; });
+                     [this](seq_id id) { return seqs_.at(id).state() == SeqState::swapped; });
 }
 
 uint64_t SchedulerCore::preemptions(PreemptionMode mode) const {

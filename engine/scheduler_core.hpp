@@ -47,7 +47,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/engine_config.hpp"
 #include "engine/engine_types.hpp"
+#include "engine/sequence.hpp"
+#include "engine/session_store.hpp"
 #include "base/status.hpp"
 #include "policies/admission.hpp"
 #include "policies/preemption.hpp"
@@ -55,43 +58,36 @@
 
 namespace conveyor {
 
-enum class BatchingMode : uint8_t {
-  continuous,  // a finished sequence's slot is refilled at the next iteration
-  static_,     // run a batch until its longest member finishes, then admit more
-  // As static_, and a finished member keeps its row in the batch, decoding
-  // tokens nobody receives, until the batch ends: the fixed batch shape of
-  // request-level batching systems (its client has its answer at once).
-  static_padded,
-};
-Expected<BatchingMode> parse_batching_mode(const std::string& name);
-
+// What the scheduler is told. The engine's settings come from EngineConfig
+// (Engine::create copies them), with its defaults (engine_defaults); the
+// rest from the KV pool and the model.
 struct SchedulerConfig {
-  int32_t block_size = 16;
+  int32_t block_size = engine_defaults::block_size;
   int32_t num_blocks = 0;           // device KV blocks
   int32_t num_host_blocks = 0;      // swap space
-  int32_t max_num_seqs = 256;       // running sequences at once
-  int32_t max_batched_tokens = 2048;  // tokens per iteration
-  int32_t prefill_chunk = 512;      // longest prefill span per sequence per iteration
-  int32_t max_waiting = 4096;       // waiting queue bound: past it, submit fails
+  int32_t max_num_seqs = engine_defaults::max_num_seqs;
+  int32_t max_batched_tokens = engine_defaults::max_batched_tokens;
+  int32_t prefill_chunk = engine_defaults::prefill_chunk;
+  int32_t max_waiting = engine_defaults::max_waiting;  // past it, submit fails
   int32_t context_length = 0;       // the model's
   int32_t vocab_size = 0;           // the model's
   std::vector<int32_t> eos_ids;     // the model's end tokens
   BatchingMode batching = BatchingMode::continuous;
-  double aging_interval_seconds = 5.0;  // waiting priority rises one level per interval
-  bool overlap = true;              // build the next step while one runs
+  double aging_interval_seconds = engine_defaults::aging_interval_seconds;
+  bool overlap = engine_defaults::overlap;  // build the next step while one runs
   // After an engine fault (recover_from_fault): true, the sequences a lost
   // step touched are recomputed from their tokens so far, each at most
   // max_fault_retries times; false, they end with an error at once.
   bool recompute_after_fault = true;
-  int32_t max_fault_retries = 2;
+  int32_t max_fault_retries = engine_defaults::max_fault_retries;
   // A request whose leading full blocks another running sequence is still
   // computing waits for them (then finds them in the prefix cache) instead
   // of computing them too. Only useful with the block manager's prefix cache.
-  bool wait_for_shared_prefix = true;
+  bool prefix_wait = engine_defaults::prefix_wait;
   // Sessions (GenerateRequest::session): how long a session's blocks are
   // kept after its request ends, and the most device blocks all sessions
   // may keep (past it, the oldest session lets go).
-  double session_ttl_seconds = 60.0;
+  double session_ttl_seconds = engine_defaults::session_ttl_seconds;
   int32_t session_max_blocks = 0;
 };
 
@@ -136,8 +132,8 @@ class SchedulerCore {
   // Lets go of the sessions whose time is up; when the next one expires.
   void expire_sessions(double now);
   std::optional<double> next_session_expiry() const;
-  int32_t sessions_held() const { return int32_t(sessions_.size()); }
-  int32_t session_blocks() const { return session_blocks_; }
+  int32_t sessions_held() const { return sessions_.size(); }
+  int32_t session_blocks() const { return sessions_.blocks(); }
 
   // ---- faults ------------------------------------------------------------
   // The engine's workers failed (`why` says how) and were replaced: the block
@@ -183,45 +179,6 @@ class SchedulerCore {
   }
 
  private:
-  enum class State : uint8_t { waiting, running, swapping_out, swapped, swapping_in };
-
-  struct Sequence {
-    seq_id id = 0;
-    request_id request = 0;           // the request it samples for
-    int32_t index = 0;                // which sample
-    int32_t samples = 1;              // n: samples it forks into at its first token (then 1)
-    int32_t priority = 0;
-    uint64_t arrival = 0;             // submission order
-    double arrival_time = 0.0;
-    std::vector<int32_t> tokens;      // prompt, then generated tokens
-    int32_t prompt_len = 0;
-    int32_t num_computed = 0;         // leading tokens whose KV is in the cache
-    int32_t scheduled = 0;            // ... or is being computed by an outstanding step
-    int32_t unconfirmed = 0;          // tokens outstanding steps sample for it
-    uint64_t last_plan = 0;           // the last step that included it
-    int32_t cached_prompt_tokens = 0; // prefix-cache hit at first admission
-    int32_t slots = 0;                // tokens the block manager holds slots for
-    int32_t plan_slot = -1;           // index in plan_ this iteration
-    int32_t blocks_held = 0;
-    int32_t fault_retries = 0;        // engine restarts it went through
-    std::vector<int32_t> block_table;
-    SamplingParams sampling;
-    State state = State::waiting;
-    bool needs_allocation = true;     // waiting: next admission is a fresh allocation
-    bool sampler_started = false;
-    bool cancelled = false;
-    bool admitted_once = false;
-    bool fork_planned = false;        // its samples fork in an outstanding step
-    bool padding = false;             // static_padded: ended, keeps its row until the batch ends
-    bool waited_for_prefix = false;   // counted in prefix_waits_
-    uint64_t claimed_at = 0;          // the iteration in which it last claimed prefix blocks
-    std::vector<uint64_t> claims;     // prefix_claims_ it owns
-    std::string session;              // GenerateRequest::session
-    int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
-    // Its length once the outstanding steps' samples arrive.
-    int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }
-  };
-
   // A sequence's part of the iteration being built.
   struct Planned {
     seq_id id = 0;
@@ -246,7 +203,10 @@ class SchedulerCore {
   };
 
   Sequence* find(seq_id id);
+  // A finished sequence goes: from seqs_, and from the cancelled list.
+  void erase_sequence(seq_id id);
   void cancel_sequence(seq_id id);
+  bool is_cancelled(seq_id id) const;
   // Counts one more ended sample of `request`; true when it was the last.
   bool close_sample(request_id request);
   void plan_forks(Sequence& parent, StepPlan& plan);
@@ -258,6 +218,19 @@ class SchedulerCore {
   Planned* planned_for(const Sequence& s);
   void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
   void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
+  // apply_allocation's parts.
+  struct Shortfall {
+    int32_t running_blocks = 0;  // that running sequences lack
+    int32_t new_blocks = 0;      // that requests admitted this iteration lacked (back to the queue)
+    bool padding = false;        // a padding row lacked blocks
+  };
+  void apply_copies_and_swaps(const AllocationResult& result);
+  Shortfall apply_grants(const AllocationResult& result);
+  void admit_granted(Sequence& s, const BlockGrant& g);  // its first blocks: it runs
+  // Padding rows, then sessions, give their blocks up; else, with no step
+  // outstanding, the preemption policy is asked.
+  std::optional<PreemptionQuery> settle_shortfall(Shortfall short_of);
+  PreemptionQuery preemption_query(int32_t shortfall) const;
   void take_pending_updates(AllocationBatch& batch);
   void requeue_for_recompute(Sequence& s);
   // True when another sequence is computing one of s's leading full blocks
@@ -266,8 +239,6 @@ class SchedulerCore {
   void release_claims(Sequence& s);
   // A request of a session ended: a sequence forked from it keeps its blocks.
   void keep_for_session(const Sequence& s);
-  // Lets go of the oldest sessions until `blocks` are released (or none is left).
-  int32_t release_oldest_sessions(int32_t blocks);
   void finish(Sequence& s, FinishReason reason, std::string message = {},
               Errc code = Errc::invalid_argument);
   // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
@@ -318,7 +289,7 @@ class SchedulerCore {
   std::vector<seq_id> pending_swap_in_done_;
   std::vector<seq_id> pending_swap_in_;      // asked of the block manager this batch
   std::vector<seq_id> retired_samplers_;
-  std::vector<seq_id> cancelled_;            // cancelled, still holding something
+  std::vector<seq_id> cancelled_;            // cancelled, not yet ended (a copy may be under way)
   struct Short {
     seq_id id;
     int32_t budget;  // the tokens the iteration's budget gave it
@@ -347,17 +318,7 @@ class SchedulerCore {
   std::unordered_map<uint64_t, PrefixClaim> prefix_claims_;
   std::vector<uint64_t> scratch_hashes_;
   uint64_t prefix_waits_ = 0;
-  // Sessions' kept blocks: held by a sequence forked from the request that
-  // ended (an id from the samples' range), freed like any sequence.
-  struct Kept {
-    seq_id seq = 0;
-    int32_t blocks = 0;
-    double expires = 0.0;
-    uint64_t order = 0;  // when kept: the oldest goes first
-  };
-  std::unordered_map<std::string, Kept> sessions_;
-  int32_t session_blocks_ = 0;
-  uint64_t next_kept_ = 0;
+  SessionStore sessions_;                    // sessions' kept blocks
   int32_t free_blocks_ = 0;                  // as of the last allocation result
   int32_t free_host_blocks_ = 0;
   uint64_t iteration_ = 0;

@@ -139,6 +139,8 @@ Expected<LogFormat> parse_log_format(std::string_view name) {
 const char* to_string(LogLevel level) { return kLevelNames[size_t(level)]; }
 
 void configure_log(LogLevel level, LogFormat format) { loggers().apply(level, format); }
+const char* to_string(LogFormat format) { return format == LogFormat::json ? "json" : "text"; }
+
 LogLevel log_level() { return loggers().level; }
 LogFormat log_format() { return loggers().format; }
 

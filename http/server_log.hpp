@@ -36,6 +36,7 @@ Expected<LogLevel> parse_log_level(std::string_view name);
 // "text" | "json".
 Expected<LogFormat> parse_log_format(std::string_view name);
 const char* to_string(LogLevel level);
+const char* to_string(LogFormat format);
 
 // A field's value: none (null), a flag, a count, a measure or text.
 using LogValue = std::variant<std::monostate, bool, int64_t, double, std::string>;

@@ -1,12 +1,14 @@
 // The server's own settings (the engine's are EngineConfig), with defaults.
-// Each is a key of the [server] table of a config file (configs/serve.toml)
-// and, except io_threads, a `conveyor serve` flag. validate_server_options()
-// (http/serve_settings.hpp) checks them; Server::start() refuses what it refuses.
+// http/serve_settings.hpp's table says which flag and which key of the
+// [server] table of a config file (configs/serve.toml) sets each.
+// validate_server_options() checks them; Server::start() refuses what it refuses.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "http/server_log.hpp"
 
 namespace conveyor::http {
 
@@ -56,8 +58,8 @@ struct ServerOptions {
   double log_stats_interval_seconds = 10.0;
   // The process's log (http/server_log.hpp), which `conveyor serve` sets up:
   // trace | debug | info | warn | error | off, and text | json.
-  std::string log_level = "info";
-  std::string log_format = "text";
+  LogLevel log_level = LogLevel::info;
+  LogFormat log_format = LogFormat::text;
 };
 
 }  // namespace conveyor::http

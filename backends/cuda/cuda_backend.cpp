@@ -31,9 +31,9 @@ Status check_cuda_device(int32_t index) {
 }
 
 Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel model) {
-  auto spec = parse_device(config.device);
-  if (!spec || spec->kind != DeviceKind::cuda)
-    return make_error(Errc::invalid_argument, "make_cuda_backend: device '" + config.device + "' is not CUDA");
+  const DeviceSpec* spec = &config.device;
+  if (spec->kind != DeviceKind::cuda)
+    return make_error(Errc::invalid_argument, "make_cuda_backend: device '" + to_string(*spec) + "' is not CUDA");
   const int32_t device = spec->index;
   const std::string flag = "--device " + to_string(*spec);
   if (Status s = check_cuda_device(device); !s) return s.error();

@@ -258,7 +258,7 @@ int run(const Args& args) {
   options.port = 0;
   options.ws_max_messages_per_second = 0;  // the soak's sockets carry many requests; rates are tested elsewhere
   options.log_stats_interval_seconds = 0;
-  options.log_level = "error";
+  options.log_level = http::LogLevel::error;
   auto context = http::make_model_context(model_config, port.tokenizer(), "", options.chat_template, "");
   if (!context) {
     std::fprintf(stderr, "soak_bench: %s\n", context.error().message.c_str());

@@ -119,7 +119,7 @@ TEST(EngineFaults, FailModeEndsRunningRequestsOnly) {
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
   EngineConfig config = pressured("executor=3");
-  config.fault_recovery = "fail";
+  config.fault_recovery = FaultRecovery::fail;
   config.max_num_seqs = 4;
   auto engine = make_fake_engine(sys, config);
   const auto prompts = random_prompts(12, 13);
@@ -185,9 +185,8 @@ TEST(EngineFaults, SpecsAreCheckedAndCounted) {
   EXPECT_TRUE(inj.hit(FaultPoint::swap));
   EXPECT_FALSE(inj.hit(FaultPoint::alloc));
   EXPECT_EQ(inj.count(FaultPoint::swap), 4);
-  EngineConfig c;
-  c.fault_recovery = "retry";
-  EXPECT_FALSE(validate(c));
+  EXPECT_FALSE(parse_fault_recovery("retry"));
+  EXPECT_EQ(*parse_fault_recovery("fail"), FaultRecovery::fail);
 }
 
 // ---- the real model: seeded sampling resumes where it was --------------------
@@ -202,7 +201,7 @@ class StoriesFaults : public testing::StoriesTest {
     config.threads = 1;
     config.kv_cache_tokens = 16 * 24;
     config.swap_space_tokens = 16 * 64;
-    config.preemption = "swap";
+    config.preemption = PreemptionMode::swap;
     config.fault_injection = faults;
     auto engine = Engine::create(sys, config, *model_);
     EXPECT_TRUE(engine.has_value());

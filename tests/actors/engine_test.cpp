@@ -93,7 +93,7 @@ TEST(FakeEngine, CancelAtAnyTimeFreesEverything) {
   config.kv_cache_tokens = 4 * 32;
   config.swap_space_tokens = 4 * 32;
   config.max_num_seqs = 8;
-  config.preemption = "swap";
+  config.preemption = PreemptionMode::swap;
   auto engine = make_fake_engine(sys, config);
   Collector collector;
   std::vector<RequestHandle> handles;
@@ -296,7 +296,7 @@ TEST_F(Stories, GreedyOutputsDoNotDependOnPoolSizeOrPreemptionMode) {
   for (const char* dtype : {"f32", "f16", "bf16"}) {
     EngineConfig large;
     large.kv_cache_tokens = 32 * 512;
-    large.kv_cache_dtype = dtype;
+    large.kv_cache_dtype = *parse_kv_cache_dtype(dtype);
     EngineStats stats;
     const auto reference = tokens_of(run(large, p, 64, &stats));
     EXPECT_EQ(stats.preemptions_recompute + stats.preemptions_swap, 0u);
@@ -304,7 +304,7 @@ TEST_F(Stories, GreedyOutputsDoNotDependOnPoolSizeOrPreemptionMode) {
       EngineConfig small = large;
       small.kv_cache_tokens = 16 * 12;  // 12 blocks for 32 sequences of up to ~100 tokens
       small.swap_space_tokens = 16 * 64;
-      small.preemption = mode;
+      small.preemption = *parse_preemption_mode(mode);
       EXPECT_EQ(tokens_of(run(small, p, 64, &stats)), reference) << mode << ", " << dtype;
       EXPECT_GT(stats.preemptions_recompute + stats.preemptions_swap, 0u) << mode << ", " << dtype;
     }
@@ -337,7 +337,7 @@ TEST_F(Stories, KvCacheDtypes) {
   }
   for (const char* dtype : {"f32", "f16", "bf16"}) {
     EngineConfig config;
-    config.kv_cache_dtype = dtype;
+    config.kv_cache_dtype = *parse_kv_cache_dtype(dtype);
     const auto got = tokens_of(run(config, p, kTokens));
     size_t same = 0, prefix = 0, total = 0;
     for (size_t i = 0; i < p.size(); ++i) {
@@ -369,10 +369,10 @@ TEST_F(Stories, StaticAndContinuousBatchingAgree) {
   EngineConfig continuous;
   continuous.max_num_seqs = 8;
   EngineConfig static_batching = continuous;
-  static_batching.batching = "static";
+  static_batching.batching = BatchingMode::static_;
   const auto reference = tokens_of(run(continuous, p, 48));
   EXPECT_EQ(tokens_of(run(static_batching, p, 48)), reference);
-  static_batching.batching = "static-padded";
+  static_batching.batching = BatchingMode::static_padded;
   EXPECT_EQ(tokens_of(run(static_batching, p, 48)), reference);
 }
 
@@ -542,7 +542,7 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
     EngineConfig config;
     config.threads = 1;
     config.prefix_caching = false;  // what is shared is shared by the fork alone
-    config.kv_cache_dtype = dtype;
+    config.kv_cache_dtype = *parse_kv_cache_dtype(dtype);
     auto engine = Engine::create(sys, config, *model_);
     ASSERT_TRUE(engine.has_value());
 
@@ -571,7 +571,7 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
       EngineConfig small = config;
       small.kv_cache_tokens = 16 * 12;
       small.swap_space_tokens = 16 * 64;
-      small.preemption = mode;
+      small.preemption = *parse_preemption_mode(mode);
       auto tight = Engine::create(small_sys, small, *model_);
       ASSERT_TRUE(tight.has_value());
       Collector many;

@@ -45,7 +45,7 @@ inline EngineConfig swap_pressure_config() {
   c.max_num_seqs = 16;
   c.max_batched_tokens = 64;
   c.prefill_chunk = 16;
-  c.preemption = "swap";
+  c.preemption = PreemptionMode::swap;
   return c;
 }
 

@@ -30,10 +30,10 @@ Backend make(const std::string& device, const std::string& model, int64_t kv_tok
   EXPECT_TRUE(m.has_value()) << model << ": " << m.error().message;
   if (!m) return {};
   EngineConfig c;
-  c.device = device;
+  c.device = *parse_device(device);
   c.kv_cache_tokens = kv_tokens;
   c.swap_space_tokens = swap_tokens;
-  c.kv_cache_dtype = "bf16";
+  c.kv_cache_dtype = KvDtype::bf16;
   c.threads = 2;
   auto b = backend_factory(*parse_device(device))(c, std::move(m).value());
   EXPECT_TRUE(b.has_value()) << device << " " << model << ": " << (b ? "" : b.error().message);
@@ -315,7 +315,7 @@ TEST(CudaBackend, PoolSizedFromGpuMemoryUtilization) {
     auto m = load_model("dummy:llama-15m");
     if (!m) return m.error();
     EngineConfig c;
-    c.device = "cuda";
+    c.device = DeviceSpec{DeviceKind::cuda, 0};
     c.gpu_memory_utilization = utilization;
     c.max_num_seqs = 100000;     // not the bound here
     c.max_batched_tokens = 256;  // the workspace: small (the emulator's warm-up product is slow)
@@ -382,9 +382,9 @@ TEST(CudaEngine, GreedyRequestsThroughTheActors) {
   for (int32_t i = 0; i < 6; ++i) prompts.push_back({1, 300 + i, 301 + i});
   auto run = [&](const std::string& device) {
     EngineConfig c;
-    c.device = device;
+    c.device = *parse_device(device);
     c.kv_cache_tokens = 64 * kBlock;
-    c.kv_cache_dtype = "bf16";
+    c.kv_cache_dtype = KvDtype::bf16;
     return run_engine(shared("tiny-random-llama-f32.gguf"), c, prompts, 24);
   };
   const EngineRun cpu = run("cpu"), gpu = run("cuda");
@@ -412,9 +412,9 @@ TEST(CudaEngine, ChunkedLongPromptsWithACachedPrefixEndAsOnTheCpu) {
   prompts.back().insert(prompts.back().end(), {40, 41, 42, 43, 44, 45});
   auto run = [&](const std::string& device) {
     EngineConfig c;
-    c.device = device;
+    c.device = *parse_device(device);
     c.kv_cache_tokens = 3 * 512;
-    c.kv_cache_dtype = "f16";
+    c.kv_cache_dtype = KvDtype::f16;
     c.prefill_chunk = 64;
     c.max_batched_tokens = 128;
     return run_engine("", c, prompts, 16);  // "": the embedded default model
@@ -440,12 +440,12 @@ TEST(CudaEngine, SwapUnderMemoryPressureEndsAsWithRoomToSpare) {
   for (int32_t i = 0; i < 12; ++i) prompts.push_back({1, 200 + 7 * i, 201 + 3 * i, 5 + i});
   auto run = [&](int64_t kv_tokens) {
     EngineConfig c;
-    c.device = "cuda";
+    c.device = DeviceSpec{DeviceKind::cuda, 0};
     c.block_size = 4;
     c.kv_cache_tokens = kv_tokens;
     c.swap_space_tokens = 1024;
-    c.preemption = "swap";
-    c.kv_cache_dtype = "bf16";
+    c.preemption = PreemptionMode::swap;
+    c.kv_cache_dtype = KvDtype::bf16;
     return run_engine(shared("tiny-random-llama-f32.gguf"), c, prompts, 40);
   };
   const EngineRun roomy = run(2048), tight = run(4 * 40);

@@ -128,15 +128,14 @@ TEST(EngineConfigValidation, CapacityAndDtypeFlags) {
   c.kv_cache_memory = -1;
   EXPECT_FALSE(validate(c).is_ok());
   c = EngineConfig{};
-  c.kv_cache_dtype = "f8";
-  ASSERT_FALSE(validate(c).is_ok());
-  EXPECT_NE(validate(c).error().message.find("--kv-cache-dtype"), std::string::npos);
+  EXPECT_FALSE(parse_kv_cache_dtype("f8"));
   for (const char* d : {"f32", "f16", "bf16"}) {
-    c.kv_cache_dtype = d;
+    c.kv_cache_dtype = *parse_kv_cache_dtype(d);
     EXPECT_TRUE(validate(c).is_ok());
     EXPECT_EQ(to_string(kv_dtype_of(c)), std::string(d));
   }
-  c.kv_cache_dtype = "auto";
+  c.kv_cache_dtype = *parse_kv_cache_dtype("auto");
+  EXPECT_FALSE(c.kv_cache_dtype.has_value());
   EXPECT_EQ(kv_dtype_of(c), __builtin_cpu_supports("avx512bf16") ? KvDtype::bf16 : KvDtype::f16);
   c.kv_cache_memory_fraction = 0.0;
   EXPECT_FALSE(validate(c).is_ok());
@@ -152,7 +151,7 @@ TEST(EngineKvCapacity, MemoryFlagGivesTheExpectedTokens) {
   for (auto [dtype, token_bytes] : {std::pair{"f32", 1024}, std::pair{"bf16", 512}, std::pair{"f16", 512}}) {
     EngineConfig c;
     c.threads = 1;
-    c.kv_cache_dtype = dtype;
+    c.kv_cache_dtype = *parse_kv_cache_dtype(dtype);
     c.kv_cache_memory = int64_t(1) << 20;
     auto engine = Engine::create(sys, c, *model);
     ASSERT_TRUE(engine.has_value()) << engine.error().message;
@@ -161,7 +160,7 @@ TEST(EngineKvCapacity, MemoryFlagGivesTheExpectedTokens) {
     EXPECT_EQ((*engine)->kv_capacity().bytes, tokens * token_bytes) << dtype;
     EXPECT_EQ((*engine)->num_blocks(), tokens / 16) << dtype;
     EXPECT_EQ((*engine)->config().kv_cache_tokens, tokens) << dtype;
-    EXPECT_EQ((*engine)->config().kv_cache_dtype, dtype);
+    EXPECT_EQ(to_string((*engine)->config().kv_cache_dtype), dtype);
   }
   // Neither flag: from the available memory, at least one context, at most
   // context × max_num_seqs.
@@ -172,7 +171,7 @@ TEST(EngineKvCapacity, MemoryFlagGivesTheExpectedTokens) {
   ASSERT_TRUE(engine.has_value()) << engine.error().message;
   EXPECT_GE((*engine)->kv_capacity().tokens, model->config.context_length);
   EXPECT_LE((*engine)->kv_capacity().tokens, int64_t(model->config.context_length) * 4);
-  EXPECT_NE((*engine)->config().kv_cache_dtype, "auto");
+  EXPECT_TRUE((*engine)->config().kv_cache_dtype.has_value());  // "auto" resolved
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ class Simulation {
     c.batching = o.batching;
     c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
     c.overlap = o.overlap;
-    c.wait_for_shared_prefix = o.prefix_caching && o.prefix_wait;
+    c.prefix_wait = o.prefix_caching && o.prefix_wait;
     return c;
   }
 

@@ -315,7 +315,7 @@ TEST(ServeSettings, TomlOverridesAndRejectsUnknownKeys) {
   EXPECT_EQ(s.model, "dummy:tiny");
   EXPECT_EQ(s.server.port, 9001);
   EXPECT_EQ(s.engine.block_size, 32);
-  EXPECT_EQ(s.engine.preemption, "swap");
+  EXPECT_EQ(s.engine.preemption, PreemptionMode::swap);
   EXPECT_FALSE(s.engine.prefix_caching);
   EXPECT_FALSE(parse_serve_config("[server]\nprot = 1\n", "t.toml", s).is_ok());
   EXPECT_FALSE(parse_serve_config("[server]\nport = \"x\"\n", "t.toml", s).is_ok());
@@ -330,7 +330,7 @@ TEST(ServeSettings, KvCacheMemoryTakesASizeOrBytes) {
                                  "t.toml", s)
                   .is_ok());
   EXPECT_EQ(s.engine.kv_cache_memory, int64_t(4) << 30);
-  EXPECT_EQ(s.engine.kv_cache_dtype, "f16");
+  EXPECT_EQ(s.engine.kv_cache_dtype, KvDtype::f16);
   EXPECT_EQ(s.engine.kv_cache_memory_fraction, 0.25);
   ASSERT_TRUE(parse_serve_config("[engine]\nkv_cache_memory = 1048576\n", "t.toml", s).is_ok());
   EXPECT_EQ(s.engine.kv_cache_memory, 1048576);
@@ -347,8 +347,8 @@ TEST(ServeSettings, ShutdownAndLogKeys) {
                                  "t.toml", s)
                   .is_ok());
   EXPECT_EQ(s.server.shutdown_timeout_seconds, 5.0);
-  EXPECT_EQ(s.server.log_level, "warn");
-  EXPECT_EQ(s.server.log_format, "json");
+  EXPECT_EQ(s.server.log_level, LogLevel::warn);
+  EXPECT_EQ(s.server.log_format, LogFormat::json);
   EXPECT_EQ(s.server.log_stats_interval_seconds, 0.0);
   const Status old_key = parse_serve_config("[server]\nshutdown_grace_seconds = 3.0\n", "t.toml", s);
   ASSERT_FALSE(old_key.is_ok());

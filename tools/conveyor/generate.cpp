@@ -77,10 +77,10 @@ int usage_error(const std::string& message) {
 
 int run_generate(const GenerateArgs& args) {
   auto device = parse_device(args.device);
-  if (!device) return usage_error(device.error().message);
+  if (!device) return usage_error("--device: " + device.error().message);
   if (Status s = check_device(*device); !s) return usage_error(s.error().message);
-  if (args.kv_cache_dtype != "auto" && !parse_kv_dtype(args.kv_cache_dtype))
-    return usage_error("--kv-cache-dtype: must be f32, f16, bf16 or auto, not '" + args.kv_cache_dtype + "'");
+  const auto kv_dtype = parse_kv_cache_dtype(args.kv_cache_dtype);
+  if (!kv_dtype) return usage_error("--kv-cache-dtype: " + kv_dtype.error().message);
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
   auto loaded = load_model(args.model, options);
@@ -128,14 +128,14 @@ int run_generate(const GenerateArgs& args) {
   const int32_t n_blocks = (total + kBlockSize - 1) / kBlockSize;
   // The device's backend, as `conveyor serve` builds it, for one sequence.
   EngineConfig engine;
-  engine.device = args.device;
+  engine.device = *device;
   engine.block_size = kBlockSize;
   engine.kv_cache_tokens = int64_t(n_blocks) * kBlockSize;
-  engine.kv_cache_dtype = args.kv_cache_dtype;
+  engine.kv_cache_dtype = *kv_dtype;
   engine.max_num_seqs = 1;
   engine.max_batched_tokens = kPrefillChunk;
   engine.threads = args.threads;
-  auto backend = backend_factory(*device)(engine, std::move(model));
+  auto backend = backend_factory(engine.device)(engine, std::move(model));
   if (!backend) {
     std::cerr << "conveyor generate: " << backend.error().message << "\n";
     return kExitFailure;

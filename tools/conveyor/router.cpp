@@ -19,6 +19,7 @@
 #include <csignal>
 #include <algorithm>
 #include <fstream>
+#include <memory>
 
 #include "actors/engine.hpp"
 #include "http/api_key_file.hpp"
@@ -31,18 +32,18 @@
 #include "router/router_actor.hpp"
 #include "tools/conveyor/cluster.hpp"
 #include "tools/conveyor/commands.hpp"
+#include "tools/conveyor/setting_flags.hpp"
 #include "tools/conveyor/stop_signals.hpp"
 
 namespace conveyor::cli {
 namespace {
 
+// The router's own flags; the server's (--host, --port, the keys, the log,
+// ...) are http/serve_settings.hpp's, as `serve` has them.
 struct RouterFlags {
-  std::string model, tokenizer, nodes, nodes_file, policy = "prefix_affinity", host = "127.0.0.1";
-  std::string served_model_name, chat_template = "auto", api_key, api_key_file, log_level = "info",
-      log_format = "text";
-  uint16_t port = 8000;
+  std::unique_ptr<SettingFlags> settings;
+  std::string nodes, nodes_file, policy = "prefix_affinity";
   int32_t block_size = 0;
-  double shutdown_timeout = 30.0;
   double node_timeout = 10.0;
   ClusterTls tls;
 };
@@ -79,11 +80,10 @@ Expected<std::pair<std::vector<std::string>, std::string>> read_nodes_file(const
 }
 
 int run_router(const RouterFlags& f) {
-  const auto log_format = http::parse_log_format(f.log_format);
-  if (!log_format) return fail(kExitUsage, "--log-format: " + log_format.error().message);
-  const auto log_level = http::parse_log_level(f.log_level);
-  if (!log_level) return fail(kExitUsage, "--log-level: " + log_level.error().message);
-  http::configure_log(*log_level, *log_format);
+  http::ServeSettings settings;
+  if (Status st = f.settings->apply(settings); !st) return fail(kExitUsage, st.error().message);
+  const http::ServerOptions& server_options = settings.server;
+  http::configure_log(server_options.log_level, server_options.log_format);
   if (Status st = check_tls(f.tls); !st) return fail(kExitUsage, st.error().message);
 
   RouterOptions options;
@@ -106,14 +106,6 @@ int run_router(const RouterFlags& f) {
   if (options.nodes.empty()) return fail(kExitUsage, "no nodes: give --nodes host:port,... or --nodes-file");
   if (auto p = make_placement_policy(options.policy); !p) return fail(kExitUsage, "--policy: " + p.error().message);
 
-  http::ServerOptions server_options;
-  server_options.host = f.host;
-  server_options.port = f.port;
-  server_options.api_key = f.api_key;
-  server_options.api_key_file = f.api_key_file;
-  server_options.served_model_name = f.served_model_name;
-  server_options.chat_template = f.chat_template;
-  server_options.shutdown_timeout_seconds = f.shutdown_timeout;
   if (Status st = http::validate_server_options(server_options); !st) return fail(kExitUsage, st.error().message);
   // Before the model loads, so that a bad key file does not wait for it.
   if (const auto keys = http::api_keys_of(server_options); !keys)
@@ -122,8 +114,8 @@ int run_router(const RouterFlags& f) {
   if (Status st = stop_signals::install(); !st) return fail(kExitFailure, st.error().message);
 
   LoadOptions load;
-  load.tokenizer_path = f.tokenizer;
-  auto loaded = load_model(f.model, load);
+  load.tokenizer_path = settings.tokenizer;
+  auto loaded = load_model(settings.model, load);
   if (!loaded) return fail(kExitUsage, loaded.error().message);
   const ModelConfig mc = loaded->config;
   ModelInfo info{loaded->config, loaded->eos_ids, loaded->tokenizer};
@@ -144,8 +136,9 @@ int run_router(const RouterFlags& f) {
   http::EnginePort port(*engine);
   port.set_extra_metrics([metrics] { return metrics->render(); });
 
-  std::string served = f.served_model_name.empty() ? (f.model.empty() ? mc.name : f.model) : f.served_model_name;
-  auto context = http::make_model_context(mc, port.tokenizer(), served, f.chat_template, gguf_template);
+  std::string served = server_options.served_model_name;
+  if (served.empty()) served = settings.model.empty() ? mc.name : settings.model;
+  auto context = http::make_model_context(mc, port.tokenizer(), served, server_options.chat_template, gguf_template);
   if (!context) return fail(kExitUsage, context.error().message);
   http::Server server(port, server_options, std::move(context).value());
   auto bound = server.start();
@@ -154,16 +147,16 @@ int run_router(const RouterFlags& f) {
   for (const std::string& n : options.nodes) list += (list.empty() ? "" : ", ") + n;
   http::log_info("router for '" + served + "' over " + std::to_string(options.nodes.size()) + " nodes (" + list +
                  "), placement " + options.policy + (options.tls ? ", TLS" : ""));
-  http::log_info("listening on http://" + f.host + ":" + std::to_string(*bound));
+  http::log_info("listening on http://" + server_options.host + ":" + std::to_string(*bound));
 
   stop_signals::unblock();
   for (bool draining = false;;) {
     const char byte = stop_signals::wait();
     if (byte == stop_signals::kDrained) break;
     if (byte == SIGHUP) {
-      if (!f.api_key_file.empty()) (void)server.reload_api_keys();  // it logs what happened
+      if (!server_options.api_key_file.empty()) (void)server.reload_api_keys();  // it logs what happened
       if (f.nodes_file.empty()) {
-        if (f.api_key_file.empty()) http::log_info("SIGHUP: no --nodes-file or --api-key-file to read; nothing changes");
+        if (server_options.api_key_file.empty()) http::log_info("SIGHUP: no --nodes-file or --api-key-file to read; nothing changes");
         continue;
       }
       auto file = read_nodes_file(f.nodes_file);
@@ -203,8 +196,7 @@ int run_router(const RouterFlags& f) {
 void add_router_command(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<RouterFlags>();
   CLI::App* cmd = app.add_subcommand("router", "Serve one OpenAI endpoint over several engine nodes (serve --node-port)");
-  cmd->add_option("--model", f->model, "the model the nodes serve (for the tokenizer and chat template)");
-  cmd->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
+  f->settings = std::make_unique<SettingFlags>(cmd, SettingFlags::Which::router);
   cmd->add_option("--nodes", f->nodes, "host:port,...: the nodes' --node-port addresses");
   cmd->add_option("--nodes-file", f->nodes_file,
                   "file of node addresses (one per line, # comments) and optionally `policy = NAME`; read "
@@ -215,19 +207,6 @@ void add_router_command(CLI::App& app, int& exit_code) {
                   "(default 10)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--block-size", f->block_size, "tokens per block of the prefix chains (default: the nodes')");
-  cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
-  cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
-  cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
-  cmd->add_option("--api-key-file", f->api_key_file,
-                  "TOML file of API keys, each with optional max_concurrent and tokens_per_minute limits "
-                  "(see README), checked here in front of the nodes; read again on SIGHUP");
-  cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
-  cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml | FILE (default auto)");
-  cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
-                  "seconds running requests may take after SIGTERM (default 30)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off (default info)");
-  cmd->add_option("--log-format", f->log_format, "text | json (default text)");
   add_tls_options(cmd, f->tls);
   cmd->callback([f, &exit_code] { exit_code = run_router(*f); });
 }

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -37,29 +38,17 @@
 #include "model/formats/loader.hpp"
 #include "tools/conveyor/cluster.hpp"
 #include "tools/conveyor/commands.hpp"
+#include "tools/conveyor/setting_flags.hpp"
 #include "tools/conveyor/stop_signals.hpp"
 
 namespace conveyor::cli {
 namespace {
 
-// Flags as given; unset ones leave the config file's (or the default) value.
+// Flags as given. The settings' flags (http/serve_settings.hpp's table)
+// override the config file's values, or the defaults.
 struct ServeFlags {
-  std::optional<std::string> config, model, tokenizer, host, api_key, api_key_file, served_model_name, chat_template;
-  std::optional<uint16_t> port;
-  std::optional<int32_t> block_size, max_num_seqs, max_batched_tokens, prefill_chunk, max_waiting;
-  std::optional<int64_t> kv_cache_tokens, swap_space_tokens;
-  std::optional<std::string> kv_cache_memory, kv_cache_dtype, device;
-  std::optional<double> kv_cache_memory_fraction, gpu_memory_utilization;
-  std::optional<std::string> preemption, admission, batching;
-  std::optional<bool> overlap, prefix_wait;
-  std::optional<int> threads;
-  std::optional<size_t> max_body_bytes, max_output_bytes;
-  std::optional<double> shutdown_timeout, log_stats_interval, header_timeout, idle_timeout;
-  std::optional<size_t> max_connections;
-  std::optional<int32_t> ws_max_messages_per_second;
-  std::optional<std::string> log_level, log_format;
-  std::optional<std::string> fault_recovery;
-  std::optional<int32_t> max_fault_retries;
+  std::optional<std::string> config;
+  std::unique_ptr<SettingFlags> settings;
   bool debug_fault_injection = false;
   // An engine node for routers (actors/node.hpp); 0: none.
   uint16_t node_port = 0;
@@ -67,11 +56,6 @@ struct ServeFlags {
   bool no_http = false;
   ClusterTls tls;
 };
-
-template <class T>
-void override_with(T& value, const std::optional<T>& flag) {
-  if (flag) value = *flag;
-}
 
 // In the log's format, whatever its level.
 int fail(int code, const std::string& message) {
@@ -90,66 +74,22 @@ int run_serve(const ServeFlags& f) {
   if (f.config) {
     if (Status st = http::load_serve_config(*f.config, s); !st) return fail(kExitUsage, st.error().message);
   }
-  override_with(s.model, f.model);
-  override_with(s.tokenizer, f.tokenizer);
-  override_with(s.server.host, f.host);
-  override_with(s.server.port, f.port);
-  override_with(s.server.api_key, f.api_key);
-  override_with(s.server.api_key_file, f.api_key_file);
-  override_with(s.server.header_timeout_seconds, f.header_timeout);
-  override_with(s.server.idle_timeout_seconds, f.idle_timeout);
-  override_with(s.server.max_connections, f.max_connections);
-  override_with(s.server.ws_max_messages_per_second, f.ws_max_messages_per_second);
-  override_with(s.server.served_model_name, f.served_model_name);
-  override_with(s.server.chat_template, f.chat_template);
-  override_with(s.server.max_body_bytes, f.max_body_bytes);
-  override_with(s.server.max_output_bytes, f.max_output_bytes);
-  override_with(s.server.shutdown_timeout_seconds, f.shutdown_timeout);
-  override_with(s.server.log_stats_interval_seconds, f.log_stats_interval);
-  override_with(s.server.log_level, f.log_level);
-  override_with(s.server.log_format, f.log_format);
-  const auto log_format = http::parse_log_format(s.server.log_format);
-  if (!log_format) return fail(kExitUsage, "--log-format: " + log_format.error().message);
-  const auto log_level = http::parse_log_level(s.server.log_level);
-  if (!log_level) return fail(kExitUsage, "--log-level: " + log_level.error().message);
-  http::configure_log(*log_level, *log_format);
+  // One capacity flag replaces whichever of the two the config file gave.
+  const bool tokens_flag = f.settings->given("kv-cache-tokens"), memory_flag = f.settings->given("kv-cache-memory");
+  if (tokens_flag && memory_flag)
+    return fail(kExitUsage, "--kv-cache-memory: give --kv-cache-tokens or --kv-cache-memory, not both");
+  if (Status st = f.settings->apply(s); !st) return fail(kExitUsage, st.error().message);
+  EngineConfig& e = s.engine;
+  if (tokens_flag) e.kv_cache_memory = 0;
+  if (memory_flag) {
+    if (e.kv_cache_memory <= 0) return fail(kExitUsage, "--kv-cache-memory: must be more than 0 bytes");
+    e.kv_cache_tokens = 0;
+  }
+  http::configure_log(s.server.log_level, s.server.log_format);
   if (Status st = http::validate_server_options(s.server); !st) return fail(kExitUsage, st.error().message);
   // Before the model loads, so that a bad key file does not wait for the weights.
   const auto api_keys = http::api_keys_of(s.server);
   if (!api_keys) return fail(kExitUsage, "--api-key-file: " + api_keys.error().message);
-  EngineConfig& e = s.engine;
-  override_with(e.device, f.device);
-  override_with(e.block_size, f.block_size);
-  // One capacity flag replaces whichever of the two the config file gave.
-  if (f.kv_cache_tokens && f.kv_cache_memory)
-    return fail(kExitUsage, "--kv-cache-memory: give --kv-cache-tokens or --kv-cache-memory, not both");
-  if (f.kv_cache_tokens) {
-    e.kv_cache_tokens = *f.kv_cache_tokens;
-    e.kv_cache_memory = 0;
-  }
-  if (f.kv_cache_memory) {
-    auto bytes = parse_byte_size(*f.kv_cache_memory);
-    if (!bytes) return fail(kExitUsage, "--kv-cache-memory: " + bytes.error().message);
-    if (*bytes <= 0) return fail(kExitUsage, "--kv-cache-memory: must be more than 0 bytes");
-    e.kv_cache_memory = *bytes;
-    e.kv_cache_tokens = 0;
-  }
-  override_with(e.kv_cache_memory_fraction, f.kv_cache_memory_fraction);
-  override_with(e.gpu_memory_utilization, f.gpu_memory_utilization);
-  override_with(e.kv_cache_dtype, f.kv_cache_dtype);
-  override_with(e.swap_space_tokens, f.swap_space_tokens);
-  override_with(e.max_num_seqs, f.max_num_seqs);
-  override_with(e.max_batched_tokens, f.max_batched_tokens);
-  override_with(e.prefill_chunk, f.prefill_chunk);
-  override_with(e.max_waiting, f.max_waiting);
-  override_with(e.preemption, f.preemption);
-  override_with(e.admission, f.admission);
-  override_with(e.batching, f.batching);
-  override_with(e.overlap, f.overlap);
-  override_with(e.prefix_wait, f.prefix_wait);
-  override_with(e.threads, f.threads);
-  override_with(e.fault_recovery, f.fault_recovery);
-  override_with(e.max_fault_retries, f.max_fault_retries);
   // Faults for tests of recovery, from the environment, and only when asked.
   if (const char* faults = std::getenv("CONVEYOR_FAULTS"); faults != nullptr && f.debug_fault_injection)
     e.fault_injection = faults;
@@ -213,7 +153,7 @@ int run_serve(const ServeFlags& f) {
   http::log_info("weights " + (*engine)->weights_description());
   line.str("");
   line << "KV cache " << kv.tokens << " tokens in " << blocks << " blocks of " << e.block_size << ", "
-       << resolved.kv_cache_dtype << ", " << format_bytes(kv.bytes) << " (" << kv.origin << "); swap "
+       << to_string(resolved.kv_cache_dtype) << ", " << format_bytes(kv.bytes) << " (" << kv.origin << "); swap "
        << e.swap_space_tokens << " tokens ("
        << format_bytes(e.swap_space_tokens / e.block_size * e.block_size * token_bytes) << "); chat template "
        << template_name;
@@ -296,83 +236,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over HTTP (OpenAI API, SSE) and WebSocket");
   cmd->add_option("--config", f->config, "TOML settings file (flags override it; see configs/serve.toml)");
-  cmd->add_option("--model", f->model,
-                  "GGUF file, llama2.c checkpoint, or dummy:NAME (default: the embedded tiny model)");
-  cmd->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
-  cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
-  cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)");
-  cmd->add_option("--api-key", f->api_key, "require 'Authorization: Bearer KEY' on /v1/*");
-  cmd->add_option("--api-key-file", f->api_key_file,
-                  "TOML file of API keys, each with optional max_concurrent and tokens_per_minute limits "
-                  "(see README); read again on SIGHUP");
-  cmd->add_option("--served-model-name", f->served_model_name, "the model name clients use (default: --model)");
-  cmd->add_option("--chat-template", f->chat_template, "auto | plain | llama2 | chatml | FILE (Jinja); default auto: the model's own template");
-  cmd->add_option("--max-body-bytes", f->max_body_bytes, "largest request body (default 1 MiB)");
-  cmd->add_option("--max-output-bytes", f->max_output_bytes,
-                  "unsent output per connection before its request is cancelled (default 1 MiB)");
-  cmd->add_option("--header-timeout", f->header_timeout,
-                  "seconds a connection has to send a complete request header (default 10)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--idle-timeout", f->idle_timeout,
-                  "seconds a keep-alive connection may wait for its next request, or a body or a write may "
-                  "stall (default 60)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-connections", f->max_connections,
-                  "open connections; past it new ones get 503 and are closed (default 1024; 0: no cap)");
-  cmd->add_option("--ws-max-messages-per-second", f->ws_max_messages_per_second,
-                  "messages a WebSocket client may send per second; past it an error event, then the socket "
-                  "is closed (default 100; 0: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", f->device, "cpu | cuda | cuda:N: the backend that runs the model (default cpu)");
-  cmd->add_option("--block-size", f->block_size, "tokens per KV block, a power of two (default 16)");
-  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
-                  "KV cache capacity in tokens (default: sized from memory, see --kv-cache-memory)");
-  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
-                  "KV cache capacity in bytes: 4GiB, 512MiB, 1.5GB, ... (default: --kv-cache-memory-fraction "
-                  "of the memory available after the weights load)");
-  cmd->add_option("--kv-cache-memory-fraction", f->kv_cache_memory_fraction,
-                  "on the CPU: share of the available memory the KV cache takes when neither capacity flag "
-                  "is given (default 0.5)");
-  cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
-                  "with --device cuda: the share of the GPU's memory this server may hold; the KV cache "
-                  "gets what the weights and workspace leave of it (default 0.9)");
-  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: on CUDA bf16; on "
-                  "the CPU bf16 where it has AVX512-BF16, else f16)");
-  cmd->add_option("--swap-space-tokens", f->swap_space_tokens, "host swap capacity in tokens (default 0)");
-  cmd->add_option("--max-num-seqs", f->max_num_seqs, "running sequences at once (default 256)");
-  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "tokens per iteration (default 2048)");
-  cmd->add_option("--prefill-chunk", f->prefill_chunk, "longest prefill span per sequence per iteration (default 512)");
-  cmd->add_option("--preemption", f->preemption, "recompute | swap | cost (default recompute)");
-  cmd->add_option("--admission", f->admission, "conservative | watermark | profiled (default watermark)");
-  cmd->add_option("--batching", f->batching,
-                  "continuous | static | static-padded (default continuous; static-padded keeps a "
-                  "finished request's row computing until its batch ends)");
-  cmd->add_option("--overlap", f->overlap,
-                  "true | false: plan the next step while one runs (default true)");
-  cmd->add_option("--prefix-wait", f->prefix_wait,
-                  "true | false: a request whose leading blocks another request is still computing waits "
-                  "for them and reuses them, rather than computing them too (default true)");
-  cmd->add_option("--max-waiting", f->max_waiting, "waiting-queue bound; past it requests get 429 (default 4096)");
-  cmd->add_option("--fault-recovery", f->fault_recovery,
-                  "recompute | fail: after an engine fault the engine restarts, and running requests are "
-                  "recomputed from their tokens so far or end with a 500 (default recompute)");
-  cmd->add_option("--max-fault-retries", f->max_fault_retries,
-                  "engine restarts a request may go through before it ends with a 500 (default 2)")
-      ->check(CLI::NonNegativeNumber);
+  f->settings = std::make_unique<SettingFlags>(cmd, SettingFlags::Which::serve);
   cmd->add_flag("--debug-fault-injection", f->debug_fault_injection,
                 "inject the faults the CONVEYOR_FAULTS environment variable names (executor=N, swap=N, "
                 "alloc=N, N+ for every one from N; tests only)");
-  cmd->add_option("--threads", f->threads, "compute threads (default 0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
-                  "seconds that running requests may take to finish after SIGTERM (or a first SIGINT) before "
-                  "they are cancelled (default 30)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off (default info)");
-  cmd->add_option("--log-format", f->log_format, "text | json: json writes one object per line (default text)");
-  cmd->add_option("--log-stats-interval", f->log_stats_interval,
-                  "seconds between engine summary lines in the log (default 10; 0: none)")
-      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--node-port", f->node_port,
                   "also serve as an engine node for `conveyor router` on this port (CAF's network layer; "
                   "default 0: not a node)");
