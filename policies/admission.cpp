@@ -39,6 +39,12 @@ void AdmissionPolicy::decide(const AdmissionQuery& q, AdmissionDecision& out) co
   const int32_t block_size = std::max(q.block_size, 1);
   int64_t budget = int64_t(q.free_blocks) - q.reserved_blocks - keep_blocks(q);
   int32_t running = q.num_running;
+  // An empty cache admits the head of the queue whenever its prompt fits,
+  // even if the policy's estimate of its footprint, plus the blocks it keeps
+  // free, is more than the cache: else it, and all behind it, would wait
+  // forever. (It grows into the cache; past that it is preempted or ends at
+  // its length, as any running sequence.)
+  const bool empty = q.num_running == 0 && q.reserved_blocks == 0 && q.free_blocks >= q.total_blocks;
   bool blocked = false;  // head of line did not fit: only rejections from here on
   for (const AdmissionCandidate& c : q.candidates) {
     int64_t prompt_blocks = blocks_for(int64_t(c.prompt_tokens) + 1, block_size);
@@ -57,7 +63,8 @@ void AdmissionPolicy::decide(const AdmissionQuery& q, AdmissionDecision& out) co
     }
     int64_t footprint = std::clamp<int64_t>(
         blocks_for(footprint_tokens(c), block_size) + (samples - 1), prompt_blocks, q.total_blocks);
-    if (footprint > budget) {
+    const bool head_of_empty = empty && out.admitted.empty() && prompt_blocks + (samples - 1) <= q.free_blocks;
+    if (footprint > budget && !head_of_empty) {
       blocked = true;
       continue;
     }

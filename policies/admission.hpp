@@ -6,6 +6,10 @@
 // behind it. A candidate whose prompt (plus the one slot its first generated
 // token needs) is larger than the whole cache can never run: it is rejected,
 // with a reason, and the walk goes on. Admission also stops at max_running.
+// An empty cache (nothing running, nothing owed, every block free) admits
+// the first candidate that can run whatever its footprint and `keep` say: a
+// footprint near the whole cache would otherwise leave it, and the queue
+// behind it, waiting forever.
 //
 // Each admitted request is charged a footprint in blocks against
 //   budget = free_blocks - reserved_blocks - keep

@@ -101,6 +101,27 @@ TEST(Admission, WatermarkKeepsAReserveAfterThePrompts) {
   EXPECT_TRUE(policy(query(19, 100, cands)).admitted.empty());
 }
 
+// Whatever a policy keeps free, an empty cache runs the head of the queue:
+// a request whose footprint is near the whole cache would otherwise never
+// start, and nothing behind it either (found by the scheduler's randomized
+// workload: n = 4 samples with the profiled policy's reserve).
+TEST(Admission, AnEmptyCacheAdmitsTheHeadWhateverItKeepsFree) {
+  WatermarkAdmission watermark(0.1);  // keeps 10 of 100 blocks
+  auto big = std::vector<AdmissionCandidate>{cand(1, 159 + 16 * 90, 10), cand(2, 1, 1)};  // 100 blocks
+  EXPECT_EQ(watermark(query(100, 100, big)).admitted, (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(watermark(query(99, 100, big)).admitted.empty());  // not empty: it waits
+  AdmissionQuery running = query(100, 100, big);
+  running.num_running = 1;
+  EXPECT_TRUE(watermark(running).admitted.empty());
+  AdmissionConfig config;
+  config.min_observations = 1;
+  ProfiledAdmission profiled(config);
+  profiled.record_finished(40);
+  AdmissionCandidate samples = cand(3, 27, 33);
+  samples.num_samples = 4;  // 27 + 4 x 33 tokens, and 3 copied blocks: 13, above 13 - 1 kept
+  EXPECT_EQ(profiled(query(13, 13, {samples})).admitted, (std::vector<uint64_t>{3}));
+}
+
 TEST(Admission, ProfiledActsConservativeUntilWarmedUp) {
   AdmissionConfig config;
   config.min_observations = 10;
