@@ -4,7 +4,6 @@
 #include <span>
 #include <string>
 
-#include "engine/prefix_index.hpp"
 
 namespace conveyor {
 
@@ -340,50 +339,13 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
 }
 
 bool SchedulerCore::waits_for_shared_prefix(Sequence& s) {
-  const int32_t bs = config_.block_size;
-  // The blocks the prefix cache can give: full ones before the last token.
-  const int32_t full = (int32_t(s.tokens.size()) - 1) / bs;
-  std::vector<uint64_t>& hashes = scratch_hashes_;
-  hashes.clear();
-  uint64_t h = 0;
-  for (int32_t b = 0; b < full; ++b) {
-    h = prefix_key_hash(h, std::span<const int32_t>(s.tokens).subspan(size_t(b * bs), size_t(bs)));
-    hashes.push_back(h);
-    auto it = prefix_claims_.find(h);
-    if (it == prefix_claims_.end() || it->second.owner == s.id) continue;
-    const Sequence* owner = find(it->second.owner);
-    const bool live = owner != nullptr && !is_cancelled(owner->id) &&
-                      (owner->in_batch() || (owner->state() == SeqState::waiting &&
-                                             owner->prefix.claimed_at == iteration_ && owner->plan_slot >= 0));
-    if (live && owner->num_computed < it->second.end) {
-      if (!s.prefix.waited) ++prefix_waits_;
-      s.prefix.waited = true;
-      return true;
-    }
-  }
-  // Nobody computes them: s claims the ones without a live owner, so that
-  // later arrivals wait for s.
-  s.prefix.claimed_at = iteration_;
-  for (int32_t b = 0; b < full; ++b) {
-    auto [it, inserted] = prefix_claims_.try_emplace(hashes[size_t(b)], PrefixClaim{s.id, (b + 1) * bs});
-    if (!inserted) {
-      if (it->second.owner == s.id) continue;
-      const Sequence* owner = find(it->second.owner);
-      if (owner != nullptr && owner->in_batch()) continue;  // computed already
-      it->second = PrefixClaim{s.id, (b + 1) * bs};
-    }
-    s.prefix.hashes.push_back(hashes[size_t(b)]);
-  }
-  return false;
+  if (!prefix_claims_.must_wait(s, config_.block_size, iteration_, seqs_, cancelled_)) return false;
+  if (!s.prefix.waited) ++prefix_waits_;
+  s.prefix.waited = true;
+  return true;
 }
 
-void SchedulerCore::release_claims(Sequence& s) {
-  for (uint64_t h : s.prefix.hashes) {
-    auto it = prefix_claims_.find(h);
-    if (it != prefix_claims_.end() && it->second.owner == s.id) prefix_claims_.erase(it);
-  }
-  s.prefix.hashes.clear();
-}
+void SchedulerCore::release_claims(Sequence& s) { prefix_claims_.release(s); }
 
 // ---- sessions -------------------------------------------------------------------
 

@@ -49,6 +49,7 @@
 
 #include "engine/engine_config.hpp"
 #include "engine/engine_types.hpp"
+#include "engine/prefix_claims.hpp"
 #include "engine/sequence.hpp"
 #include "engine/session_store.hpp"
 #include "base/status.hpp"
@@ -308,15 +309,7 @@ class SchedulerCore {
   uint64_t kv_slots_sum_ = 0;                // slots of held blocks, summed over steps
   std::vector<SwapOrder> swap_orders_;
   std::vector<TokenEvent> events_;
-  // Leading full blocks being computed, by the hash chain of their tokens
-  // (engine/prefix_index.hpp's; a collision only makes a request wait): the
-  // sequence computing each and the token index where the block ends.
-  struct PrefixClaim {
-    seq_id owner = 0;
-    int32_t end = 0;
-  };
-  std::unordered_map<uint64_t, PrefixClaim> prefix_claims_;
-  std::vector<uint64_t> scratch_hashes_;
+  PrefixClaims prefix_claims_;               // leading blocks being computed (prefix waits)
   uint64_t prefix_waits_ = 0;
   SessionStore sessions_;                    // sessions' kept blocks
   int32_t free_blocks_ = 0;                  // as of the last allocation result
