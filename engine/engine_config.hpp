@@ -1,7 +1,7 @@
 // The engine's limits and policies, with their defaults. Settings that name
 // a choice are typed: text (a flag, a config file, a program's own) is
 // parsed once, at the edge, by the parse_* functions below, whose errors name
-// the flag. Not every field is a `conveyor serve` setting: http/settings.hpp
+// the flag. Not every field is a `conveyor serve` setting: http/serve_settings.hpp
 // has the table of the server's flags and config-file keys.
 // admission_config, session_ttl_seconds and session_max_share are for
 // programs that embed the engine.

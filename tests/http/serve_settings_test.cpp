@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace conveyor::http {
@@ -92,6 +95,25 @@ TEST(SettingsTable, TheConfigFileReadsTheSameTable) {
       << bad.error().message;
   EXPECT_FALSE(parse_serve_config("[engine]\nmax_num_seqs = 1.5\n", "t.toml", s));
   EXPECT_FALSE(parse_serve_config("[server]\nio_threads = 0\n", "t.toml", s));
+}
+
+// configs/serve.toml says it holds every key with its default: the table
+// keeps it honest.
+TEST(SettingsTable, ConfigsServeTomlListsEveryKeyWithItsDefault) {
+  const std::string path = std::string(CONVEYOR_SOURCE_DIR) + "/configs/serve.toml";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  ServeSettings file;
+  ASSERT_TRUE(parse_serve_config(text.str(), path, file));
+  const ServeSettings defaults;
+  for (const Setting& s : serve_settings_table()) {
+    if (s.key.empty() || s.key == "shutdown_grace_seconds") continue;  // a replaced key is only named
+    const std::regex line("(^|\\n)" + std::string(s.key) + " *=");
+    EXPECT_TRUE(std::regex_search(text.str(), line)) << s.key << " is not in " << path;
+    EXPECT_EQ(s.show(file), s.show(defaults)) << s.key;
+  }
 }
 
 }  // namespace
