@@ -27,9 +27,12 @@ namespace conveyor {
 // ---- inspect() for the message types -----------------------------------------
 
 // inspect() for a plain struct: its fields in declaration order, each named
-// once. The names are a structured binding of the struct, so a list that
-// leaves a field out (or names one too many) does not compile: a field added
-// to a message cannot be silently dropped on the wire to a router or node.
+// once. C++20 cannot list a struct's fields by itself, so the list stays
+// beside each struct; but the names are a structured binding of the struct,
+// so a list that leaves a field out (or names one too many) does not
+// compile: a field added to a message cannot be silently dropped on the wire
+// to a router or node. (The names bind by position, so the wire order is the
+// declaration order whatever they say: keep them matching.)
 #define CONVEYOR_INSPECT(Type, ...)                                \
   template <class Inspector>                                       \
   typename Inspector::result_type inspect(Inspector& f, Type& x) { \
