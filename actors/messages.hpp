@@ -40,9 +40,10 @@ namespace conveyor {
     return f(caf::meta::type_name(#Type), __VA_ARGS__);            \
   }
 
+CONVEYOR_INSPECT(LogitBias, token, bias)
 CONVEYOR_INSPECT(SamplingParams, temperature, top_k, top_p, min_p, presence_penalty,
                  frequency_penalty, repetition_penalty, seed, has_seed, logprobs, max_tokens,
-                 stop_token_ids, ignore_eos)
+                 stop_token_ids, ignore_eos, logit_bias)
 CONVEYOR_INSPECT(TokenLogprob, token, logprob)
 CONVEYOR_INSPECT(SampleResult, token, logprob, top)
 CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, n, session, resume)

@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <charconv>
 #include <limits>
 
 #include "http/request_fields.hpp"
@@ -241,6 +243,36 @@ Fail parse_stream_options(od::value& v, bool& include_usage) {
   return {};
 }
 
+// {"50256": -100, ...}: sorted by token, each token once (a key given twice:
+// the last value).
+Fail parse_logit_bias(od::value& v, std::vector<LogitBias>& out) {
+  od::object obj;
+  if (v.get_object().get(obj)) return type_error("logit_bias", "an object of token ids to biases");
+  out.clear();
+  for (auto field : obj) {
+    std::string_view key;
+    if (auto err = field.unescaped_key().get(key)) return invalid_json(err);
+    int32_t token = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), token);
+    if (key.empty() || ec != std::errc() || end != key.data() + key.size() || token < 0)
+      return bad_request("logit_bias keys must be token ids, got '" + std::string(key) + "'", "logit_bias");
+    od::value value;
+    if (auto err = field.value().get(value)) return invalid_json(err);
+    float bias = 0.0f;
+    if (Fail f = get_float(value, "logit_bias", bias)) return f;
+    out.push_back(LogitBias{token, bias});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  // A token given twice keeps its last value, as a JSON object's reader would.
+  std::vector<LogitBias> unique;
+  for (const LogitBias& b : out) {
+    if (!unique.empty() && unique.back().token == b.token) unique.back() = b;
+    else unique.push_back(b);
+  }
+  out = std::move(unique);
+  return {};
+}
+
 Fail parse_client_id(od::value& v, ApiRequest& r) {
   od::json_type t;
   if (v.type().get(t)) return type_error("id", "a string or an integer");
@@ -329,6 +361,7 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
     return {};
   }
   if (key == "stop") return parse_stop(v, r.stop);
+  if (key == "logit_bias") return parse_logit_bias(v, s.logit_bias);
   if (key == "n") return get_int32(v, key, r.n);
   if (key == "logprobs") return parse_logprobs(v, p);
   if (key == "top_logprobs") return get_int32(v, key, p.top_logprobs.emplace());

@@ -24,7 +24,7 @@ constexpr RequestField kFields[] = {
     {"logprobs", kBoth, I, "", "completions: top count; chat: true/false"},
     {"user", kBoth, I, "", "kept with the request for logs"},
     {"session_id", kBoth, I, "", "keeps the conversation's KV blocks for its next request"},
-    {"logit_bias", kBoth, R, "{}", "per-token biases are not implemented"},
+    {"logit_bias", kBoth, I, "", "token id (as a string) to a bias in [-100, 100] added to its logit"},
     {"service_tier", kBoth, R, "\"auto\"|\"default\"", "conveyor has one service tier"},
     // Completions only.
     {"prompt", kCompletions, I, "", "text, token ids, or a list of either"},

@@ -61,6 +61,8 @@ SampleResult Sampler::sample(std::span<float> logits) {
 
 void Sampler::apply_penalties(std::span<float> logits) const {
   const auto vocab = static_cast<int32_t>(logits.size());
+  for (const LogitBias& b : params_.logit_bias)
+    if (b.token >= 0 && b.token < vocab) logits[b.token] += b.bias;
   const float rep = params_.repetition_penalty;
   if (rep != 1.0f) {
     for (int32_t token : seen_) {
@@ -171,7 +173,7 @@ void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
   for (const auto& [logit, token] : top) result.top.push_back({token, logit - log_normalizer});
 }
 
-bool Sampler::device_samplable() const { return params_.logprobs < 0; }
+bool Sampler::device_samplable() const { return params_.logprobs < 0 && params_.logit_bias.empty(); }
 
 void Sampler::accept(int32_t token) { record(token); }
 

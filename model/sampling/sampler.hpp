@@ -41,6 +41,12 @@ inline constexpr int32_t kMaxLogprobs = 20;
 // Below this temperature sampling is greedy.
 inline constexpr float kGreedyTemperature = 1e-5f;
 
+// OpenAI's logit_bias: added to one token's logit before anything else.
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;  // [-100, 100]: -100 in effect bans the token, 100 all but forces it
+};
+
 struct SamplingParams {
   float temperature = 1.0f;         // 0: greedy (argmax)
   int32_t top_k = 0;                // keep the k most likely tokens; 0: off
@@ -55,12 +61,14 @@ struct SamplingParams {
   int32_t max_tokens = 16;          // generation length cap
   std::vector<int32_t> stop_token_ids;  // finish when one of these is sampled
   bool ignore_eos = false;          // do not finish at the model's end tokens
+  std::vector<LogitBias> logit_bias;  // sorted by token, each token once
 };
 
 // Checks every field against its documented range (temperature >= 0, top_p
 // in (0, 1], top_k >= 0, min_p in [0, 1], presence and frequency penalties in
 // [-2, 2], repetition_penalty > 0, logprobs in [-1, 20], max_tokens >= 1, stop
-// token ids in [0, vocab_size)). The error (Errc::invalid_argument) names the
+// token ids in [0, vocab_size), logit_bias tokens in [0, vocab_size), sorted
+// and distinct, with biases in [-100, 100]). The error (Errc::invalid_argument) names the
 // parameter and the value, e.g. "top_p must be in (0, 1], got 1.5".
 Status validate(const SamplingParams& params, int32_t vocab_size);
 
@@ -97,9 +105,9 @@ class Sampler {
   void replay(std::span<const int32_t> generated);
 
   // Whether a device can sample for this sampler with kernels/cuda's
-  // penalties and sample_rows: whenever no logprobs are asked for (they need
-  // the raw row on the host). Penalties, temperature, top-k, top-p and min-p
-  // are the device's.
+  // penalties and sample_rows: whenever no logprobs (they need the raw row
+  // on the host) and no logit biases are asked for. Penalties, temperature,
+  // top-k, top-p and min-p are the device's.
   bool device_samplable() const;
   // The device's inputs for one row: the distinct prompt and generated
   // tokens (when the repetition penalty is on), the generated tokens with
@@ -111,8 +119,9 @@ class Sampler {
   // Records `token`, sampled elsewhere (device_samplable() holds, and
   // device_uniform() was drawn for it), as sample() would have.
   void accept(int32_t token);
-  // Step 1 of sample(), exposed so that tests and callers can see it: applies
-  // the repetition, frequency and presence penalties to `logits` ([vocab]).
+  // Step 1 of sample(), exposed so that tests and callers can see it: adds
+  // the logit biases, then applies the repetition, frequency and presence
+  // penalties to `logits` ([vocab]).
   void apply_penalties(std::span<float> logits) const;
 
   // True when `token` ends the sequence: one of the model's `eos_ids` (unless

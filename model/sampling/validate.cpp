@@ -45,6 +45,17 @@ Status validate(const SamplingParams& p, int32_t vocab_size) {
       return invalid("stop_token_ids", ("token ids in [0, " + std::to_string(vocab_size) + ")").c_str(), id);
     }
   }
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const LogitBias& b = p.logit_bias[i];
+    if (b.token < 0 || b.token >= vocab_size) {
+      return invalid("logit_bias", ("keyed by token ids in [0, " + std::to_string(vocab_size) + ")").c_str(),
+                     b.token);
+    }
+    if (!(b.bias >= -100.0f && b.bias <= 100.0f)) return invalid("logit_bias", "values in [-100, 100]", b.bias);
+    if (i > 0 && !(p.logit_bias[i - 1].token < b.token)) {
+      return invalid("logit_bias", "sorted by token, each token once; token repeated or out of order", b.token);
+    }
+  }
   return Status::ok();
 }
 

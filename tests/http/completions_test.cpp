@@ -106,6 +106,30 @@ TEST_F(Completions, TokenIdPromptsReturnTheEngineTokens) {
   }
 }
 
+// logit_bias moves the logits before anything else: +100 all but forces a
+// token, -100 bans one, here on greedy decoding whose tokens the engine
+// gives without a bias.
+TEST_F(Completions, LogitBiasForcesAndBansTokens) {
+  const std::vector<int32_t> prompt = {256, 72, 101, 108, 108, 111};
+  auto ids = [&](json::object bias) {
+    const Response r = post("/v1/completions", {{"prompt", ids_json(prompt)},
+                                                {"max_tokens", 8},
+                                                {"temperature", 0},
+                                                {"ignore_eos", true},
+                                                {"return_token_ids", true},
+                                                {"logit_bias", std::move(bias)}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ids_of(parse_object(r.body)["choices"].as_array()[0].as_object()["token_ids"]);
+  };
+  const std::vector<int32_t> plain = server_->engine_greedy(prompt, 8, true);
+  EXPECT_EQ(ids({}), plain);
+  EXPECT_EQ(ids({{"65", 100}}), std::vector<int32_t>(8, 65));
+  const std::vector<int32_t> banned = ids({{std::to_string(plain[0]), -100}});
+  ASSERT_FALSE(banned.empty());
+  EXPECT_NE(banned[0], plain[0]);
+  for (int32_t t : banned) EXPECT_NE(t, plain[0]);
+}
+
 TEST_F(Completions, StreamedTokenIdsMatchTheEngine) {
   const std::vector<int32_t> prompt = {256, 1, 2, 3, 4, 5};
   std::vector<int32_t> streamed, prompt_echo;

@@ -24,6 +24,7 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"stream", "true"},
     {"stream_options", R"({"include_usage": true})"},
     {"stop", R"(["x"])"},
+    {"logit_bias", R"({"65": 5, "66": -100})"},
     {"seed", "7"},
     {"presence_penalty", "0.1"},
     {"frequency_penalty", "0.1"},
@@ -149,6 +150,26 @@ TEST(RequestFields, UnknownFieldsAreRefusedAsUnrecognized) {
   EXPECT_EQ(c.error->param, "tools");
   // null counts as absent, even for refused fields.
   EXPECT_FALSE(parse_api_request(R"({"prompt": "x", "logit_bias": null})", Endpoint::completions).error);
+}
+
+// logit_bias's keys are token ids as strings; the engine gets them sorted,
+// each once (a key given twice: its last value, as JSON readers do).
+TEST(RequestFields, LogitBiasIsSortedByToken) {
+  const ParseResult r =
+      parse_api_request(R"({"prompt": "x", "logit_bias": {"66": 1, "65": -2.5, "66": 3}})", Endpoint::completions);
+  ASSERT_FALSE(r.error) << r.error->message;
+  const auto& bias = r.request.sampling.logit_bias;
+  ASSERT_EQ(bias.size(), 2u);
+  EXPECT_EQ(bias[0].token, 65);
+  EXPECT_EQ(bias[0].bias, -2.5f);
+  EXPECT_EQ(bias[1].token, 66);
+  EXPECT_EQ(bias[1].bias, 3.0f);
+  for (const char* bad : {R"({"-1": 1})", R"({"1.5": 1})", R"({"": 1})", R"({"7": true})"}) {
+    const ParseResult e = parse_api_request(std::string(R"({"prompt": "x", "logit_bias": )") + bad + "}",
+                                            Endpoint::completions);
+    ASSERT_TRUE(e.error) << bad;
+    EXPECT_EQ(e.error->param, "logit_bias") << bad;
+  }
 }
 
 TEST(RequestFields, NonTextContentPartsAreRefused) {

@@ -83,6 +83,34 @@ TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
   }
 }
 
+// logit_bias adds to the raw logits before the penalties and the draw: it
+// moves greedy picks and the sampled distribution, not the reported logprobs
+// (those are the model's), and keeps a sequence off the device sampler.
+TEST(Sampler, LogitBiasMovesTheLogitsBeforeEverythingElse) {
+  SamplingParams p = seeded(1);
+  p.temperature = 0.0f;
+  p.logprobs = 0;
+  p.logit_bias = {{0, 100.0f}, {1, -100.0f}};
+  Sampler greedy(p, {});
+  EXPECT_FALSE(greedy.device_samplable());
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f};
+  const SampleResult r = greedy.sample(logits);
+  EXPECT_EQ(r.token, 0);
+  EXPECT_NEAR(r.logprob, 1.0f - std::log(std::exp(1.0f) + std::exp(3.0f) + std::exp(2.0f)), 1e-5f);
+
+  // Banned by -100, a token is never drawn, even when it is the likeliest.
+  p = seeded(2);
+  p.logit_bias = {{3, -100.0f}};
+  Sampler sampler(p, {});
+  std::vector<float> row = {0.0f, 0.5f, 0.2f, 6.0f};
+  for (int i = 0; i < 500; ++i) {
+    std::vector<float> copy = row;
+    EXPECT_NE(sampler.sample(copy).token, 3);
+  }
+  SamplingParams plain = seeded(2);
+  EXPECT_TRUE(Sampler(plain, {}).device_samplable());
+}
+
 TEST(Sampler, SameSeedSameSequenceDifferentSeedsDiffer) {
   const auto logits = random_logits(1000, 7, 0.5f);
   Sampler a(seeded(42), {}), b(seeded(42), {}), c(seeded(43), {});

@@ -80,5 +80,15 @@ TEST(Validate, RejectsEmptyVocab) {
   EXPECT_FALSE(validate(SamplingParams{}, 0).is_ok());
 }
 
+TEST(Validate, LogitBiasNamesItsTokensAndRange) {
+  EXPECT_TRUE(validate(with([](SamplingParams& p) { p.logit_bias = {{0, -100.0f}, {kVocab - 1, 100.0f}}; }), kVocab));
+  expect_rejected(with([](SamplingParams& p) { p.logit_bias = {{kVocab, 1.0f}}; }), "logit_bias");
+  expect_rejected(with([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }), "logit_bias");
+  expect_rejected(with([](SamplingParams& p) { p.logit_bias = {{5, 100.5f}}; }), "logit_bias");
+  expect_rejected(with([](SamplingParams& p) { p.logit_bias = {{5, std::nanf("")}}; }), "logit_bias");
+  expect_rejected(with([](SamplingParams& p) { p.logit_bias = {{5, 1.0f}, {5, 2.0f}}; }), "logit_bias");
+  expect_rejected(with([](SamplingParams& p) { p.logit_bias = {{6, 1.0f}, {5, 2.0f}}; }), "logit_bias");
+}
+
 }  // namespace
 }  // namespace conveyor
