@@ -10,11 +10,14 @@ double millis_between(std::chrono::steady_clock::time_point from, std::chrono::s
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-bool is_probe(const std::string& method, const std::string& route) {
-  return method == "GET" && (route == "/health" || route == "/metrics");
-}
-
 }  // namespace
+
+LogLevel request_log_level(std::string_view method, std::string_view route, int status, bool error) {
+  if (method == "GET" && route == "/favicon.ico" && status == 404 && !error) return LogLevel::debug;
+  if (status >= 400 || error) return LogLevel::warn;
+  const bool probe = method == "GET" && (route == "/health" || route == "/metrics");
+  return probe ? LogLevel::debug : LogLevel::info;
+}
 
 RequestRecord::RequestRecord(uint64_t connection, std::string method, std::string route)
     : open_(true), connection_(connection), method_(std::move(method)), route_(std::move(route)),
@@ -64,8 +67,7 @@ void RequestRecord::end(int status) {
   const Clock::time_point now = Clock::now();
   std::string error = error_;
   if (error.empty() && job_ && job_->error) error = job_->error->message;
-  LogLevel level = status >= 400 || !error.empty() ? LogLevel::warn : LogLevel::info;
-  if (level == LogLevel::info && is_probe(method_, route_)) level = LogLevel::debug;
+  const LogLevel level = request_log_level(method_, route_, status, !error.empty());
   if (log_enabled(level)) {
     const LogValue none;
     auto or_none = [&](bool present, LogValue value) { return present ? value : none; };

@@ -34,12 +34,20 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "http/completion_job.hpp"
+#include "http/server_log.hpp"
 
 namespace conveyor::http {
 
 class ServerState;
+
+// The level of a request's log line: warn for a failed request (a status of
+// 400 or more, or an error message), else info. Health and metrics probes go
+// one level down, to debug; so does the 404 of GET /favicon.ico, which
+// browsers ask for by themselves when they open the playground.
+LogLevel request_log_level(std::string_view method, std::string_view route, int status, bool error);
 
 class RequestRecord {
  public:

@@ -1,6 +1,8 @@
 // The server log's lines: the two formats, their fields, the level names.
 #include "http/server_log.hpp"
 
+#include "http/request_record.hpp"
+
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -54,6 +56,18 @@ TEST(ServerLog, LevelsAndFormatsByName) {
   EXPECT_EQ(*parse_log_format("json"), LogFormat::json);
   EXPECT_EQ(*parse_log_format("text"), LogFormat::text);
   EXPECT_FALSE(parse_log_format("JSON"));
+}
+
+TEST(ServerLog, RequestLinesWarnOnlyForRealFailures) {
+  EXPECT_EQ(request_log_level("POST", "/v1/completions", 200, false), LogLevel::info);
+  EXPECT_EQ(request_log_level("POST", "/v1/completions", 400, false), LogLevel::warn);
+  EXPECT_EQ(request_log_level("POST", "/v1/completions", 200, true), LogLevel::warn);  // failed mid-stream
+  EXPECT_EQ(request_log_level("GET", "/health", 200, false), LogLevel::debug);
+  EXPECT_EQ(request_log_level("GET", "/metrics", 200, false), LogLevel::debug);
+  EXPECT_EQ(request_log_level("GET", "/health", 503, false), LogLevel::warn);
+  // A browser asks for the icon by itself: its 404 is no client's mistake.
+  EXPECT_EQ(request_log_level("GET", "/favicon.ico", 404, false), LogLevel::debug);
+  EXPECT_EQ(request_log_level("GET", "/nope.ico", 404, false), LogLevel::warn);
 }
 
 TEST(ServerLog, TheLevelFilters) {

@@ -178,11 +178,4 @@ int ServeProcess::stop(std::chrono::seconds grace) {
   return code;
 }
 
-bool conveyor_has_serve(const std::string& conveyor_binary) {
-  // `conveyor serve --help` would print the top-level help when there is no
-  // serve subcommand, so look for it in the list of subcommands.
-  const auto r = run_process({conveyor_binary, "--help"}, std::chrono::seconds(30));
-  return r.exit_code == 0 && r.output.find("\n  serve ") != std::string::npos;
-}
-
 }  // namespace conveyor::testing

@@ -62,7 +62,4 @@ class ServeProcess {
   std::string log_path_;
 };
 
-// True when `conveyor --help` lists the serve subcommand.
-bool conveyor_has_serve(const std::string& conveyor_binary);
-
 }  // namespace conveyor::testing

@@ -148,7 +148,6 @@ std::vector<int32_t> ids_of_response(const ht::Response& r) {
 class Router : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!conveyor_has_serve(kConveyor)) GTEST_SKIP() << "conveyor was built without serve";
     if (!std::ifstream(kModel)) GTEST_SKIP() << kModel << " is missing";
   }
 };

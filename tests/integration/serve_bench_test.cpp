@@ -60,10 +60,6 @@ TEST(BenchCommand, UnreachableServerExitsOneWithAClearMessage) {
 class ServeBench : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!conveyor_has_serve(kConveyor)) {
-      skip_reason_ = "`conveyor serve` is not built into " + kConveyor + " yet";
-      return;
-    }
     server_ = std::make_unique<ServeProcess>(kConveyor, std::vector<std::string>{}, kWorkDir + "/serve_bench.log");
     if (!server_->wait_ready(std::chrono::seconds(120), start_error_)) server_.reset();
   }
@@ -75,12 +71,10 @@ class ServeBench : public ::testing::Test {
     server_.reset();
   }
   void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     ASSERT_TRUE(server_) << start_error_;
   }
 
   static inline std::unique_ptr<ServeProcess> server_;
-  static inline std::string skip_reason_;
   static inline std::string start_error_;
 };
 

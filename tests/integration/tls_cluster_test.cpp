@@ -212,7 +212,6 @@ class TlsCluster : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (!conveyor_has_serve(kConveyor)) GTEST_SKIP() << "conveyor was built without serve";
     if (!openssl_available_) GTEST_SKIP() << "the openssl command line tool is missing (it makes the test certificates)";
     ASSERT_TRUE(certificates_made_) << openssl_failure;
   }
