@@ -10,6 +10,7 @@
 #include "http/playground/page_response.hpp"
 #include "http/routes.hpp"
 #include "http/tokenize_routes.hpp"
+#include "http/origin_policy.hpp"
 #include "http/websocket_session.hpp"
 #include "http/ws_subprotocol.hpp"
 
@@ -230,6 +231,24 @@ void HttpSession::handle_request() {
                                std::string(req.method_string()) + " is not allowed here; use " + m.allow,
                                "invalid_request_error", {}, "method_not_allowed"},
                       m.allow);
+  // A web page of another origin may not drive this server (http/origin_policy.hpp).
+  if (m.route == Route::websocket) {
+    const auto origin = req[bhttp::field::origin];
+    const auto host = req[bhttp::field::host];
+    if (!origin_allowed(std::string_view(origin.data(), origin.size()), std::string_view(host.data(), host.size()),
+                        state_->options().allowed_origins))
+      return send_error(ApiError{403,
+                                 "a WebSocket from the page origin '" + std::string(origin) +
+                                     "' is refused; start the server with --allowed-origins naming it to allow it",
+                                 "invalid_request_error", {}, "origin_not_allowed"});
+  }
+  if (method == "POST") {
+    const auto type = req[bhttp::field::content_type];
+    if (!is_json_content_type(std::string_view(type.data(), type.size())))
+      return send_error(ApiError{415, "the request body must be JSON (Content-Type: application/json), not '" +
+                                          std::string(type) + "'",
+                                 "invalid_request_error", {}, "unsupported_media_type"});
+  }
   std::string auth(req[bhttp::field::authorization]);
   if (auth.empty() && m.route == Route::websocket) {  // a browser's upgrade: http/ws_subprotocol.hpp
     const auto protocols = req[bhttp::field::sec_websocket_protocol];

@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "base/bytes.hpp"
+#include "http/origin_policy.hpp"
 #include "http/server_log.hpp"
 
 namespace conveyor::http {
@@ -148,6 +149,26 @@ Setting byte_size(const Names& n, Field field) {
   return s;
 }
 
+// A comma-separated list of origins (http/origin_policy.hpp).
+template <class Field>
+Setting origins(const Names& n, Field field) {
+  Setting s = with(n, Kind::text);
+  s.assign = [field](ServeSettings& st, const SettingValue& v) -> Status {
+    const auto* str = std::get_if<std::string>(&v);
+    if (str == nullptr) return must_be("a comma-separated list of origins");
+    auto parsed = parse_allowed_origins(*str);
+    if (!parsed) return parsed.error();
+    field(st) = std::move(parsed).value();
+    return Status::ok();
+  };
+  s.show = [field](const ServeSettings& st) {
+    std::string out;
+    for (const std::string& o : field(st)) out += (out.empty() ? "" : ",") + o;
+    return out;
+  };
+  return s;
+}
+
 // A key that another replaced: naming it is an error that names the new one.
 Setting replaced(const Names& n, std::string_view by) {
   Setting s = with(n, Kind::text);
@@ -181,6 +202,11 @@ std::vector<Setting> make_table() {
                     "(see README); read again on SIGHUP",
                     "none", true},
                    FIELD(server.api_key_file)));
+  t.push_back(origins({"allowed-origins", "server", "allowed_origins",
+                       "web page origins besides the server's own that may open /v1/ws: "
+                       "https://app.example.com,http://localhost:3000, or *",
+                       "none", true},
+                      FIELD(server.allowed_origins)));
   t.push_back(text({"served-model-name", "server", "served_model_name", "the model name clients use", "--model",
                     true},
                    FIELD(server.served_model_name)));

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "http/server_log.hpp"
 
@@ -21,6 +22,10 @@ struct ServerOptions {
   // api_key too, that key is one more, without limits. Key api_key_file,
   // flag --api-key-file.
   std::string api_key_file;
+  // Origins of web pages, besides the server's own (the playground), that
+  // may open /v1/ws ("*": any; http/origin_policy.hpp). Key
+  // allowed_origins, flag --allowed-origins, a comma-separated list.
+  std::vector<std::string> allowed_origins;
   std::string served_model_name;         // the `model` clients name; "": the --model value or the model's name
   std::string chat_template = "auto";    // auto | plain | llama2 | chatml
   // A larger request body gets 413; a larger WebSocket message closes its

@@ -114,6 +114,39 @@ TEST_F(Errors, UnknownPathAndWrongMethod) {
   EXPECT_EQ(http_request(port(), "HEAD", "/v1/completions").status, 405);
 }
 
+// A web page of another origin cannot drive the server: its WebSocket
+// upgrade is refused, and so is a body that is not JSON (a page may send
+// text/plain across origins without asking; JSON needs the server's leave).
+TEST_F(Errors, PagesOfOtherOriginsAreRefused) {
+  const Headers upgrade = {{"Upgrade", "websocket"},
+                           {"Connection", "Upgrade"},
+                           {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+                           {"Sec-WebSocket-Version", "13"}};
+  auto with = [&](Headers h, const std::string& origin) {
+    h.emplace_back("Origin", origin);
+    return h;
+  };
+  const Response foreign = http_request(port(), "GET", "/v1/ws", "", with(upgrade, "https://evil.example"));
+  ASSERT_EQ(foreign.status, 403) << foreign.body;
+  json::object e = error_of(foreign);
+  EXPECT_EQ(e["code"], "origin_not_allowed");
+  EXPECT_NE(e["message"].as_string().find("--allowed-origins"), std::string::npos);
+  // The server's own page (Origin names the Host the client used) upgrades.
+  EXPECT_EQ(http_request(port(), "GET", "/v1/ws", "", with(upgrade, "http://127.0.0.1")).status, 101);
+
+  const Response text = http_request(port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})",
+                                     {{"Content-Type", "text/plain;charset=UTF-8"}});
+  ASSERT_EQ(text.status, 415) << text.body;
+  EXPECT_EQ(error_of(text)["code"], "unsupported_media_type");
+  const Response form = http_request(port(), "POST", "/tokenize", R"({"prompt": "x"})",
+                                     {{"Content-Type", "application/x-www-form-urlencoded"}});
+  EXPECT_EQ(form.status, 415) << form.body;
+  EXPECT_EQ(http_request(port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})",
+                         {{"Content-Type", "Application/JSON; charset=utf-8"}})
+                .status,
+            200);
+}
+
 // HEAD answers as GET would, without the body: the same status and
 // Content-Length, and the connection stays usable.
 TEST_F(Errors, HeadIsGetWithoutTheBody) {

@@ -1,0 +1,32 @@
+// What a web page in someone's browser may ask of this server. A page of
+// another origin must not drive a local conveyor: a WebSocket upgrade
+// carries its page's Origin, which must be the server's own (the playground)
+// or one that --allowed-origins names; a POST body must be JSON, which a
+// page of another origin cannot send without the browser first asking the
+// server (a CORS preflight, which conveyor does not grant). Requests without
+// an Origin are not a page's (curl, SDKs) and pass.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.hpp"
+
+namespace conveyor::http {
+
+// "*", or a comma-separated list of origins ("https://app.example.com,
+// http://localhost:3000"): scheme, host and an optional port, no path.
+Expected<std::vector<std::string>> parse_allowed_origins(std::string_view text);
+
+// Whether a request with this Origin header (empty: none) to a server that
+// the request reached as `host` (its Host header) may proceed: no Origin,
+// the server's own origin, "*" or an origin in `allowed` (case-insensitive).
+bool origin_allowed(std::string_view origin, std::string_view host, std::span<const std::string> allowed);
+
+// Whether a Content-Type header says JSON: application/json, any
+// parameters (charset) and case; an absent header counts as JSON.
+bool is_json_content_type(std::string_view content_type);
+
+}  // namespace conveyor::http
