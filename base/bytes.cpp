@@ -10,21 +10,11 @@
 #include <limits>
 #include <sstream>
 
+#include "base/text.hpp"
+
 namespace conveyor {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // The multiplier of a unit ("" is bytes), or 0 for an unknown one.
 double unit_multiplier(std::string unit) {
@@ -41,7 +31,7 @@ double unit_multiplier(std::string unit) {
 }  // namespace
 
 Expected<int64_t> parse_byte_size(std::string_view text) {
-  const std::string_view s = trim(text);
+  const std::string_view s = trim_space(text);
   auto bad = [&](const std::string& why) {
     std::string message = "'";
     message.append(text);
@@ -58,9 +48,9 @@ Expected<int64_t> parse_byte_size(std::string_view text) {
   double value = 0.0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + digits, value, std::chars_format::fixed);
   if (ec != std::errc() || end != s.data() + digits) return bad("the number is malformed");
-  const std::string unit = lower(trim(s.substr(digits)));
+  const std::string unit = ascii_lower(trim_space(s.substr(digits)));
   const double multiplier = unit_multiplier(unit);
-  if (multiplier == 0.0) return bad("unknown unit '" + std::string(trim(s.substr(digits))) + "'");
+  if (multiplier == 0.0) return bad("unknown unit '" + std::string(trim_space(s.substr(digits))) + "'");
   const double bytes = std::floor(value * multiplier);
   if (!std::isfinite(bytes) || bytes >= 0x1p62) return bad("it is too large");
   return int64_t(bytes);
@@ -93,7 +83,7 @@ std::optional<int64_t> parse_mem_available(std::string_view meminfo) {
     if (!(fields >> value) || value < 0) return std::nullopt;
     fields >> unit;
     if (unit.empty()) return value;
-    if (lower(unit) == "kb") return value * 1024;  // the kernel's "kB" is KiB
+    if (ascii_lower(unit) == "kb") return value * 1024;  // the kernel's "kB" is KiB
     return std::nullopt;
   }
   return std::nullopt;

@@ -1,22 +1,9 @@
 #include "http/origin_policy.hpp"
 
-#include <algorithm>
-#include <cctype>
+#include "base/text.hpp"
 
 namespace conveyor::http {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // "http://host[:port]" or "https://..." with no path, query or user.
 bool is_origin(std::string_view o) {
@@ -33,7 +20,7 @@ Expected<std::vector<std::string>> parse_allowed_origins(std::string_view text) 
   std::vector<std::string> out;
   while (!text.empty()) {
     const size_t comma = text.find(',');
-    std::string_view item = trim(text.substr(0, comma));
+    std::string_view item = trim_space(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     if (item.size() > 1 && item.back() == '/') item.remove_suffix(1);  // as written in a browser's bar
     if (item.empty()) continue;
@@ -41,24 +28,24 @@ Expected<std::vector<std::string>> parse_allowed_origins(std::string_view text) 
       return make_error(Errc::invalid_argument, "'" + std::string(item) +
                                                     "' is not an origin (scheme://host[:port], as a browser sends "
                                                     "it, or *)");
-    out.push_back(lower(item));
+    out.push_back(ascii_lower(item));
   }
   return out;
 }
 
 bool origin_allowed(std::string_view origin, std::string_view host, std::span<const std::string> allowed) {
   if (origin.empty()) return true;
-  const std::string o = lower(origin);
+  const std::string o = ascii_lower(origin);
   for (const std::string& a : allowed)
     if (a == "*" || a == o) return true;
   // The server's own pages: the origin names the host the request came to.
-  const std::string h = lower(host);
+  const std::string h = ascii_lower(host);
   return !h.empty() && (o == "http://" + h || o == "https://" + h);
 }
 
 bool is_json_content_type(std::string_view content_type) {
-  const std::string_view media = trim(content_type.substr(0, content_type.find(';')));
-  return media.empty() || lower(media) == "application/json";
+  const std::string_view media = trim_space(content_type.substr(0, content_type.find(';')));
+  return media.empty() || ascii_lower(media) == "application/json";
 }
 
 }  // namespace conveyor::http
