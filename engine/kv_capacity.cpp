@@ -1,14 +1,9 @@
 #include "engine/kv_capacity.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <string>
 
 namespace conveyor {
 
