@@ -1,0 +1,120 @@
+// The grammar IR every constraint compiles to, and the builder the compilers
+// (JSON Schema, regular expressions, choices, GBNF) share.
+//
+// A Grammar is a context-free grammar over BYTES: each rule is a list of
+// alternatives, each alternative a sequence of elements, each element either
+// a byte class (a set of byte values, matched by one byte) or a reference to
+// another rule. An empty alternative matches the empty string. Text is UTF-8:
+// a class of code points becomes alternatives of byte sequences
+// (GrammarBuilder::codepoints), so the matcher never decodes UTF-8 and a
+// token that ends inside a character is handled like any other byte prefix.
+//
+// Repetition, options and bounded counts are rules too (star, plus,
+// optional, repeat): the IR stays two kinds of element, which keeps the
+// matcher small. Left recursion (a rule that can reach itself without
+// consuming a byte) is refused by check(): the matcher is a pushdown
+// automaton, as llama.cpp's and XGrammar's are, and would loop on it.
+//
+// Thread-safety: a built Grammar is immutable and shared freely.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/status.hpp"
+
+namespace conveyor::grammar {
+
+// A set of byte values.
+struct ByteSet {
+  std::array<uint64_t, 4> bits{};
+  bool test(uint8_t b) const { return (bits[b >> 6] >> (b & 63)) & 1; }
+  void set(uint8_t b) { bits[b >> 6] |= uint64_t(1) << (b & 63); }
+  void set_range(uint8_t lo, uint8_t hi);  // inclusive
+  bool empty() const { return (bits[0] | bits[1] | bits[2] | bits[3]) == 0; }
+  bool operator==(const ByteSet&) const = default;
+};
+
+struct ByteSetHash {
+  size_t operator()(const ByteSet& s) const {
+    return std::hash<uint64_t>{}(s.bits[0] * 31 + s.bits[1] * 17 + s.bits[2] * 7 + s.bits[3]);
+  }
+};
+
+struct Element {
+  enum class Kind : uint8_t { bytes, rule };
+  Kind kind = Kind::bytes;
+  int32_t index = 0;  // bytes: into Grammar::byte_sets; rule: into Grammar::rules
+  bool operator==(const Element&) const = default;
+};
+
+using Alternative = std::vector<Element>;  // empty: matches ""
+
+struct Rule {
+  std::string name;  // for messages and dumps; unique within a grammar
+  std::vector<Alternative> alternatives;
+};
+
+struct Grammar {
+  std::vector<Rule> rules;
+  std::vector<ByteSet> byte_sets;  // distinct
+  int32_t root = 0;
+};
+
+// Checks that every reference names a rule, every rule has an alternative,
+// the root exists, and no rule is left-recursive. The error
+// (Errc::invalid_argument) names the rule.
+Status check(const Grammar& g);
+
+// The grammar in GBNF-like text, one rule a line: for tests and messages.
+std::string to_string(const Grammar& g);
+
+// Inclusive code point range.
+using CodepointRange = std::pair<uint32_t, uint32_t>;
+
+// Builds a Grammar. Rule names are made unique by a numeric suffix.
+class GrammarBuilder {
+ public:
+  // A new rule with no alternatives yet; returns its index.
+  int32_t add_rule(std::string_view name);
+  // The rule of that exact name, or -1.
+  int32_t find_rule(std::string_view name) const;
+  void add_alternative(int32_t rule, Alternative alt);
+  bool has_alternatives(int32_t rule) const;
+
+  Element rule_ref(int32_t rule) const { return {Element::Kind::rule, rule}; }
+  Element bytes(const ByteSet& set);  // shares equal sets
+  Element byte(uint8_t b);
+  // The bytes of `s`, one element each.
+  Alternative literal(std::string_view s);
+  // One code point from `ranges` (or, when `negated`, any valid code point,
+  // U+0000..U+10FFFF except surrogates, outside them), as UTF-8. One
+  // element: a byte class when every member is ASCII, else a rule.
+  Element codepoints(std::vector<CodepointRange> ranges, bool negated = false);
+
+  // Rules that repeat `item`: zero or more, one or more, zero or one, and
+  // between min and max times (max < 0: unbounded). Each returns a
+  // reference to a new rule.
+  Element star(const Alternative& item);
+  Element plus(const Alternative& item);
+  Element optional(const Alternative& item);
+  Element repeat(const Alternative& item, int32_t min, int32_t max);
+  // A rule with these alternatives.
+  Element choice(std::vector<Alternative> alts, std::string_view name = "choice");
+
+  // The grammar rooted at `root`, after check().
+  Expected<Grammar> build(int32_t root) &&;
+
+ private:
+  Grammar g_;
+  std::unordered_map<std::string, int32_t> names_;         // rule name -> index
+  std::unordered_map<ByteSet, int32_t, ByteSetHash> set_index_;  // byte class -> index
+};
+
+}  // namespace conveyor::grammar
