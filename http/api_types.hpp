@@ -21,8 +21,32 @@ enum class Endpoint : uint8_t {
 };
 
 struct ChatMessage {
-  std::string role;     // system | user | assistant (others pass through the template as user)
+  std::string role;     // system | user | assistant | tool (others pass through the template as user)
   std::string content;
+  std::string tool_calls_json;  // assistant: its `tool_calls` array as sent, or ""
+  std::string tool_call_id;     // tool: the call this message answers
+  std::string name;             // tool (or function): the function's name, when given
+};
+
+// A constraint on the generated text (structured outputs), from OpenAI's
+// `response_format`, vLLM's `structured_outputs`, llama.cpp's `json_schema`
+// and `grammar`, or the Responses API's `text.format`. The planner compiles it
+// against the model's vocabulary (grammar/); errors name `field`.
+struct OutputConstraint {
+  enum class Kind : uint8_t { none, json_object, json_schema, regex, choice, grammar };
+  Kind kind = Kind::none;
+  std::string source;                // json_schema: the schema's JSON; regex: the pattern; grammar: GBNF
+  std::vector<std::string> choices;  // choice
+  bool strict = true;                // json_schema: bounded whitespace, no extra properties
+  std::string name;                  // json_schema: the schema's name, when given
+  std::string field;                 // the request field it came from ("response_format", ...)
+};
+
+// Which tools the model may call (chat and the Responses API).
+struct ToolChoice {
+  enum class Mode : uint8_t { none, automatic, required, function };
+  Mode mode = Mode::automatic;       // OpenAI's default when tools are given
+  std::string function;              // Mode::function: the function's name
 };
 
 // One prompt of a completion request: text, or token ids taken as they are.
@@ -40,7 +64,10 @@ struct ApiRequest {
   std::vector<Prompt> prompts;       // completion: one or more
   std::vector<ChatMessage> messages; // chat
   std::string messages_json;         // chat: the messages array as sent (for templates)
-  std::string tools_json;            // render: the tools array as sent, or ""
+  std::string tools_json;            // chat, render: the tools array as sent, or ""
+  ToolChoice tool_choice;            // chat: meaningful when tools_json is set
+  bool parallel_tool_calls = true;   // chat: more than one call in a turn
+  OutputConstraint constraint;       // structured outputs; kind none: free text
   bool add_special_tokens = true;    // text prompts: BOS as the model wants
   bool parse_special = true;         // text prompts: special tokens in the text become ids
   bool add_generation_prompt = true; // chat: the template opens the assistant's turn
