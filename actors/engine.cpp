@@ -36,6 +36,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   if (engine) {
     (*engine)->kv_capacity_ = std::move(backend->capacity);
     (*engine)->weights_description_ = std::move(backend->weights_description);
+    (*engine)->embedder_ = std::move(backend->embedder);
   }
   return engine;
 }

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/embedder.hpp"
 #include "engine/engine_config.hpp"
 #include "engine/kv_capacity.hpp"
 #include "actors/messages.hpp"
@@ -111,6 +112,9 @@ class Engine {
   // How the weights are held, for start-up lines: "74.4 MiB as Q6_K, Q4_K
   // (avx512-vnni products)"; "" with a runner of the caller's.
   const std::string& weights_description() const { return weights_description_; }
+  // The backend's embeddings (engine/embedder.hpp); null where it has none
+  // (the CUDA backend, a runner of the caller's).
+  const std::shared_ptr<Embedder>& embedder() const { return embedder_; }
   const scheduler_actor& scheduler() const { return scheduler_; }
   // Latency histograms and finish counters (for /metrics).
   const EngineMetrics& metrics() const { return *metrics_; }
@@ -131,6 +135,7 @@ class Engine {
   int32_t num_blocks_ = 0;
   KvCapacity kv_capacity_;
   std::string weights_description_;
+  std::shared_ptr<Embedder> embedder_;
   std::shared_ptr<EngineMetrics> metrics_;
   scheduler_actor scheduler_;
   std::atomic<request_id> next_id_{1};

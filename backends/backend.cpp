@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/cpu_embedder.hpp"
 #include "backends/cpu/cpu_step_runner.hpp"
 #include "backends/cpu/cpu_swap_engine.hpp"
 #include "backends/cpu/transformer.hpp"
@@ -40,8 +41,7 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   b.kv_dtype = kv_dtype_of(config);
   const std::string types = weight_types(model.weights);
   // The weights first, so that the memory left for the cache is measured after them.
-  auto transformer =
-      std::make_unique<Transformer>(model.config, std::move(model.weights), config.threads);
+  auto transformer = std::make_shared<Transformer>(model.config, std::move(model.weights), config.threads);
   b.weights_description = format_bytes(int64_t(transformer->weight_bytes())) + " as " + types;
   if (types != "F32")
     b.weights_description += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
@@ -55,6 +55,7 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   const int32_t n_blocks = int32_t(b.capacity.tokens / config.block_size);
   auto kv = std::make_shared<KvCache>(
       KvCacheShape::for_model(model.config, config.block_size, n_blocks, b.kv_dtype));
+  b.embedder = std::make_shared<CpuEmbedder>(transformer, b.kv_dtype);
   b.runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
   if (config.swap_space_tokens >= config.block_size)
     b.swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));

@@ -7,7 +7,7 @@
 
 namespace conveyor {
 
-CpuStepRunner::CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
+CpuStepRunner::CpuStepRunner(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
     : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
 
 void CpuStepRunner::reset() { sampling_.clear(); }

@@ -17,12 +17,13 @@ namespace conveyor {
 // blocks of sequences that are not in any plan while this runs.
 class CpuStepRunner final : public StepRunner {
  public:
-  CpuStepRunner(std::unique_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
+  // `transformer` may be shared with a CpuEmbedder, which only reads its weights.
+  CpuStepRunner(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
   StepResult run(StepPlan& plan) override;
   void reset() override;
 
  private:
-  std::unique_ptr<Transformer> transformer_;
+  std::shared_ptr<Transformer> transformer_;
   std::shared_ptr<KvCache> kv_;
   HostSampling sampling_;
   std::vector<float> logits_;

@@ -53,6 +53,23 @@ T* grow(std::vector<T>& v, size_t n) {
 
 }  // namespace
 
+// Scratch, grown to the largest batch seen and then reused.
+struct Transformer::Workspace {
+  std::vector<float> x;        // [n_tokens, dim] residual stream
+  std::vector<float> xn;       // [n_tokens, dim] normalized
+  std::vector<float> qkv;      // [n_tokens, q_dim + 2 kv_dim]
+  std::vector<float> attn;     // [n_tokens, q_dim]
+  std::vector<float> ffn;      // [n_tokens, hidden]
+  std::vector<float> up;       // [n_tokens, hidden], when gate and up run apart
+  std::vector<int32_t> positions;  // [n_tokens]
+  kernels::AttentionWorkspace attention;
+  kernels::QuantScratch quant;
+};
+
+void Transformer::WorkspaceDeleter::operator()(Workspace* ws) const { delete ws; }
+
+Transformer::WorkspacePtr Transformer::make_workspace() const { return WorkspacePtr(new Workspace); }
+
 struct Transformer::Impl {
   int n_threads = 1;
   std::vector<PackedLayer> layers;
@@ -67,18 +84,9 @@ struct Transformer::Impl {
   std::vector<float> rope_table;       // [rope_positions][rotary_dim / 2][2]
   int32_t rope_positions = 0;
 
-  // Scratch, grown to the largest batch seen and then reused.
-  std::vector<float> x;        // [n_tokens, dim] residual stream
-  std::vector<float> xn;       // [n_tokens, dim] normalized
-  std::vector<float> qkv;      // [n_tokens, q_dim + 2 kv_dim]
-  std::vector<float> attn;     // [n_tokens, q_dim]
-  std::vector<float> ffn;      // [n_tokens, hidden]
-  std::vector<float> up;       // [n_tokens, hidden], when gate and up run apart
-  std::vector<float> final_x;  // [n_logit_rows, dim]
-  std::vector<int32_t> positions;   // [n_tokens]
+  Workspace scratch;            // forward()'s
+  std::vector<float> final_x;   // [n_logit_rows, dim]
   std::vector<int32_t> logit_rows;  // [n_logit_rows] token index of each logits row
-  kernels::AttentionWorkspace attention;
-  kernels::QuantScratch quant;
   ForwardProfile* profile = nullptr;
 
   // x[t] = the embedding row of tokens[t]. A packed (tied) row is a strided
@@ -188,29 +196,62 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   Impl& m = *impl_;
   const ModelConfig& c = config_;
   omp_set_num_threads(m.n_threads);
+  int32_t max_pos = 0;
+  m.logit_rows.clear();
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int32_t begin = batch.seq_token_begin[s], end = batch.seq_token_begin[s + 1];
+    if (end > begin) max_pos = std::max(max_pos, batch.seq_start_pos[s] + (end - 1 - begin));
+    if (batch.want_logits[s] && end > begin) m.logit_rows.push_back(end - 1);
+  }
+  m.ensure_rope_table(c, max_pos + 1);
+  run_layers(batch, kv, m.scratch, m.profile);
+
+  // Final norm and classifier only for the rows that want logits.
+  PhaseClock clock(m.profile);
+  const int32_t dim = c.dim, rows = int32_t(m.logit_rows.size());
+  float* final_x = grow(m.final_x, size_t(rows) * dim);
+  for (int32_t r = 0; r < rows; ++r)
+    kernels::rmsnorm(m.scratch.x.data() + int64_t(m.logit_rows[size_t(r)]) * dim, dim, 1, dim,
+                     m.final_norm.data(), c.rms_eps, final_x + int64_t(r) * dim, dim);
+  logits.resize(size_t(rows) * c.vocab_size);
+  m.classifier.apply(final_x, dim, rows, logits.data(), c.vocab_size, false, m.scratch.quant);
+  clock.mark(&ForwardProfile::logits);
+}
+
+void Transformer::hidden_states(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
+                                std::vector<float>& hidden) const {
+  const Impl& m = *impl_;
+  omp_set_num_threads(m.n_threads);
+  // The RoPE table covers the context (built at construction); only
+  // forward() grows it, so it is read here, never written.
+  run_layers(batch, kv, ws, nullptr);
+  const int32_t n = batch.num_tokens(), dim = config_.dim;
+  hidden.resize(size_t(n) * dim);
+  kernels::rmsnorm(ws.x.data(), dim, n, dim, m.final_norm.data(), config_.rms_eps, hidden.data(), dim);
+}
+
+void Transformer::run_layers(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
+                             ForwardProfile* profile) const {
+  const Impl& m = *impl_;
+  const ModelConfig& c = config_;
   const int32_t n = batch.num_tokens(), n_seqs = batch.num_seqs();
   const int32_t dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
   const int32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
   const float eps = c.rms_eps;
 
-  float* x = grow(m.x, size_t(n) * dim);
-  float* xn = grow(m.xn, size_t(n) * dim);
-  float* qkv = grow(m.qkv, size_t(n) * qkv_dim);
-  float* attn = grow(m.attn, size_t(n) * q_dim);
-  float* ffn = grow(m.ffn, size_t(n) * hidden);
-  int32_t* positions = grow(m.positions, size_t(n));
-  m.logit_rows.clear();
-  int32_t max_pos = 0;
+  float* x = grow(ws.x, size_t(n) * dim);
+  float* xn = grow(ws.xn, size_t(n) * dim);
+  float* qkv = grow(ws.qkv, size_t(n) * qkv_dim);
+  float* attn = grow(ws.attn, size_t(n) * q_dim);
+  float* ffn = grow(ws.ffn, size_t(n) * hidden);
+  int32_t* positions = grow(ws.positions, size_t(n));
   for (int32_t s = 0; s < n_seqs; ++s) {
     const int32_t begin = batch.seq_token_begin[s], end = batch.seq_token_begin[s + 1];
     for (int32_t t = begin; t < end; ++t) positions[t] = batch.seq_start_pos[s] + (t - begin);
-    if (end > begin) max_pos = std::max(max_pos, positions[end - 1]);
-    if (batch.want_logits[s] && end > begin) m.logit_rows.push_back(end - 1);
   }
-  m.ensure_rope_table(c, max_pos + 1);
 
-  PhaseClock clock(m.profile);
-  if (m.profile) ++m.profile->calls;
+  PhaseClock clock(profile);
+  if (profile) ++profile->calls;
   m.embed(c, batch.tokens.data(), n, x);
   clock.mark(&ForwardProfile::embed);
 
@@ -229,7 +270,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
     kernels::rmsnorm(x, dim, n, dim, w.attn_norm.data(), eps, xn, dim);
     clock.mark(&ForwardProfile::norms);
     for (int32_t part = 0, col = 0; part < int32_t(w.qkv.size()); col += w.qkv[size_t(part)].rows(), ++part)
-      w.qkv[size_t(part)].apply(xn, dim, n, qkv + col, qkv_dim, false, m.quant);
+      w.qkv[size_t(part)].apply(xn, dim, n, qkv + col, qkv_dim, false, ws.quant);
     clock.mark(&ForwardProfile::matmul);
     if (!w.qkv_bias.empty()) add_bias(qkv, qkv_dim, n, w.qkv_bias.data(), qkv_dim);
     if (!w.q_norm.empty()) {  // every query head, then every key head, of each token
@@ -244,34 +285,24 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
                         positions, m.rope_table.data());
     kernels::write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, spans, cache);
     clock.mark(&ForwardProfile::norms);
-    kernels::paged_attention(qkv, qkv_dim, c.n_heads, spans, cache, attn, q_dim, m.attention);
+    kernels::paged_attention(qkv, qkv_dim, c.n_heads, spans, cache, attn, q_dim, ws.attention);
     clock.mark(&ForwardProfile::attention);
-    w.wo.apply(attn, q_dim, n, x, dim, /*accumulate=*/true, m.quant);
+    w.wo.apply(attn, q_dim, n, x, dim, /*accumulate=*/true, ws.quant);
     clock.mark(&ForwardProfile::matmul);
     // Feed-forward block.
     kernels::rmsnorm(x, dim, n, dim, w.ffn_norm.data(), eps, xn, dim);
     clock.mark(&ForwardProfile::norms);
     if (w.w13.rows() > 0) {
-      w.w13.apply_swiglu(xn, dim, n, ffn, hidden, m.quant);
+      w.w13.apply_swiglu(xn, dim, n, ffn, hidden, ws.quant);
     } else {
-      float* up = grow(m.up, size_t(n) * hidden);
-      w.w1.apply(xn, dim, n, ffn, hidden, false, m.quant);
-      w.w3.apply(xn, dim, n, up, hidden, false, m.quant);
+      float* up = grow(ws.up, size_t(n) * hidden);
+      w.w1.apply(xn, dim, n, ffn, hidden, false, ws.quant);
+      w.w3.apply(xn, dim, n, up, hidden, false, ws.quant);
       kernels::swiglu(ffn, up, hidden, n, hidden, ffn, hidden);
     }
-    w.w2.apply(ffn, hidden, n, x, dim, /*accumulate=*/true, m.quant);
+    w.w2.apply(ffn, hidden, n, x, dim, /*accumulate=*/true, ws.quant);
     clock.mark(&ForwardProfile::matmul);
   }
-
-  // Final norm and classifier only for the rows that want logits.
-  const int32_t rows = int32_t(m.logit_rows.size());
-  float* final_x = grow(m.final_x, size_t(rows) * dim);
-  for (int32_t r = 0; r < rows; ++r)
-    kernels::rmsnorm(x + int64_t(m.logit_rows[size_t(r)]) * dim, dim, 1, dim,
-                     m.final_norm.data(), eps, final_x + int64_t(r) * dim, dim);
-  logits.resize(size_t(rows) * c.vocab_size);
-  m.classifier.apply(final_x, dim, rows, logits.data(), c.vocab_size, false, m.quant);
-  clock.mark(&ForwardProfile::logits);
 }
 
 }  // namespace conveyor

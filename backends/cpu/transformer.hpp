@@ -3,14 +3,17 @@
 // One call runs a flattened batch (model/batch.hpp): prefill chunks and decode
 // tokens of many sequences together. Matrix products run over all the batch's
 // tokens at once through the packed kernels; attention reads each sequence's blocks.
-// Thread-safety: one thread at a time (the executor's); the kernels inside use
-// all the threads they were given, as an OpenMP team of the calling thread
-// (forward() sets that thread's team size). Weights are repacked at
+// Thread-safety: forward() runs on one thread at a time (the executor's); the
+// kernels inside use all the threads they were given, as an OpenMP team of the
+// calling thread (forward() sets that thread's team size). hidden_states()
+// only reads the weights and brings its own Workspace, so one other thread
+// may run it while forward() runs (http/embeddings: the embedding worker). Weights are repacked at
 // construction into the layout of kernels/cpu/matmul.hpp, on huge pages.
 // Performance notes and measurements: kernels/cpu/README.md.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/batch.hpp"
@@ -51,12 +54,31 @@ class Transformer {
   // tables cover every position.
   void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits);
 
+  // The scratch of one caller of hidden_states() (opaque; grown to the
+  // largest batch seen, then reused).
+  struct Workspace;
+  struct WorkspaceDeleter {
+    void operator()(Workspace* ws) const;
+  };
+  using WorkspacePtr = std::unique_ptr<Workspace, WorkspaceDeleter>;
+  WorkspacePtr make_workspace() const;
+
+  // Runs `batch` as forward() does (writing its keys and values into `kv`)
+  // but stops before the classifier: `hidden` is resized to [n_tokens, dim],
+  // the final-RMSNorm output of every token of the batch, in batch order (the
+  // vectors the classifier would read). The caller guarantees what forward()
+  // asks, and that `ws` and `kv` are not in use by another thread.
+  void hidden_states(const ForwardBatch& batch, KvCache& kv, Workspace& ws, std::vector<float>& hidden) const;
+
   // Accumulates phase timings into `profile` (null: stop). Timing adds a
   // clock read per phase, nothing else.
   void set_profile(ForwardProfile* profile);
 
  private:
   struct Impl;
+  // The transformer layers over `batch`: ws.x holds each token's residual
+  // stream after the last layer. `profile` may be null.
+  void run_layers(const ForwardBatch& batch, KvCache& kv, Workspace& ws, ForwardProfile* profile) const;
   ModelConfig config_;
   Impl* impl_;
 };

@@ -1,0 +1,35 @@
+#include "engine/embedder.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace conveyor {
+
+const char* to_string(Pooling pooling) { return pooling == Pooling::mean ? "mean" : "last"; }
+
+Expected<Pooling> parse_pooling(std::string_view text) {
+  if (text == "last") return Pooling::last;
+  if (text == "mean") return Pooling::mean;
+  return make_error(Errc::invalid_argument, "must be last or mean, not '" + std::string(text) + "'");
+}
+
+void pool_and_normalize(const float* hidden, int32_t n_tokens, int32_t dim, Pooling pooling, float* out) {
+  if (pooling == Pooling::last) {
+    const float* row = hidden + int64_t(n_tokens - 1) * dim;
+    for (int32_t i = 0; i < dim; ++i) out[i] = row[i];
+  } else {
+    // Sums in double: a long input's mean does not drift with its length.
+    std::vector<double> sum(size_t(dim), 0.0);
+    for (int32_t t = 0; t < n_tokens; ++t)
+      for (int32_t i = 0; i < dim; ++i) sum[size_t(i)] += hidden[int64_t(t) * dim + i];
+    for (int32_t i = 0; i < dim; ++i) out[i] = float(sum[size_t(i)] / n_tokens);
+  }
+  // As llama.cpp's common_embd_normalize(..., 2): the norm in double.
+  double squares = 0.0;
+  for (int32_t i = 0; i < dim; ++i) squares += double(out[i]) * out[i];
+  const double norm = std::sqrt(squares);
+  const float scale = norm > 0.0 ? float(1.0 / norm) : 0.0f;
+  for (int32_t i = 0; i < dim; ++i) out[i] *= scale;
+}
+
+}  // namespace conveyor

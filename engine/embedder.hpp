@@ -1,0 +1,52 @@
+// Embeddings: what a backend offers for POST /v1/embeddings.
+//
+// An embedding of a token sequence is the model's final hidden state (the
+// output of the final RMSNorm, the vector the classifier reads) pooled over
+// the sequence's tokens and scaled to unit L2 length, as llama.cpp's
+// llama-embedding computes with --pooling last|mean --embd-normalize 2:
+//   last  the last token's state: in a causal model the one token that has
+//         attended to the whole input
+//   mean  the mean of every token's state, BOS included
+//
+// A backend that can embed builds an Embedder beside its StepRunner
+// (backends/backend.hpp: Backend::embedder, null where the backend cannot).
+// An Embedder shares the runner's read-only weights but has its own scratch
+// and KV memory, so it runs beside the engine's steps, outside the scheduler:
+// its tokens are not in the engine's token budget. The server runs it on a
+// worker thread of its own (http/embedding_worker.hpp), never on an I/O thread.
+//
+// Thread-safety: embed() may be called from any thread; calls run one at a
+// time.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "base/status.hpp"
+
+namespace conveyor {
+
+enum class Pooling : uint8_t { last, mean };
+
+const char* to_string(Pooling pooling);
+// "last" or "mean"; the error lists both.
+Expected<Pooling> parse_pooling(std::string_view text);
+
+class Embedder {
+ public:
+  virtual ~Embedder() = default;
+  // Floats per embedding (the model's dim).
+  virtual int32_t dim() const = 0;
+  // One unit-length vector of dim() floats per input, in input order, computed
+  // on the calling thread. Each input is 1 to context_length token ids below
+  // vocab_size; any other is an invalid_argument error naming its index.
+  virtual Expected<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                          Pooling pooling) = 0;
+};
+
+// out = the pooled, unit-length embedding of one sequence whose final hidden
+// states are `hidden` ([n_tokens, dim], row-major). A zero vector stays zero.
+void pool_and_normalize(const float* hidden, int32_t n_tokens, int32_t dim, Pooling pooling, float* out);
+
+}  // namespace conveyor
