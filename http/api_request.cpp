@@ -6,6 +6,7 @@
 #include <charconv>
 #include <limits>
 
+#include "http/output_constraint_fields.hpp"
 #include "http/request_fields.hpp"
 
 namespace conveyor::http {
@@ -342,6 +343,14 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
     if (raw_json(v, raw) || !raw.starts_with('[')) return type_error(key, "an array of tools");
     r.tools_json.assign(raw);
     return {};
+  }
+  if (key == "response_format" || key == "structured_outputs" || key == "json_schema" || key == "grammar") {
+    std::string_view raw;
+    if (raw_json(v, raw)) return type_error(key, "valid JSON");
+    if (key == "response_format") return parse_response_format(raw, r.constraint);
+    if (key == "structured_outputs") return parse_structured_outputs(raw, r.constraint);
+    if (key == "json_schema") return parse_json_schema_field(raw, r.constraint);
+    return parse_grammar_field(raw, r.constraint);
   }
   if (key == "model") return get_string(v, "model", r.model);
   if (key == "max_tokens") return get_int32(v, key, p.max_tokens.emplace());

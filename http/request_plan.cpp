@@ -92,6 +92,9 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     if (auto e = check_prompt(ids, model, param)) return *e;
   }
   plan.sampling = request.sampling;
+  if (request.constraint.kind != OutputConstraint::Kind::none)
+    return bad_request(request.constraint.field + ": constrained decoding is not wired to the engine yet",
+                       request.constraint.field);
   // Chat without a limit runs to the end of the context (the engine clamps it).
   if (request.chat && !request.max_tokens_given) plan.sampling.max_tokens = model.config.context_length;
   if (Status s = validate(plan.sampling, model.config.vocab_size); !s) {
