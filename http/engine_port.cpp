@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "actors/engine.hpp"
+#include "http/embedding_worker.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -51,10 +52,12 @@ struct EnginePort::Impl {
   std::shared_ptr<StatsTickets> tickets = std::make_shared<StatsTickets>();
   caf::actor helper;
   std::function<std::string()> extra_metrics;
+  std::unique_ptr<EmbeddingWorker> embeddings;  // null: the backend has no embedder
 };
 
 EnginePort::EnginePort(Engine& engine) : impl_(std::make_unique<Impl>(engine)) {
   impl_->helper = engine.system().spawn(stats_helper, engine.scheduler(), impl_->tickets);
+  if (engine.embedder()) impl_->embeddings = std::make_unique<EmbeddingWorker>(engine.embedder());
 }
 
 EnginePort::~EnginePort() {
@@ -79,6 +82,13 @@ void EnginePort::stats_async(StatsCallback done) {
     impl_->tickets->waiting.emplace(ticket, std::move(done));
   }
   caf::anon_send(impl_->helper, stats_atom_v, ticket);
+}
+
+bool EnginePort::can_embed() const { return impl_->embeddings != nullptr; }
+
+CancelFn EnginePort::embed_async(std::vector<std::vector<int32_t>> inputs, Pooling pooling,
+                                 std::function<void(Expected<std::vector<std::vector<float>>>)> done) {
+  return impl_->embeddings->submit(std::move(inputs), pooling, std::move(done));
 }
 
 const EngineMetrics& EnginePort::metrics() const { return impl_->engine.metrics(); }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/embedder.hpp"
 #include "engine/engine_config.hpp"
 #include "engine/engine_types.hpp"
 #include "engine/metrics.hpp"
@@ -44,6 +45,14 @@ class EnginePort {
   CancelFn submit(GenerateRequest request, std::vector<std::string> stop, EventSink sink);
   void release_session(const std::string& name);
   void stats_async(std::function<void(Expected<EngineStats>)> done);
+  // Whether the backend computes embeddings (engine/embedder.hpp; the CPU
+  // backend does, the CUDA backend does not).
+  bool can_embed() const;
+  // Embeds `inputs` on the port's embedding thread (http/embedding_worker.hpp)
+  // and calls `done` there. Only when can_embed(). The CancelFn drops the job
+  // if it has not started.
+  CancelFn embed_async(std::vector<std::vector<int32_t>> inputs, Pooling pooling,
+                       std::function<void(Expected<std::vector<std::vector<float>>>)> done);
 
   const EngineMetrics& metrics() const;
   // More /metrics text after the engine's (a router's; set before serving).

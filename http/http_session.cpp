@@ -6,6 +6,7 @@
 
 #include "http/api_json.hpp"
 #include "http/api_request.hpp"
+#include "http/embeddings.hpp"
 #include "http/metrics_text.hpp"
 #include "http/playground/page_response.hpp"
 #include "http/routes.hpp"
@@ -286,6 +287,7 @@ void HttpSession::handle_request() {
     }
     case Route::completions: return start_completion(false);
     case Route::chat: return start_completion(true);
+    case Route::embeddings: return start_embeddings();
     case Route::render:
     case Route::tokenize:
     case Route::detokenize: {
@@ -410,6 +412,48 @@ void HttpSession::drop_job() {
   cancel_job();
   lease_.release();
   job_.reset();
+}
+
+// ---- embeddings -------------------------------------------------------------------
+
+// Parsed and checked here, computed on the port's embedding thread (never on
+// this I/O thread), answered here. Like a completion it passes its key's
+// limits first (its input tokens count as prompt tokens), counts as in
+// flight for a drain, and is dropped if its client goes away before it starts.
+void HttpSession::start_embeddings() {
+  if (!state_->engine().can_embed())
+    return send_error(ApiError{501,
+                               "/v1/embeddings is not implemented on this server's backend (--device " +
+                                   to_string(state_->engine().engine_config().device) +
+                                   "); serve the model with --device cpu for embeddings",
+                               "invalid_request_error", {}, "embeddings_not_supported"});
+  auto parsed = parse_embedding_request(parser_->get().body(), state_->model());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*e);
+  EmbeddingRequest& request = std::get<EmbeddingRequest>(parsed);
+  const int64_t prompt_tokens = request.prompt_tokens();
+  auto admitted = state_->keys().admit(key_, prompt_tokens);
+  if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {
+    if (refused->counted) state_->refusals().add(*refused->counted);
+    return send_error(refused->error, nullptr, refused->retry_after_seconds);
+  }
+  lease_ = std::move(std::get<KeyLease>(admitted));
+  record_.run_on_engine(*state_);
+  std::weak_ptr<HttpSession> weak = weak_from_this();
+  const uint64_t serial = ++serial_;
+  const bool base64 = request.base64;
+  cancels_.push_back(state_->engine().embed_async(
+      std::move(request.inputs), state_->options().pooling,
+      [state = state_, weak, serial, base64, prompt_tokens](Expected<std::vector<std::vector<float>>> vectors) {
+        state->post_to(weak, [serial, base64, prompt_tokens, vectors = std::move(vectors)](HttpSession& s) {
+          if (serial != s.serial_ || s.response_complete_ || s.closed_) return;
+          s.cancels_.clear();
+          s.lease_.release();
+          if (!vectors) return s.send_error(from_engine_error(vectors.error().code, vectors.error().message));
+          s.send_response(200, embedding_response(*vectors, base64, s.state_->model().served_name, prompt_tokens),
+                          "application/json");
+        });
+      }));
+  start_probe();
 }
 
 // ---- metrics ----------------------------------------------------------------------

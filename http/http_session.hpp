@@ -64,6 +64,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void handle_request();
   void start_completion(bool chat);
   void start_metrics();
+  void start_embeddings();
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
   void emit(std::vector<std::string>& payloads);
   void finish_job();

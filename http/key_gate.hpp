@@ -22,7 +22,8 @@
 // each other; nothing in actors/ changes.
 //
 // The limits (http/api_key_file.hpp gives their syntax; left out: none)
-// apply to completions, over HTTP and WebSocket; the other routes that need
+// apply to completions, over HTTP and WebSocket, and to embeddings (their
+// input tokens count as prompt tokens); the other routes that need
 // a key (/v1/models, /tokenize, ...) run no engine work and do not count:
 //   max_concurrent     requests in flight for the key. An HTTP completion
 //                      request counts once whatever its n or prompts, from

@@ -10,7 +10,7 @@ constexpr uint8_t kAll = kCompletions | kChat | kRender;
 
 constexpr RequestField kFields[] = {
     // Shared by both OpenAI endpoints.
-    {"model", kAll, I, "", "must name the served model (404 model_not_found otherwise)"},
+    {"model", kAll | kEmbeddings, I, "", "must name the served model (404 model_not_found otherwise)"},
     {"max_tokens", kBoth, I, "", "tokens to generate at most"},
     {"temperature", kBoth, I, "", "sampling temperature; 0 is greedy"},
     {"top_p", kBoth, I, "", "nucleus sampling"},
@@ -22,7 +22,7 @@ constexpr RequestField kFields[] = {
     {"presence_penalty", kBoth, I, "", "OpenAI's presence penalty"},
     {"frequency_penalty", kBoth, I, "", "OpenAI's frequency penalty"},
     {"logprobs", kBoth, I, "", "completions: top count; chat: true/false"},
-    {"user", kBoth, I, "", "kept with the request for logs"},
+    {"user", kBoth | kEmbeddings, I, "", "kept with the request for logs"},
     {"session_id", kBoth, I, "", "keeps the conversation's KV blocks for its next request"},
     {"logit_bias", kBoth, I, "", "token id (as a string) to a bias in [-100, 100] added to its logit"},
     {"service_tier", kBoth, R, "\"auto\"|\"default\"", "conveyor has one service tier"},
@@ -56,6 +56,11 @@ constexpr RequestField kFields[] = {
     {"metadata", kChat, R, "{}", "metadata is kept only with stored completions, which are not implemented"},
     {"prompt_cache_key", kBoth, I, "", "accepted; prefix caching is automatic"},
     {"safety_identifier", kBoth, I, "", "kept with the request for logs, as user"},
+    // Embeddings only.
+    {"input", kEmbeddings, I, "", "a string, an array of strings, an array of token ids, or an array of those"},
+    {"encoding_format", kEmbeddings, I, "", "float (default) or base64: little-endian float32"},
+    {"dimensions", kEmbeddings, I, "",
+     "accepted when it is the model's dim; this model's embeddings cannot be shortened"},
     // Extensions (vLLM's names where vLLM has the field).
     {"top_k", kBoth, I, "", "keep the k most likely tokens; 0 or -1 is off"},
     {"min_p", kBoth, I, "", "drop tokens below min_p times the most likely one's probability"},

@@ -1,7 +1,7 @@
 // Every request field conveyor knows, and what it does with each.
 //
-// The OpenAI completions and chat completions fields (as of the API reference
-// of 2026), conveyor's extensions, and the WebSocket envelope. A field is
+// The OpenAI completions, chat completions and embeddings fields (as of the
+// API reference of 2026), conveyor's extensions, and the WebSocket envelope. A field is
 //   implemented  parsed and honoured (api_request.cpp), or
 //   refused      answered with 400 naming the field, unless its value asks
 //                for nothing (`harmless`: "echo": false, "tools": [], ...).
@@ -27,6 +27,7 @@ enum FieldScope : uint8_t {
   kChat = 2,         // /v1/chat/completions (and a WebSocket chat request)
   kWebSocket = 4,    // the WebSocket envelope only
   kRender = 8,       // /v1/chat/completions/render: messages, tools, template options
+  kEmbeddings = 16,  // /v1/embeddings (http/embeddings.hpp)
 };
 
 struct RequestField {

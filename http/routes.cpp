@@ -19,6 +19,7 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
       {"/v1/models", "GET", Route::models},
       {"/v1/completions", "POST", Route::completions},
       {"/v1/chat/completions", "POST", Route::chat},
+      {"/v1/embeddings", "POST", Route::embeddings},
       {"/v1/ws", "GET", Route::websocket},
       {"/v1/chat/completions/render", "POST", Route::render},
       {"/tokenize", "POST", Route::tokenize},

@@ -15,6 +15,7 @@ enum class Route : uint8_t {
   models,       // GET  /v1/models
   completions,  // POST /v1/completions
   chat,         // POST /v1/chat/completions
+  embeddings,   // POST /v1/embeddings
   websocket,    // GET  /v1/ws (upgrade)
   render,       // POST /v1/chat/completions/render: the prompt a chat request makes
   tokenize,     // POST /tokenize

@@ -213,6 +213,10 @@ std::vector<Setting> make_table() {
   t.push_back(text({"chat-template", "server", "chat_template",
                     "auto | plain | llama2 | chatml | FILE (Jinja); auto: the model's own template", "", true},
                    FIELD(server.chat_template)));
+  t.push_back(choice({"pooling", "server", "pooling",
+                      "last | mean: how /v1/embeddings pools an input's final hidden states (the last "
+                      "token's, or the mean of all)"},
+                     FIELD(server.pooling), parse_pooling));
   t.push_back(integer({"max-body-bytes", "server", "max_body_bytes", "largest request body, in bytes"},
                       FIELD(server.max_body_bytes), 0, kInt64Max));
   t.push_back(integer({"max-output-bytes", "server", "max_output_bytes",

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/embedder.hpp"
 #include "http/server_log.hpp"
 
 namespace conveyor::http {
@@ -28,6 +29,11 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;
   std::string served_model_name;         // the `model` clients name; "": the --model value or the model's name
   std::string chat_template = "auto";    // auto | plain | llama2 | chatml
+  // How /v1/embeddings pools an input's final hidden states (engine/embedder.hpp).
+  // Key pooling, flag --pooling. llama.cpp's own default for a Llama GGUF
+  // that names no pooling is none (a vector per token, which its
+  // /v1/embeddings refuses); last is what decoder embedding models use.
+  Pooling pooling = Pooling::last;
   // A larger request body gets 413; a larger WebSocket message closes its
   // socket with code 1009 (message too big), cancelling its requests.
   size_t max_body_bytes = 1 << 20;

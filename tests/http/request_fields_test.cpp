@@ -53,6 +53,10 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"tools", R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])"},
     {"id", R"("r1")"},
     {"type", R"("completion")"},
+    // /v1/embeddings' own (tests/http/embeddings_test.cpp parses them).
+    {"input", R"("hello")"},
+    {"encoding_format", R"("base64")"},
+    {"dimensions", "64"},
 };
 
 struct Target {
