@@ -421,12 +421,16 @@ void HttpSession::drop_job() {
 // limits first (its input tokens count as prompt tokens), counts as in
 // flight for a drain, and is dropped if its client goes away before it starts.
 void HttpSession::start_embeddings() {
-  if (!state_->engine().can_embed())
+  if (!state_->engine().can_embed()) {
+    const DeviceSpec& device = state_->engine().engine_config().device;
     return send_error(ApiError{501,
-                               "/v1/embeddings is not implemented on this server's backend (--device " +
-                                   to_string(state_->engine().engine_config().device) +
-                                   "); serve the model with --device cpu for embeddings",
+                               device.kind == DeviceKind::cuda
+                                   ? "/v1/embeddings is not implemented on the CUDA backend (--device " +
+                                         to_string(device) + "); serve the model with --device cpu for embeddings"
+                                   : std::string("/v1/embeddings is not available here: this server's engine "
+                                                 "computes no embeddings (a router forwards none to its nodes)"),
                                "invalid_request_error", {}, "embeddings_not_supported"});
+  }
   auto parsed = parse_embedding_request(parser_->get().body(), state_->model());
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*e);
   EmbeddingRequest& request = std::get<EmbeddingRequest>(parsed);
