@@ -1,0 +1,177 @@
+#include "grammar/matcher.hpp"
+
+#include <algorithm>
+#include <bit>
+
+#include "grammar/token_mask.hpp"
+
+namespace conveyor::grammar {
+
+using detail::kRootDone;
+
+CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenIndex> vocab)
+    : grammar_(std::move(g)), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
+      masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]) {
+  for (int32_t p = 0; p < flat_.positions(); ++p) masks_[size_t(p)].store(nullptr, std::memory_order_relaxed);
+}
+
+CompiledGrammar::~CompiledGrammar() = default;
+
+const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
+  if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
+  // Computed outside the lock: two threads may both compute a position the
+  // first time, and the second result is dropped; neither waits for the other.
+  auto computed = std::make_unique<detail::PositionMask>(detail::compute_position_mask(flat_, *vocab_, pos));
+  std::lock_guard lock(mu_);
+  if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
+  const detail::PositionMask* m = computed.get();
+  owned_.push_back(std::move(computed));
+  masks_[size_t(pos)].store(m, std::memory_order_release);
+  return *m;
+}
+
+void CompiledGrammar::precompute() const {
+  for (int32_t p = 0; p < flat_.positions(); ++p) {
+    if (flat_.slots[size_t(p)].byte_set >= 0) mask_at(p);
+  }
+}
+
+CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
+  CacheStats s;
+  for (const auto& slot : flat_.slots) s.positions += slot.byte_set >= 0 ? 1 : 0;
+  std::lock_guard lock(mu_);
+  s.cached = int32_t(owned_.size());
+  for (const auto& m : owned_) s.memory_bytes += m->memory_bytes();
+  return s;
+}
+
+Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab) {
+  if (!vocab) return make_error(Errc::invalid_argument, "grammar compiled without a vocabulary");
+  if (Status s = check(g); !s) return s.error();
+  return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(std::move(g), std::move(vocab)));
+}
+
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)), pda_(g_->flat()) {
+  pda_.initial(arena_);
+  history_.push_back({0, arena_.size(), pda_.pool().size(), false});
+}
+
+bool Matcher::accept_token(int32_t token) {
+  if (is_terminated() || token < 0 || token >= vocab_size()) return false;
+  if (g_->vocabulary().is_end(token)) {
+    if (!can_end()) return false;
+    Step s = current();
+    s.terminated = true;
+    history_.push_back(s);
+    return true;
+  }
+  const std::string_view bytes = g_->vocabulary().bytes(token);
+  return !bytes.empty() && accept_bytes(bytes);
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  if (is_terminated()) return false;
+  const Step from = current();
+  const size_t base = arena_.size();
+  const int32_t pool_mark = pda_.pool().size();
+  size_t begin = from.begin, end = from.end;
+  for (char c : bytes) {
+    const size_t out = arena_.size();
+    pda_.advance(arena_, begin, end, uint8_t(c));
+    if (arena_.size() == out) {
+      arena_.resize(base);
+      pda_.pool().truncate(pool_mark);
+      return false;
+    }
+    // Keep only the newest set, at base (the copy moves it down, never onto itself).
+    std::copy(arena_.begin() + long(out), arena_.end(), arena_.begin() + long(base));
+    arena_.resize(base + (arena_.size() - out));
+    begin = base;
+    end = arena_.size();
+  }
+  history_.push_back({begin, end, pda_.pool().size(), false});
+  return true;
+}
+
+bool Matcher::can_end() const {
+  if (is_terminated()) return false;
+  const Step& s = current();
+  return std::find(arena_.begin() + long(s.begin), arena_.begin() + long(s.end), kRootDone) !=
+         arena_.begin() + long(s.end);
+}
+
+void Matcher::fill_mask(std::span<uint64_t> mask) const {
+  std::fill(mask.begin(), mask.end(), 0);
+  if (is_terminated() || mask.size() < mask_words()) return;
+  const Step& s = current();
+  const size_t scratch = arena_.size();
+  const int32_t pool_mark = pda_.pool().size();
+  std::vector<int32_t> done;  // positions whose accepted set is in the mask already
+  bool end_allowed = false;
+  for (size_t i = s.begin; i < s.end; ++i) {
+    const int32_t top = arena_[i];
+    if (top == kRootDone) {
+      end_allowed = true;
+      continue;
+    }
+    const detail::StackNode node = pda_.pool()[top];
+    const detail::PositionMask& m = g_->mask_at(node.pos);
+    if (std::find(done.begin(), done.end(), node.pos) == done.end()) {
+      m.add_accepted(mask);
+      done.push_back(node.pos);
+    }
+    // Uncertain tokens continue in the caller; at the root there is none,
+    // and a suffix cannot follow the end of the grammar.
+    if (m.uncertain.nodes() == 0 || node.parent == kRootDone) continue;
+    const detail::StackNode caller = pda_.pool()[node.parent];
+    pda_.expand(caller.pos, caller.parent, arena_);
+    detail::mark_accepted(pda_, m.uncertain, arena_, scratch, arena_.size(), mask);
+    arena_.resize(scratch);
+    pda_.pool().truncate(pool_mark);
+  }
+  if (end_allowed) {
+    for (int32_t id : g_->vocabulary().end_ids()) detail::set_bit(mask, id);
+  }
+}
+
+std::string Matcher::forced_bytes(size_t limit) const {
+  std::string out;
+  if (is_terminated()) return out;
+  const size_t scratch = arena_.size();
+  const int32_t pool_mark = pda_.pool().size();
+  size_t begin = current().begin, end = current().end;
+  while (out.size() < limit) {
+    if (std::find(arena_.begin() + long(begin), arena_.begin() + long(end), kRootDone) != arena_.begin() + long(end)) {
+      break;
+    }
+    const ByteSet allowed = pda_.allowed(arena_.data() + begin, end - begin);
+    int count = 0;
+    for (uint64_t w : allowed.bits) count += std::popcount(w);
+    if (count != 1) break;
+    uint8_t b = 0;
+    while (!allowed.test(b)) ++b;
+    const size_t next = arena_.size();
+    pda_.advance(arena_, begin, end, b);
+    out.push_back(char(b));
+    begin = next;
+    end = arena_.size();
+  }
+  arena_.resize(scratch);
+  pda_.pool().truncate(pool_mark);
+  return out;
+}
+
+size_t Matcher::memory_bytes() const {
+  return pda_.pool().memory_bytes() + arena_.capacity() * sizeof(int32_t) + history_.capacity() * sizeof(Step);
+}
+
+void Matcher::rollback(int32_t steps) {
+  const int32_t keep = std::max<int32_t>(1, int32_t(history_.size()) - std::max<int32_t>(0, steps));
+  history_.resize(size_t(keep));
+  // Later steps' tops lie after this one's (accept_bytes appends), so
+  // truncating forgets exactly them.
+  arena_.resize(current().end);
+  pda_.pool().truncate(current().pool_size);
+}
+
+}  // namespace conveyor::grammar

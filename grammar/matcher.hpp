@@ -1,0 +1,138 @@
+// Constrained decoding: a Grammar compiled against a model's vocabulary, and
+// the per-sequence Matcher that says which tokens may come next.
+//
+//   auto vocab = index_vocabulary(bytes);             // once per model
+//   auto compiled = compile(std::move(grammar), vocab);  // once per grammar, shared
+//   Matcher m(*compiled);                             // one per sequence
+//   m.fill_mask(mask);  sample under the mask;  m.accept_token(token);
+//
+// The matcher is a pushdown automaton over bytes holding a set of stacks
+// (the grammar may be ambiguous; grammar/pda.hpp), so tokens that end inside
+// a UTF-8 character or span several grammar symbols need nothing special.
+// Masks come from per-position caches in the CompiledGrammar
+// (grammar/token_mask.hpp): the first mask at a new grammar position pays a
+// walk of the vocabulary (milliseconds on 128k tokens), later ones take
+// microseconds. CompiledGrammar::precompute() pays it all up front.
+//
+// End tokens (TokenIndex::end_ids) are allowed exactly when the root can be
+// complete; accepting one terminates the matcher. Control tokens (empty
+// bytes) are never allowed otherwise.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.hpp"
+#include "grammar/grammar.hpp"
+#include "grammar/pda.hpp"
+#include "grammar/vocabulary.hpp"
+
+namespace conveyor::grammar {
+
+namespace detail {
+struct PositionMask;
+}
+
+// A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
+// compiled (the lazily filled cache is synchronised inside): share one
+// between every request using the grammar, from any thread.
+class CompiledGrammar {
+ public:
+  struct CacheStats {
+    int32_t positions = 0;   // byte-class positions (possible stack tops)
+    int32_t cached = 0;      // of which the masks are computed
+    size_t memory_bytes = 0; // held by the computed masks
+  };
+
+  CompiledGrammar(Grammar g, std::shared_ptr<const TokenIndex> vocab);  // use compile()
+  ~CompiledGrammar();
+
+  const Grammar& grammar() const { return grammar_; }
+  const TokenIndex& vocabulary() const { return *vocab_; }
+  // Computes every position's token mask now (e.g. before the first request).
+  void precompute() const;
+  CacheStats cache_stats() const;
+
+  // For Matcher: the flattened grammar, and position `pos`'s mask
+  // (computed on first use; the reference stays valid while *this lives).
+  const detail::FlatGrammar& flat() const { return flat_; }
+  const detail::PositionMask& mask_at(int32_t pos) const;
+
+ private:
+  Grammar grammar_;
+  detail::FlatGrammar flat_;
+  std::shared_ptr<const TokenIndex> vocab_;
+  std::unique_ptr<std::atomic<const detail::PositionMask*>[]> masks_;  // [positions]
+  mutable std::mutex mu_;                                              // guards owned_
+  mutable std::vector<std::unique_ptr<detail::PositionMask>> owned_;
+};
+
+// check()s the grammar (Errc::invalid_argument naming the problem) and binds
+// it to `vocab`. Cheap: the masks are computed lazily.
+Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab);
+
+// The grammar state of one sequence. Not thread-safe, const methods included
+// (they use scratch space inside): one thread at a time. Copyable (a copy
+// shares the CompiledGrammar and continues independently).
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const CompiledGrammar> g);
+
+  int32_t vocab_size() const { return g_->vocabulary().vocab_size(); }
+  // Words a mask needs: ceil(vocab_size / 64).
+  size_t mask_words() const { return (size_t(vocab_size()) + 63) / 64; }
+
+  // Advances by one token; false (state unchanged) when the grammar refuses
+  // it, it is out of range, a control token, or the matcher is terminated.
+  bool accept_token(int32_t token);
+  // Advances by these bytes, all or nothing (one history step, like a token).
+  bool accept_bytes(std::string_view bytes);
+
+  // mask[w] bit b set = token 64w + b may come next. `mask` must hold
+  // mask_words() (else it is left all zero); it is overwritten. All zero
+  // once terminated.
+  void fill_mask(std::span<uint64_t> mask) const;
+
+  bool can_end() const;  // the root can be complete here (false once terminated)
+  bool is_terminated() const { return history_.back().terminated; }
+
+  // The bytes the grammar forces next (every stack agrees on one byte,
+  // repeatedly), e.g. `{"name": "` after `{` in a schema whose first
+  // property is required. Stops where the grammar could end. At most
+  // `limit` bytes.
+  std::string forced_bytes(size_t limit = 4096) const;
+
+  // Undoes the last `steps` successful accept_token / accept_bytes calls
+  // (at most accepted_steps(); more rolls back to the start).
+  void rollback(int32_t steps);
+  int32_t accepted_steps() const { return int32_t(history_.size()) - 1; }
+  void reset() { rollback(accepted_steps()); }
+
+  // Bytes held by this matcher's stacks and history (not the shared grammar).
+  size_t memory_bytes() const;
+
+ private:
+  // One accepted step: its stack tops are arena_[begin, end); its nodes
+  // are the pool's first pool_size.
+  struct Step {
+    size_t begin = 0, end = 0;
+    int32_t pool_size = 0;
+    bool terminated = false;
+  };
+
+  const Step& current() const { return history_.back(); }
+
+  std::shared_ptr<const CompiledGrammar> g_;
+  mutable detail::Pda pda_;
+  // Every step's tops back to back; const methods append scratch and remove it.
+  mutable std::vector<int32_t> arena_;
+  std::vector<Step> history_;  // back(): the current state
+};
+
+}  // namespace conveyor::grammar

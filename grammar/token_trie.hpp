@@ -1,0 +1,45 @@
+// A trie of byte strings (token bytes, or the suffixes a token mask checks at
+// run time), laid out in preorder so that a subtree is a contiguous range of
+// nodes and of ids: walking it needs no pointers, and "every token below this
+// node" is one slice.
+//
+// Internal to grammar/ (the matcher and the token index share it).
+// Immutable once built; safe to share between threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conveyor::grammar::detail {
+
+struct TokenTrie {
+  // Node 0 is the root (the empty prefix). Node n's subtree is the nodes
+  // [n, end[n]); its children are n+1, end[n+1], end[end[n+1]], ... while
+  // below end[n].
+  std::vector<uint8_t> byte;         // [nodes] the byte on the edge into n (root: 0)
+  std::vector<int32_t> end;          // [nodes]
+  std::vector<int32_t> first_id;     // [nodes + 1] ids ending at n: ids[first_id[n] .. first_id[n+1])
+  std::vector<int32_t> ids;          // the strings' ids, in the preorder of their nodes
+
+  int32_t nodes() const { return int32_t(byte.size()); }
+  bool has_children(int32_t n) const { return end[size_t(n)] > n + 1; }
+  std::span<const int32_t> ids_at(int32_t n) const {
+    return {ids.data() + first_id[size_t(n)], ids.data() + first_id[size_t(n) + 1]};
+  }
+  // The ids of every string in n's subtree (n's own included).
+  std::span<const int32_t> ids_below(int32_t n) const {
+    return {ids.data() + first_id[size_t(n)], ids.data() + first_id[size_t(end[size_t(n)])]};
+  }
+  size_t memory_bytes() const {
+    return byte.size() + (end.size() + first_id.size() + ids.size()) * sizeof(int32_t);
+  }
+};
+
+// The trie of `entries` (bytes, id). Empty strings sit at the root. Equal
+// strings share a node. The entries are sorted in place.
+TokenTrie build_trie(std::vector<std::pair<std::string_view, int32_t>>& entries);
+
+}  // namespace conveyor::grammar::detail

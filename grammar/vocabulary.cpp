@@ -1,0 +1,29 @@
+#include "grammar/vocabulary.hpp"
+
+#include <algorithm>
+
+namespace conveyor::grammar {
+
+TokenIndex::TokenIndex(VocabularyBytes vocab) : tokens_(std::move(vocab.tokens)) {
+  for (int32_t id : vocab.end_ids) {
+    if (id >= 0 && id < vocab_size()) end_ids_.push_back(id);
+  }
+  std::sort(end_ids_.begin(), end_ids_.end());
+  end_ids_.erase(std::unique(end_ids_.begin(), end_ids_.end()), end_ids_.end());
+  std::vector<std::pair<std::string_view, int32_t>> entries;
+  entries.reserve(tokens_.size());
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    if (!tokens_[size_t(id)].empty() && !is_end(id)) entries.emplace_back(tokens_[size_t(id)], id);
+  }
+  trie_ = detail::build_trie(entries);
+}
+
+bool TokenIndex::is_end(int32_t id) const {
+  return std::binary_search(end_ids_.begin(), end_ids_.end(), id);
+}
+
+std::shared_ptr<const TokenIndex> index_vocabulary(VocabularyBytes vocab) {
+  return std::make_shared<const TokenIndex>(std::move(vocab));
+}
+
+}  // namespace conveyor::grammar

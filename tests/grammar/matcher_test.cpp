@@ -1,0 +1,220 @@
+// The matcher over hand-built grammars: bytes accepted and refused, UTF-8,
+// repetition, ambiguity, deep recursion, rollback, ends and termination,
+// forced bytes. Masks against brute force are in token_mask_test.cpp.
+#include "grammar/matcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/grammar/mask_oracle.hpp"
+
+namespace conveyor::grammar {
+namespace {
+
+using testing::allowed_tokens;
+using testing::mask_of;
+
+// Tokens: 0 is the end token, 1 a control token, then single bytes and a few words.
+std::shared_ptr<const TokenIndex> toy_vocabulary() {
+  VocabularyBytes v;
+  v.tokens = {"", "", "a", "b", "c", "ab", "abc", "{", "}", "\"", "x", "\xC3", "\xA9", "\xC3\xA9", " ", "1"};
+  v.end_ids = {0};
+  return index_vocabulary(std::move(v));
+}
+
+std::shared_ptr<const CompiledGrammar> compiled(Expected<Grammar> g,
+                                                std::shared_ptr<const TokenIndex> vocab = toy_vocabulary()) {
+  EXPECT_TRUE(g) << g.error().message;
+  auto c = compile(std::move(*g), std::move(vocab));
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+Expected<Grammar> literal_grammar(std::string_view text) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, b.literal(text));
+  return std::move(b).build(root);
+}
+
+TEST(Matcher, AcceptsALiteralAndRefusesOtherBytes) {
+  Matcher m(compiled(literal_grammar("hello")));
+  EXPECT_FALSE(m.accept_bytes("help"));
+  EXPECT_EQ(m.accepted_steps(), 0);  // all or nothing
+  EXPECT_TRUE(m.accept_bytes("hel"));
+  EXPECT_FALSE(m.can_end());
+  EXPECT_TRUE(m.accept_bytes("lo"));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_FALSE(m.accept_bytes("!"));
+}
+
+TEST(Matcher, RefusesControlTokensAndIdsOutOfRange) {
+  Matcher m(compiled(literal_grammar("a")));
+  EXPECT_FALSE(m.accept_token(1));
+  EXPECT_FALSE(m.accept_token(-1));
+  EXPECT_FALSE(m.accept_token(m.vocab_size()));
+  EXPECT_FALSE(m.accept_token(0)) << "the end token before the root is complete";
+  EXPECT_TRUE(m.accept_token(2));
+}
+
+TEST(Matcher, Utf8CharacterSplitAcrossTokens) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.plus({b.codepoints({{0xE9, 0xE9}, {'a', 'a'}})})});
+  Matcher m(compiled(std::move(b).build(root)));
+  EXPECT_FALSE(m.accept_token(12));  // a continuation byte first
+  EXPECT_TRUE(m.accept_token(11));   // \xC3
+  EXPECT_FALSE(m.can_end()) << "inside a character";
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{12});
+  EXPECT_TRUE(m.accept_token(12));   // \xA9: é complete
+  EXPECT_TRUE(m.can_end());
+  EXPECT_TRUE(m.accept_token(13));   // é in one token
+  EXPECT_TRUE(m.accept_token(2));
+  EXPECT_FALSE(m.accept_bytes("\xC3\xA8"));  // è
+}
+
+TEST(Matcher, RepeatCountsBytes) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative alt{b.repeat(b.literal("a"), 2, 3), b.plus(b.literal("b")), b.star(b.literal("c"))};
+  b.add_alternative(root, alt);
+  const auto g = compiled(std::move(b).build(root));
+  for (const auto& [text, ok] : std::vector<std::pair<std::string, bool>>{
+           {"aab", true}, {"aaabbbccc", true}, {"ab", false}, {"aaaab", false}, {"aa", false}, {"aabcb", false}}) {
+    Matcher m(g);
+    EXPECT_EQ(m.accept_bytes(text) && m.can_end(), ok) << text;
+  }
+}
+
+TEST(Matcher, AmbiguousAlternativesAreFollowedTogether) {
+  // root ::= "a"* "ab" | "a" "a"* "c": after "aa" both parses are alive.
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative first{b.star(b.literal("a"))};
+  for (const Element& e : b.literal("ab")) first.push_back(e);
+  b.add_alternative(root, first);
+  b.add_alternative(root, {b.byte('a'), b.star(b.literal("a")), b.byte('c')});
+  const auto g = compiled(std::move(b).build(root));
+  Matcher m(g);
+  ASSERT_TRUE(m.accept_bytes("aa"));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{2, 3, 4, 5}));  // a, b, c, ab
+  Matcher c = m;
+  EXPECT_TRUE(m.accept_bytes("b"));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_TRUE(c.accept_bytes("ac"));
+  EXPECT_TRUE(c.can_end());
+}
+
+TEST(Matcher, LongStringRunsInConstantStackDepth) {
+  // A star is right-recursive: 100k bytes must not grow the stacks.
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative alt = b.literal("\"");
+  alt.push_back(b.star({b.codepoints({{'"', '"'}, {'\\', '\\'}}, true)}));
+  alt.push_back(b.byte('"'));
+  b.add_alternative(root, alt);
+  Matcher m(compiled(std::move(b).build(root)));
+  ASSERT_TRUE(m.accept_bytes("\""));
+  const size_t before = m.memory_bytes();
+  std::string chunk;
+  for (int i = 0; i < 100; ++i) chunk += "abc \xC3\xA9\xE4\xB8\x80 ";  // 10 bytes, three scripts
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(m.accept_bytes(chunk));
+  EXPECT_LT(m.memory_bytes(), before + 64 * 1024) << "stacks grew with the string";
+  EXPECT_FALSE(m.can_end());
+  EXPECT_TRUE(m.accept_bytes("\""));
+  EXPECT_TRUE(m.can_end());
+}
+
+TEST(Matcher, DeepNestingIsNotRecursionInTheMatcher) {
+  // root ::= "{" root "}" | "x": 20000 levels deep, each a stack node.
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.byte('{'), b.rule_ref(root), b.byte('}')});
+  b.add_alternative(root, b.literal("x"));
+  Matcher m(compiled(std::move(b).build(root)));
+  const std::string depth(20000, '{');
+  ASSERT_TRUE(m.accept_bytes(depth));
+  ASSERT_TRUE(m.accept_bytes("x"));
+  EXPECT_EQ(m.forced_bytes(100000), std::string(20000, '}'));
+  ASSERT_TRUE(m.accept_bytes(std::string(20000, '}')));
+  EXPECT_TRUE(m.can_end());
+}
+
+TEST(Matcher, RollbackRestoresEarlierStates) {
+  Matcher m(compiled(literal_grammar("abcab")));
+  const auto start = mask_of(m);
+  ASSERT_TRUE(m.accept_token(6));  // abc
+  const auto after_abc = mask_of(m);
+  ASSERT_TRUE(m.accept_token(2));  // a
+  ASSERT_TRUE(m.accept_token(3));  // b
+  ASSERT_TRUE(m.accept_token(0));  // end
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_EQ(m.accepted_steps(), 4);
+  m.rollback(3);
+  EXPECT_FALSE(m.is_terminated());
+  EXPECT_EQ(mask_of(m), after_abc);
+  EXPECT_TRUE(m.accept_token(5));  // ab
+  EXPECT_TRUE(m.can_end());
+  m.reset();
+  EXPECT_EQ(mask_of(m), start);
+  EXPECT_EQ(m.accepted_steps(), 0);
+}
+
+TEST(Matcher, EndTokenOnlyWhenCompleteThenTerminated) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.byte('a'), b.optional(b.literal("b"))});
+  Matcher m(compiled(std::move(b).build(root)));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{2, 5}));  // a, ab
+  ASSERT_TRUE(m.accept_token(2));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{0, 3}));  // end, b
+  ASSERT_TRUE(m.accept_token(3));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{0}) << "complete: only the end";
+  ASSERT_TRUE(m.accept_token(0));
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_FALSE(m.can_end());
+  EXPECT_TRUE(allowed_tokens(mask_of(m)).empty());
+  EXPECT_FALSE(m.accept_token(2));
+  EXPECT_FALSE(m.accept_token(0));
+}
+
+TEST(Matcher, ForcedBytesUpToAChoice) {
+  // {"name": "<string>", "age": <digits>} with fixed spacing.
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative alt = b.literal("{\"name\": \"");
+  alt.push_back(b.star({b.codepoints({{'"', '"'}}, true)}));
+  for (const Element& e : b.literal("\", \"age\": ")) alt.push_back(e);
+  alt.push_back(b.plus({b.codepoints({{'0', '9'}})}));
+  alt.push_back(b.byte('}'));
+  b.add_alternative(root, alt);
+  Matcher m(compiled(std::move(b).build(root)));
+  EXPECT_EQ(m.forced_bytes(), "{\"name\": \"");
+  ASSERT_TRUE(m.accept_bytes("{"));
+  EXPECT_EQ(m.forced_bytes(), "\"name\": \"");
+  ASSERT_TRUE(m.accept_bytes("\"name\": \"Bo"));
+  EXPECT_EQ(m.forced_bytes(), "");
+  ASSERT_TRUE(m.accept_bytes("\""));
+  EXPECT_EQ(m.forced_bytes(), ", \"age\": ");
+  EXPECT_EQ(m.forced_bytes(3), ", \"");
+  ASSERT_TRUE(m.accept_bytes(", \"age\": 4"));
+  EXPECT_EQ(m.forced_bytes(), "");
+  ASSERT_TRUE(m.accept_bytes("}"));
+  EXPECT_EQ(m.forced_bytes(), "") << "complete: the end is a choice";
+  EXPECT_EQ(m.accepted_steps(), 5) << "forced_bytes changes nothing";
+}
+
+TEST(Compile, RefusesLeftRecursionAndAMissingVocabulary) {
+  Grammar g;
+  g.rules.push_back(Rule{"root", {{Element{Element::Kind::rule, 0}}}});
+  auto c = compile(g, toy_vocabulary());
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("left-recursive"), std::string::npos);
+  auto d = compile(*literal_grammar("a"), nullptr);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().code, Errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace conveyor::grammar

@@ -1,0 +1,179 @@
+// Token masks against brute force (every token tried on a copy of the
+// matcher): a JSON grammar on a toy vocabulary along random walks, random
+// grammars, and the real Llama 3 vocabulary (128k tokens) in a few states.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "grammar/matcher.hpp"
+#include "model/formats/gguf_llama.hpp"
+#include "model/sampling/grammar_vocabulary.hpp"
+#include "tests/grammar/mask_oracle.hpp"
+
+namespace conveyor::grammar {
+namespace {
+
+using testing::allowed_tokens;
+using testing::brute_force_mask;
+using testing::mask_difference;
+using testing::mask_of;
+
+// Walks `steps` random tokens from the allowed ones, checking every mask
+// against brute force and, now and then, rolling back and checking the mask
+// of the earlier state again.
+void random_walk(const std::shared_ptr<const CompiledGrammar>& g, uint32_t seed, int steps) {
+  std::mt19937 rng(seed);
+  Matcher m(g);
+  std::vector<std::vector<uint64_t>> masks;
+  for (int step = 0; step < steps; ++step) {
+    const auto got = mask_of(m);
+    const auto want = brute_force_mask(m);
+    ASSERT_EQ(got, want) << "seed " << seed << " step " << step << ":"
+                         << mask_difference(got, want, g->vocabulary());
+    masks.push_back(got);
+    if (m.accepted_steps() > 3 && rng() % 8 == 0) {
+      const int back = int(rng() % 3) + 1;
+      m.rollback(back);
+      masks.resize(masks.size() - size_t(back));
+      ASSERT_EQ(mask_of(m), masks.back()) << "after rolling back " << back;
+      masks.pop_back();
+      continue;
+    }
+    std::vector<int32_t> allowed = allowed_tokens(got);
+    // Prefer text to ending, so walks go deep.
+    std::erase_if(allowed, [&](int32_t t) { return g->vocabulary().is_end(t) && allowed.size() > 1; });
+    if (allowed.empty()) break;
+    ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    if (m.is_terminated()) break;
+  }
+}
+
+std::shared_ptr<const TokenIndex> toy_json_vocabulary() {
+  VocabularyBytes v;
+  v.tokens = {"", "{", "}", "{\"", "\"", "\":", "\",", "\"}", ":", ",", " ", "  ", "\n", "[", "]", "a", "b",
+              "ab", "abc", "\"a", "1", "12", "0", "-", ".", "e", "E+", "true", "false", "null", "\\", "\\\"",
+              "\\n", "\\u", "00", "0a", "\xC3\xA9", "\xC3", "\xA9", "\": \"", "\"}]", " {\"", "},", "],", "\"\"",
+              "[{", "}}", "]}", "1.5", "e-", "\t", "u", "ta", "nul", "l", "\",\"", ", ", ": ", "\xE4\xB8", "\x80",
+              "x\"", "\"x"};
+  v.end_ids = {0};
+  return index_vocabulary(std::move(v));
+}
+
+TEST(TokenMask, JsonGrammarOnAToyVocabularyMatchesBruteForce) {
+  auto g = compile(testing::json_grammar(), toy_json_vocabulary());
+  ASSERT_TRUE(g) << g.error().message;
+  for (uint32_t seed = 1; seed <= 40; ++seed) random_walk(*g, seed, 60);
+}
+
+// A random grammar over the bytes a, b, c: rules of random alternatives of
+// byte classes, references (to any rule, so recursion happens; check()
+// refuses the left-recursive ones) and stars, pluses and options.
+Expected<Grammar> random_grammar(std::mt19937& rng) {
+  GrammarBuilder b;
+  const int rules = 2 + int(rng() % 4);
+  std::vector<int32_t> ids;
+  for (int r = 0; r < rules; ++r) ids.push_back(b.add_rule("r"));
+  const auto random_class = [&] {
+    ByteSet s;
+    for (uint8_t c : {'a', 'b', 'c'}) {
+      if (rng() % 2) s.set(c);
+    }
+    if (s.empty()) s.set('a');
+    return b.bytes(s);
+  };
+  for (int r = 0; r < rules; ++r) {
+    const int alts = 1 + int(rng() % 3);
+    for (int a = 0; a < alts; ++a) {
+      Alternative alt;
+      const int len = int(rng() % 4);
+      for (int i = 0; i < len; ++i) {
+        switch (rng() % 6) {
+          case 0: alt.push_back(b.rule_ref(ids[rng() % ids.size()])); break;
+          case 1: alt.push_back(b.star({random_class()})); break;
+          case 2: alt.push_back(b.plus({random_class(), random_class()})); break;
+          case 3: alt.push_back(b.optional({random_class()})); break;
+          default: alt.push_back(random_class());
+        }
+      }
+      b.add_alternative(ids[size_t(r)], std::move(alt));
+    }
+  }
+  return std::move(b).build(ids[0]);
+}
+
+std::shared_ptr<const TokenIndex> abc_vocabulary() {
+  VocabularyBytes v;
+  v.tokens = {"", ""};  // the end token, a control token
+  v.end_ids = {0};
+  for (std::string x : {"a", "b", "c"}) {
+    v.tokens.push_back(x);
+    for (std::string y : {"a", "b", "c"}) {
+      v.tokens.push_back(x + y);
+      for (std::string z : {"a", "b", "c"}) v.tokens.push_back(x + y + z);
+    }
+  }
+  v.tokens.push_back("abcabc");
+  v.tokens.push_back("cccccccc");
+  return index_vocabulary(std::move(v));
+}
+
+TEST(TokenMask, RandomGrammarsMatchBruteForce) {
+  std::mt19937 rng(2026);
+  const auto vocab = abc_vocabulary();
+  int tested = 0;
+  for (int i = 0; i < 400 && tested < 150; ++i) {
+    auto g = random_grammar(rng);
+    if (!g) continue;  // left-recursive
+    auto c = compile(std::move(*g), vocab);
+    ASSERT_TRUE(c) << c.error().message;
+    random_walk(*c, uint32_t(i), 25);
+    if (HasFatalFailure()) {
+      ADD_FAILURE() << to_string((*c)->grammar());
+      return;
+    }
+    ++tested;
+  }
+  EXPECT_GE(tested, 100);
+}
+
+TEST(TokenMask, PrecomputeGivesTheSameMasksAsLazyUse) {
+  auto lazy = compile(testing::json_grammar(), toy_json_vocabulary());
+  auto eager = compile(testing::json_grammar(), toy_json_vocabulary());
+  ASSERT_TRUE(lazy && eager);
+  (*eager)->precompute();
+  EXPECT_EQ((*eager)->cache_stats().cached, (*eager)->cache_stats().positions);
+  Matcher a(*lazy), b(*eager);
+  for (std::string_view piece : {"{", "\"a", "\":", " [", "1.5", ", ", "\"\\u00e9\"", "]"}) {
+    ASSERT_TRUE(a.accept_bytes(piece) && b.accept_bytes(piece)) << piece;
+    EXPECT_EQ(mask_of(a), mask_of(b)) << piece;
+  }
+}
+
+TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama3-q4_k_m.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the Llama 3 vocabulary test needs it";
+  auto file = read_gguf(path);
+  ASSERT_TRUE(file) << file.error().message;
+  auto tok = tokenizer_from_gguf(*file);
+  ASSERT_TRUE(tok && tok->tokenizer);
+  const auto vocab = index_vocabulary(vocabulary_bytes(*tok->tokenizer, tok->eos_ids));
+  ASSERT_GT(vocab->vocab_size(), 128000);
+  auto g = compile(testing::json_grammar(), vocab);
+  ASSERT_TRUE(g) << g.error().message;
+  Matcher m(*g);
+  // States: the start, inside a key, after a key, inside an escape, in a
+  // number, in a nested array, in a string with UTF-8, after the object.
+  for (std::string_view piece : {"", "{\"na", "me\"", " : ", "[1", "2.5e", "+3", ", \"x\\", "u00e", "9 \xC3",
+                                 "\xA9\"", ", {", "}]", "}"}) {
+    ASSERT_TRUE(m.accept_bytes(piece)) << piece;
+    const auto got = mask_of(m);
+    const auto want = brute_force_mask(m);
+    ASSERT_EQ(got, want) << "after '" << piece << "':" << mask_difference(got, want, *vocab);
+  }
+  EXPECT_TRUE(m.can_end());
+}
+
+}  // namespace
+}  // namespace conveyor::grammar
