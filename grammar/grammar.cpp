@@ -110,7 +110,9 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
   out.push_back(std::move(seq));
 }
 
-std::vector<CodepointRange> normalized(std::vector<CodepointRange> ranges, bool negated) {
+}  // namespace
+
+std::vector<CodepointRange> normalize_codepoints(std::vector<CodepointRange> ranges, bool negated) {
   for (auto& [lo, hi] : ranges) hi = std::min<uint32_t>(hi, 0x10FFFF);
   std::erase_if(ranges, [](const CodepointRange& r) { return r.first > r.second; });
   std::sort(ranges.begin(), ranges.end());
@@ -141,8 +143,6 @@ std::vector<CodepointRange> normalized(std::vector<CodepointRange> ranges, bool 
   }
   return out;
 }
-
-}  // namespace
 
 Status check(const Grammar& g) {
   const auto fail = [](std::string m) { return make_error(Errc::invalid_argument, std::move(m)); };
@@ -214,7 +214,9 @@ std::string to_string(const Grammar& g) {
 int32_t GrammarBuilder::add_rule(std::string_view name) {
   const std::string base(name.empty() ? "rule" : name);
   std::string unique = base;
-  for (int suffix = 1; names_.contains(unique); ++suffix) unique = base + "_" + std::to_string(suffix);
+  // Suffixes continue from the last one given for this base, so that adding
+  // n rules of one name costs O(n), not O(n^2) (repeat adds thousands).
+  for (int& suffix = next_suffix_[base]; names_.contains(unique);) unique = base + "_" + std::to_string(++suffix);
   const auto index = int32_t(g_.rules.size());
   names_.emplace(unique, index);
   g_.rules.push_back(Rule{std::move(unique), {}});
@@ -256,7 +258,7 @@ Alternative GrammarBuilder::literal(std::string_view s) {
 Element GrammarBuilder::codepoints(std::vector<CodepointRange> ranges, bool negated) {
   ByteSet ascii;
   std::vector<ByteRanges> sequences;
-  for (const auto& [lo, hi] : normalized(std::move(ranges), negated)) {
+  for (const auto& [lo, hi] : normalize_codepoints(std::move(ranges), negated)) {
     if (lo < 0x80) ascii.set_range(uint8_t(lo), uint8_t(std::min<uint32_t>(hi, 0x7F)));
     if (hi >= 0x80) utf8_sequences(std::max<uint32_t>(lo, 0x80), hi, sequences);
   }

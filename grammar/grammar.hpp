@@ -78,6 +78,12 @@ std::string to_string(const Grammar& g);
 // Inclusive code point range.
 using CodepointRange = std::pair<uint32_t, uint32_t>;
 
+// `ranges` (or, when `negated`, the valid code points outside them) sorted,
+// merged, clipped to U+10FFFF and without surrogates: the set
+// GrammarBuilder::codepoints matches. The compilers use it to split a class
+// (JSON strings escape some members).
+std::vector<CodepointRange> normalize_codepoints(std::vector<CodepointRange> ranges, bool negated);
+
 // Builds a Grammar. Rule names are made unique by a numeric suffix.
 class GrammarBuilder {
  public:
@@ -87,6 +93,8 @@ class GrammarBuilder {
   int32_t find_rule(std::string_view name) const;
   void add_alternative(int32_t rule, Alternative alt);
   bool has_alternatives(int32_t rule) const;
+  // Rules so far: the compilers bound a grammar's size with it.
+  int32_t rule_count() const { return int32_t(g_.rules.size()); }
 
   Element rule_ref(int32_t rule) const { return {Element::Kind::rule, rule}; }
   Element bytes(const ByteSet& set);  // shares equal sets
@@ -114,6 +122,7 @@ class GrammarBuilder {
  private:
   Grammar g_;
   std::unordered_map<std::string, int32_t> names_;         // rule name -> index
+  std::unordered_map<std::string, int> next_suffix_;       // base name -> last suffix used
   std::unordered_map<ByteSet, int32_t, ByteSetHash> set_index_;  // byte class -> index
 };
 

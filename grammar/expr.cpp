@@ -1,0 +1,229 @@
+#include "grammar/expr.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace conveyor::grammar {
+
+Expr Expr::chars_of(std::vector<CodepointRange> ranges, bool negated) {
+  Expr e;
+  e.kind = Kind::chars;
+  e.ranges = std::move(ranges);
+  e.negated = negated;
+  return e;
+}
+
+Expr Expr::sequence(std::vector<Expr> items) {
+  if (items.size() == 1) return std::move(items[0]);
+  Expr e;
+  if (items.empty()) return e;
+  e.kind = Kind::seq;
+  e.items = std::move(items);
+  return e;
+}
+
+Expr Expr::alternatives(std::vector<Expr> items) {
+  if (items.size() == 1) return std::move(items[0]);
+  Expr e;
+  e.kind = Kind::alt;
+  e.items = std::move(items);
+  return e;
+}
+
+Expr Expr::repeated(Expr item, int32_t min, int32_t max) {
+  Expr e;
+  e.kind = Kind::repeat;
+  e.items.push_back(std::move(item));
+  e.min = min;
+  e.max = max;
+  return e;
+}
+
+Expr Expr::reference(int32_t rule) {
+  Expr e;
+  e.kind = Kind::rule;
+  e.rule = rule;
+  return e;
+}
+
+ExprLowering::ExprLowering(GrammarBuilder& b, TextForm form, Rules rules)
+    : b_(b), form_(form), rules_(std::move(rules)) {}
+
+bool ExprLowering::nullable(const Expr& e) const {
+  switch (e.kind) {
+    case Expr::Kind::empty: return true;
+    case Expr::Kind::chars: return false;
+    case Expr::Kind::seq:
+      return std::all_of(e.items.begin(), e.items.end(), [&](const Expr& x) { return nullable(x); });
+    case Expr::Kind::alt:
+      return std::any_of(e.items.begin(), e.items.end(), [&](const Expr& x) { return nullable(x); });
+    case Expr::Kind::repeat: return e.min == 0 || e.max == 0 || nullable(e.items[0]);
+    case Expr::Kind::rule: return rules_.nullable && rules_.nullable(e.rule);
+  }
+  return false;
+}
+
+Expr ExprLowering::nonempty(const Expr& e) const {
+  if (!nullable(e)) return e;
+  const Expr nothing = Expr::chars_of({});
+  switch (e.kind) {
+    case Expr::Kind::empty: return nothing;
+    case Expr::Kind::seq: {
+      // Every item is nullable: XR minus "" = (X minus "") R | (R minus "").
+      const std::vector<Expr> rest(e.items.begin() + 1, e.items.end());
+      Expr tail = Expr::sequence(rest);
+      return Expr::alternatives({Expr::sequence({nonempty(e.items[0]), tail}), nonempty(tail)});
+    }
+    case Expr::Kind::alt: {
+      std::vector<Expr> alts;
+      for (const Expr& x : e.items) alts.push_back(nonempty(x));
+      return Expr::alternatives(std::move(alts));
+    }
+    case Expr::Kind::repeat:
+      if (e.max == 0) return nothing;
+      return Expr::repeated(nonempty(e.items[0]), 1, e.max);
+    case Expr::Kind::rule: return Expr::reference(rules_.nonempty(e.rule));
+    case Expr::Kind::chars: break;
+  }
+  return e;
+}
+
+Expected<Alternative> ExprLowering::lower(const Expr& e) {
+  if (b_.rule_count() > kMaxGrammarRules) {
+    return make_error(Errc::invalid_argument,
+                      "the grammar would have more than " + std::to_string(kMaxGrammarRules) + " rules");
+  }
+  switch (e.kind) {
+    case Expr::Kind::empty: return Alternative{};
+    case Expr::Kind::chars: return Alternative{chars(e)};
+    case Expr::Kind::rule: return Alternative{b_.rule_ref(e.rule)};
+    case Expr::Kind::seq: {
+      Alternative out;
+      for (const Expr& x : e.items) {
+        auto part = lower(x);
+        if (!part) return part;
+        out.insert(out.end(), part->begin(), part->end());
+      }
+      return out;
+    }
+    case Expr::Kind::alt: {
+      std::vector<Alternative> alts;
+      for (const Expr& x : e.items) {
+        auto part = lower(x);
+        if (!part) return part;
+        alts.push_back(std::move(*part));
+      }
+      return Alternative{b_.choice(std::move(alts), "alt")};
+    }
+    case Expr::Kind::repeat: {
+      if (e.max == 0) return Alternative{};
+      int32_t min = e.min, max = e.max;
+      Expr item = e.items[0];
+      if (nullable(item)) {  // see the header: X{n,m} = (X minus ""){0,m}
+        item = nonempty(item);
+        min = 0;
+      }
+      if (b_.rule_count() + std::max(min, max) > kMaxGrammarRules) {
+        return make_error(Errc::invalid_argument,
+                          "the grammar would have more than " + std::to_string(kMaxGrammarRules) + " rules");
+      }
+      auto body = lower_element(item, "item");
+      if (!body) return body.error();
+      if (min == 0 && max < 0) return Alternative{b_.star({*body})};
+      if (min == 1 && max < 0) return Alternative{b_.plus({*body})};
+      if (min == 0 && max == 1) return Alternative{b_.optional({*body})};
+      if (min == max) return Alternative(size_t(min), *body);
+      return Alternative{b_.repeat({*body}, min, max)};
+    }
+  }
+  return Alternative{};
+}
+
+Expected<Element> ExprLowering::lower_element(const Expr& e, std::string_view name) {
+  auto alt = lower(e);
+  if (!alt) return alt.error();
+  if (alt->size() == 1) return (*alt)[0];
+  return b_.choice({std::move(*alt)}, name);
+}
+
+Element ExprLowering::chars(const Expr& e) {
+  std::vector<CodepointRange> set = normalize_codepoints(e.ranges, e.negated);
+  if (const auto it = class_cache_.find(set); it != class_cache_.end()) return it->second;
+  const Element out = form_ == TextForm::raw ? b_.codepoints(set) : json_chars(set);
+  class_cache_.emplace(std::move(set), out);
+  return out;
+}
+
+namespace {
+
+bool contains(const std::vector<CodepointRange>& set, uint32_t cp) {
+  return std::any_of(set.begin(), set.end(), [&](const CodepointRange& r) { return r.first <= cp && cp <= r.second; });
+}
+
+char short_escape(uint32_t cp) {
+  switch (cp) {
+    case '\b': return 'b';
+    case '\f': return 'f';
+    case '\n': return 'n';
+    case '\r': return 'r';
+    case '\t': return 't';
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Element ExprLowering::json_chars(const std::vector<CodepointRange>& set) {
+  // Members JSON writes raw: all but controls, '"' and '\'.
+  std::vector<CodepointRange> raw;
+  for (auto [lo, hi] : set) {
+    lo = std::max<uint32_t>(lo, 0x20);
+    if (lo > hi) continue;
+    for (uint32_t special : {uint32_t('"'), uint32_t('\\')}) {
+      if (lo <= special && special <= hi) {
+        if (lo < special) raw.emplace_back(lo, special - 1);
+        lo = special + 1;
+      }
+    }
+    if (lo <= hi) raw.emplace_back(lo, hi);
+  }
+  std::vector<Alternative> alts;
+  if (!raw.empty()) alts.push_back({b_.codepoints(raw)});
+  const Element backslash = b_.byte('\\');
+  for (char c : {'"', '\\', '/'}) {
+    if (contains(set, uint32_t(c))) alts.push_back({backslash, b_.byte(uint8_t(c))});
+  }
+  ByteSet hex;
+  hex.set_range('0', '9');
+  hex.set_range('a', 'f');
+  hex.set_range('A', 'F');
+  bool all_controls = true;
+  for (uint32_t cp = 0; cp < 0x20; ++cp) {
+    if (!contains(set, cp)) { all_controls = false; continue; }
+    if (const char s = short_escape(cp)) alts.push_back({backslash, b_.byte(uint8_t(s))});
+  }
+  if (all_controls) {
+    ByteSet high;
+    high.set_range('0', '1');
+    Alternative u = b_.literal("\\u00");
+    u.push_back(b_.bytes(high));
+    u.push_back(b_.bytes(hex));
+    alts.push_back(std::move(u));
+  } else {
+    for (uint32_t cp = 0; cp < 0x20; ++cp) {
+      if (!contains(set, cp)) continue;
+      static constexpr char kDigits[] = "0123456789abcdef";
+      Alternative u = b_.literal(cp < 0x10 ? "\\u000" : "\\u001");
+      ByteSet low;
+      low.set(uint8_t(kDigits[cp & 15]));
+      low.set(uint8_t(std::toupper(kDigits[cp & 15])));
+      u.push_back(b_.bytes(low));
+      alts.push_back(std::move(u));
+    }
+  }
+  if (alts.empty()) return b_.bytes(ByteSet{});  // an empty class: never matches
+  if (alts.size() == 1 && alts[0].size() == 1) return alts[0][0];
+  return b_.choice(std::move(alts), "jchar");
+}
+
+}  // namespace conveyor::grammar
