@@ -25,6 +25,7 @@
 
 #include "engine/stream_event.hpp"
 #include "http/api_types.hpp"
+#include "http/client_job.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor::http {
@@ -47,38 +48,29 @@ struct JobSpec {
   bool client_id_is_number = false;
 };
 
-// What the access log says of a job: its tokens and how it ended.
-struct JobSummary {
-  int64_t prompt_tokens = 0;      // all prompts, each once whatever n
-  int64_t completion_tokens = 0;  // all choices
-  // The request's: error if it failed, else cancelled if any choice was (or
-  // had not ended), else length if any ran out, else stop.
-  FinishReason finish = FinishReason::none;
-  bool cancelled = false;         // some choice was cancelled or never ended
-  std::optional<ApiError> error;  // why it failed
-};
-
-class CompletionJob {
+// A job of the HTTP session (client_job.hpp), and of a WebSocket request.
+class CompletionJob final : public ClientJob {
  public:
   explicit CompletionJob(JobSpec spec);
 
   // Feeds one engine event of choice `index`; appends what to send now.
-  void on_event(int32_t index, const StreamEvent& event, std::vector<std::string>& out);
+  void on_event(int32_t index, const StreamEvent& event, std::vector<std::string>& out) override;
   // Ends the job now (shutdown, output overflow) as if a choice had failed.
-  void abort(const ApiError& why, std::vector<std::string>& out);
+  void abort(const ApiError& why, std::vector<std::string>& out) override;
   // Choices that end cancelled from now on say why (see the top of the file).
-  void set_cancel_reason(std::string reason) { cancel_reason_ = std::move(reason); }
-  JobSummary summary() const;
+  void set_cancel_reason(std::string reason) override { cancel_reason_ = std::move(reason); }
+  JobSummary summary() const override;
 
-  bool done() const { return done_; }
+  bool done() const override { return done_; }
   // Set when the job ended before any output: answer with this error.
-  const std::optional<ApiError>& failure() const { return failure_; }
+  const std::optional<ApiError>& failure() const override { return failure_; }
   // Body mode, once done() without failure(): the whole response.
-  std::string body() const;
+  std::string body() const override;
+  bool streaming() const override { return spec_.mode == OutputMode::sse; }
   int32_t num_choices() const { return int32_t(choices_.size()); }
   const JobSpec& spec() const { return spec_; }
   // The length of the prompt that choice `index` samples.
-  int64_t prompt_tokens_of(int32_t index) const;
+  int64_t prompt_tokens_of(int32_t index) const override;
 
  private:
   struct Choice {

@@ -9,6 +9,7 @@
 #include "http/embeddings.hpp"
 #include "http/metrics_text.hpp"
 #include "http/playground/page_response.hpp"
+#include "http/responses_routes.hpp"
 #include "http/routes.hpp"
 #include "http/tokenize_routes.hpp"
 #include "http/origin_policy.hpp"
@@ -287,6 +288,14 @@ void HttpSession::handle_request() {
     }
     case Route::completions: return start_completion(false);
     case Route::chat: return start_completion(true);
+    case Route::responses: return start_response();
+    case Route::response: {
+      const ResponseScope scope = key_;
+      auto answer = method == "DELETE" ? delete_response(state_->responses(), scope, m.id)
+                                       : stored_response(state_->responses(), scope, m.id);
+      if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
+      return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
+    }
     case Route::embeddings: return start_embeddings();
     case Route::render:
     case Route::tokenize:
@@ -336,14 +345,7 @@ void HttpSession::start_completion(bool chat) {
   if (auto* error = std::get_if<ApiError>(&planned)) return send_error(*error);
   RequestPlan& plan = std::get<RequestPlan>(planned);
   const ApiRequest& r = parsed.request;
-  int64_t prompt_tokens = 0;
-  for (const auto& prompt : plan.prompts) prompt_tokens += int64_t(prompt.size());
-  auto admitted = state_->keys().admit(key_, prompt_tokens);
-  if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {
-    if (refused->counted) state_->refusals().add(*refused->counted);
-    return send_error(refused->error, nullptr, refused->retry_after_seconds);
-  }
-  lease_ = std::move(std::get<KeyLease>(admitted));
+  if (!admit(plan)) return;
 
   JobSpec spec;
   spec.mode = r.stream ? OutputMode::sse : OutputMode::body;
@@ -357,10 +359,42 @@ void HttpSession::start_completion(bool chat) {
   spec.include_usage = r.include_usage;
   spec.return_token_ids = r.return_token_ids;
   spec.tokenizer = state_->model().tokenizer;
-  record_.set_id(spec.response_id);
-  record_.set_stream(r.stream);
+  const std::string id = spec.response_id;
+  run_job(std::make_unique<CompletionJob>(std::move(spec)), plan, id, r.stream);
+}
+
+// POST /v1/responses (http/responses_routes.hpp): the chat machinery, with
+// the Responses API's output.
+void HttpSession::start_response() {
+  auto prepared = prepare_response(parser_->get().body(), state_->model(), state_->responses(), key_);
+  if (auto* error = std::get_if<ApiError>(&prepared)) return send_error(*error);
+  PreparedResponse& p = std::get<PreparedResponse>(prepared);
+  if (!admit(p.plan)) return;
+  const std::string id = p.job.response.id;
+  const bool stream = p.job.stream;
+  run_job(std::make_unique<ResponsesJob>(std::move(p.job)), p.plan, id, stream);
+}
+
+// The request's place under its API key's limits; false: refused (answered).
+bool HttpSession::admit(const RequestPlan& plan) {
+  int64_t prompt_tokens = 0;
+  for (const auto& prompt : plan.prompts) prompt_tokens += int64_t(prompt.size());
+  auto admitted = state_->keys().admit(key_, prompt_tokens);
+  if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {
+    if (refused->counted) state_->refusals().add(*refused->counted);
+    send_error(refused->error, nullptr, refused->retry_after_seconds);
+    return false;
+  }
+  lease_ = std::move(std::get<KeyLease>(admitted));
+  return true;
+}
+
+void HttpSession::run_job(std::unique_ptr<ClientJob> job, const RequestPlan& plan, const std::string& id,
+                          bool stream) {
+  record_.set_id(id);
+  record_.set_stream(stream);
   record_.run_on_engine(*state_);
-  job_ = std::make_unique<CompletionJob>(std::move(spec));
+  job_ = std::move(job);
   ++serial_;
   sse_started_ = false;
   for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p)
@@ -382,21 +416,21 @@ void HttpSession::on_engine_event(uint64_t serial, int32_t choice, const StreamE
 }
 
 void HttpSession::emit(std::vector<std::string>& payloads) {
-  if (payloads.empty() || !job_ || job_->spec().mode != OutputMode::sse) return;
+  if (payloads.empty() || !job_ || !job_->streaming()) return;
   if (!sse_started_) {
     sse_started_ = true;
     queue_output(sse_header());
   }
-  queue_output(sse_chunk(payloads));
+  queue_output(job_->frame_events(payloads));
 }
 
 void HttpSession::finish_job() {
   cancel_job();  // choices still running (after an error) stop now
   lease_.release();
-  std::unique_ptr<CompletionJob> job = std::move(job_);
+  std::unique_ptr<ClientJob> job = std::move(job_);
   record_.set_job(job->summary());
   if (job->failure()) return send_error(*job->failure());
-  if (job->spec().mode == OutputMode::body) return send_response(200, job->body(), "application/json");
+  if (!job->streaming()) return send_response(200, job->body(), "application/json");
   response_complete_ = true;
   record_.end(200);
   queue_output(std::string(kLastChunk));

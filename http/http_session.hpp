@@ -63,6 +63,9 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void open_record();  // a record for a request refused before it was routed
   void handle_request();
   void start_completion(bool chat);
+  void start_response();
+  bool admit(const RequestPlan& plan);
+  void run_job(std::unique_ptr<ClientJob> job, const RequestPlan& plan, const std::string& id, bool stream);
   void start_metrics();
   void start_embeddings();
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
@@ -118,7 +121,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   KeyLease lease_;                  // the completion's place under its key's limits
 
   uint64_t serial_ = 0;             // tells this request's events from a previous one's
-  std::unique_ptr<CompletionJob> job_;
+  std::unique_ptr<ClientJob> job_;
   std::vector<CancelFn> cancels_;
   bool sse_started_ = false;
 };

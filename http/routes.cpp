@@ -20,6 +20,7 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
       {"/v1/completions", "POST", Route::completions},
       {"/v1/chat/completions", "POST", Route::chat},
       {"/v1/embeddings", "POST", Route::embeddings},
+      {"/v1/responses", "POST", Route::responses},
       {"/v1/ws", "GET", Route::websocket},
       {"/v1/chat/completions/render", "POST", Route::render},
       {"/tokenize", "POST", Route::tokenize},
@@ -37,6 +38,17 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
     m.needs_key = path != "/health" && path != "/metrics";
     m.allow = e.method.data();
     m.route = allowed(e.method, e.route) ? e.route : Route::wrong_method;
+    return m;
+  }
+  // /v1/responses/{id}: one path segment after the prefix.
+  constexpr std::string_view kResponsePrefix = "/v1/responses/";
+  if (path.starts_with(kResponsePrefix) && path.size() > kResponsePrefix.size() &&
+      path.find('/', kResponsePrefix.size()) == std::string_view::npos) {
+    RouteMatch m;
+    m.needs_key = true;
+    m.allow = "GET, DELETE";
+    m.id = path.substr(kResponsePrefix.size());
+    m.route = allowed("GET", Route::response) || method == "DELETE" ? Route::response : Route::wrong_method;
     return m;
   }
   if (find_playground_asset(path)) {
@@ -81,6 +93,15 @@ std::string sse_chunk(const std::vector<std::string>& payloads) {
     out += "\n\n";
   }
   out += "\r\n";
+  return out;
+}
+
+std::string http_chunk(std::string_view data) {
+  char head[24];
+  const int n = std::snprintf(head, sizeof head, "%zx\r\n", data.size());
+  std::string out;
+  out.reserve(data.size() + size_t(n) + 2);
+  out.append(head, size_t(n)).append(data).append("\r\n");
   return out;
 }
 

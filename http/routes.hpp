@@ -16,6 +16,8 @@ enum class Route : uint8_t {
   completions,  // POST /v1/completions
   chat,         // POST /v1/chat/completions
   embeddings,   // POST /v1/embeddings
+  responses,    // POST /v1/responses: the Responses API
+  response,     // GET, DELETE /v1/responses/{id}: a stored response (RouteMatch::id)
   websocket,    // GET  /v1/ws (upgrade)
   render,       // POST /v1/chat/completions/render: the prompt a chat request makes
   tokenize,     // POST /tokenize
@@ -31,6 +33,7 @@ struct RouteMatch {
   const char* allow = "";   // the allowed method, for 405's Allow header
   bool needs_key = false;   // /v1/*, /tokenize, /detokenize: with API keys
                             // (--api-key, --api-key-file), needs "Authorization: Bearer KEY"
+  std::string_view id;      // Route::response: the {id} of the path (a view into the target)
 };
 
 // `target` may carry a query string; it is ignored. HEAD matches what GET
@@ -48,6 +51,8 @@ bool constant_time_equal(std::string_view given, std::string_view key);
 
 // One HTTP/1.1 chunk holding `payloads` as SSE events: "data: P\n\n" each.
 std::string sse_chunk(const std::vector<std::string>& payloads);
+// One HTTP/1.1 chunk holding `data` (not empty: an empty chunk ends the body).
+std::string http_chunk(std::string_view data);
 inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
 
 }  // namespace conveyor::http

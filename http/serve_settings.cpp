@@ -236,6 +236,16 @@ std::vector<Setting> make_table() {
                        "messages a WebSocket client may send per second; past it an error event, then the "
                        "socket is closed (0: no limit)"},
                       FIELD(server.ws_max_messages_per_second), 0, kInt32Max));
+  t.push_back(number({"responses-ttl", "server", "responses_ttl",
+                      "seconds a stored response (POST /v1/responses with store) is kept for GET and "
+                      "previous_response_id"},
+                     FIELD(server.responses_ttl_seconds), positive, "more than 0 seconds"));
+  t.push_back(integer({"responses-max", "server", "responses_max",
+                       "stored responses kept at most; past it the oldest go (0: none is stored)"},
+                      FIELD(server.responses_max), 0, kInt64Max));
+  t.push_back(byte_size({"responses-max-bytes", "server", "responses_max_bytes",
+                         "bytes all stored responses (and their conversations) hold at most: 64MiB, ..."},
+                        FIELD(server.responses_max_bytes)));
   t.push_back(integer({"", "server", "io_threads", "Asio threads"}, FIELD(server.io_threads), 1, 1024));
   t.push_back(number({"shutdown-timeout", "server", "shutdown_timeout",
                       "seconds that running requests may take to finish after SIGTERM (or a first SIGINT) "

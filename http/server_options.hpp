@@ -61,6 +61,14 @@ struct ServerOptions {
   // "ws_rate_limit_exceeded") and is closed (1008), cancelling its requests.
   // 0: no limit. Key ws_max_messages_per_second, flag --ws-max-messages-per-second.
   int32_t ws_max_messages_per_second = 100;
+  // Stored responses of the Responses API (http/response_store.hpp): each is
+  // kept this many seconds (key responses_ttl, flag --responses-ttl), at
+  // most this many (responses_max, --responses-max) holding at most this
+  // many bytes (responses_max_bytes, --responses-max-bytes); past a bound
+  // the oldest go. Scoped to the API key that created them.
+  double responses_ttl_seconds = 3600.0;
+  size_t responses_max = 1000;
+  size_t responses_max_bytes = size_t(64) << 20;
   // Server::drain(): how long requests already running may take to finish
   // before they are cancelled (key shutdown_timeout, flag --shutdown-timeout).
   double shutdown_timeout_seconds = 30.0;

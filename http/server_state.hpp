@@ -2,7 +2,8 @@
 // "shared_state"): the engine port, the options, the model context, the
 // registry of live sessions (for shutdown), the drain's state (whether new
 // requests are refused, how many run on the engine), the API keys and their
-// limits (http/key_gate.hpp), the count of open connections
+// limits (http/key_gate.hpp), the stored responses of the Responses API
+// (http/response_store.hpp), the count of open connections
 // (max_connections), what the limits refused (for /metrics), and the gate
 // through which actor threads post engine events into the io_context.
 //
@@ -29,6 +30,7 @@
 #include "http/key_gate.hpp"
 #include "http/refusal_counters.hpp"
 #include "http/request_plan.hpp"
+#include "http/response_store.hpp"
 #include "http/server_options.hpp"
 
 namespace conveyor::http {
@@ -67,7 +69,12 @@ class ConnectionSlot {
 class ServerState {
  public:
   ServerState(EnginePort& engine, ServerOptions options, ModelContext model)
-      : engine_(engine), options_(std::move(options)), model_(std::move(model)) {}
+      : engine_(engine),
+        options_(std::move(options)),
+        model_(std::move(model)),
+        responses_(ResponseStoreLimits{options_.responses_ttl_seconds, options_.responses_max,
+                                       options_.responses_max_bytes},
+                   [&engine](const std::string& session) { engine.release_session(session); }) {}
 
   EnginePort& engine() { return engine_; }
   const ServerOptions& options() const { return options_; }
@@ -100,6 +107,8 @@ class ServerState {
 
   // The API keys (set by Server::start and reload_api_keys) and their limits.
   KeyGate& keys() { return keys_; }
+  // The Responses API's stored responses (they let go of their engine sessions).
+  ResponseStore& responses() { return responses_; }
   RefusalCounters& refusals() { return refusals_; }
   // A slot for a new connection, or an empty one past max_connections.
   ConnectionSlot open_connection();
@@ -134,6 +143,7 @@ class ServerState {
   EnginePort& engine_;
   const ServerOptions options_;
   const ModelContext model_;
+  ResponseStore responses_;
   std::vector<std::shared_ptr<SessionBase>> live_sessions();
 
   std::mutex sessions_mutex_;

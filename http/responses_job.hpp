@@ -1,0 +1,89 @@
+// One Responses API request as the client sees it (a ClientJob): the engine
+// events of its one choice in, a response object out (one JSON body), or
+// the streaming events of responses_events.hpp.
+//
+// Output items. Without function tools the text is one message item. With
+// them (and tool_choice other than "none") the text is read by the model
+// family's tool-call parser (tool_calls.hpp): while streaming, content goes
+// to a message item and each call becomes a function_call item whose
+// arguments stream as response.function_call_arguments.delta; a whole
+// answer is parsed at its end (parse_tool_calls, the stricter reading).
+//
+// The end. stop: status completed; length: incomplete with
+// incomplete_details.reason "max_output_tokens"; cancelled (the drain ran
+// out of time): incomplete with reason "cancelled"; an engine error: the
+// HTTP status when nothing was sent yet, else response.failed (status
+// failed, error {code, message}). Once it ended, a response with store
+// true goes to the ResponseStore with its conversation (the one it
+// continued, its input and its output as chat messages).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "http/client_job.hpp"
+#include "http/response_store.hpp"
+#include "http/responses_output.hpp"
+#include "http/tool_call_format.hpp"
+
+namespace conveyor::http {
+
+class ToolCallStream;
+
+struct ResponsesJobSpec {
+  ResponseState response;  // id, created_at, model, echo; status in_progress
+  bool stream = false;
+  int64_t prompt_tokens = 0;
+  // Set when function calls are read from the output.
+  std::optional<ToolCallFormat> tool_format;
+  // What the store keeps (store == nullptr: the response is not stored).
+  ResponseStore* store = nullptr;
+  ResponseScope scope;
+  std::vector<ChatMessage> conversation;  // before this response's output, instructions excluded
+  std::string session;                    // the engine session it runs under
+};
+
+class ResponsesJob final : public ClientJob {
+ public:
+  explicit ResponsesJob(ResponsesJobSpec spec);
+  ~ResponsesJob() override;
+
+  void on_event(int32_t index, const StreamEvent& event, std::vector<std::string>& out) override;
+  void abort(const ApiError& why, std::vector<std::string>& out) override;
+  void set_cancel_reason(std::string reason) override { cancel_reason_ = std::move(reason); }
+  JobSummary summary() const override;
+  bool done() const override { return done_; }
+  const std::optional<ApiError>& failure() const override { return failure_; }
+  std::string body() const override { return response_json(spec_.response); }
+  bool streaming() const override { return spec_.stream; }
+  int64_t prompt_tokens_of(int32_t) const override { return spec_.prompt_tokens; }
+  std::string frame_events(const std::vector<std::string>& payloads) const override;
+
+  const ResponseState& response() const { return spec_.response; }
+
+ private:
+  void start(std::vector<std::string>& out);
+  void add_content(std::string_view text, std::vector<std::string>& out);
+  void close_message(std::vector<std::string>& out);
+  void finish(const StreamEvent& last, std::vector<std::string>& out);
+  void fail(const ApiError& error, std::vector<std::string>& out);
+  void store();
+
+  ResponsesJobSpec spec_;
+  std::unique_ptr<ToolCallStream> calls_;  // streaming with tools
+  std::string text_;                       // not streaming: all of it
+  int64_t sequence_ = 0;
+  int32_t open_message_ = -1;              // streaming: the message item being written
+  std::vector<int32_t> call_items_;        // streaming: call i's output index
+  int32_t received_tokens_ = 0;
+  FinishReason finish_ = FinishReason::none;
+  bool started_ = false;
+  bool done_ = false;
+  std::optional<ApiError> failure_;
+  std::optional<ApiError> error_;
+  std::string cancel_reason_;
+};
+
+}  // namespace conveyor::http

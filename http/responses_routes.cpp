@@ -1,0 +1,84 @@
+#include "http/responses_routes.hpp"
+
+#include <boost/json.hpp>
+
+#include "http/api_json.hpp"
+#include "http/responses_input.hpp"
+#include "http/responses_request.hpp"
+
+namespace conveyor::http {
+namespace {
+
+ApiError not_found(std::string_view id, const char* param, const char* code) {
+  ApiError e{404, "no response with id '" + std::string(id) + "' is stored (for this API key)",
+             "invalid_request_error", param, code};
+  return e;
+}
+
+// The planner speaks chat's names; the client sent the Responses API's.
+ApiError in_responses_terms(ApiError e) {
+  if (e.param == "messages") e.param = "input";
+  if (e.param == "max_tokens") e.param = "max_output_tokens";
+  return e;
+}
+
+}  // namespace
+
+std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body, const ModelContext& model,
+                                                          ResponseStore& store, const ResponseScope& scope) {
+  auto parsed = parse_responses_request(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  ResponsesRequest& request = std::get<ResponsesRequest>(parsed);
+  if (auto e = check_model_name(request.chat.model, model)) return *e;
+
+  PreparedResponse out;
+  ResponsesJobSpec& job = out.job;
+  job.response.id = make_response_id("resp_");
+  job.response.created_at = unix_seconds_now();
+  job.response.model = model.served_name;
+  job.response.echo = request.echo;
+  if (!request.previous_response_id.empty()) {
+    auto previous = store.get(scope, request.previous_response_id);
+    if (!previous)
+      return not_found(request.previous_response_id, "previous_response_id", "previous_response_not_found");
+    job.conversation = previous->conversation;
+    job.session = previous->session;
+  } else if (request.echo.store) {
+    job.session = "resp:" + job.response.id;
+  }
+  ApiRequest& chat = request.chat;
+  job.conversation.insert(job.conversation.end(), std::make_move_iterator(chat.messages.begin()),
+                          std::make_move_iterator(chat.messages.end()));
+  responses::name_tool_results(job.conversation);
+  chat.messages.clear();
+  if (request.instructions) chat.messages.push_back(responses::chat_message("system", *request.instructions));
+  chat.messages.insert(chat.messages.end(), job.conversation.begin(), job.conversation.end());
+  chat.session_id = job.session;
+
+  auto planned = plan_request(chat, model);
+  if (auto* e = std::get_if<ApiError>(&planned)) return in_responses_terms(*e);
+  out.plan = std::move(std::get<RequestPlan>(planned));
+  job.stream = chat.stream;
+  job.prompt_tokens = int64_t(out.plan.prompts.front().size());
+  job.tool_format = out.plan.tool_calls;
+  if (request.echo.store) {
+    job.store = &store;
+    job.scope = scope;
+  }
+  return out;
+}
+
+std::variant<std::string, ApiError> stored_response(ResponseStore& store, const ResponseScope& scope,
+                                                    std::string_view id) {
+  auto found = store.get(scope, std::string(id));
+  if (!found) return not_found(id, "", "response_not_found");
+  return found->json;
+}
+
+std::variant<std::string, ApiError> delete_response(ResponseStore& store, const ResponseScope& scope,
+                                                    std::string_view id) {
+  if (!store.erase(scope, std::string(id))) return not_found(id, "", "response_not_found");
+  return boost::json::serialize(boost::json::object{{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
+}  // namespace conveyor::http
