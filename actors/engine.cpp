@@ -19,7 +19,10 @@ void RequestHandle::cancel() const {
 }
 
 Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
-    : sys_(sys), config_(std::move(config)), info_(std::move(info)) {}
+    : sys_(sys),
+      config_(std::move(config)),
+      info_(std::move(info)),
+      grammar_binder_(std::make_shared<GrammarBinder>(info_.tokenizer, info_.eos_ids)) {}
 
 Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const EngineConfig& config,
                                                  LoadedModel model) {
@@ -119,6 +122,9 @@ RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   }
   if (!spec.tokenizer) spec.tokenizer = info_.tokenizer;
   spec.metrics = metrics_;
+  // A grammar that failed to bind stays IR only, and the scheduler refuses it
+  // (validate(SamplingParams)), so the request ends with that error.
+  (void)grammar_binder_->bind(spec.request.sampling.grammar);
   const request_id id = spec.request.id;
   auto actor = spawn_request(sys_, scheduler_, std::move(spec), std::move(on_event));
   return RequestHandle(id, std::move(actor));

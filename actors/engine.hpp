@@ -27,6 +27,7 @@
 
 #include "engine/embedder.hpp"
 #include "engine/engine_config.hpp"
+#include "engine/grammar_binder.hpp"
 #include "engine/kv_capacity.hpp"
 #include "actors/messages.hpp"
 #include "actors/request_actor.hpp"
@@ -103,6 +104,9 @@ class Engine {
   Expected<EngineStats> stats();
 
   const ModelInfo& model() const { return info_; }
+  // Compiles grammars against the model's vocabulary: submit() binds a
+  // request's grammar that came as IR only (engine/grammar_binder.hpp).
+  const std::shared_ptr<GrammarBinder>& grammar_binder() const { return grammar_binder_; }
   // The config; after create() with a model, as resolved: kv_cache_tokens is
   // the capacity chosen, kv_cache_dtype the type chosen (not "auto"),
   // kv_cache_memory 0.
@@ -136,6 +140,7 @@ class Engine {
   KvCapacity kv_capacity_;
   std::string weights_description_;
   std::shared_ptr<Embedder> embedder_;
+  std::shared_ptr<GrammarBinder> grammar_binder_;
   std::shared_ptr<EngineMetrics> metrics_;
   scheduler_actor scheduler_;
   std::atomic<request_id> next_id_{1};

@@ -19,6 +19,7 @@
 
 #include "engine/engine_types.hpp"
 #include "engine/stream_event.hpp"
+#include "grammar/grammar.hpp"
 #include "policies/admission.hpp"
 #include "policies/preemption.hpp"
 
@@ -41,9 +42,36 @@ namespace conveyor {
   }
 
 CONVEYOR_INSPECT(LogitBias, token, bias)
+
+namespace grammar {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ByteSet& x) {
+  return f(caf::meta::type_name("ByteSet"), x.bits[0], x.bits[1], x.bits[2], x.bits[3]);
+}
+CONVEYOR_INSPECT(Element, kind, index)
+CONVEYOR_INSPECT(Rule, name, alternatives)
+CONVEYOR_INSPECT(Grammar, rules, byte_sets, root)
+}  // namespace grammar
+
+// A grammar travels as its IR; the receiving engine compiles it against its
+// own vocabulary (Engine::submit), so `compiled` arrives empty.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GrammarConstraint& x) {
+  std::vector<grammar::Grammar> ir;  // none or one
+  if (x.ir) ir.push_back(*x.ir);
+  if constexpr (Inspector::reads_state) {
+    return f(caf::meta::type_name("GrammarConstraint"), ir);
+  } else {
+    auto result = f(caf::meta::type_name("GrammarConstraint"), ir);
+    x.compiled = nullptr;
+    x.ir = ir.empty() ? nullptr : std::make_shared<const grammar::Grammar>(std::move(ir.front()));
+    return result;
+  }
+}
+
 CONVEYOR_INSPECT(SamplingParams, temperature, top_k, top_p, min_p, presence_penalty,
                  frequency_penalty, repetition_penalty, seed, has_seed, logprobs, max_tokens,
-                 stop_token_ids, ignore_eos, logit_bias)
+                 stop_token_ids, ignore_eos, logit_bias, grammar)
 CONVEYOR_INSPECT(TokenLogprob, token, logprob)
 CONVEYOR_INSPECT(SampleResult, token, logprob, top)
 CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, n, session, resume)

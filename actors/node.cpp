@@ -16,6 +16,10 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, En
       [self](submit_atom, GenerateRequest& request, caf::actor& sink) -> caf::result<request_id> {
         auto& st = self->state;
         if (st.info.draining) return make_engine_error(make_error(Errc::io_error, "the node is draining"));
+        // The grammar of a constrained request travels as IR: bound here
+        // to this node's vocabulary.
+        if (Status s = st.engine->grammar_binder()->bind(request.sampling.grammar); !s)
+          return make_engine_error(s.error());
         request.id = st.engine->next_request_id();
         request.automatic_id = true;
         return self->delegate(st.engine->scheduler(), submit_atom_v, std::move(request),

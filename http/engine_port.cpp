@@ -96,6 +96,7 @@ void EnginePort::set_extra_metrics(std::function<std::string()> render) { impl_-
 std::string EnginePort::extra_metrics() const { return impl_->extra_metrics ? impl_->extra_metrics() : std::string(); }
 const ModelConfig& EnginePort::model_config() const { return impl_->engine.model().config; }
 std::shared_ptr<const Tokenizer> EnginePort::tokenizer() const { return impl_->engine.model().tokenizer; }
+std::shared_ptr<GrammarBinder> EnginePort::grammar_binder() const { return impl_->engine.grammar_binder(); }
 const EngineConfig& EnginePort::engine_config() const { return impl_->engine.config(); }
 int32_t EnginePort::num_blocks() const { return impl_->engine.num_blocks(); }
 

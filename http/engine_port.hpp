@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/embedder.hpp"
+#include "engine/grammar_binder.hpp"
 #include "engine/engine_config.hpp"
 #include "engine/engine_types.hpp"
 #include "engine/metrics.hpp"
@@ -60,6 +61,8 @@ class EnginePort {
   std::string extra_metrics() const;
   const ModelConfig& model_config() const;
   std::shared_ptr<const Tokenizer> tokenizer() const;
+  // The engine's grammar binder (all the model's end tokens; one vocabulary index).
+  std::shared_ptr<GrammarBinder> grammar_binder() const;
   const EngineConfig& engine_config() const;
   int32_t num_blocks() const;
 

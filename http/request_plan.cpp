@@ -42,6 +42,7 @@ Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<co
     auto chat = make_chat_template(template_name, gguf_template, m.tokenizer);
     if (!chat) return chat.error();
     m.chat = std::move(*chat);
+    m.constraints = std::make_shared<ConstraintCompiler>(std::make_shared<GrammarBinder>(m.tokenizer, std::vector<int32_t>{}));
   }
   return m;
 }
@@ -92,9 +93,14 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     if (auto e = check_prompt(ids, model, param)) return *e;
   }
   plan.sampling = request.sampling;
-  if (request.constraint.kind != OutputConstraint::Kind::none)
-    return bad_request(request.constraint.field + ": constrained decoding is not wired to the engine yet",
-                       request.constraint.field);
+  if (request.constraint.kind != OutputConstraint::Kind::none) {
+    const std::string& field = request.constraint.field;
+    if (!model.constraints)
+      return bad_request(field + ": the model has no tokenizer, so its output cannot be constrained", field);
+    auto compiled = model.constraints->compile(request.constraint);
+    if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
+    plan.sampling.grammar = std::get<GrammarConstraint>(std::move(compiled));
+  }
   // Chat without a limit runs to the end of the context (the engine clamps it).
   if (request.chat && !request.max_tokens_given) plan.sampling.max_tokens = model.config.context_length;
   if (Status s = validate(plan.sampling, model.config.vocab_size); !s) {

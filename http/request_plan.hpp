@@ -20,6 +20,7 @@
 #include "engine/engine_types.hpp"
 #include "http/api_types.hpp"
 #include "http/chat_template.hpp"
+#include "http/constraint_compiler.hpp"
 #include "model/config.hpp"
 
 namespace conveyor::http {
@@ -30,6 +31,11 @@ struct ModelContext {
   ModelConfig config;
   std::shared_ptr<const Tokenizer> tokenizer;   // null: token-id prompts only
   std::shared_ptr<const ChatTemplate> chat;     // null when there is no tokenizer
+  // Structured outputs: compiles requests' constraints against the
+  // vocabulary. null when there is no tokenizer. make_model_context gives one
+  // that ends grammars at the tokenizer's eos; a server replaces it with one
+  // over its engine's GrammarBinder, which knows all the model's end tokens.
+  std::shared_ptr<ConstraintCompiler> constraints;
 };
 
 // The longest session_id a request may carry.

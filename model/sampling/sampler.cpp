@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 
+#include "grammar/matcher.hpp"
 #include "model/sampling/filters.hpp"
 
 namespace conveyor {
@@ -16,6 +18,7 @@ struct Scratch {
   std::vector<float> raw;      // [vocab] the row before penalties (logprobs)
   std::vector<float> weights;  // [vocab] unnormalised probabilities
   std::vector<sampling::Candidate> candidates;
+  std::vector<uint64_t> mask;  // [vocab / 64] the grammar's allowed tokens
 };
 
 Scratch& scratch() {
@@ -42,7 +45,11 @@ Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt)
     std::sort(seen_.begin(), seen_.end());
     seen_.erase(std::unique(seen_.begin(), seen_.end()), seen_.end());
   }
+  if (params_.grammar.compiled) matcher_ = std::make_unique<grammar::Matcher>(params_.grammar.compiled);
 }
+
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
 
 SampleResult Sampler::sample(std::span<float> logits) {
   assert(!logits.empty());
@@ -51,6 +58,7 @@ SampleResult Sampler::sample(std::span<float> logits) {
   if (want_logprobs) s.raw.assign(logits.begin(), logits.end());
 
   apply_penalties(logits);
+  apply_grammar(logits);
   SampleResult result;
   result.token = is_greedy() ? sampling::argmax(logits) : sample_random(logits);
 
@@ -78,6 +86,26 @@ void Sampler::apply_penalties(std::span<float> logits) const {
       if (token < 0 || token >= vocab) continue;
       logits[token] -= freq * static_cast<float>(count) + presence;
     }
+  }
+}
+
+void Sampler::apply_grammar(std::span<float> logits) const {
+  if (!matcher_) return;
+  std::vector<uint64_t>& mask = scratch().mask;
+  const auto known = size_t(matcher_->vocab_size());
+  mask.assign((known + 63) / 64, 0);
+  matcher_->fill_mask(mask);
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  // Rows wider than the tokenizer's vocabulary (padded classifiers): the
+  // extra ids are no text, never allowed.
+  for (size_t t = known; t < logits.size(); ++t) logits[t] = kNever;
+  const size_t n = std::min(known, logits.size());
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = mask[w];
+    if (bits == ~uint64_t(0)) continue;
+    const size_t end = std::min(n, w * 64 + 64);
+    for (size_t t = w * 64; t < end; ++t)
+      if (!((bits >> (t - w * 64)) & 1)) logits[t] = kNever;
   }
 }
 
@@ -173,11 +201,17 @@ void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result) {
   for (const auto& [logit, token] : top) result.top.push_back({token, logit - log_normalizer});
 }
 
-bool Sampler::device_samplable() const { return params_.logprobs < 0 && params_.logit_bias.empty(); }
+bool Sampler::device_samplable() const {
+  return params_.logprobs < 0 && params_.logit_bias.empty() && !matcher_;
+}
 
 void Sampler::accept(int32_t token) { record(token); }
 
 void Sampler::record(int32_t token) {
+  // A token the grammar refuses reaches here only from outside sample(): a
+  // replayed history (a router's resume) from another node. The matcher keeps
+  // its state then, and the next mask still follows the grammar.
+  if (matcher_) (void)matcher_->accept_token(token);
   const auto count = std::lower_bound(generated_counts_.begin(), generated_counts_.end(),
                                       std::pair<int32_t, int32_t>{token, 0});
   if (count != generated_counts_.end() && count->first == token) {

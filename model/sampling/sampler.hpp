@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <utility>
@@ -34,6 +35,22 @@
 #include "base/status.hpp"
 
 namespace conveyor {
+namespace grammar {
+struct Grammar;
+class CompiledGrammar;
+class Matcher;
+}  // namespace grammar
+
+// A grammar the sampled text must follow (structured outputs, tool calls;
+// grammar/). The IR is what travels to an engine node in another process
+// (actors/messages.hpp); `compiled` binds it to this process's vocabulary
+// and is what the sampler matches. A node that receives only the IR compiles
+// it again (Engine::submit).
+struct GrammarConstraint {
+  std::shared_ptr<const grammar::Grammar> ir;
+  std::shared_ptr<const grammar::CompiledGrammar> compiled;
+  explicit operator bool() const { return ir != nullptr || compiled != nullptr; }
+};
 
 // Logprobs alternatives are capped at this many, as the OpenAI API does.
 inline constexpr int32_t kMaxLogprobs = 20;
@@ -62,6 +79,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // finish when one of these is sampled
   bool ignore_eos = false;          // do not finish at the model's end tokens
   std::vector<LogitBias> logit_bias;  // sorted by token, each token once
+  // Only tokens the grammar allows are sampled, end tokens only where the
+  // grammar can end (grammar/matcher.hpp). Empty: free text.
+  GrammarConstraint grammar;
 };
 
 // Checks every field against its documented range (temperature >= 0, top_p
@@ -93,8 +113,12 @@ class Sampler {
   // penalty; it is not kept.
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt);
 
+  ~Sampler();
+  Sampler(Sampler&&) noexcept;
+
   // Samples from `logits` ([vocab]; overwritten with scratch values) and
-  // records the token as generated.
+  // records the token as generated. With a grammar, tokens it refuses are
+  // masked first (after the logprobs' raw copy: logprobs stay the model's).
   SampleResult sample(std::span<float> logits);
 
   // Brings a new sampler to where one that had sampled `generated` would be:
@@ -106,7 +130,7 @@ class Sampler {
 
   // Whether a device can sample for this sampler with kernels/cuda's
   // penalties and sample_rows: whenever no logprobs (they need the raw row
-  // on the host) and no logit biases are asked for. Penalties, temperature,
+  // on the host), no logit biases and no grammar are asked for. Penalties, temperature,
   // top-k, top-p and min-p are the device's.
   bool device_samplable() const;
   // The device's inputs for one row: the distinct prompt and generated
@@ -119,6 +143,8 @@ class Sampler {
   // Records `token`, sampled elsewhere (device_samplable() holds, and
   // device_uniform() was drawn for it), as sample() would have.
   void accept(int32_t token);
+  // Sets every token the grammar refuses next to -inf (no grammar: nothing).
+  void apply_grammar(std::span<float> logits) const;
   // Step 1 of sample(), exposed so that tests and callers can see it: adds
   // the logit biases, then applies the repetition, frequency and presence
   // penalties to `logits` ([vocab]).
@@ -151,6 +177,7 @@ class Sampler {
   // step, and a walk over contiguous ids is several times faster.
   std::vector<std::pair<int32_t, int32_t>> generated_counts_;  // (token, count), by token
   std::vector<int32_t> seen_;  // distinct prompt and generated tokens, sorted; only when repetition_penalty != 1
+  std::unique_ptr<grammar::Matcher> matcher_;  // with a compiled grammar: where the text is in it
 };
 
 }  // namespace conveyor

@@ -56,6 +56,13 @@ Status validate(const SamplingParams& p, int32_t vocab_size) {
       return invalid("logit_bias", "sorted by token, each token once; token repeated or out of order", b.token);
     }
   }
+  if (p.grammar && !p.grammar.compiled) {
+    return make_error(Errc::invalid_argument, "the request's grammar is not compiled for this model's vocabulary");
+  }
+  if (p.grammar && p.ignore_eos) {
+    return make_error(Errc::invalid_argument,
+                      "ignore_eos cannot be combined with a grammar: the grammar decides where the text ends");
+  }
   return Status::ok();
 }
 

@@ -136,6 +136,7 @@ int run_serve(const ServeFlags& f) {
   if (served.empty()) served = s.model.empty() ? mc.name : s.model;
   auto context = http::make_model_context(mc, port.tokenizer(), served, s.server.chat_template, gguf_template);
   if (!context) return fail(kExitUsage, context.error().message);
+  if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
   const std::string template_name = context->chat ? context->chat->description() : "none (no tokenizer)";
 
   const int32_t blocks = (*engine)->num_blocks();

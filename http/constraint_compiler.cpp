@@ -1,0 +1,113 @@
+#include "http/constraint_compiler.hpp"
+
+#include "grammar/regex.hpp"
+// TEMPORARY while grammar/'s compilers land (this session): remove the guards.
+#if __has_include("grammar/json_schema.hpp") && __has_include("grammar/gbnf.hpp") && __has_include("grammar/choices.hpp")
+#define CONVEYOR_ALL_COMPILERS 1
+#include "grammar/choices.hpp"
+#include "grammar/gbnf.hpp"
+#include "grammar/json_schema.hpp"
+#endif
+
+namespace conveyor::http {
+namespace {
+
+const char* kind_name(OutputConstraint::Kind kind) {
+  switch (kind) {
+    case OutputConstraint::Kind::none: return "none";
+    case OutputConstraint::Kind::json_object: return "json_object";
+    case OutputConstraint::Kind::json_schema: return "json_schema";
+    case OutputConstraint::Kind::regex: return "regex";
+    case OutputConstraint::Kind::choice: return "choice";
+    case OutputConstraint::Kind::grammar: return "grammar";
+  }
+  return "?";
+}
+
+Expected<grammar::Grammar> build_grammar(const OutputConstraint& c) {
+#ifndef CONVEYOR_ALL_COMPILERS
+  if (c.kind == OutputConstraint::Kind::regex) return grammar::grammar_from_regex(c.source);
+  return make_error(Errc::unsupported, "this constraint's compiler is not built yet");
+#else
+  grammar::JsonSchemaOptions options;
+  options.strict = c.strict;
+  switch (c.kind) {
+    case OutputConstraint::Kind::json_object: return grammar::grammar_for_json_object(options);
+    case OutputConstraint::Kind::json_schema: return grammar::grammar_from_json_schema(c.source, options);
+    case OutputConstraint::Kind::regex: return grammar::grammar_from_regex(c.source);
+    case OutputConstraint::Kind::choice: return grammar::grammar_from_choices(c.choices);
+    case OutputConstraint::Kind::grammar: return grammar::grammar_from_gbnf(c.source);
+    case OutputConstraint::Kind::none: break;
+  }
+  return make_error(Errc::internal, "no constraint to compile");
+#endif
+}
+
+// What identifies a constraint's grammar: two requests with equal keys get
+// the same compiled grammar.
+std::string cache_key(const OutputConstraint& c) {
+  std::string key = kind_name(c.kind);
+  key += c.strict ? "|strict|" : "|loose|";
+  if (c.kind == OutputConstraint::Kind::choice) {
+    for (const std::string& choice : c.choices) {
+      key += std::to_string(choice.size());
+      key += ':';
+      key += choice;
+    }
+  } else {
+    key += c.source;
+  }
+  return key;
+}
+
+}  // namespace
+
+ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity)
+    : binder_(std::move(binder)), capacity_(cache_capacity) {}
+
+ConstraintResult ConstraintCompiler::compile(const OutputConstraint& constraint) {
+  if (constraint.kind == OutputConstraint::Kind::none) return GrammarConstraint{};
+  return compile_grammar(cache_key(constraint), [&] { return build_grammar(constraint); }, constraint.field);
+}
+
+ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
+                                                     const std::function<Expected<grammar::Grammar>()>& build,
+                                                     std::string_view field) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = by_key_.find(key); it != by_key_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      ++hits_;
+      return it->second->second;
+    }
+  }
+  const std::string param(field);
+  // Compiled outside the lock: two requests racing on a new key both compile,
+  // and the second one's result replaces the first in the cache (equal anyway).
+  auto ir = build();
+  if (!ir) return bad_request(param + ": " + ir.error().message, param);
+  GrammarConstraint result{std::make_shared<const grammar::Grammar>(std::move(*ir)), nullptr};
+  if (Status s = binder_->bind(result); !s) return bad_request(param + ": " + s.error().message, param);
+  std::lock_guard lock(mutex_);
+  ++compiled_;
+  if (auto it = by_key_.find(key); it != by_key_.end()) lru_.erase(it->second);
+  lru_.emplace_front(key, result);
+  by_key_[key] = lru_.begin();
+  while (lru_.size() > capacity_) {
+    by_key_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return result;
+}
+
+uint64_t ConstraintCompiler::compiled() const {
+  std::lock_guard lock(mutex_);
+  return compiled_;
+}
+
+uint64_t ConstraintCompiler::hits() const {
+  std::lock_guard lock(mutex_);
+  return hits_;
+}
+
+}  // namespace conveyor::http

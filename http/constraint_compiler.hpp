@@ -1,0 +1,68 @@
+// From a request's constraint (OutputConstraint: a JSON schema, JSON mode, a
+// regular expression, choices, a GBNF grammar) or a grammar built elsewhere
+// (tool calls) to the GrammarConstraint the sampler follows: compiled once
+// against the served model's vocabulary, then shared by every request that
+// asks for the same thing.
+//
+// Compiling binds to the vocabulary through the engine's GrammarBinder
+// (engine/grammar_binder.hpp), which builds the vocabulary's index at the
+// first constraint: a server that never sees one pays nothing. Compiled grammars are kept in a small LRU cache keyed by what was asked
+// (kind, strictness and source text), since agents send the same schema with
+// every request.
+//
+// Errors are OpenAI-style 400s naming the request field the constraint came
+// from and the compiler's message ("response_format: json_schema: keyword
+// 'multipleOf' is not supported (at #/properties/age)").
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "base/status.hpp"
+#include "grammar/grammar.hpp"
+#include "http/api_types.hpp"
+#include "engine/grammar_binder.hpp"
+#include "model/sampling/sampler.hpp"
+
+namespace conveyor::http {
+
+using ConstraintResult = std::variant<GrammarConstraint, ApiError>;
+
+class ConstraintCompiler {
+ public:
+  explicit ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity = 64);
+
+  // The request's constraint, compiled (kind none: an empty GrammarConstraint).
+  ConstraintResult compile(const OutputConstraint& constraint);
+  // A grammar built by `build` (called only on a cache miss), cached under
+  // `key`; errors name `field`.
+  ConstraintResult compile_grammar(const std::string& key,
+                                   const std::function<Expected<grammar::Grammar>()>& build,
+                                   std::string_view field);
+
+  // Grammars compiled so far and cache hits (for /metrics and tests).
+  uint64_t compiled() const;
+  uint64_t hits() const;
+
+ private:
+  std::shared_ptr<GrammarBinder> binder_;
+  size_t capacity_;
+
+  mutable std::mutex mutex_;  // guards the cache and counters
+  std::list<std::pair<std::string, GrammarConstraint>> lru_;  // most recent first
+  std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
+  uint64_t compiled_ = 0, hits_ = 0;
+};
+
+}  // namespace conveyor::http
