@@ -8,6 +8,7 @@
 
 #include "http/output_constraint_fields.hpp"
 #include "http/request_fields.hpp"
+#include "http/tool_call_fields.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -174,8 +175,8 @@ Fail parse_content(od::value& v, std::string& out) {
   return {};
 }
 
-// Keeps the array's JSON as sent (every message key reaches the chat
-// template) and reads role and content from it.
+// Keeps the array's JSON as sent and reads from it what reaches the chat
+// template: role, content, and the tool fields (tool_calls, tool_call_id, name).
 Fail parse_messages(od::value& v, ApiRequest& r) {
   std::string_view raw;
   if (raw_json(v, raw)) return type_error("messages", "an array of messages");
@@ -200,6 +201,14 @@ Fail parse_messages(od::value& v, ApiRequest& r) {
         if (Fail f = get_string(value, "role", msg.role)) return f;
       } else if (key == "content") {
         if (Fail f = parse_content(value, msg.content)) return f;
+      } else if (key == "tool_calls" && !is_null(value)) {
+        std::string_view raw;
+        if (raw_json(value, raw)) return type_error("tool_calls", "an array of tool calls");
+        if (Fail f = parse_message_tool_calls(raw, msg.tool_calls_json)) return f;
+      } else if (key == "tool_call_id" && !is_null(value)) {
+        if (Fail f = get_string(value, "tool_call_id", msg.tool_call_id)) return f;
+      } else if (key == "name" && !is_null(value)) {
+        if (Fail f = get_string(value, "name", msg.name)) return f;
       }
     }
     if (msg.role.empty()) return bad_request("every message needs a 'role'", "messages");
@@ -338,12 +347,17 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
     p.has_messages = true;
     return parse_messages(v, r);
   }
-  if (key == "tools" && (scope & kRender)) {
+  if (key == "tools" && (scope & (kChat | kRender))) {
     std::string_view raw;
     if (raw_json(v, raw) || !raw.starts_with('[')) return type_error(key, "an array of tools");
-    r.tools_json.assign(raw);
-    return {};
+    return parse_tools_field(raw, r);
   }
+  if (key == "tool_choice" && (scope & kChat)) {
+    std::string_view raw;
+    if (raw_json(v, raw)) return type_error(key, "valid JSON");
+    return parse_tool_choice_field(raw, r.tool_choice);
+  }
+  if (key == "parallel_tool_calls" && (scope & kChat)) return get_bool(v, key, r.parallel_tool_calls);
   if (key == "response_format" || key == "structured_outputs" || key == "json_schema" || key == "grammar") {
     std::string_view raw;
     if (raw_json(v, raw)) return type_error(key, "valid JSON");
@@ -417,6 +431,7 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
     if (r.chat && !p.has_messages) return bad_request("'messages' is required", "messages");
     if (!r.chat && !p.has_prompt) return bad_request("'prompt' is required", "prompt");
   }
+  if (Fail f = check_tool_fields(r)) return f;
   if (p.max_completion_tokens) p.max_tokens = p.max_completion_tokens;
   if (p.max_tokens) {
     r.sampling.max_tokens = *p.max_tokens;

@@ -21,6 +21,36 @@ std::optional<std::string> read_file(const std::string& path) {
   return s.str();
 }
 
+// An assistant message's tool_calls as templates read them. OpenAI sends
+// each call's arguments as a JSON string; the Llama 3.x and Hermes templates
+// write `arguments | tojson` and Qwen's iterate or print them, so a string
+// that holds an object is given as that object (as llama.cpp and vLLM do).
+boost::json::value template_tool_calls(const std::string& tool_calls_json) {
+  boost::system::error_code ec;
+  boost::json::value calls = boost::json::parse(tool_calls_json, ec);
+  if (ec || !calls.is_array()) return nullptr;  // the request parser checked it already
+  for (boost::json::value& call : calls.get_array()) {
+    boost::json::object* fn = call.is_object() && call.get_object().contains("function")
+                                  ? call.get_object()["function"].if_object()
+                                  : nullptr;
+    boost::json::value* args = fn ? fn->if_contains("arguments") : nullptr;
+    if (args == nullptr || !args->is_string()) continue;
+    boost::json::value parsed = boost::json::parse(args->get_string(), ec);
+    if (!ec && parsed.is_object()) *args = std::move(parsed);
+  }
+  return calls;
+}
+
+// A message as the template sees it: keys the client did not send stay
+// undefined (Llama 3.1's template asks `'tool_calls' in message`).
+boost::json::object template_message(const ChatMessage& m) {
+  boost::json::object o{{"role", m.role}, {"content", m.content}};
+  if (!m.tool_calls_json.empty()) o["tool_calls"] = template_tool_calls(m.tool_calls_json);
+  if (!m.tool_call_id.empty()) o["tool_call_id"] = m.tool_call_id;
+  if (!m.name.empty()) o["name"] = m.name;
+  return o;
+}
+
 }  // namespace
 
 const char* to_string(ChatTemplateKind kind) {
@@ -48,9 +78,11 @@ ChatTemplateKind detect_chat_template(std::string_view gguf_template) {
   return ChatTemplateKind::plain;
 }
 
-ChatTemplate::ChatTemplate(jinja::Template source, std::string origin, std::shared_ptr<const Tokenizer> tokenizer)
+ChatTemplate::ChatTemplate(jinja::Template source, std::string text, std::string origin,
+                           std::shared_ptr<const Tokenizer> tokenizer)
     : kind_(ChatTemplateKind::jinja),
       description_("jinja (" + origin + ")"),
+      source_(std::move(text)),
       tokenizer_(std::move(tokenizer)),
       jinja_(std::make_shared<const jinja::Template>(std::move(source))) {}
 
@@ -158,7 +190,7 @@ ChatPrompt ChatTemplate::apply_builtin(const std::vector<ChatMessage>& messages)
 Expected<ChatPrompt> ChatTemplate::apply_jinja(const std::vector<ChatMessage>& messages,
                                                std::string_view tools_json) const {
   jinja::ChatInputs inputs;
-  for (const ChatMessage& m : messages) inputs.messages.push_back(boost::json::object{{"role", m.role}, {"content", m.content}});
+  for (const ChatMessage& m : messages) inputs.messages.push_back(template_message(m));
   if (!tools_json.empty()) {
     boost::system::error_code ec;
     inputs.tools = boost::json::parse(tools_json, ec);
@@ -189,7 +221,8 @@ Expected<std::shared_ptr<const ChatTemplate>> make_chat_template(std::string_vie
     if (gguf_template.empty()) return std::make_shared<const ChatTemplate>(ChatTemplateKind::plain, tokenizer);
     auto parsed = jinja::Template::parse(gguf_template);
     if (parsed) {
-      return std::make_shared<const ChatTemplate>(std::move(*parsed), "GGUF tokenizer.chat_template", tokenizer);
+      return std::make_shared<const ChatTemplate>(std::move(*parsed), std::string(gguf_template),
+                                                  "GGUF tokenizer.chat_template", tokenizer);
     }
     // A template this interpreter cannot read: serve with the format it shows.
     return std::make_shared<const ChatTemplate>(detect_chat_template(gguf_template), tokenizer,
@@ -203,7 +236,7 @@ Expected<std::shared_ptr<const ChatTemplate>> make_chat_template(std::string_vie
   if (!source) return make_error(Errc::io_error, path + ": cannot read the chat template");
   auto parsed = jinja::Template::parse(*source);
   if (!parsed) return make_error(Errc::bad_format, path + ": " + parsed.error().message);
-  return std::make_shared<const ChatTemplate>(std::move(*parsed), path, tokenizer);
+  return std::make_shared<const ChatTemplate>(std::move(*parsed), *source, path, tokenizer);
 }
 
 }  // namespace conveyor::http

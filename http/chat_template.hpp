@@ -53,12 +53,16 @@ class ChatTemplate {
   // A built-in format; `tokenizer` must not be null. `note` goes after the
   // name in description().
   ChatTemplate(ChatTemplateKind kind, std::shared_ptr<const Tokenizer> tokenizer, std::string_view note = {});
-  // A Jinja template; `origin` says where it came from, for the start-up line.
-  ChatTemplate(jinja::Template source, std::string origin, std::shared_ptr<const Tokenizer> tokenizer);
+  // A Jinja template parsed from `text`; `origin` says where it came from, for the start-up line.
+  ChatTemplate(jinja::Template source, std::string text, std::string origin,
+               std::shared_ptr<const Tokenizer> tokenizer);
 
   ChatTemplateKind kind() const { return kind_; }
   // "chatml", "jinja (GGUF tokenizer.chat_template)", "chatml (... does not parse: line 3: ...)".
   const std::string& description() const { return description_; }
+  // The Jinja template's text ("" for the built-in formats): it shows the
+  // model's tool call syntax (http/tool_call_format.hpp).
+  const std::string& source() const { return source_; }
 
   // The prompt for `messages` (and `tools_json`, a JSON array of tool schemas
   // or ""), ending with the assistant's turn opened. A template's
@@ -78,6 +82,7 @@ class ChatTemplate {
 
   ChatTemplateKind kind_;
   std::string description_;
+  std::string source_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const jinja::Template> jinja_;  // kind jinja only
   int32_t im_start_ = -1;  // ChatML markers, when the vocabulary has them

@@ -59,8 +59,8 @@ json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResu
                       {"text_offset", std::move(offsets)}};
 }
 
-json::value finish_value(FinishReason r) {
-  return r == FinishReason::none ? json::value(nullptr) : json::value(to_string(r));
+json::value finish_value(FinishReason r, bool called = false) {
+  return r == FinishReason::none ? json::value(nullptr) : json::value(ToolCallChoice::finish_reason(called, r));
 }
 
 }  // namespace
@@ -98,7 +98,7 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
     fail(from_engine_error(e.error_code, e.message), out);
     return;
   }
-  const std::string& text = e.text;
+  std::string text = e.text;
   append_tokens(c, e);
   if (e.last()) {
     c.finish = e.finish;
@@ -114,7 +114,12 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
   }
   const bool extras = spec_.return_token_ids || spec_.logprobs >= 0;
   const bool websocket = spec_.mode == OutputMode::websocket;
-  if (!text.empty() || (extras && !e.token_ids.empty()) || (e.last() && !websocket)) {
+  json::array tool_calls;  // delta.tool_calls: what the text held of calls
+  if (spec_.tool_calls) {
+    if (!c.tools) c.tools.emplace(*spec_.tool_calls);
+    text = c.tools->read(text, e.last(), tool_calls);
+  }
+  if (!text.empty() || !tool_calls.empty() || (extras && !e.token_ids.empty()) || (e.last() && !websocket)) {
     const Tokenizer* tok = spec_.tokenizer.get();
     json::object choice;
     choice["index"] = index;
@@ -122,9 +127,11 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
       json::object delta;
       if (!c.started) delta["role"] = "assistant";
       if (!text.empty() || !c.started) delta["content"] = text;
+      if (!tool_calls.empty()) delta["tool_calls"] = std::move(tool_calls);
       choice["delta"] = std::move(delta);
     } else {
       choice["text"] = text;
+      if (!tool_calls.empty()) choice["tool_calls"] = std::move(tool_calls);
     }
     if (spec_.logprobs >= 0) {
       choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
@@ -132,7 +139,7 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
     } else if (!websocket) {
       choice["logprobs"] = nullptr;
     }
-    if (!websocket || e.last()) choice["finish_reason"] = finish_value(e.finish);
+    if (!websocket || e.last()) choice["finish_reason"] = finish_value(e.finish, c.tools && c.tools->called());
     if (e.last() && !websocket && !c.cancel_reason.empty()) choice["cancel_reason"] = c.cancel_reason;
     if (spec_.return_token_ids) {
       choice["token_ids"] = detail::ids_array(c.token_ids);
@@ -196,16 +203,19 @@ void CompletionJob::finish_stream(std::vector<std::string>& out) {
   // WebSocket: one final event. The request's reason: error, else cancelled
   // if any choice was, else length if any ran out, else stop.
   FinishReason overall = FinishReason::stop;
+  bool any_called = false;  // a choice called tools: "tool_calls" in place of stop
   json::array per_choice;
   for (size_t i = 0; i < choices_.size(); ++i) {
     FinishReason r = choices_[i].finish == FinishReason::none ? FinishReason::cancelled : choices_[i].finish;
     if (r == FinishReason::cancelled || (r == FinishReason::length && overall == FinishReason::stop))
       overall = r;
-    per_choice.push_back(json::object{{"index", i}, {"finish_reason", to_string(r)}});
+    const bool called = choices_[i].tools && choices_[i].tools->called();
+    any_called = any_called || called;
+    per_choice.push_back(json::object{{"index", i}, {"finish_reason", ToolCallChoice::finish_reason(called, r)}});
   }
   json::object event{{"type", "final"},
                      {"id", detail::client_id_value(spec_.client_id, spec_.client_id_is_number)},
-                     {"finish_reason", stream_error_ ? "error" : to_string(overall)},
+                     {"finish_reason", stream_error_ ? "error" : ToolCallChoice::finish_reason(any_called, overall)},
                      {"usage", std::move(usage)}};
   if (choices_.size() > 1) event["choices"] = std::move(per_choice);
   if (stream_error_) event["error"] = detail::error_object(*stream_error_)["error"];
@@ -253,7 +263,12 @@ std::string CompletionJob::body() const {
     if (i % size_t(spec_.n) == 0) cached += c.cached_prompt_tokens;
     json::object choice;
     choice["index"] = i;
-    if (spec_.chat) {
+    bool called = false;
+    if (spec_.chat && spec_.tool_calls) {
+      json::object message = ToolCallChoice(*spec_.tool_calls).message(c.text);
+      called = message.contains("tool_calls");
+      choice["message"] = std::move(message);
+    } else if (spec_.chat) {
       choice["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
@@ -265,7 +280,7 @@ std::string CompletionJob::body() const {
     } else {
       choice["logprobs"] = nullptr;
     }
-    choice["finish_reason"] = finish_value(c.finish);
+    choice["finish_reason"] = finish_value(c.finish, called);
     if (!c.cancel_reason.empty()) choice["cancel_reason"] = c.cancel_reason;
     if (spec_.return_token_ids) {
       choice["token_ids"] = detail::ids_array(c.token_ids);

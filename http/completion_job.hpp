@@ -26,6 +26,7 @@
 #include "engine/stream_event.hpp"
 #include "http/api_types.hpp"
 #include "http/client_job.hpp"
+#include "http/tool_call_output.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace conveyor::http {
@@ -46,6 +47,9 @@ struct JobSpec {
   std::shared_ptr<const Tokenizer> tokenizer;  // token strings for logprobs; may be null
   std::string client_id;    // websocket
   bool client_id_is_number = false;
+  // Chat with tools: each choice's output is read for tool calls in this
+  // format (tool_call_output.hpp).
+  std::optional<ToolCallFormat> tool_calls;
 };
 
 // A job of the HTTP session (client_job.hpp), and of a WebSocket request.
@@ -84,6 +88,7 @@ class CompletionJob final : public ClientJob {
     int32_t cached_prompt_tokens = 0;
     bool started = false;               // streaming: its first chunk went out
     std::string cancel_reason;          // set when it ended cancelled after set_cancel_reason
+    std::optional<ToolCallChoice> tools;  // streaming with spec.tool_calls: its reader
   };
 
   void fail(const ApiError& error, std::vector<std::string>& out);

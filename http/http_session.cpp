@@ -359,6 +359,7 @@ void HttpSession::start_completion(bool chat) {
   spec.include_usage = r.include_usage;
   spec.return_token_ids = r.return_token_ids;
   spec.tokenizer = state_->model().tokenizer;
+  spec.tool_calls = plan.tool_calls;
   const std::string id = spec.response_id;
   run_job(std::make_unique<CompletionJob>(std::move(spec)), plan, id, r.stream);
 }

@@ -37,11 +37,13 @@ constexpr RequestField kFields[] = {
      "reach the template"},
     {"max_completion_tokens", kChat, I, "", "the same as max_tokens"},
     {"top_logprobs", kChat, I, "", "alternatives per token with logprobs: true"},
-    {"tools", kChat, R, "[]",
-     "tool calls are not parsed from the output; /v1/chat/completions/render shows the prompt "
-     "a template makes of tools"},
-    {"tool_choice", kChat, R, "\"none\"", "tool calls are not implemented"},
-    {"parallel_tool_calls", kChat, R, "false", "tool calls are not implemented"},
+    {"tools", kChat | kRender, I, "",
+     "function tools (name, description, parameters, strict), given to the chat template; the model's "
+     "calls come back as tool_calls"},
+    {"tool_choice", kChat, I, "",
+     "none | auto | required | {\"type\": \"function\", \"function\": {\"name\"}}: required and named "
+     "calls follow the functions' schemas (constrained decoding)"},
+    {"parallel_tool_calls", kChat, I, "", "false: at most one call per answer"},
     {"functions", kChat, R, "[]", "function calls are not implemented"},
     {"function_call", kChat, R, "\"none\"", "function calls are not implemented"},
     {"response_format", kBoth, I, "",
@@ -77,7 +79,6 @@ constexpr RequestField kFields[] = {
      "false for untrusted text"},
     {"add_generation_prompt", kChat | kRender, I, "",
      "the template opens the assistant's turn (default true)"},
-    {"tools", kRender, I, "", "passed to the chat template"},
     // The WebSocket envelope.
     {"id", kWebSocket, I, "", "the client's request id"},
     {"type", kWebSocket, I, "", "completion, chat or cancel"},

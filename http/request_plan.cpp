@@ -30,7 +30,7 @@ std::string param_of(const std::string& message) { return message.substr(0, mess
 
 Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
                                           std::string served_name, std::string_view template_name,
-                                          std::string_view gguf_template) {
+                                          std::string_view gguf_template, ToolCallParser tool_call_parser) {
   if (template_name != "auto") {
     if (auto parsed = parse_chat_template_kind(template_name); !parsed) return parsed.error();
   }
@@ -44,6 +44,7 @@ Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<co
     m.chat = std::move(*chat);
     m.constraints = std::make_shared<ConstraintCompiler>(std::make_shared<GrammarBinder>(m.tokenizer, std::vector<int32_t>{}));
   }
+  m.tool_format = resolve_tool_call_format(tool_call_parser, m.chat ? m.chat->source() : gguf_template);
   return m;
 }
 
@@ -117,6 +118,10 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
       return bad_request("session_id needs one prompt and n = 1 (a session is one conversation)", "session_id");
     plan.session = request.session_id;
   }
+  // With tool_choice "none" the tools still reach the template, as at OpenAI,
+  // but the output is plain text.
+  if (!request.tools_json.empty() && request.tool_choice.mode != ToolChoice::Mode::none)
+    plan.tool_calls = model.tool_format;
   return plan;
 }
 

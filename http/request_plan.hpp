@@ -21,6 +21,7 @@
 #include "http/api_types.hpp"
 #include "http/chat_template.hpp"
 #include "http/constraint_compiler.hpp"
+#include "http/tool_call_format.hpp"
 #include "model/config.hpp"
 
 namespace conveyor::http {
@@ -36,6 +37,7 @@ struct ModelContext {
   // that ends grammars at the tokenizer's eos; a server replaces it with one
   // over its engine's GrammarBinder, which knows all the model's end tokens.
   std::shared_ptr<ConstraintCompiler> constraints;
+  ToolCallFormat tool_format = ToolCallFormat::hermes;  // how the model writes tool calls
 };
 
 // The longest session_id a request may carry.
@@ -48,6 +50,9 @@ struct RequestPlan {
   int32_t n = 1;
   int32_t priority = 0;
   std::string session;                          // GenerateRequest::session
+  // Set when the request declared tools and tool_choice is not "none": its
+  // output is read for calls in this format.
+  std::optional<ToolCallFormat> tool_calls;
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
   // The engine request of one prompt, with its n samples (id 0: the engine assigns it).
@@ -55,10 +60,12 @@ struct RequestPlan {
 };
 
 // The context for a model: `template_name` is auto | plain | llama2 | chatml
-// (auto: detected from `gguf_template`, the GGUF tokenizer.chat_template).
+// (auto: detected from `gguf_template`, the GGUF tokenizer.chat_template);
+// `tool_call_parser` auto takes the tool call format the template shows.
 Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
                                           std::string served_name, std::string_view template_name,
-                                          std::string_view gguf_template);
+                                          std::string_view gguf_template,
+                                          ToolCallParser tool_call_parser = ToolCallParser::automatic);
 
 // 404 model_not_found when a request names a model other than the served
 // one ("" names the served one).

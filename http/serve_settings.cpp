@@ -213,6 +213,11 @@ std::vector<Setting> make_table() {
   t.push_back(text({"chat-template", "server", "chat_template",
                     "auto | plain | llama2 | chatml | FILE (Jinja); auto: the model's own template", "", true},
                    FIELD(server.chat_template)));
+  t.push_back(choice({"tool-call-parser", "server", "tool_call_parser",
+                      "auto | llama3_json | hermes | mistral: how the model writes tool calls; auto: as its chat "
+                      "template shows",
+                      "", true},
+                     FIELD(server.tool_call_parser), parse_tool_call_parser));
   t.push_back(choice({"pooling", "server", "pooling",
                       "last | mean: how /v1/embeddings pools an input's final hidden states (the last "
                       "token's, or the mean of all)"},

@@ -11,6 +11,7 @@
 
 #include "engine/embedder.hpp"
 #include "http/server_log.hpp"
+#include "http/tool_call_format.hpp"
 
 namespace conveyor::http {
 
@@ -29,6 +30,9 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;
   std::string served_model_name;         // the `model` clients name; "": the --model value or the model's name
   std::string chat_template = "auto";    // auto | plain | llama2 | chatml
+  // How the model writes tool calls (http/tool_call_format.hpp); auto: the
+  // syntax its chat template shows. Key tool_call_parser, flag --tool-call-parser.
+  ToolCallParser tool_call_parser = ToolCallParser::automatic;
   // How /v1/embeddings pools an input's final hidden states (engine/embedder.hpp).
   // Key pooling, flag --pooling. llama.cpp's own default for a Llama GGUF
   // that names no pooling is none (a vector per token, which its

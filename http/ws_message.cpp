@@ -35,6 +35,7 @@ JobSpec ws_job_spec(const ApiRequest& request, const RequestPlan& plan, const Mo
   spec.logprobs = plan.sampling.logprobs;
   spec.return_token_ids = request.return_token_ids;
   spec.tokenizer = model.tokenizer;
+  spec.tool_calls = plan.tool_calls;
   spec.client_id = request.client_id;
   spec.client_id_is_number = request.client_id_is_number;
   return spec;

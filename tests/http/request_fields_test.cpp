@@ -51,6 +51,8 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"parse_special", "false"},
     {"add_generation_prompt", "false"},
     {"tools", R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])"},
+    {"tool_choice", R"("auto")"},
+    {"parallel_tool_calls", "false"},
     {"id", R"("r1")"},
     {"type", R"("completion")"},
     // /v1/embeddings' own (tests/http/embeddings_test.cpp parses them).

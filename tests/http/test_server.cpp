@@ -45,7 +45,8 @@ TestServer::TestServer(EngineConfig engine_config, ServerOptions options) : impl
   impl_->port = std::make_unique<EnginePort>(*impl_->engine);
   options.host = "127.0.0.1";
   options.port = 0;
-  auto context = make_model_context(config, impl_->port->tokenizer(), "", options.chat_template, "");
+  auto context = make_model_context(config, impl_->port->tokenizer(), "", options.chat_template, "",
+                                    options.tool_call_parser);
   if (!context) throw std::runtime_error(context.error().message);
   impl_->server = std::make_unique<Server>(*impl_->port, options, std::move(context).value());
   auto bound = impl_->server->start();

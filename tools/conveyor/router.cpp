@@ -138,7 +138,8 @@ int run_router(const RouterFlags& f) {
 
   std::string served = server_options.served_model_name;
   if (served.empty()) served = settings.model.empty() ? mc.name : settings.model;
-  auto context = http::make_model_context(mc, port.tokenizer(), served, server_options.chat_template, gguf_template);
+  auto context = http::make_model_context(mc, port.tokenizer(), served, server_options.chat_template, gguf_template,
+                                          server_options.tool_call_parser);
   if (!context) return fail(kExitUsage, context.error().message);
   if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
   http::Server server(port, server_options, std::move(context).value());

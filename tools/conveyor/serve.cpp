@@ -134,7 +134,8 @@ int run_serve(const ServeFlags& f) {
 
   std::string served = s.server.served_model_name;
   if (served.empty()) served = s.model.empty() ? mc.name : s.model;
-  auto context = http::make_model_context(mc, port.tokenizer(), served, s.server.chat_template, gguf_template);
+  auto context = http::make_model_context(mc, port.tokenizer(), served, s.server.chat_template, gguf_template,
+                                          s.server.tool_call_parser);
   if (!context) return fail(kExitUsage, context.error().message);
   if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
   const std::string template_name = context->chat ? context->chat->description() : "none (no tokenizer)";
