@@ -100,8 +100,13 @@ void inline_small_rules(std::vector<Alternatives>& rules, int32_t root) {
       Alternatives out;
       for (const Alternative& alt : alts) {
         Alternatives expanded{{}};
-        for (const Element& e : alt) {
-          const bool inline_it = inlinable(e) && expanded.size() * rules[size_t(e.index)].size() <= kMaxProduct;
+        for (size_t i = 0; i < alt.size(); ++i) {
+          const Element& e = alt[i];
+          // A rule of several alternatives copies what follows it into each:
+          // only where at most one element follows (`item star`), else the
+          // copies would be parallel stacks all the way to the end.
+          const bool inline_it = inlinable(e) && (rules[size_t(e.index)].size() == 1 || i + 2 >= alt.size()) &&
+                                 expanded.size() * rules[size_t(e.index)].size() <= kMaxProduct;
           if (!inline_it) {
             for (Alternative& x : expanded) x.push_back(e);
             continue;
@@ -139,6 +144,26 @@ uint64_t mix(uint64_t k) {
   return k;
 }
 
+// Whether each rule can sit below a caller other than the root's end: it is
+// referenced before the end of an alternative, or last in one of a rule that
+// can (tail calls pass the caller on).
+std::vector<bool> rules_with_callers(const std::vector<Alternatives>& rules) {
+  std::vector<bool> has(rules.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      for (const Alternative& alt : rules[r]) {
+        for (size_t i = 0; i < alt.size(); ++i) {
+          const Element& e = alt[i];
+          if (e.kind != Element::Kind::rule || has[size_t(e.index)]) continue;
+          if (i + 1 < alt.size() || has[r]) has[size_t(e.index)] = changed = true;
+        }
+      }
+    }
+  }
+  return has;
+}
+
 }  // namespace
 
 FlatGrammar flatten(const Grammar& g) {
@@ -147,18 +172,21 @@ FlatGrammar flatten(const Grammar& g) {
   for (const Rule& r : g.rules) rules.push_back(r.alternatives);
   inline_small_rules(rules, g.root);
   FlatGrammar f;
+  const std::vector<bool> has_caller = rules_with_callers(rules);
   f.byte_sets = g.byte_sets;
   f.root = g.root;
-  for (const Alternatives& alts : rules) {
+  for (size_t r = 0; r < rules.size(); ++r) {
     f.rule_first_alt.push_back(int32_t(f.alt_start.size()));
-    for (const Alternative& alt : alts) {
+    for (const Alternative& alt : rules[r]) {
       f.alt_start.push_back(f.positions());
       for (const Element& e : alt) {
         FlatGrammar::Slot s;
         (e.kind == Element::Kind::bytes ? s.byte_set : s.rule) = e.index;
         f.slots.push_back(s);
+        f.has_caller.push_back(has_caller[r]);
       }
       f.slots.push_back({});
+      f.has_caller.push_back(has_caller[r]);
     }
   }
   f.rule_first_alt.push_back(int32_t(f.alt_start.size()));

@@ -41,6 +41,9 @@ struct FlatGrammar {
   std::vector<int32_t> alt_start;        // [alternatives] each one's first position
   std::vector<int32_t> rule_first_alt;   // [rules + 1] rule r's alternatives: alt_start[rule_first_alt[r] ..]
   std::vector<ByteSet> byte_sets;
+  // [positions] whether the position's rule can return to a caller other
+  // than the root's end (else popping past it only ends the text).
+  std::vector<bool> has_caller;
   int32_t root = 0;
 
   int32_t positions() const { return int32_t(slots.size()); }

@@ -75,8 +75,16 @@ struct Classes {
 // Every token below trie node `c` (depth `depth`), where no stack survives:
 // accepted if the alternative ended exactly at its end, uncertain for each
 // exit on the path, else rejected.
+// Without a caller, an exit can only end the text: only the tokens that end
+// exactly there count.
 void classify_dead_subtree(const TokenIndex& index, int32_t c, int32_t depth, bool exited_at_c,
-                           const std::vector<int32_t>& path_exits, Classes& out) {
+                           const std::vector<int32_t>& path_exits, bool has_caller, Classes& out) {
+  if (!has_caller) {
+    if (exited_at_c) {
+      for (int32_t id : index.text_trie().ids_at(c)) out.accepted.push_back(id);
+    }
+    return;
+  }
   if (path_exits.empty() && !exited_at_c) return;
   for (int32_t id : index.text_trie().ids_below(c)) {
     const std::string_view bytes = index.bytes(id);
@@ -94,6 +102,7 @@ void classify_dead_subtree(const TokenIndex& index, int32_t c, int32_t depth, bo
 PositionMask compute_position_mask(const FlatGrammar& g, const TokenIndex& index, int32_t pos) {
   const TokenTrie& trie = index.text_trie();
   LazyDfa dfa(g, pos);
+  const bool has_caller = g.has_caller[size_t(pos)];
   Classes classes;
   std::vector<int32_t> path_exits;  // depths at which p's alternative could end on the current path
   struct Frame {
@@ -113,13 +122,13 @@ PositionMask compute_position_mask(const FlatGrammar& g, const TokenIndex& index
     const int32_t depth = f.depth + 1;
     const uint8_t b = trie.byte[size_t(c)];
     if (!dfa.allowed(f.state).test(b)) {
-      classify_dead_subtree(index, c, depth, false, path_exits, classes);
+      classify_dead_subtree(index, c, depth, false, path_exits, has_caller, classes);
       continue;
     }
     bool exited = false;
     const int32_t next = dfa.step(f.state, b, exited);
     if (dfa.dead(next)) {
-      classify_dead_subtree(index, c, depth, exited, path_exits, classes);
+      classify_dead_subtree(index, c, depth, exited, path_exits, has_caller, classes);
       continue;
     }
     for (int32_t id : trie.ids_at(c)) classes.accepted.push_back(id);
