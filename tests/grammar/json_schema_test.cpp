@@ -1,0 +1,243 @@
+// JSON Schema to grammars: each keyword's accepted and refused texts (run
+// through earley.hpp), the whitespace and property-order rules of both
+// modes, digit-range grammars checked exhaustively against arithmetic, and
+// the refusals, whose messages name the keyword and where it is.
+#include "grammar/json_schema.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "tests/grammar/earley.hpp"
+
+namespace conveyor::grammar {
+namespace {
+
+using testing::earley_accepts;
+
+Grammar compile_schema(std::string_view schema, bool strict = true) {
+  auto g = grammar_from_json_schema(schema, JsonSchemaOptions{strict});
+  EXPECT_TRUE(g) << schema << ": " << g.error().message;
+  return g ? *g : Grammar{};
+}
+
+void expect_texts(std::string_view schema, const std::vector<std::string>& accept,
+                  const std::vector<std::string>& refuse, bool strict = true) {
+  const Grammar g = compile_schema(schema, strict);
+  if (g.rules.empty()) return;
+  for (const std::string& s : accept) EXPECT_TRUE(earley_accepts(g, s)) << schema << " should accept " << s;
+  for (const std::string& s : refuse) EXPECT_FALSE(earley_accepts(g, s)) << schema << " should refuse " << s;
+}
+
+void expect_refused(std::string_view schema, std::string_view message) {
+  auto g = grammar_from_json_schema(schema);
+  ASSERT_FALSE(g) << schema;
+  EXPECT_EQ(g.error().code, Errc::invalid_argument);
+  EXPECT_NE(g.error().message.find(message), std::string::npos) << schema << ": " << g.error().message;
+}
+
+TEST(JsonSchema, PropertiesInSchemaOrderRequiredAndOptional) {
+  const char* schema = R"({"type": "object", "properties": {"name": {"type": "string"},
+      "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
+      "required": ["name"]})";
+  expect_texts(schema,
+               {R"({"name":"Ann"})", R"({"name": "Ann", "age": 3})", R"({"name":"Ann","tags":["a", "b"]})",
+                R"({"name":"Ann","age":-1,"tags":[]})"},
+               {R"({})", R"({"age":3,"name":"Ann"})", R"({"name":"Ann","age":3.5})", R"({"name":"Ann","x":1})",
+                R"({"name":"Ann", "age":3,})", R"({"name":"Ann"} )", R"( {"name":"Ann"})"});
+}
+
+TEST(JsonSchema, StrictWhitespaceIsOneOptionalSpaceAfterColonAndComma) {
+  expect_texts(R"({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "null"}}}})",
+               {R"([{"a":null},{}])", R"([{"a": null}, {}])"},
+               {R"([ {"a":null}])", R"([{"a" :null}])", R"([{"a":  null}])", "[{\"a\":\nnull}]", R"([{"a":null} ])"});
+}
+
+TEST(JsonSchema, NonStrictWhitespaceAllowsIndentation) {
+  const char* schema = R"({"type": "object", "properties": {"a": {"type": "array"}, "b": {"type": "boolean"}}})";
+  expect_texts(schema, {"{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": true\n}", R"({ "a" : [ ] })", R"({"b":false})"},
+               {"{\n\n  \"a\": []}", "{\"a\": []}\n", std::string("{") + std::string(22, ' ') + "}"}, false);
+}
+
+TEST(JsonSchema, AdditionalPropertiesDefaultDependsOnStrictness) {
+  const char* schema = R"({"type": "object", "properties": {"id": {"type": "integer"}}})";
+  expect_texts(schema, {R"({"id":1})"}, {R"({"id":1,"x":2})"}, true);
+  expect_texts(schema, {R"({"id":1})", R"({"id":1,"x":2})", R"({"x":"y","z":null})", R"({"i":1})", R"({"idx":1})"},
+               {R"({"id":1,"id":2})", R"({"x":2,"id":1})"}, false);
+  // A schema without "properties" is any object in both modes.
+  expect_texts(R"({"type": "object"})", {R"({})", R"({"k":[1,{"z":null}]})"}, {R"([])"}, true);
+}
+
+TEST(JsonSchema, AdditionalPropertiesSchemaAndKeysOtherThanTheListedOnes) {
+  expect_texts(R"({"properties": {"a": {"type": "integer"}, "\u00e9\"": {"type": "null"}},
+                   "additionalProperties": {"type": "boolean"}})",
+               {R"({"a":1,"b":true})", R"({"b":true,"c":false})", "{\"\xC3\xA9\\\"\":null,\"\xC3\xA9\":true}",
+                R"({"ab":false})", R"({"\n":true})"},
+               {R"({"a":true})", R"({"b":1})", "{\"\xC3\xA9\\\"\":true}", R"({"a":1,"a":true})"});
+}
+
+TEST(JsonSchema, RequiredNotListedTakesTheAdditionalSchema) {
+  expect_texts(R"({"type":"object","required":["k"],"additionalProperties":{"type":"integer"}})",
+               {R"({"k":1})", R"({"k":1,"j":2})"}, {R"({})", R"({"k":"x"})"});
+  expect_refused(R"({"type":"object","properties":{},"required":["k"],"additionalProperties":false})",
+                 "matches no JSON value");
+}
+
+TEST(JsonSchema, EnumAndConstAreCanonicalLiterals) {
+  expect_texts(R"({"enum": ["red", 1.0, null, {"a": [1, "x"]}, 2.5]})",
+               {R"("red")", "1", "null", R"({"a":[1,"x"]})", R"({"a": [1, "x"]})", "2.5"},
+               {R"("blue")", "1.0", R"({"a":[1]})", "2.50"});
+  expect_texts(R"({"type": "string", "enum": ["a", 1]})", {R"("a")"}, {"1"});
+  expect_texts(R"({"const": "tab\there"})", {R"("tab\there")"}, {"\"tab\there\""});
+}
+
+TEST(JsonSchema, IntegerRangesMatchArithmetic) {
+  const std::vector<std::pair<std::string, std::pair<int, int>>> ranges = {
+      {R"("minimum": 0, "maximum": 150)", {0, 150}},
+      {R"("minimum": -37, "maximum": 209)", {-37, 209}},
+      {R"("exclusiveMinimum": -100, "exclusiveMaximum": -9)", {-99, -10}},
+      {R"("minimum": 19.5, "maximum": 100.5)", {20, 100}},
+      {R"("minimum": 7, "maximum": 7)", {7, 7}},
+      {R"("minimum": 98)", {98, 1000}},
+      {R"("maximum": -98)", {-1000, -98}},
+  };
+  for (const auto& [bounds, range] : ranges) {
+    const Grammar g = compile_schema(R"({"type": "integer", )" + bounds + "}");
+    for (int x = -300; x <= 300; ++x) {
+      const bool in = x >= range.first && x <= range.second;
+      EXPECT_EQ(earley_accepts(g, std::to_string(x)), in) << bounds << " x=" << x;
+    }
+    EXPECT_EQ(earley_accepts(g, "1000"), range.second >= 1000) << bounds;
+    EXPECT_EQ(earley_accepts(g, "-1000"), range.first <= -1000) << bounds;
+    EXPECT_FALSE(earley_accepts(g, "0100")) << bounds;
+    EXPECT_FALSE(earley_accepts(g, "-0")) << bounds;
+  }
+}
+
+TEST(JsonSchema, NumberBoundsOnIntegerValues) {
+  expect_texts(R"({"type": "number", "minimum": 0})", {"0", "0.0", "3.25", "12"}, {"-1", "-0.5", "1e3"});
+  expect_texts(R"({"type": "number", "exclusiveMinimum": 0})", {"0.001", "1", "7.0"}, {"0", "0.000", "-2"});
+  expect_texts(R"({"type": "number", "minimum": -2, "exclusiveMaximum": 3})", {"-2", "-2.0", "-1.5", "0", "2.999"},
+               {"-2.01", "3", "3.0", "-3"});
+  expect_texts(R"({"type": "number", "maximum": 10})", {"10", "10.00", "-1000.5", "9.99"}, {"10.01", "11"});
+  expect_refused(R"({"type": "number", "minimum": 0.5})", "'minimum' 0.5 on a number is not supported");
+  expect_refused(R"({"type": "integer", "maximum": 1e30})", "'maximum' beyond +-1e18");
+}
+
+TEST(JsonSchema, StringsEscapesLengthsPatternsFormats) {
+  expect_texts(R"({"type": "string"})",
+               {R"("")", R"("a\"b\\c\/\n\u00e9\uD83D\uDE00")", "\"\xE2\x82\xAC\""},
+               {"\"a\nb\"", R"("\x")", R"("\uD83D")", "\"\xC3\x28\"", R"("\q")"});
+  expect_texts(R"({"type": "string", "minLength": 2, "maxLength": 3})", {R"("ab")", R"("\n\u0041c")", "\"\xC3\xA9\xC3\xA9\""},
+               {R"("a")", R"("abcd")"});
+  expect_texts(R"({"type": "string", "pattern": "b+c"})", {R"("bc")", R"("xxbbcyy")", R"("a\nbc")"}, {R"("b c")"});
+  expect_texts(R"({"type": "string", "pattern": "^[a-z]+$"})", {R"("abc")"}, {R"("ab1")", R"("")"});
+  expect_texts(R"({"type": "string", "pattern": "^a\"\\\\$"})", {R"("a\"\\")"}, {R"("a\"\")"});
+  expect_texts(R"({"format": "date"})", {R"("2024-02-29")", R"("2000-02-29")", R"("1999-12-31")"},
+               {R"("2023-02-29")", R"("1900-02-29")", R"("2024-04-31")", R"("2024-13-01")"});
+  expect_texts(R"({"format": "date-time"})", {R"("1990-12-31T23:59:60Z")", R"("1963-06-19t08:30:06.283185+01:00")"},
+               {R"("1990-12-31T15:59:60-24:00")", R"("1990-12-31 15:59:59Z")"});
+  expect_texts(R"({"format": "time"})", {R"("08:30:06.5z")"}, {R"("08:30:06")", R"("24:00:00Z")"});
+  expect_texts(R"({"format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"},
+               {R"("123e4567e89b12d3a456426614174000")"});
+  expect_texts(R"({"format": "email"})", {R"("joe.bloggs+x@example.co.uk")", R"("a/b@c")"},
+               {R"("joe@")", R"(".joe@x.com")", R"("joe@-x.com")", R"("2962")"});
+  expect_texts(R"({"format": "ipv4"})", {R"("192.168.0.1")", R"("0.0.0.0")"},
+               {R"("256.1.1.1")", R"("01.1.1.1")", R"("1.1.1")"});
+}
+
+TEST(JsonSchema, ArraysPrefixItemsAndCounts) {
+  expect_texts(R"({"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": false})",
+               {"[]", "[1]", R"([1,"a"])"}, {R"(["a"])", R"([1,"a",2])"});
+  expect_texts(R"({"prefixItems": [{"const": 1}], "items": {"type": "boolean"}, "minItems": 2, "maxItems": 3})",
+               {"[1,true]", "[1,true, false]"}, {"[1]", "[1,true,true,true]", "[true,true]"});
+  expect_texts(R"({"type": "array", "items": {"type": "null"}, "maxItems": 2})", {"[]", "[null]", "[null,null]"},
+               {"[null,null,null]"});
+  expect_texts(R"({"prefixItems": [{"const": 1}, {"const": 2}, {"const": 3}], "maxItems": 2})",
+               {"[]", "[1]", "[1,2]"}, {"[1,2,3]"});
+  expect_texts(R"({"items": [{"const": "a"}], "additionalItems": {"type": "integer"}})", {R"(["a",1,2])"},
+               {R"(["a","b"])"});
+}
+
+TEST(JsonSchema, AnyOfAllOfAndRecursiveRefs) {
+  expect_texts(R"({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]})", {R"("x")", "7"}, {"3", "null"});
+  expect_texts(R"({"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"],
+                   "oneOf": [{"properties": {"n": {"type": "integer"}}}, {"properties": {"s": {"type": "string"}}}]})",
+               {R"({"kind":"a","n":1})", R"({"kind":"a","s":"x"})", R"({"kind":"a"})"}, {R"({"kind":"a","n":"x"})"});
+  expect_texts(R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                             {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})",
+               {R"({"a":1,"b":"x"})"}, {R"({"a":1})", R"({"b":"x","a":1})"});
+  expect_texts(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                   "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v", "next"]}},
+                   "$ref": "#/$defs/node"})",
+               {R"({"v":1,"next":null})", R"({"v":1,"next":{"v":2,"next":{"v":3,"next":null}}})"},
+               {R"({"v":1,"next":{"v":2}})"});
+  expect_texts(R"({"definitions": {"pos": {"type": "integer", "minimum": 1}},
+                   "properties": {"x": {"$ref": "#/definitions/pos", "maximum": 9}}})",
+               {R"({"x":9})"}, {R"({"x":10})", R"({"x":0})"});
+  expect_texts(R"({"type": "array", "items": {"$ref": "#"}})", {"[]", "[[],[[]]]"}, {"[1]"});
+}
+
+TEST(JsonSchema, RefusesWhatItCannotEnforceNamingKeywordAndPlace) {
+  expect_refused(R"({"properties": {"age": {"type": "integer", "multipleOf": 5}}})",
+                 "json_schema: keyword 'multipleOf' is not supported (at #/properties/age)");
+  expect_refused(R"({"not": {"type": "string"}})", "keyword 'not' is not supported (at #)");
+  expect_refused(R"({"items": {"uniqueItems": true}})", "keyword 'uniqueItems' is not supported (at #/items)");
+  expect_refused(R"({"patternProperties": {"^a": {}}})", "keyword 'patternProperties'");
+  expect_refused(R"({"anyOf": [{"type": "string", "x-custom": 1}]})", "keyword 'x-custom' is not supported (at #/anyOf/0)");
+  expect_refused(R"({"$ref": "http://example.com/s.json"})", "only references within the schema");
+  expect_refused(R"({"$ref": "#/$defs/missing"})", "$ref '#/$defs/missing' does not resolve");
+  expect_refused(R"({"format": "hostname"})", "format 'hostname' is not supported");
+  expect_refused(R"({"type": "string", "pattern": "(a)\\1"})", "backreferences");
+  expect_refused(R"({"type": "strin"})", "unknown type \"strin\"");
+  expect_refused(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "matches no JSON value");
+  expect_refused(R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})", "'pattern' differs");
+  expect_refused(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})", "left-recursive");
+  expect_refused(R"({"type": "string", "maxLength": 100000})", "'maxLength' above 10000");
+  expect_refused(R"({"type": )", "not valid JSON");
+  // Annotations are accepted.
+  expect_texts(R"({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "x", "title": "t",
+                   "description": "d", "$comment": "c", "examples": [1], "default": 1, "deprecated": false,
+                   "readOnly": true, "writeOnly": false, "type": "integer"})",
+               {"1"}, {"true"});
+}
+
+TEST(JsonSchema, JsonObjectAndTheEmptySchemaAcceptAnyValue) {
+  const Grammar object = grammar_for_json_object();
+  for (const char* text : {R"({})", R"({"a":[1,2.5e-3,{"b":null}],"c":"\u0041", "d":true})"}) {
+    EXPECT_TRUE(earley_accepts(object, text)) << text;
+  }
+  for (const char* text : {"[]", "1", R"({"a"})", R"({"a":01})", R"({'a':1})"}) {
+    EXPECT_FALSE(earley_accepts(object, text)) << text;
+  }
+  expect_texts("{}", {"1", R"("s")", "[true,null]", R"({"x":{}})", "-0.5E+2"}, {"", "tru", "[1,]"});
+  expect_texts("true", {"false"}, {"nul"});
+}
+
+TEST(JsonSchema, TwentyPropertySchemaCompilesQuickly) {
+  std::string schema = R"({"type": "object", "properties": {)";
+  const char* kinds[] = {R"({"type": "string", "maxLength": 64})", R"({"type": "integer", "minimum": 0, "maximum": 150})",
+                         R"({"enum": ["a", "b", "c"]})", R"({"type": "array", "items": {"type": "number"}})",
+                         R"({"type": "string", "format": "date-time"})"};
+  std::string required;
+  for (int i = 0; i < 20; ++i) {
+    schema += (i ? ", " : "") + std::string("\"field") + std::to_string(i) + "\": " + kinds[i % 5];
+    if (i % 2 == 0) required += (required.empty() ? "\"field" : ", \"field") + std::to_string(i) + "\"";
+  }
+  schema += "}, \"required\": [" + required + "]}";
+  const auto start = std::chrono::steady_clock::now();
+  auto g = grammar_from_json_schema(schema);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(g) << g.error().message;
+  std::cout << "20-property schema: " << ms << " ms, " << g->rules.size() << " rules\n";
+  EXPECT_LT(ms, 1000.0);
+  std::string text = "{";
+  for (int i = 0; i < 20; i += 2) {
+    const char* values[] = {R"("x")", "150", R"("c")", "[1.5]", R"("2024-01-01T00:00:00Z")"};
+    text += (i ? "," : "") + std::string("\"field") + std::to_string(i) + "\":" + values[i % 5];
+  }
+  EXPECT_TRUE(earley_accepts(*g, text + "}")) << text;
+}
+
+}  // namespace
+}  // namespace conveyor::grammar
