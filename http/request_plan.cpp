@@ -1,5 +1,7 @@
 #include "http/request_plan.hpp"
 
+#include "http/tool_call_grammar.hpp"
+
 namespace conveyor::http {
 namespace {
 
@@ -101,6 +103,11 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     auto compiled = model.constraints->compile(request.constraint);
     if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
     plan.sampling.grammar = std::get<GrammarConstraint>(std::move(compiled));
+  }
+  if (!request.tools_json.empty() && model.constraints) {  // required and named calls, auto's structural tag
+    auto compiled = tool_call_constraint(request, model.tool_format, *model.constraints);
+    if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
+    if (auto& tools = std::get<GrammarConstraint>(compiled)) plan.sampling.grammar = std::move(tools);
   }
   // Chat without a limit runs to the end of the context (the engine clamps it).
   if (request.chat && !request.max_tokens_given) plan.sampling.max_tokens = model.config.context_length;

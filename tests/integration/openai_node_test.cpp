@@ -39,7 +39,7 @@ std::string install_client(const fs::path& dir) {
   fs::create_directories(dir);
   const bool lock_unchanged = same_file_contents(fs::path(kClientSource) / "package-lock.json",
                                                  dir / "package-lock.json");
-  for (const char* f : {"package.json", "package-lock.json", "stream_check.mjs"})
+  for (const char* f : {"package.json", "package-lock.json", "stream_check.mjs", "tool_check.mjs"})
     fs::copy_file(fs::path(kClientSource) / f, dir / f, fs::copy_options::overwrite_existing);
   if (lock_unchanged && fs::exists(dir / "node_modules" / "openai" / "package.json")) return {};
   const auto r = run_process({kNpm, "ci", "--no-audit", "--no-fund", "--fetch-retries=1", "--fetch-timeout=30000"},
@@ -65,6 +65,39 @@ TEST(OpenAiNodeClient, StreamsChatAndCompletionFromConveyorServe) {
   EXPECT_NE(r.output.find("\"failures\":[]"), std::string::npos) << tail(r.output);
   std::cout << tail(r.output, 1000) << "\n";
   EXPECT_EQ(server.stop(), 0) << "conveyor serve did not exit cleanly on SIGTERM:\n" << server.log_tail();
+}
+
+// Tool calling as agents use it (openai_client/tool_check.mjs) on real
+// vocabularies and templates with random weights: Qwen 3's template (the
+// Hermes <tool_call> syntax) and Meta's Llama 3.2 template with tools (JSON
+// calls, llama3_json).
+void run_tool_check(const std::string& model, const std::vector<std::string>& extra_args, const std::string& log) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + model;
+  if (!fs::exists(path)) GTEST_SKIP() << path << " is not there (see ../shared/models/README.md)";
+  const fs::path dir = fs::path(kWorkDir) / "openai_client";
+  if (const std::string why = install_client(dir); !why.empty()) GTEST_SKIP() << why;
+  std::vector<std::string> args = {"--model", path, "--kv-cache-tokens", "16384"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  ServeProcess server(kConveyor, args, kWorkDir + "/" + log);
+  std::string error;
+  ASSERT_TRUE(server.wait_ready(std::chrono::seconds(120), error)) << error;
+  const auto r = run_process({kNode, "tool_check.mjs"}, std::chrono::seconds(600),
+                             {"CONVEYOR_URL=" + server.url()}, dir.string());
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << tail(r.output) << "\nserver log:\n" << server.log_tail();
+  EXPECT_NE(r.output.find("\"failures\":[]"), std::string::npos) << tail(r.output);
+  std::cout << tail(r.output, 2000) << "\n";
+  EXPECT_EQ(server.stop(), 0) << "conveyor serve did not exit cleanly on SIGTERM:\n" << server.log_tail();
+}
+
+TEST(OpenAiNodeClient, CallsToolsWithQwensTemplate) {
+  run_tool_check("tiny-qwen2-q4_k_m.gguf", {}, "openai_node_tools_qwen.log");
+}
+
+TEST(OpenAiNodeClient, CallsToolsWithLlamasTemplate) {
+  run_tool_check("tiny-llama3-q4_k_m.gguf",
+                 {"--chat-template", std::string(CONVEYOR_SOURCE_DIR) + "/tests/http/data/llama3_2_tools.jinja"},
+                 "openai_node_tools_llama.log");
 }
 
 }  // namespace
