@@ -30,9 +30,22 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
   return *m;
 }
 
+const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t ret) const {
+  const uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(ret);
+  {
+    std::shared_lock lock(returns_mu_);
+    if (const auto it = returns_.find(key); it != returns_.end()) return *it->second;
+  }
+  auto computed = std::make_unique<detail::PositionMask>(
+      detail::compute_return_mask(flat_, *vocab_, mask_at(pos), ret));
+  std::unique_lock lock(returns_mu_);
+  return *returns_.try_emplace(key, std::move(computed)).first->second;
+}
+
 void CompiledGrammar::precompute() const {
   for (int32_t p = 0; p < flat_.positions(); ++p) {
-    if (flat_.slots[size_t(p)].byte_set >= 0) mask_at(p);
+    if (flat_.slots[size_t(p)].byte_set < 0 || mask_at(p).uncertain.nodes() == 0) continue;
+    for (int32_t ret : flat_.rule_returns[size_t(flat_.rule_of[size_t(p)])]) return_mask_at(p, ret);
   }
 }
 
@@ -42,6 +55,9 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   std::lock_guard lock(mu_);
   s.cached = int32_t(owned_.size());
   for (const auto& m : owned_) s.memory_bytes += m->memory_bytes();
+  std::shared_lock returns_lock(returns_mu_);
+  s.returns = int32_t(returns_.size());
+  for (const auto& [key, m] : returns_) s.memory_bytes += m->memory_bytes();
   return s;
 }
 
@@ -124,8 +140,12 @@ void Matcher::fill_mask(std::span<uint64_t> mask) const {
     // and a suffix cannot follow the end of the grammar.
     if (m.uncertain.nodes() == 0 || node.parent == kRootDone) continue;
     const detail::StackNode caller = pda_.pool()[node.parent];
-    pda_.expand(caller.pos, caller.parent, arena_);
-    detail::mark_accepted(pda_, m.uncertain, arena_, scratch, arena_.size(), mask);
+    const detail::PositionMask& r = g_->return_mask_at(node.pos, caller.pos);
+    r.add_accepted(mask);
+    if (r.uncertain.nodes() == 0 || caller.parent == kRootDone) continue;
+    const detail::StackNode outer = pda_.pool()[caller.parent];
+    pda_.expand(outer.pos, outer.parent, arena_);
+    detail::mark_accepted(pda_, r.uncertain, arena_, scratch, arena_.size(), mask);
     arena_.resize(scratch);
     pda_.pool().truncate(pool_mark);
   }

@@ -23,9 +23,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.hpp"
@@ -47,6 +49,7 @@ class CompiledGrammar {
   struct CacheStats {
     int32_t positions = 0;   // byte-class positions (possible stack tops)
     int32_t cached = 0;      // of which the masks are computed
+    int32_t returns = 0;     // (position, return address) masks computed
     size_t memory_bytes = 0; // held by the computed masks
   };
 
@@ -55,7 +58,8 @@ class CompiledGrammar {
 
   const Grammar& grammar() const { return grammar_; }
   const TokenIndex& vocabulary() const { return *vocab_; }
-  // Computes every position's token mask now (e.g. before the first request).
+  // Computes every token mask now (e.g. before the first request): each
+  // position's, and each (position, return address) pair's.
   void precompute() const;
   CacheStats cache_stats() const;
 
@@ -63,6 +67,8 @@ class CompiledGrammar {
   // (computed on first use; the reference stays valid while *this lives).
   const detail::FlatGrammar& flat() const { return flat_; }
   const detail::PositionMask& mask_at(int32_t pos) const;
+  // mask_at(pos)'s uncertain tokens classified after return address `ret`.
+  const detail::PositionMask& return_mask_at(int32_t pos, int32_t ret) const;
 
  private:
   Grammar grammar_;
@@ -71,6 +77,9 @@ class CompiledGrammar {
   std::unique_ptr<std::atomic<const detail::PositionMask*>[]> masks_;  // [positions]
   mutable std::mutex mu_;                                              // guards owned_
   mutable std::vector<std::unique_ptr<detail::PositionMask>> owned_;
+  // (pos, ret) -> return_mask_at's mask. Read under a shared lock.
+  mutable std::shared_mutex returns_mu_;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<detail::PositionMask>> returns_;
 };
 
 // check()s the grammar (Errc::invalid_argument naming the problem) and binds

@@ -1,6 +1,7 @@
 #include "grammar/pda.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace conveyor::grammar::detail {
 
@@ -144,24 +145,41 @@ uint64_t mix(uint64_t k) {
   return k;
 }
 
-// Whether each rule can sit below a caller other than the root's end: it is
-// referenced before the end of an alternative, or last in one of a rule that
-// can (tail calls pass the caller on).
-std::vector<bool> rules_with_callers(const std::vector<Alternatives>& rules) {
-  std::vector<bool> has(rules.size(), false);
+// Where a caller of each rule can continue once the rule ends (the return
+// addresses of its stack nodes): the position after each reference to it
+// before the end of an alternative, and, since a reference in last position
+// passes its caller on, the return addresses of the rules that reference it
+// last. A rule with none returns only to the root's end.
+void add_rule_returns(FlatGrammar& f) {
+  const size_t rules = f.rule_first_alt.size() - 1;
+  std::vector<std::vector<int32_t>> tail_callers(rules);
+  f.rule_returns.assign(rules, {});
+  for (int32_t pos = 0; pos < f.positions(); ++pos) {
+    const int32_t callee = f.slots[size_t(pos)].rule;
+    if (callee < 0) continue;
+    if (f.is_end(pos + 1)) {
+      tail_callers[size_t(callee)].push_back(f.rule_of[size_t(pos)]);
+    } else {
+      f.rule_returns[size_t(callee)].push_back(pos + 1);
+    }
+  }
+  for (auto& r : f.rule_returns) std::sort(r.begin(), r.end());
   for (bool changed = true; changed;) {
     changed = false;
-    for (size_t r = 0; r < rules.size(); ++r) {
-      for (const Alternative& alt : rules[r]) {
-        for (size_t i = 0; i < alt.size(); ++i) {
-          const Element& e = alt[i];
-          if (e.kind != Element::Kind::rule || has[size_t(e.index)]) continue;
-          if (i + 1 < alt.size() || has[r]) has[size_t(e.index)] = changed = true;
+    for (size_t callee = 0; callee < rules; ++callee) {
+      for (int32_t caller : tail_callers[callee]) {
+        if (size_t(caller) == callee) continue;
+        std::vector<int32_t> merged;
+        const auto& mine = f.rule_returns[callee];
+        const auto& theirs = f.rule_returns[size_t(caller)];
+        std::set_union(mine.begin(), mine.end(), theirs.begin(), theirs.end(), std::back_inserter(merged));
+        if (merged.size() != mine.size()) {
+          f.rule_returns[callee] = std::move(merged);
+          changed = true;
         }
       }
     }
   }
-  return has;
 }
 
 }  // namespace
@@ -172,7 +190,6 @@ FlatGrammar flatten(const Grammar& g) {
   for (const Rule& r : g.rules) rules.push_back(r.alternatives);
   inline_small_rules(rules, g.root);
   FlatGrammar f;
-  const std::vector<bool> has_caller = rules_with_callers(rules);
   f.byte_sets = g.byte_sets;
   f.root = g.root;
   for (size_t r = 0; r < rules.size(); ++r) {
@@ -183,13 +200,14 @@ FlatGrammar flatten(const Grammar& g) {
         FlatGrammar::Slot s;
         (e.kind == Element::Kind::bytes ? s.byte_set : s.rule) = e.index;
         f.slots.push_back(s);
-        f.has_caller.push_back(has_caller[r]);
+        f.rule_of.push_back(int32_t(r));
       }
       f.slots.push_back({});
-      f.has_caller.push_back(has_caller[r]);
+      f.rule_of.push_back(int32_t(r));
     }
   }
   f.rule_first_alt.push_back(int32_t(f.alt_start.size()));
+  add_rule_returns(f);
   return f;
 }
 

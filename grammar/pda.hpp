@@ -41,9 +41,11 @@ struct FlatGrammar {
   std::vector<int32_t> alt_start;        // [alternatives] each one's first position
   std::vector<int32_t> rule_first_alt;   // [rules + 1] rule r's alternatives: alt_start[rule_first_alt[r] ..]
   std::vector<ByteSet> byte_sets;
-  // [positions] whether the position's rule can return to a caller other
-  // than the root's end (else popping past it only ends the text).
-  std::vector<bool> has_caller;
+  std::vector<int32_t> rule_of;  // [positions] the rule each lies in
+  // [rules] where a caller continues once the rule ends (sorted); empty:
+  // the rule returns only to the root's end, so popping past it ends the text.
+  std::vector<std::vector<int32_t>> rule_returns;
+  bool has_caller(int32_t pos) const { return !rule_returns[size_t(rule_of[size_t(pos)])].empty(); }
   int32_t root = 0;
 
   int32_t positions() const { return int32_t(slots.size()); }

@@ -22,11 +22,19 @@ struct VectorHash {
 // ids (and so states) stay valid for the whole walk.
 class LazyDfa {
  public:
-  LazyDfa(const FlatGrammar& g, int32_t pos) : pda_(g) {
-    intern({pda_.pool().intern(pos, kBottom)});
+  explicit LazyDfa(const FlatGrammar& g) : pda_(g) {}
+
+  // The start state: a top at `pos` (a byte class) below which is kBottom.
+  int32_t start_at(int32_t pos) { return intern({pda_.pool().intern(pos, kBottom)}); }
+  // The start state: continuing at return address `ret` above kBottom;
+  // `exited` tells whether that can end at once.
+  int32_t start_after(int32_t ret, bool& exited) {
+    std::vector<int32_t> tops;
+    exited = pda_.expand(ret, kBottom, tops);
+    std::sort(tops.begin(), tops.end());
+    return intern(std::move(tops));
   }
 
-  static constexpr int32_t kStart = 0;
   bool dead(int32_t state) const { return sets_[size_t(state)].empty(); }
   const ByteSet& allowed(int32_t state) const { return allowed_[size_t(state)]; }
 
@@ -66,88 +74,118 @@ class LazyDfa {
   std::vector<int32_t> scratch_;
 };
 
-// What the classification walk collects.
-struct Classes {
-  std::vector<int32_t> accepted;
-  std::vector<std::pair<std::string_view, int32_t>> uncertain;  // (suffix to check from the caller, token)
+// Classifies the strings of `trie` (tokens, or token suffixes) from a DFA
+// state with kBottom below it.
+class Classifier {
+ public:
+  Classifier(const TokenIndex& index, const TokenTrie& trie, bool has_caller)
+      : index_(index), trie_(trie), has_caller_(has_caller) {}
+
+  PositionMask run(LazyDfa& dfa, int32_t start, bool start_exited);
+
+ private:
+  // Every string below trie node `c` (depth `depth`), where no stack
+  // survives: accepted if the alternative ended exactly at its end,
+  // uncertain for each exit on the path, else rejected. Without a caller an
+  // exit can only end the text, so only strings ending there count.
+  void dead_subtree(int32_t c, int32_t depth, bool exited_at_c) {
+    if (!has_caller_) {
+      if (exited_at_c) {
+        for (int32_t id : trie_.ids_at(c)) accepted_.push_back(id);
+      }
+      return;
+    }
+    if (path_exits_.empty() && !exited_at_c) return;
+    const auto first = size_t(trie_.first_id[size_t(c)]);
+    const auto last = size_t(trie_.first_id[size_t(trie_.end[size_t(c)])]);
+    for (size_t e = first; e < last; ++e) {
+      const int32_t id = trie_.ids[e];
+      const int32_t offset = trie_.offset(e);
+      const std::string_view bytes = index_.bytes(id).substr(size_t(offset));
+      if (exited_at_c && int32_t(bytes.size()) == depth) {
+        accepted_.push_back(id);
+        continue;
+      }
+      for (int32_t k : path_exits_) uncertain_.push_back({bytes.substr(size_t(k)), id, offset + k});
+      if (exited_at_c) uncertain_.push_back({bytes.substr(size_t(depth)), id, offset + depth});
+    }
+  }
+
+  const TokenIndex& index_;
+  const TokenTrie& trie_;
+  const bool has_caller_;
+  std::vector<int32_t> accepted_;
+  std::vector<TrieEntry> uncertain_;  // suffixes to check from the caller
+  std::vector<int32_t> path_exits_;   // depths at which the alternative could end on the current path
 };
 
-// Every token below trie node `c` (depth `depth`), where no stack survives:
-// accepted if the alternative ended exactly at its end, uncertain for each
-// exit on the path, else rejected.
-// Without a caller, an exit can only end the text: only the tokens that end
-// exactly there count.
-void classify_dead_subtree(const TokenIndex& index, int32_t c, int32_t depth, bool exited_at_c,
-                           const std::vector<int32_t>& path_exits, bool has_caller, Classes& out) {
-  if (!has_caller) {
-    if (exited_at_c) {
-      for (int32_t id : index.text_trie().ids_at(c)) out.accepted.push_back(id);
-    }
-    return;
-  }
-  if (path_exits.empty() && !exited_at_c) return;
-  for (int32_t id : index.text_trie().ids_below(c)) {
-    const std::string_view bytes = index.bytes(id);
-    if (exited_at_c && int32_t(bytes.size()) == depth) {
-      out.accepted.push_back(id);
-      continue;
-    }
-    for (int32_t k : path_exits) out.uncertain.emplace_back(bytes.substr(size_t(k)), id);
-    if (exited_at_c) out.uncertain.emplace_back(bytes.substr(size_t(depth)), id);
-  }
-}
-
-}  // namespace
-
-PositionMask compute_position_mask(const FlatGrammar& g, const TokenIndex& index, int32_t pos) {
-  const TokenTrie& trie = index.text_trie();
-  LazyDfa dfa(g, pos);
-  const bool has_caller = g.has_caller[size_t(pos)];
-  Classes classes;
-  std::vector<int32_t> path_exits;  // depths at which p's alternative could end on the current path
+PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
   struct Frame {
     int32_t node, state, next_child, depth;
-    bool exited;  // whether this frame pushed onto path_exits
+    bool exited;  // whether this frame pushed onto path_exits_
   };
-  std::vector<Frame> frames{{0, LazyDfa::kStart, 1, 0, false}};
+  std::vector<Frame> frames{{0, start, 1, 0, start_exited}};
+  if (start_exited) {
+    path_exits_.push_back(0);
+    if (!has_caller_) {
+      for (int32_t id : trie_.ids_at(0)) accepted_.push_back(id);
+    }
+  }
   while (!frames.empty()) {
     Frame& f = frames.back();
-    if (f.next_child >= trie.end[size_t(f.node)]) {
-      if (f.exited) path_exits.pop_back();
+    if (f.next_child >= trie_.end[size_t(f.node)]) {
+      if (f.exited) path_exits_.pop_back();
       frames.pop_back();
       continue;
     }
     const int32_t c = f.next_child;
-    f.next_child = trie.end[size_t(c)];
+    f.next_child = trie_.end[size_t(c)];
     const int32_t depth = f.depth + 1;
-    const uint8_t b = trie.byte[size_t(c)];
-    if (!dfa.allowed(f.state).test(b)) {
-      classify_dead_subtree(index, c, depth, false, path_exits, has_caller, classes);
+    const uint8_t b = trie_.byte[size_t(c)];
+    if (dfa.dead(f.state) || !dfa.allowed(f.state).test(b)) {
+      dead_subtree(c, depth, false);
       continue;
     }
     bool exited = false;
     const int32_t next = dfa.step(f.state, b, exited);
     if (dfa.dead(next)) {
-      classify_dead_subtree(index, c, depth, exited, path_exits, has_caller, classes);
+      dead_subtree(c, depth, exited);
       continue;
     }
-    for (int32_t id : trie.ids_at(c)) classes.accepted.push_back(id);
-    if (!trie.has_children(c)) continue;
-    if (exited) path_exits.push_back(depth);
+    for (int32_t id : trie_.ids_at(c)) accepted_.push_back(id);
+    if (!trie_.has_children(c)) continue;
+    if (exited) path_exits_.push_back(depth);
     frames.push_back({c, next, c + 1, depth, exited});  // invalidates f
   }
 
   PositionMask m;
-  std::sort(classes.accepted.begin(), classes.accepted.end());
-  const size_t words = (size_t(index.vocab_size()) + 63) / 64;
-  if (classes.accepted.size() * 32 < size_t(index.vocab_size())) {
-    m.accepted_ids = std::move(classes.accepted);
+  std::sort(accepted_.begin(), accepted_.end());
+  accepted_.erase(std::unique(accepted_.begin(), accepted_.end()), accepted_.end());
+  const size_t words = (size_t(index_.vocab_size()) + 63) / 64;
+  if (accepted_.size() * 32 < size_t(index_.vocab_size())) {
+    m.accepted_ids = std::move(accepted_);
   } else {
     m.accepted_bits.assign(words, 0);
-    for (int32_t id : classes.accepted) set_bit(m.accepted_bits, id);
+    for (int32_t id : accepted_) set_bit(m.accepted_bits, id);
   }
-  if (!classes.uncertain.empty()) m.uncertain = build_trie(classes.uncertain);
+  if (!uncertain_.empty()) m.uncertain = build_trie(uncertain_, true);
   return m;
+}
+
+}  // namespace
+
+PositionMask compute_position_mask(const FlatGrammar& g, const TokenIndex& index, int32_t pos) {
+  LazyDfa dfa(g);
+  const int32_t start = dfa.start_at(pos);
+  return Classifier(index, index.text_trie(), g.has_caller(pos)).run(dfa, start, false);
+}
+
+PositionMask compute_return_mask(const FlatGrammar& g, const TokenIndex& index, const PositionMask& inner,
+                                 int32_t ret) {
+  LazyDfa dfa(g);
+  bool exited = false;
+  const int32_t start = dfa.start_after(ret, exited);
+  return Classifier(index, inner.uncertain, g.has_caller(ret)).run(dfa, start, exited);
 }
 
 void PositionMask::add_accepted(std::span<uint64_t> mask) const {

@@ -4,7 +4,7 @@
 
 namespace conveyor::grammar::detail {
 
-TokenTrie build_trie(std::vector<std::pair<std::string_view, int32_t>>& entries) {
+TokenTrie build_trie(std::vector<TrieEntry>& entries, bool keep_offsets) {
   std::sort(entries.begin(), entries.end());
   TokenTrie t;
   t.byte.push_back(0);
@@ -12,7 +12,7 @@ TokenTrie build_trie(std::vector<std::pair<std::string_view, int32_t>>& entries)
   std::vector<int32_t> count{0};  // [nodes] ids ending at each node
   std::vector<int32_t> path{0};   // path[d]: the node of the current string's first d bytes
   std::string_view previous;
-  for (const auto& [bytes, id] : entries) {
+  for (const auto& [bytes, id, offset] : entries) {
     size_t common = 0;
     while (common < bytes.size() && common < previous.size() && bytes[common] == previous[common]) ++common;
     // Close the nodes of the previous string below the common prefix: their
@@ -34,7 +34,11 @@ TokenTrie build_trie(std::vector<std::pair<std::string_view, int32_t>>& entries)
   t.first_id.assign(size_t(t.nodes()) + 1, 0);
   for (int32_t n = 0; n < t.nodes(); ++n) t.first_id[size_t(n) + 1] = t.first_id[size_t(n)] + count[size_t(n)];
   t.ids.reserve(entries.size());
-  for (const auto& e : entries) t.ids.push_back(e.second);
+  for (const auto& e : entries) t.ids.push_back(e.id);
+  if (keep_offsets) {
+    t.offsets.reserve(entries.size());
+    for (const auto& e : entries) t.offsets.push_back(e.offset);
+  }
   return t;
 }
 

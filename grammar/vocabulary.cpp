@@ -10,12 +10,12 @@ TokenIndex::TokenIndex(VocabularyBytes vocab) : tokens_(std::move(vocab.tokens))
   }
   std::sort(end_ids_.begin(), end_ids_.end());
   end_ids_.erase(std::unique(end_ids_.begin(), end_ids_.end()), end_ids_.end());
-  std::vector<std::pair<std::string_view, int32_t>> entries;
+  std::vector<detail::TrieEntry> entries;
   entries.reserve(tokens_.size());
   for (int32_t id = 0; id < vocab_size(); ++id) {
-    if (!tokens_[size_t(id)].empty() && !is_end(id)) entries.emplace_back(tokens_[size_t(id)], id);
+    if (!tokens_[size_t(id)].empty() && !is_end(id)) entries.push_back({tokens_[size_t(id)], id, 0});
   }
-  trie_ = detail::build_trie(entries);
+  trie_ = detail::build_trie(entries, false);
 }
 
 bool TokenIndex::is_end(int32_t id) const {
