@@ -35,7 +35,7 @@ Fail string_member(const json::object& o, std::string_view key, std::string_view
 Fail required_string(const json::object& o, std::string_view key, std::string_view field, std::string& out) {
   const json::string* s = nullptr;
   if (Fail f = string_member(o, key, field, s)) return f;
-  if (s == nullptr) return bad_request(cat({"'", field, "' is required"}), std::string(field));
+  if (s == nullptr) return bad_request(cat({"'", key, "' is required in '", field, "'"}), std::string(field));
   out.assign(s->data(), s->size());
   return {};
 }

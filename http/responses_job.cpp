@@ -112,9 +112,11 @@ void ResponsesJob::finish(const StreamEvent& last, std::vector<std::string>& out
     }
     if (open_message_ >= 0) r.output[size_t(open_message_)].status = item_status;
     close_message(out);
+    // A call the output cut short (max_output_tokens) is incomplete.
+    const std::string call_status = calls_ && !calls_->calls_complete() ? "incomplete" : "completed";
     for (int32_t at : call_items_) {
       OutputItem& call = r.output[size_t(at)];
-      call.status = "completed";
+      call.status = call_status;
       events.arguments_done(at, call);
       events.item_done(at, call);
     }

@@ -1,5 +1,6 @@
 // A real third-party client: the official `openai` npm package (Node.js)
-// streams a chat completion and a completion from `conveyor serve`.
+// streams a chat completion and a completion from `conveyor serve`, and
+// speaks the Responses API to it.
 //
 // The package is installed with `npm ci` from the pinned lockfile in
 // openai_client/ into the build tree on the first run (later runs reuse it).
@@ -39,7 +40,8 @@ std::string install_client(const fs::path& dir) {
   fs::create_directories(dir);
   const bool lock_unchanged = same_file_contents(fs::path(kClientSource) / "package-lock.json",
                                                  dir / "package-lock.json");
-  for (const char* f : {"package.json", "package-lock.json", "stream_check.mjs", "tool_check.mjs"})
+  for (const char* f : {"package.json", "package-lock.json", "stream_check.mjs", "tool_check.mjs",
+                        "responses_check.mjs"})
     fs::copy_file(fs::path(kClientSource) / f, dir / f, fs::copy_options::overwrite_existing);
   if (lock_unchanged && fs::exists(dir / "node_modules" / "openai" / "package.json")) return {};
   const auto r = run_process({kNpm, "ci", "--no-audit", "--no-fund", "--fetch-retries=1", "--fetch-timeout=30000"},
@@ -64,6 +66,29 @@ TEST(OpenAiNodeClient, StreamsChatAndCompletionFromConveyorServe) {
   EXPECT_EQ(r.exit_code, 0) << tail(r.output) << "\nserver log:\n" << server.log_tail();
   EXPECT_NE(r.output.find("\"failures\":[]"), std::string::npos) << tail(r.output);
   std::cout << tail(r.output, 1000) << "\n";
+  EXPECT_EQ(server.stop(), 0) << "conveyor serve did not exit cleanly on SIGTERM:\n" << server.log_tail();
+}
+
+// The Responses API (openai_client/responses_check.mjs) on a model with a
+// real vocabulary and chat template (Qwen's, which declares tools):
+// create, stream, previous_response_id with its KV reused, retrieve and
+// delete, text.format json_schema and function tools.
+TEST(OpenAiNodeClient, RespondsThroughTheResponsesApi) {
+  const std::string model = CONVEYOR_SHARED_MODELS "/tiny-qwen2-q4_k_m.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << model << " is not there (see ../shared/models/README.md)";
+  const fs::path dir = fs::path(kWorkDir) / "openai_client";
+  if (const std::string why = install_client(dir); !why.empty()) GTEST_SKIP() << why;
+
+  ServeProcess server(kConveyor, {"--model", model}, kWorkDir + "/openai_node_responses_serve.log");
+  std::string error;
+  ASSERT_TRUE(server.wait_ready(std::chrono::seconds(120), error)) << error;
+
+  const auto r = run_process({kNode, "responses_check.mjs"}, std::chrono::seconds(300),
+                             {"CONVEYOR_URL=" + server.url()}, dir.string());
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << tail(r.output) << "\nserver log:\n" << server.log_tail();
+  EXPECT_NE(r.output.find("\"failures\":[]"), std::string::npos) << tail(r.output);
+  std::cout << tail(r.output, 3000) << "\n";
   EXPECT_EQ(server.stop(), 0) << "conveyor serve did not exit cleanly on SIGTERM:\n" << server.log_tail();
 }
 
