@@ -20,6 +20,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev libspdlog-dev libopenblas-openmp-dev libssl-dev openssl
   libgtest-dev libgmock-dev
   python3-jinja2
+  json-schema-test-suite python3-jsonschema
   clang libclang-rt-14-dev
   prometheus
   chromium
