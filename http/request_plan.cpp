@@ -96,6 +96,11 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     if (auto e = check_prompt(ids, model, param)) return *e;
   }
   plan.sampling = request.sampling;
+  if (!request.tools_json.empty() && model.constraints) {  // required and named calls, auto's structural tag
+    auto compiled = tool_call_constraint(request, model.tool_format, *model.constraints);
+    if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
+    if (auto& tools = std::get<GrammarConstraint>(compiled)) plan.sampling.grammar = std::move(tools);
+  }
   if (request.constraint.kind != OutputConstraint::Kind::none) {
     const std::string& field = request.constraint.field;
     if (!model.constraints)
@@ -103,11 +108,6 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     auto compiled = model.constraints->compile(request.constraint);
     if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
     plan.sampling.grammar = std::get<GrammarConstraint>(std::move(compiled));
-  }
-  if (!request.tools_json.empty() && model.constraints) {  // required and named calls, auto's structural tag
-    auto compiled = tool_call_constraint(request, model.tool_format, *model.constraints);
-    if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
-    if (auto& tools = std::get<GrammarConstraint>(compiled)) plan.sampling.grammar = std::move(tools);
   }
   // Chat without a limit runs to the end of the context (the engine clamps it).
   if (request.chat && !request.max_tokens_given) plan.sampling.max_tokens = model.config.context_length;

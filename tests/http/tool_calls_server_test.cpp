@@ -1,0 +1,174 @@
+// Tool calls end to end in-process: a server on the embedded model (byte
+// vocabulary, plain template, so the Hermes syntax) answers forced calls
+// over a whole body with n = 2, SSE and the WebSocket. The model knows
+// nothing of tools: every call it makes is the constraint's doing, and each
+// must name a declared function with arguments its schema accepts.
+#include "tests/http/test_server.hpp"
+#include "tests/http/test_util.hpp"
+
+namespace conveyor::http::testing {
+namespace {
+
+namespace json = boost::json;
+
+class ToolCallsServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new TestServer(); }
+  static void TearDownTestSuite() { delete server_; }
+  static uint16_t port() { return server_->port(); }
+  static Response post(const json::object& body) {
+    return http_request(port(), "POST", "/v1/chat/completions", body_of(body),
+                        {{"Content-Type", "application/json"}});
+  }
+  static TestServer* server_;
+};
+TestServer* ToolCallsServer::server_ = nullptr;
+
+const json::array& tools() {
+  static const json::array t = json::parse(R"([
+    {"type": "function", "function": {"name": "set_alarm", "parameters": {"type": "object",
+       "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                      "label": {"type": "string", "maxLength": 8},
+                      "days": {"type": "array", "items": {"enum": ["mon", "tue"]}, "maxItems": 2}},
+       "required": ["hour", "label", "days"]}}},
+    {"type": "function", "function": {"name": "stop_alarm", "parameters": {"type": "object",
+       "properties": {"all": {"type": "boolean"}}, "required": ["all"]}}}])")
+                                 .as_array();
+  return t;
+}
+
+json::object request(json::value tool_choice) {
+  return {{"messages", json::array{json::object{{"role", "user"}, {"content", "Wake me at seven."}}}},
+          {"tools", tools()},
+          {"tool_choice", std::move(tool_choice)},
+          {"parallel_tool_calls", false},
+          {"max_tokens", 120},
+          {"seed", 3}};
+}
+
+// What the schemas promise of a call's arguments.
+void expect_valid_call(const std::string& name, const std::string& arguments) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(arguments, ec);
+  ASSERT_FALSE(ec) << arguments;
+  const json::object& args = v.as_object();
+  if (name == "set_alarm") {
+    ASSERT_EQ(args.size(), 3u) << arguments;
+    const int64_t hour = args.at("hour").as_int64();
+    EXPECT_TRUE(hour >= 0 && hour <= 23) << arguments;
+    EXPECT_LE(args.at("label").as_string().size(), 8u * 4) << arguments;  // 8 characters of at most 4 bytes
+    EXPECT_LE(args.at("days").as_array().size(), 2u) << arguments;
+    for (const json::value& d : args.at("days").as_array()) EXPECT_TRUE(d == "mon" || d == "tue") << arguments;
+  } else {
+    EXPECT_EQ(name, "stop_alarm");
+    ASSERT_EQ(args.size(), 1u) << arguments;
+    EXPECT_TRUE(args.at("all").is_bool()) << arguments;
+  }
+}
+
+TEST_F(ToolCallsServer, ForcedCallsInEveryChoice) {
+  json::object body = request("required");
+  body["n"] = 2;
+  const Response r = post(body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json::array choices = parse_object(r.body).at("choices").as_array();
+  ASSERT_EQ(choices.size(), 2u);
+  for (const json::value& c : choices) {
+    const json::object& message = c.at("message").as_object();
+    EXPECT_TRUE(message.at("content").is_null()) << r.body;
+    ASSERT_TRUE(message.contains("tool_calls")) << r.body;
+    const json::array& calls = message.at("tool_calls").as_array();
+    ASSERT_EQ(calls.size(), 1u) << r.body;
+    const json::object& fn = calls[0].at("function").as_object();
+    expect_valid_call(json::value_to<std::string>(fn.at("name")), json::value_to<std::string>(fn.at("arguments")));
+    EXPECT_EQ(c.at("finish_reason"), "tool_calls") << r.body;
+  }
+}
+
+TEST_F(ToolCallsServer, ANamedCallStreamsAsDeltas) {
+  json::object body = request(json::object{{"type", "function"}, {"function", json::object{{"name", "set_alarm"}}}});
+  body["stream"] = true;
+  const Response r = http_request(port(), "POST", "/v1/chat/completions", body_of(body),
+                                  {{"Content-Type", "application/json"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string name, arguments, finish;
+  int first_fragments = 0, fragments = 0;
+  for (const std::string& payload : sse_payloads(r.body)) {
+    if (payload == "[DONE]") continue;
+    const json::object chunk = parse_object(payload);
+    const json::object& choice = chunk.at("choices").as_array()[0].as_object();
+    const json::object& delta = choice.at("delta").as_object();
+    if (const json::value* calls = delta.if_contains("tool_calls")) {
+      for (const json::value& call : calls->as_array()) {
+        ++fragments;
+        EXPECT_EQ(call.at("index"), 0);
+        if (call.as_object().contains("id")) {
+          ++first_fragments;
+          name = json::value_to<std::string>(call.at("function").at("name"));
+        }
+        arguments += json::value_to<std::string>(call.at("function").at("arguments"));
+      }
+    }
+    if (!choice.at("finish_reason").is_null()) finish = json::value_to<std::string>(choice.at("finish_reason"));
+  }
+  EXPECT_EQ(first_fragments, 1);
+  EXPECT_GT(fragments, 2);  // the arguments came in pieces
+  EXPECT_EQ(name, "set_alarm");
+  expect_valid_call(name, arguments);
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ToolCallsServer, WebSocketChatCallsTools) {
+  WsClient ws(port());
+  ASSERT_TRUE(ws.connected());
+  json::object message = request("required");
+  message["id"] = 9;
+  ws.send(body_of(message));
+  std::string name, arguments;
+  json::object final_event;
+  while (auto text = ws.read()) {
+    json::object e = parse_object(*text);
+    if (e["type"] == "final") {
+      final_event = e;
+      break;
+    }
+    ASSERT_EQ(e["type"], "delta") << *text;
+    if (const json::value* calls = e.if_contains("tool_calls")) {
+      for (const json::value& call : calls->as_array()) {
+        if (call.as_object().contains("id")) name = json::value_to<std::string>(call.at("function").at("name"));
+        arguments += json::value_to<std::string>(call.at("function").at("arguments"));
+      }
+    }
+  }
+  EXPECT_EQ(final_event["finish_reason"], "tool_calls");
+  expect_valid_call(name, arguments);
+}
+
+TEST_F(ToolCallsServer, RefusalsNameTheField) {
+  const Response unknown = post(request(json::object{{"type", "function"}, {"function", json::object{{"name", "x"}}}}));
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(parse_object(unknown.body)["error"].as_object()["param"], "tool_choice") << unknown.body;
+  json::object both = request("required");
+  both["response_format"] = json::object{{"type", "json_object"}};
+  const Response conflict = post(both);
+  EXPECT_EQ(conflict.status, 400);
+  const json::object conflict_error = parse_object(conflict.body)["error"].as_object();
+  EXPECT_EQ(conflict_error.at("param"), "response_format") << conflict.body;
+  EXPECT_NE(std::string(conflict_error.at("message").as_string()).find("tool_choice"), std::string::npos)
+      << conflict.body;
+  json::object bad_schema = request("required");
+  bad_schema["tools"] = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters":
+      {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}}}}])");
+  const Response refused = post(bad_schema);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(parse_object(refused.body)["error"].as_object()["param"], "tools") << refused.body;
+  // tool_choice none: the tools are given, nothing is forced or read.
+  const Response none = post(request("none"));
+  ASSERT_EQ(none.status, 200) << none.body;
+  const json::object choice = parse_object(none.body).at("choices").as_array()[0].as_object();
+  EXPECT_FALSE(choice.at("message").as_object().contains("tool_calls"));
+  EXPECT_NE(choice.at("finish_reason"), "tool_calls");
+}
+
+}  // namespace
+}  // namespace conveyor::http::testing
