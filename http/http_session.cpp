@@ -418,11 +418,13 @@ void HttpSession::on_engine_event(uint64_t serial, int32_t choice, const StreamE
 
 void HttpSession::emit(std::vector<std::string>& payloads) {
   if (payloads.empty() || !job_ || !job_->streaming()) return;
+  // Framed first: queueing the header may drop the job (output past its bound).
+  std::string events = job_->frame_events(payloads);
   if (!sse_started_) {
     sse_started_ = true;
     queue_output(sse_header());
   }
-  queue_output(job_->frame_events(payloads));
+  queue_output(std::move(events));
 }
 
 void HttpSession::finish_job() {
