@@ -1,12 +1,12 @@
 #include "http/constraint_compiler.hpp"
 
+#include "grammar/json_schema.hpp"
 #include "grammar/regex.hpp"
-// TEMPORARY while grammar/'s compilers land (this session): remove the guards.
-#if __has_include("grammar/json_schema.hpp") && __has_include("grammar/gbnf.hpp") && __has_include("grammar/choices.hpp")
+// TEMPORARY while grammar/'s GBNF and choice compilers land (this session): remove the guards.
+#if __has_include("grammar/gbnf.hpp") && __has_include("grammar/choices.hpp")
 #define CONVEYOR_ALL_COMPILERS 1
 #include "grammar/choices.hpp"
 #include "grammar/gbnf.hpp"
-#include "grammar/json_schema.hpp"
 #endif
 
 namespace conveyor::http {
@@ -25,12 +25,14 @@ const char* kind_name(OutputConstraint::Kind kind) {
 }
 
 Expected<grammar::Grammar> build_grammar(const OutputConstraint& c) {
-#ifndef CONVEYOR_ALL_COMPILERS
-  if (c.kind == OutputConstraint::Kind::regex) return grammar::grammar_from_regex(c.source);
-  return make_error(Errc::unsupported, "this constraint's compiler is not built yet");
-#else
   grammar::JsonSchemaOptions options;
   options.strict = c.strict;
+#ifndef CONVEYOR_ALL_COMPILERS
+  if (c.kind == OutputConstraint::Kind::regex) return grammar::grammar_from_regex(c.source);
+  if (c.kind == OutputConstraint::Kind::json_object) return grammar::grammar_for_json_object(options);
+  if (c.kind == OutputConstraint::Kind::json_schema) return grammar::grammar_from_json_schema(c.source, options);
+  return make_error(Errc::unsupported, "this constraint's compiler is not built yet");
+#else
   switch (c.kind) {
     case OutputConstraint::Kind::json_object: return grammar::grammar_for_json_object(options);
     case OutputConstraint::Kind::json_schema: return grammar::grammar_from_json_schema(c.source, options);

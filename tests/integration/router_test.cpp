@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include "tests/http/test_client.hpp"
@@ -470,6 +471,66 @@ TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
   const auto r = ht::http_request(port, "POST", "/v1/completions", ht::body_of(completion(prompt_of(1), 4, false)));
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_NE(r.body.find("no engine node is available"), std::string::npos) << r.body;
+}
+
+
+// Constrained requests (a regular expression here) survive a killed node as
+// any request does: the node they move to compiles the grammar again from its
+// IR, which is what crosses the wire, and replays the tokens so far through
+// its matcher, so each stream ends where the grammar does with the text and
+// ids of an undisturbed run.
+TEST(RouterConstrained, KillNineOfANodeKeepsConstrainedStreamsExact) {
+  const std::string model = CONVEYOR_SHARED_MODELS "/tiny-llama3-q4_k_m.gguf";
+  if (!std::ifstream(model)) GTEST_SKIP() << model << " is missing";
+  std::vector<Node> nodes;
+  for (const char* name : {"g1", "g2"}) nodes.push_back(start_node(name, 0, model));
+  auto router = start_router({"--nodes", nodes_arg(nodes), "--policy", "least_loaded"}, "router_grammar", model);
+  const uint16_t port = router->port();
+  ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
+
+  const std::string pattern = "(yes|no)(, [a-z]{1,8}){40}\\.";
+  auto body = [&](int i, bool stream) {
+    return json::object{{"prompt", "Answer:"}, {"max_tokens", 1000}, {"temperature", 0.9}, {"seed", 500 + i},
+                        {"stream", stream}, {"return_token_ids", true},
+                        {"structured_outputs", json::object{{"regex", pattern}}}};
+  };
+  constexpr int kStreams = 8;
+  std::vector<Stream> streams(kStreams);
+  std::vector<std::string> texts(kStreams);
+  std::atomic<int> tokens_seen{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      Stream& s = streams[size_t(i)];
+      const auto r = ht::sse_request(port, "/v1/completions", ht::body_of(body(i, true)), [&](const std::string& p) {
+        if (p == "[DONE]") return true;
+        auto v = json::parse(p).as_object();
+        for (const auto& c : v.at("choices").as_array()) {
+          texts[size_t(i)] += std::string(c.at("text").as_string());
+          if (const auto* ids = c.as_object().if_contains("token_ids"))
+            for (int32_t id : ht::ids_of(*ids)) s.ids.push_back(id);
+          if (!c.at("finish_reason").is_null()) s.finish = std::string(c.at("finish_reason").as_string());
+        }
+        ++tokens_seen;
+        return true;
+      });
+      s.status = r.status;
+    });
+  }
+  ASSERT_TRUE(ht::eventually([&] { return tokens_seen.load() >= kStreams * 10; }, std::chrono::seconds(60)));
+  ::kill(nodes[0].process->pid(), SIGKILL);
+  for (auto& t : threads) t.join();
+
+  const std::regex re(pattern);
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(streams[size_t(i)].finish, "stop") << "stream " << i << ": " << texts[size_t(i)];
+    EXPECT_TRUE(std::regex_match(texts[size_t(i)], re)) << "stream " << i << ": " << texts[size_t(i)];
+    const auto direct = ht::http_request(nodes[1].process->port(), "POST", "/v1/completions",
+                                         ht::body_of(body(i, false)));
+    ASSERT_EQ(direct.status, 200) << direct.body;
+    EXPECT_EQ(streams[size_t(i)].ids, ids_of_response(direct)) << "stream " << i;
+  }
+  EXPECT_GT(ht::metric(port, "conveyor:router_failovers_total"), 0);
 }
 
 }  // namespace
