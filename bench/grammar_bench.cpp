@@ -26,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "grammar/json_schema.hpp"
 #include "grammar/matcher.hpp"
+#include "grammar/regex.hpp"
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
 #include "model/sampling/grammar_vocabulary.hpp"
@@ -46,130 +48,49 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
 }
 
-// JSON text: whitespace, strings with escapes and any UTF-8, numbers.
-struct JsonParts {
-  Element ws, string, number, integer, boolean;
-};
-
-JsonParts json_parts(GrammarBuilder& b) {
-  JsonParts j;
-  j.ws = b.star({b.codepoints({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}})});
-  const Element hex = b.codepoints({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-  Alternative escape = b.literal("\\");
-  escape.push_back(b.choice({{b.codepoints({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'},
-                                             {'n', 'n'}, {'r', 'r'}, {'t', 't'}})},
-                             {b.byte('u'), hex, hex, hex, hex}},
-                            "escape"));
-  const Element chr = b.choice({{b.codepoints({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, true)}, escape}, "char");
-  j.string = b.choice({{b.byte('"'), b.star({chr}), b.byte('"')}}, "string");
-  const Element digit = b.codepoints({{'0', '9'}});
-  j.integer = b.choice({{b.optional(b.literal("-")),
-                         b.choice({b.literal("0"), {b.codepoints({{'1', '9'}}), b.star({digit})}})}},
-                       "integer");
-  Alternative fraction = b.literal(".");
-  fraction.push_back(b.plus({digit}));
-  Alternative exponent{b.codepoints({{'e', 'e'}, {'E', 'E'}}), b.optional({b.codepoints({{'+', '+'}, {'-', '-'}})}),
-                       b.plus({digit})};
-  j.number = b.choice({{j.integer, b.optional(fraction), b.optional(exponent)}}, "number");
-  j.boolean = b.choice({b.literal("true"), b.literal("false")}, "boolean");
-  return j;
-}
-
-// "{" members "}" with the given (key, value) members in order, all required.
-Element json_object_of(GrammarBuilder& b, const JsonParts& j, const std::vector<std::pair<std::string, Element>>& members) {
-  Alternative alt{b.byte('{'), j.ws};
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (i) {
-      alt.push_back(b.byte(','));
-      alt.push_back(j.ws);
-    }
-    for (const Element& e : b.literal("\"" + members[i].first + "\"")) alt.push_back(e);
-    alt.insert(alt.end(), {j.ws, b.byte(':'), j.ws, members[i].second, j.ws});
-  }
-  alt.push_back(b.byte('}'));
-  return b.choice({alt}, "object");
-}
-
-Element json_array_of(GrammarBuilder& b, const JsonParts& j, Element item) {
-  Alternative more{b.byte(','), j.ws, item, j.ws};
-  return b.choice({{b.byte('['), j.ws, b.optional({item, j.ws, b.star(more)}), b.byte(']')}}, "array");
-}
-
-Grammar finish(GrammarBuilder&& b, int32_t root) {
-  auto g = std::move(b).build(root);
+Grammar must(conveyor::Expected<Grammar> g, const char* what) {
   if (!g) {
-    std::fprintf(stderr, "bench grammar: %s\n", g.error().message.c_str());
+    std::fprintf(stderr, "%s: %s\n", what, g.error().message.c_str());
     std::exit(1);
   }
   return std::move(*g);
 }
 
-// Any JSON object (response_format json_object).
-Grammar json_object_grammar() {
-  GrammarBuilder b;
-  const int32_t root = b.add_rule("root");
-  const int32_t value = b.add_rule("value");
-  const JsonParts j = json_parts(b);
-  Alternative member{j.string, j.ws, b.byte(':'), j.ws, b.rule_ref(value), j.ws};
-  Alternative more = {b.byte(','), j.ws};
-  more.insert(more.end(), member.begin(), member.end());
-  Alternative members = member;
-  members.push_back(b.star(more));
-  const Element object = b.choice({{b.byte('{'), j.ws, b.optional(members), b.byte('}')}}, "object");
-  Alternative more_values{b.byte(','), j.ws, b.rule_ref(value), j.ws};
-  const Element array =
-      b.choice({{b.byte('['), j.ws, b.optional({b.rule_ref(value), j.ws, b.star(more_values)}), b.byte(']')}}, "array");
-  for (const Element& e : {object, array, j.string, j.number, j.boolean}) b.add_alternative(value, {e});
-  b.add_alternative(value, b.literal("null"));
-  b.add_alternative(root, {object});
-  return finish(std::move(b), root);
-}
+// A nested schema: a person with an address, tags, scores and an enum.
+constexpr const char* kNestedSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "email": {"type": "string", "format": "email"},
+    "address": {"type": "object", "properties": {
+      "street": {"type": "string"}, "city": {"type": "string"},
+      "zip": {"type": "string", "pattern": "^[0-9]{5}$"}, "country": {"enum": ["FR", "DE", "US", "JP"]}},
+      "required": ["street", "city"]},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+    "scores": {"type": "array", "items": {"type": "number"}},
+    "active": {"type": "boolean"}
+  },
+  "required": ["name", "age", "address", "active"]
+})";
 
-// A nested schema: a person with an address, tags and scores.
-Grammar nested_schema_grammar() {
-  GrammarBuilder b;
-  const int32_t root = b.add_rule("root");
-  const JsonParts j = json_parts(b);
-  const Element address =
-      json_object_of(b, j, {{"street", j.string}, {"city", j.string}, {"zip", j.string}, {"country", j.string}});
-  const Element person = json_object_of(b, j,
-                                        {{"name", j.string},
-                                         {"age", j.integer},
-                                         {"email", j.string},
-                                         {"address", address},
-                                         {"tags", json_array_of(b, j, j.string)},
-                                         {"scores", json_array_of(b, j, j.number)},
-                                         {"active", j.boolean}});
-  b.add_alternative(root, {person});
-  return finish(std::move(b), root);
-}
-
-// A 20-property flat schema: the compile-time target.
-Grammar twenty_property_grammar() {
-  GrammarBuilder b;
-  const int32_t root = b.add_rule("root");
-  const JsonParts j = json_parts(b);
-  std::vector<std::pair<std::string, Element>> members;
+// A flat schema of 20 properties of every scalar type: the compile-time target.
+std::string twenty_property_schema() {
+  const char* types[] = {"string", "integer", "number", "boolean"};
+  std::string props, required;
   for (int i = 0; i < 20; ++i) {
-    const Element kinds[] = {j.string, j.integer, j.number, j.boolean};
-    members.emplace_back("field_" + std::to_string(i), kinds[i % 4]);
+    const std::string name = "\"field_" + std::to_string(i) + "\"";
+    props += (i ? ", " : "") + name + ": {\"type\": \"" + types[i % 4] + "\"}";
+    required += (i ? ", " : "") + name;
   }
-  b.add_alternative(root, {json_object_of(b, j, members)});
-  return finish(std::move(b), root);
+  return "{\"type\": \"object\", \"properties\": {" + props + "}, \"required\": [" + required + "]}";
 }
 
-// An ISO date-time then a free-text note: what a regex
-// `\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})? [A-Za-z ,.]{1,80}` compiles to.
-Grammar regex_like_grammar() {
-  GrammarBuilder b;
-  const int32_t root = b.add_rule("root");
-  const Element d = b.codepoints({{'0', '9'}});
-  Alternative alt{b.repeat({d}, 4, 4), b.byte('-'), d, d, b.byte('-'), d, d, b.byte('T'), d, d, b.byte(':'), d, d,
-                  b.optional({b.byte(':'), d, d}), b.byte(' '),
-                  b.repeat({b.codepoints({{'A', 'Z'}, {'a', 'z'}, {' ', ' '}, {',', ','}, {'.', '.'}})}, 1, 80)};
-  b.add_alternative(root, alt);
-  return finish(std::move(b), root);
-}
+// Strings of at most 100 characters: a bounded repetition, one grammar
+// position per character.
+constexpr const char* kMaxLengthSchema = R"({"type": "object", "properties": {
+  "title": {"type": "string", "maxLength": 100}, "summary": {"type": "string", "maxLength": 300}},
+  "required": ["title", "summary"]})";
 
 // A GBNF-style grammar: arithmetic expressions over numbers and names.
 //   root ::= expr ("\n" expr)*   expr ::= term (ws [-+] ws term)*
@@ -188,7 +109,7 @@ Grammar gbnf_like_grammar() {
   b.add_alternative(factor, {b.codepoints({{'a', 'z'}, {'A', 'Z'}, {'_', '_'}}),
                              b.star({b.codepoints({{'a', 'z'}, {'A', 'Z'}, {'_', '_'}, {'0', '9'}})})});
   b.add_alternative(factor, {b.byte('('), ws, b.rule_ref(expr), ws, b.byte(')')});
-  return finish(std::move(b), root);
+  return must(std::move(b).build(root), "gbnf");
 }
 
 struct WalkTimes {
@@ -259,8 +180,13 @@ int main(int argc, char** argv) {
   std::printf("%-14s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s\n", "grammar", "compile", "precompute",
               "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "pairs", "MB");
   const std::pair<const char*, std::function<Grammar()>> cases[] = {
-      {"json_object", json_object_grammar},   {"nested_schema", nested_schema_grammar},
-      {"20_properties", twenty_property_grammar}, {"regex", regex_like_grammar},
+      {"json_object", [] { return grammar_for_json_object(); }},
+      {"nested_schema", [] { return must(grammar_from_json_schema(kNestedSchema), "nested schema"); }},
+      {"20_properties", [] { return must(grammar_from_json_schema(twenty_property_schema()), "20 properties"); }},
+      {"max_length", [] { return must(grammar_from_json_schema(kMaxLengthSchema), "maxLength schema"); }},
+      {"regex_email", [] { return must(grammar_from_regex(R"([a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6})"), "regex"); }},
+      {"regex_bounded",
+       [] { return must(grammar_from_regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})? [A-Za-z ,.]{1,80})"), "regex"); }},
       {"gbnf", gbnf_like_grammar},
   };
   std::vector<std::pair<const char*, WalkTimes>> slowest;
