@@ -1,13 +1,20 @@
 // ToolCallStream: the byte-at-a-time reader of tool calls in model output
-// (tool_calls.hpp). Reading one byte at a time is what makes the result the
-// same however the output was cut into deltas: every decision depends only on
-// the bytes so far, never on where a delta ended.
+// (tool_calls.hpp): prose, the families' triggers and the syntax around
+// their calls here; the JSON of each call in tool_call_object.hpp. Reading
+// one byte at a time is what makes the result the same however the output
+// was cut into deltas: every decision depends only on the bytes so far,
+// never on where a delta ended.
 #include "http/tool_calls.hpp"
+
+#include "http/tool_call_object.hpp"
 
 namespace conveyor::http {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+using tool_call_detail::CallObjectReader;
+using tool_call_detail::ValueScanner;
+
+bool is_space(char c) { return tool_call_detail::is_json_space(c); }
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
@@ -22,66 +29,6 @@ std::string_view trigger_of(ToolCallFormat format) {
   return {};
 }
 
-// One JSON value, read a byte at a time; whitespace outside strings is
-// dropped from what it keeps.
-class ValueScanner {
- public:
-  enum class Step { more, done, done_unconsumed, error };
-
-  void reset() { *this = ValueScanner(); }
-  // The value's bytes so far, compact.
-  std::string& text() { return text_; }
-  bool is_string() const { return kind_ == Kind::string; }
-
-  Step push(char c) {
-    switch (kind_) {
-      case Kind::none:
-        if (is_space(c)) return Step::more;
-        text_.push_back(c);
-        if (c == '"') kind_ = Kind::string;
-        else if (c == '{' || c == '[') kind_ = Kind::container, depth_ = 1;
-        else if (c == '}' || c == ']' || c == ',' || c == ':') return Step::error;
-        else kind_ = Kind::scalar;
-        return Step::more;
-      case Kind::string:
-        text_.push_back(c);
-        if (escape_) escape_ = false;
-        else if (c == '\\') escape_ = true;
-        else if (c == '"') return Step::done;
-        return Step::more;
-      case Kind::container:
-        if (in_string_) {
-          text_.push_back(c);
-          if (escape_) escape_ = false;
-          else if (c == '\\') escape_ = true;
-          else if (c == '"') in_string_ = false;
-          return Step::more;
-        }
-        if (is_space(c)) return Step::more;
-        text_.push_back(c);
-        if (c == '"') in_string_ = true;
-        else if (c == '{' || c == '[') ++depth_;
-        else if (c == '}' || c == ']') {
-          if (--depth_ == 0) return Step::done;
-        }
-        return Step::more;
-      case Kind::scalar:
-        if (is_space(c) || c == ',' || c == '}' || c == ']') return Step::done_unconsumed;
-        text_.push_back(c);
-        return Step::more;
-    }
-    return Step::error;
-  }
-
- private:
-  enum class Kind : uint8_t { none, string, container, scalar };
-  Kind kind_ = Kind::none;
-  int depth_ = 0;
-  bool in_string_ = false;
-  bool escape_ = false;
-  std::string text_;
-};
-
 }  // namespace
 
 struct ToolCallStream::State {
@@ -95,10 +42,6 @@ struct ToolCallStream::State {
     mistral_name,  // the newer form: the name, then [ARGS] (often dropped by decoding) and the object
     mistral_args,  // the newer form: the arguments' value
   };
-  // Where a call object is: before '{', between keys, inside a key, before
-  // ':', inside a value, after a value.
-  enum class Obj : uint8_t { open, key, in_key, colon, value, after_value };
-
   ToolCallFormat format;
   IdMaker make_id;
   std::string_view trigger;
@@ -118,14 +61,10 @@ struct ToolCallStream::State {
   bool committed_since_trigger = false;
 
   // The call being read.
-  Obj obj = Obj::open;
-  std::string key;
-  bool key_escape = false;
-  ValueScanner value;
-  enum class Sink : uint8_t { name, arguments, skip } sink = Sink::skip;
-  std::string name;
+  CallObjectReader object;
+  std::string mistral_name;       // the newer Mistral form's name
+  ValueScanner mistral_arguments; // and its arguments
   std::string pending_arguments;  // arguments read before the name
-  bool has_arguments = false;
   bool committed = false;         // this call's first fragment went out
   size_t close_matched = 0;       // hermes_close: bytes of </tool_call> matched; mistral_name: of [ARGS]
 
@@ -167,11 +106,11 @@ void emit_arguments(State& s, std::string_view piece, ToolCallOutput& out) {
   out.calls.back().arguments.append(piece);
 }
 
-void commit(State& s, ToolCallOutput& out) {
+void commit(State& s, const std::string& name, ToolCallOutput& out) {
   ToolCallDelta d;
   d.index = s.calls++;
   d.id = s.make_id();
-  d.name = s.name;
+  d.name = name;
   d.first = true;
   d.arguments = std::move(s.pending_arguments);
   s.pending_arguments.clear();
@@ -182,12 +121,9 @@ void commit(State& s, ToolCallOutput& out) {
 }
 
 void start_object(State& s) {
-  s.obj = State::Obj::open;
-  s.name.clear();
+  s.object.reset();
   s.pending_arguments.clear();
-  s.has_arguments = false;
   s.committed = false;
-  s.value.reset();
 }
 
 // Back to prose. After a call, nothing was said yet in the new segment.
@@ -206,103 +142,19 @@ void give_back(State& s, ToolCallOutput& out) {
   say(s, raw, out);
 }
 
-// The object of a call ended.
-bool end_object(State& s, ToolCallOutput& out) {
-  if (!s.committed) {
-    if (s.name.empty()) return false;
-    commit(s, out);
-  }
-  if (!s.has_arguments) emit_arguments(s, "{}", out);
+// One byte of a call object; false when it cannot be one. `done`: it closed.
+bool object_byte(State& s, char c, ToolCallOutput& out, bool& done) {
+  const CallObjectReader::Read r = s.object.push(c);
+  if (r.step == CallObjectReader::Step::error) return false;
+  if (s.committed) emit_arguments(s, r.arguments, out);
+  else s.pending_arguments.append(r.arguments);
+  if (r.named && !s.committed) commit(s, s.object.name(), out);
+  if (r.step != CallObjectReader::Step::done) return true;
+  if (!s.committed) return false;  // an object without a name is not a call
+  if (!s.object.has_arguments()) emit_arguments(s, "{}", out);
   s.raw.clear();
+  done = true;
   return true;
-}
-
-void begin_value(State& s) {
-  s.value.reset();
-  if (s.key == "name") s.sink = State::Sink::name;
-  else if (s.key == "arguments" || s.key == "parameters") s.sink = State::Sink::arguments;
-  else s.sink = State::Sink::skip;
-}
-
-// The value of the current key ended (its text is in s.value).
-bool end_value(State& s, ToolCallOutput& out) {
-  std::string& text = s.value.text();
-  if (s.sink == State::Sink::name) {
-    if (!s.value.is_string() || text.size() < 2 || text.find('\\') != std::string::npos) return false;
-    s.name = text.substr(1, text.size() - 2);
-    if (s.name.empty()) return false;
-    if (!s.committed) commit(s, out);
-  } else if (s.sink == State::Sink::arguments) {
-    s.has_arguments = true;
-  }
-  return true;
-}
-
-// One byte of a call object. Returns false when it cannot be one.
-bool object_byte(State& s, char c, ToolCallOutput& out, bool& object_done) {
-  using Obj = State::Obj;
-  switch (s.obj) {
-    case Obj::open:
-      if (is_space(c)) return true;
-      if (c != '{') return false;
-      s.obj = Obj::key;
-      return true;
-    case Obj::key:
-      if (is_space(c)) return true;
-      if (c == '}') {
-        object_done = true;
-        return end_object(s, out);
-      }
-      if (c != '"') return false;
-      s.key.clear();
-      s.obj = Obj::in_key;
-      return true;
-    case Obj::in_key:
-      if (s.key_escape) {
-        s.key_escape = false;
-        s.key.push_back(c);
-      } else if (c == '\\') {
-        s.key_escape = true;
-      } else if (c == '"') {
-        s.obj = Obj::colon;
-      } else {
-        s.key.push_back(c);
-      }
-      return true;
-    case Obj::colon:
-      if (is_space(c)) return true;
-      if (c != ':') return false;
-      begin_value(s);
-      s.obj = Obj::value;
-      return true;
-    case Obj::value: {
-      const size_t before = s.value.text().size();
-      const ValueScanner::Step step = s.value.push(c);
-      if (step == ValueScanner::Step::error) return false;
-      if (s.sink == State::Sink::arguments && step != ValueScanner::Step::done_unconsumed) {
-        const std::string_view added = std::string_view(s.value.text()).substr(before);
-        if (s.committed) emit_arguments(s, added, out);
-        else s.pending_arguments.append(added);
-      }
-      if (step == ValueScanner::Step::more) return true;
-      if (!end_value(s, out)) return false;
-      s.obj = Obj::after_value;
-      if (step == ValueScanner::Step::done) return true;
-      return object_byte(s, c, out, object_done);  // the byte that ended a number
-    }
-    case Obj::after_value:
-      if (is_space(c)) return true;
-      if (c == ',') {
-        s.obj = Obj::key;
-        return true;
-      }
-      if (c == '}') {
-        object_done = true;
-        return end_object(s, out);
-      }
-      return false;
-  }
-  return false;
 }
 
 void content_byte(State& s, char c, ToolCallOutput& out);
@@ -349,7 +201,7 @@ bool call_byte(State& s, char c, ToolCallOutput& out) {
       }
       if (!is_name_char(c)) return false;
       start_object(s);
-      s.name.push_back(c);
+      s.mistral_name.assign(1, c);
       s.close_matched = 0;
       s.mode = Mode::mistral_name;
       return true;
@@ -368,7 +220,7 @@ bool call_byte(State& s, char c, ToolCallOutput& out) {
     case Mode::mistral_name: {
       static constexpr std::string_view kArgs = "[ARGS]";
       if (s.close_matched == 0 && is_name_char(c)) {
-        s.name.push_back(c);
+        s.mistral_name.push_back(c);
         return true;
       }
       if (s.close_matched < kArgs.size() && c == kArgs[s.close_matched]) {
@@ -378,21 +230,17 @@ bool call_byte(State& s, char c, ToolCallOutput& out) {
       if (s.close_matched != 0 && s.close_matched != kArgs.size()) return false;
       if (is_space(c)) return true;
       if (c != '{') return false;
-      commit(s, out);
-      s.sink = State::Sink::arguments;
-      s.value.reset();
+      commit(s, s.mistral_name, out);
+      s.mistral_arguments.reset();
       s.mode = Mode::mistral_args;
       return call_byte(s, c, out);
     }
     case Mode::mistral_args: {
-      const size_t before = s.value.text().size();
-      const ValueScanner::Step step = s.value.push(c);
+      const size_t before = s.mistral_arguments.text().size();
+      const ValueScanner::Step step = s.mistral_arguments.push(c);
       if (step == ValueScanner::Step::error || step == ValueScanner::Step::done_unconsumed) return false;
-      emit_arguments(s, std::string_view(s.value.text()).substr(before), out);
-      if (step == ValueScanner::Step::done) {
-        s.has_arguments = true;
-        to_content(s, true);
-      }
+      emit_arguments(s, std::string_view(s.mistral_arguments.text()).substr(before), out);
+      if (step == ValueScanner::Step::done) to_content(s, true);
       return true;
     }
     case Mode::content: break;
