@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -19,6 +20,8 @@ struct Scratch {
   std::vector<float> weights;  // [vocab] unnormalised probabilities
   std::vector<sampling::Candidate> candidates;
   std::vector<uint64_t> mask;  // [vocab / 64] the grammar's allowed tokens
+  std::vector<int32_t> allowed_ids;   // a sparse mask's tokens, in id order
+  std::vector<float> allowed_logits;  // and their logits
 };
 
 Scratch& scratch() {
@@ -58,9 +61,12 @@ SampleResult Sampler::sample(std::span<float> logits) {
   if (want_logprobs) s.raw.assign(logits.begin(), logits.end());
 
   apply_penalties(logits);
-  apply_grammar(logits);
   SampleResult result;
-  result.token = is_greedy() ? sampling::argmax(logits) : sample_random(logits);
+  if (matcher_) {
+    result.token = sample_constrained(logits);
+  } else {
+    result.token = is_greedy() ? sampling::argmax(logits) : sample_random(logits);
+  }
 
   if (want_logprobs) fill_logprobs(s.raw, result);
   record(result.token);
@@ -89,21 +95,62 @@ void Sampler::apply_penalties(std::span<float> logits) const {
   }
 }
 
-void Sampler::apply_grammar(std::span<float> logits) const {
-  if (!matcher_) return;
+int32_t Sampler::sample_constrained(std::span<float> logits) {
+  Scratch& s = scratch();
+  const size_t n = fill_grammar_mask(logits.size());
+  size_t allowed = 0;
+  for (uint64_t bits : s.mask) allowed += size_t(std::popcount(bits));
+  if (allowed == 0 || allowed * 16 >= n) {
+    mask_logits(logits);
+    return is_greedy() ? sampling::argmax(logits) : sample_random(logits);
+  }
+  // Few tokens allowed (punctuation, keys, enum values): sample among them
+  // alone. They keep their id order, so the distribution and the draw are
+  // those of the masked row, without a pass over the whole vocabulary.
+  s.allowed_ids.clear();
+  s.allowed_logits.clear();
+  for (size_t w = 0; w < s.mask.size(); ++w) {
+    for (uint64_t bits = s.mask[w]; bits != 0; bits &= bits - 1) {
+      const size_t t = w * 64 + size_t(std::countr_zero(bits));
+      if (t >= n) break;
+      s.allowed_ids.push_back(int32_t(t));
+      s.allowed_logits.push_back(logits[t]);
+    }
+  }
+  const std::span<float> compact(s.allowed_logits);
+  const int32_t i = is_greedy() ? sampling::argmax(compact) : sample_random(compact);
+  return s.allowed_ids[size_t(i)];
+}
+
+size_t Sampler::fill_grammar_mask(size_t row) const {
   std::vector<uint64_t>& mask = scratch().mask;
   const auto known = size_t(matcher_->vocab_size());
   mask.assign((known + 63) / 64, 0);
   matcher_->fill_mask(mask);
+  return std::min(known, row);
+}
+
+void Sampler::apply_grammar(std::span<float> logits) const {
+  if (!matcher_) return;
+  fill_grammar_mask(logits.size());
+  mask_logits(logits);
+}
+
+void Sampler::mask_logits(std::span<float> logits) const {
+  const std::vector<uint64_t>& mask = scratch().mask;
+  const size_t known = std::min(size_t(matcher_->vocab_size()), logits.size());
   constexpr float kNever = -std::numeric_limits<float>::infinity();
   // Rows wider than the tokenizer's vocabulary (padded classifiers): the
   // extra ids are no text, never allowed.
   for (size_t t = known; t < logits.size(); ++t) logits[t] = kNever;
-  const size_t n = std::min(known, logits.size());
-  for (size_t w = 0; w * 64 < n; ++w) {
+  for (size_t w = 0; w * 64 < known; ++w) {
     const uint64_t bits = mask[w];
     if (bits == ~uint64_t(0)) continue;
-    const size_t end = std::min(n, w * 64 + 64);
+    const size_t end = std::min(known, w * 64 + 64);
+    if (bits == 0) {
+      std::fill(logits.begin() + long(w * 64), logits.begin() + long(end), kNever);
+      continue;
+    }
     for (size_t t = w * 64; t < end; ++t)
       if (!((bits >> (t - w * 64)) & 1)) logits[t] = kNever;
   }

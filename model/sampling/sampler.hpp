@@ -164,6 +164,13 @@ class Sampler {
   // Uniform in [0, 1), built from 53 generator bits so that a seed gives the
   // same draws with any standard library.
   double uniform();
+  // Steps 3 to 5 under a grammar: on the allowed tokens alone when they are
+  // few, else on the row with the others at -inf.
+  int32_t sample_constrained(std::span<float> logits);
+  // The grammar's mask for a row of `row` logits into the thread's scratch;
+  // returns how many of the row's ids the vocabulary covers.
+  size_t fill_grammar_mask(size_t row) const;
+  void mask_logits(std::span<float> logits) const;  // with the scratch mask
   // Steps 3 to 5 for a positive temperature, on the penalised logits.
   int32_t sample_random(std::span<const float> logits);
   void fill_logprobs(std::span<const float> raw, SampleResult& result);
