@@ -226,4 +226,24 @@ Element ExprLowering::json_chars(const std::vector<CodepointRange>& set) {
   return b_.choice(std::move(alts), "jchar");
 }
 
+bool matches_some_text(const Grammar& g) {
+  std::vector<bool> productive(g.rules.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      if (productive[r]) continue;
+      for (const Alternative& alt : g.rules[r].alternatives) {
+        const bool ok = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
+          return e.kind == Element::Kind::rule ? productive[size_t(e.index)] : !g.byte_sets[size_t(e.index)].empty();
+        });
+        if (ok) {
+          productive[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return productive[size_t(g.root)];
+}
+
 }  // namespace conveyor::grammar

@@ -89,4 +89,8 @@ class ExprLowering {
   std::map<std::vector<CodepointRange>, Element> class_cache_;  // normalized set -> element
 };
 
+// Whether g's root matches some finite text: `root ::= "a" root` does not,
+// nor a schema whose branches all contradict themselves.
+bool matches_some_text(const Grammar& g);
+
 }  // namespace conveyor::grammar

@@ -559,25 +559,6 @@ Expected<Element> SchemaCompiler::compile_array(const json::object& s, const std
   return b_.choice(std::move(alts), "array");
 }
 
-// Whether the root can match some text: a schema like {"allOf": [{"type":
-// "string"}, {"type": "number"}]} compiles to a grammar without any.
-bool matches_something(const Grammar& g) {
-  std::vector<bool> productive(g.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.rules.size(); ++r) {
-      if (productive[r]) continue;
-      for (const Alternative& alt : g.rules[r].alternatives) {
-        const bool ok = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
-          return e.kind == Element::Kind::rule ? productive[size_t(e.index)] : !g.byte_sets[size_t(e.index)].empty();
-        });
-        if (ok) { productive[r] = changed = true; break; }
-      }
-    }
-  }
-  return productive[size_t(g.root)];
-}
-
 }  // namespace
 
 Expected<Element> add_json_schema(GrammarBuilder& b, const json::value& schema, const JsonSchemaOptions& options) {
@@ -596,7 +577,7 @@ Expected<Grammar> grammar_from_json_schema(std::string_view schema_json, const J
   b.add_alternative(root, {*element});
   auto g = std::move(b).build(root);
   if (!g) return make_error(Errc::invalid_argument, "json_schema: " + g.error().message);
-  if (!matches_something(*g)) return make_error(Errc::invalid_argument, "json_schema: the schema matches no JSON value");
+  if (!matches_some_text(*g)) return make_error(Errc::invalid_argument, "json_schema: the schema matches no JSON value");
   return g;
 }
 

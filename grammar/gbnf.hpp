@@ -1,0 +1,34 @@
+// GBNF, llama.cpp's grammar syntax, compiled to the grammar IR.
+//
+//   root   ::= greeting (" " name)? "!"     # `root` is the start rule
+//   greeting ::= "hello" | "hi"
+//   name   ::= [A-Z] [a-z]{1,15}
+//
+// Rules: `name ::= alternatives`, one a line; a rule continues onto further
+// lines only inside parentheses or after `|`... as llama.cpp reads it: a
+// newline outside parentheses ends the rule. Names: letters, digits, '-'
+// and '_'. Elements: "literals" and [classes] ([^...] negated, a-z ranges)
+// with the escapes \n \r \t \\ \" \[ \] \- \xHH \uHHHH \UHHHHHHHH; `.` (any
+// character); rule names; ( groups ). Postfix * + ? {m} {m,} {m,n} {,n}.
+// Comments run from # to the end of the line. Text is UTF-8; classes and
+// `.` match characters (code points), not bytes.
+//
+// Refused with the line and column: a reference to a rule never defined, a
+// rule defined twice, no `root` rule, left recursion (naming the cycle:
+// the matcher cannot run it), counts above kMaxRepeatCount, llama.cpp's
+// token references (<...>), and syntax errors. A repetition of something
+// that can match nothing (`("a"?)*`) is fine: it is lowered as the
+// repetition of its non-empty strings.
+#pragma once
+
+#include <string_view>
+
+#include "base/status.hpp"
+#include "grammar/grammar.hpp"
+
+namespace conveyor::grammar {
+
+// Errors: Errc::invalid_argument, "gbnf: <what> (line L, column C)".
+Expected<Grammar> grammar_from_gbnf(std::string_view text);
+
+}  // namespace conveyor::grammar

@@ -1,0 +1,115 @@
+// GBNF to grammars: llama.cpp's syntax (the grammars it ships are of this
+// shape), accept/refuse tables through earley.hpp, and the errors, which
+// give the line and column.
+#include "grammar/gbnf.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/grammar/earley.hpp"
+
+namespace conveyor::grammar {
+namespace {
+
+using testing::earley_accepts;
+
+Grammar compile_gbnf(std::string_view text) {
+  auto g = grammar_from_gbnf(text);
+  EXPECT_TRUE(g) << g.error().message;
+  return g ? *g : Grammar{};
+}
+
+// llama.cpp's grammars/json.gbnf, as it ships.
+constexpr const char* kJsonGbnf = R"(root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+
+TEST(Gbnf, LlamaCppJsonGrammar) {
+  const Grammar g = compile_gbnf(kJsonGbnf);
+  for (const char* s : {R"({})", R"({"a": [1, 2.5, "x\n\u00e9"], "b": {"c": null}})", "{\n  \"k\": true\n}"}) {
+    EXPECT_TRUE(earley_accepts(g, s)) << s;
+  }
+  for (const char* s : {R"([])", R"({"a" 1})", R"({"a": tru})", "{\"a\": \"\x01\"}"}) {
+    EXPECT_FALSE(earley_accepts(g, s)) << s;
+  }
+}
+
+TEST(Gbnf, ElementsAndRepetition) {
+  const Grammar g = compile_gbnf(R"(
+# a comment line
+root ::= greeting (" " name)? "!" tail-part   # trailing comment
+greeting ::= "hello" | "hi" |
+    "\x48ey"
+name ::= [A-Z] [a-z]{1,3}
+tail-part ::= [^a-z\n]* "." [0-9]{2,} "\u00e9" x_y{,2}
+x_y ::= "\[" . "\]"
+)");
+  for (const char* s : {"hi!.12\xC3\xA9", "hello Bob!XY.123\xC3\xA9", "Hey Ann!.00\xC3\xA9[\xE2\x82\xAC]", "hi!.99\xC3\xA9[a][b]"}) {
+    EXPECT_TRUE(earley_accepts(g, s)) << s;
+  }
+  for (const char* s : {"hi !.12\xC3\xA9", "hello B!.12\xC3\xA9", "hello Bobby!.12\xC3\xA9", "hi!.1\xC3\xA9",
+                        "hi!a.12\xC3\xA9", "hi!.12\xC3\xA9[a][b][c]"}) {
+    EXPECT_FALSE(earley_accepts(g, s)) << s;
+  }
+}
+
+TEST(Gbnf, RepetitionOfNullableItemsIsNotLeftRecursive) {
+  const Grammar g = compile_gbnf("root ::= (\"a\"? \"b\"?)* opt+ \"c\"\nopt ::= \"x\"?\n");
+  for (const char* s : {"c", "abbac", "xxc", "aac"}) EXPECT_TRUE(earley_accepts(g, s)) << s;
+  for (const char* s : {"", "ca", "xcx"}) EXPECT_FALSE(earley_accepts(g, s)) << s;
+}
+
+TEST(Gbnf, ErrorsGiveLineAndColumn) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"root ::= foo\n", "gbnf: rule 'foo' is not defined (line 1, column 10)"},
+      {"start ::= \"a\"\n", "gbnf: no rule 'root'"},
+      {"root ::= \"a\"\nroot ::= \"b\"\n", "rule 'root' is defined twice (first at line 1, column 1) (line 2, column 1)"},
+      {"root ::= expr\nexpr ::= term \"+\" expr | term\nterm ::= expr \"*\" | \"1\"\n",
+       "rule 'expr' is left-recursive: expr -> term -> expr (line 2, column 1)"},
+      {"root ::= x? root \"a\" | \"b\"\nx ::= \"x\"\n", "rule 'root' is left-recursive: root -> root (line 1, column 1)"},
+      {"root ::= \"a\" root\n", "rule 'root' matches no finite text"},
+      {"root ::= \"abc\n", "unterminated string literal (line 1, column 14)"},
+      {"root ::= [abc", "unterminated character class (line 1, column 14)"},
+      {"root ::= [z-a]\n", "range out of order"},
+      {"root ::= (\"a\" \n", "expected ')'"},
+      {"root := \"a\"\n", "expected '::=' after the rule name (line 1, column 6)"},
+      {"root ::= * \"a\"\n", "expected something to repeat before '*' (line 1, column 10)"},
+      {"root ::= \"a\"{3,1}\n", "repetition {m,n} with n < m"},
+      {"root ::= \"a\"{100000}\n", "repetition count above 10000"},
+      {"root ::= \"\\q\"\n", "unknown escape '\\q'"},
+      {"root ::= <think>\n", "token references (<...>) are not supported"},
+      {"root ::= \"a\" )\n", "expected the end of the line (line 1, column 14)"},
+      {"  ::= \"a\"\n", "expected a rule name (line 1, column 3)"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto g = grammar_from_gbnf(text);
+    ASSERT_FALSE(g) << text;
+    EXPECT_EQ(g.error().code, Errc::invalid_argument);
+    EXPECT_NE(g.error().message.find(message), std::string::npos) << text << "\n" << g.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::grammar
