@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -262,6 +264,45 @@ TEST(ToolCallsStreaming, EveryCutOfMixedTextReadsAsTheWhole) {
       {kMistral, "Calling: [TOOL_CALLS] [ {\"name\": \"f\", \"arguments\": {\"k\": [1, {\"x\": \"y\"}]}} ] done"},
   };
   for (const auto& [format, text] : cases) expect_split_invariant(format, text);
+}
+
+// Random texts built from the formats' pieces (triggers, brackets, keys,
+// quotes, escapes, prose): whatever the model writes, streaming in any cuts
+// reads as the whole does, and parse_tool_calls gives only calls whose
+// arguments are JSON objects, or else the text as written.
+TEST(ToolCallsStreaming, RandomTextsReadTheSameInAnyCuts) {
+  const std::vector<std::string> pieces = {
+      "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<tool_", "{", "}", "[", "]",
+      "\"name\"", "\"arguments\"", "\"parameters\"", ": ", ":", ", ", ",", "\"f\"", "\"g-1\"", "\"\\\"\"",
+      "\"x y\"", "12", "-3.5e2", "true", "null", " ", "\n", ";", "é", "prose", "<", "\\", "\""};
+  std::mt19937 rng(20261202);
+  int with_calls = 0, without = 0;
+  for (ToolCallFormat format : {kHermes, kLlama, kMistral}) {
+    for (int round = 0; round < 400; ++round) {
+      std::string text;
+      // Often a well-formed call in the family's syntax, then noise.
+      if (round % 2 == 0) {
+        const std::string call = "{\"name\": \"f\", \"arguments\": {\"a\": [1, \"}\"]}}";
+        text = format == kHermes ? "<tool_call>" + call + "</tool_call>" : format == kMistral ? "[" + call + "]" : call;
+      }
+      const int n = int(rng() % 12);
+      for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+      const Streamed whole = stream(format, text, {});
+      std::vector<size_t> cuts;
+      for (size_t at = 1 + rng() % 3; at < text.size(); at += 1 + rng() % 4) cuts.push_back(at);
+      expect_same(stream(format, text, cuts), whole, text);
+      expect_same(stream_bytes(format, text), whole, text);
+      const ParsedAnswer a = parse(format, text);
+      for (const ToolCall& call : a.calls) {
+        boost::system::error_code ec;
+        EXPECT_TRUE(boost::json::parse(call.arguments, ec).is_object() && !ec) << text;
+      }
+      if (a.calls.empty()) EXPECT_EQ(a.content, text);  // not calls: the text as written
+      ++(a.calls.empty() ? without : with_calls);
+    }
+  }
+  EXPECT_GT(with_calls, 100);  // both kinds of text were exercised
+  EXPECT_GT(without, 100);
 }
 
 TEST(ToolCallFormats, DetectedFromTheTemplateOrSet) {
