@@ -6,9 +6,10 @@
 // conversation up to and including the response's output, as chat messages
 // (the request's `instructions` excluded: OpenAI does not carry them over),
 // and the name of the engine session its conversation runs under
-// (GenerateRequest::session): a continued response runs under the same
-// session, so the KV blocks of the previous turn are still there and its
-// prompt is not computed again.
+// (GenerateRequest::session) with the tokens of its prompt and answer: a
+// continued response runs under the same session and starts with those
+// tokens (responses_continuation.hpp), so the KV blocks of the previous turn
+// are still there and its prompt is not computed again.
 //
 // Bounds: an entry lives `ttl_seconds` from when it was stored; past
 // `max_responses` entries or `max_bytes` (an estimate of the text held) the
@@ -25,6 +26,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
@@ -48,6 +50,7 @@ struct StoredResponse {
   std::string json;                       // the response object, as GET returns it
   std::vector<ChatMessage> conversation;  // everything before it and its output
   std::string session;                    // the engine session of its conversation
+  std::vector<int32_t> tokens;            // its prompt and answer as the engine computed them
 };
 
 struct ResponseStoreLimits {

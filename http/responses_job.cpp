@@ -17,7 +17,7 @@ void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std
   if (done_ || index != 0) return;
   if (e.finish == FinishReason::error) return fail(from_engine_error(e.error_code, e.message), out);
   if (!started_) start(out);
-  received_tokens_ += int32_t(e.token_ids.size());
+  generated_.insert(generated_.end(), e.token_ids.begin(), e.token_ids.end());
   if (!spec_.stream) {
     text_ += e.text;
   } else if (calls_) {
@@ -86,8 +86,8 @@ void ResponsesJob::finish(const StreamEvent& last, std::vector<std::string>& out
   if (last.finish == FinishReason::length) r.incomplete_reason = "max_output_tokens";
   if (last.finish == FinishReason::cancelled) r.incomplete_reason = cancel_reason_.empty() ? "cancelled" : cancel_reason_;
   const std::string item_status = complete ? "completed" : "incomplete";
-  r.usage = ResponseUsage{spec_.prompt_tokens, last.cached_prompt_tokens,
-                          std::max<int64_t>(last.completion_tokens, received_tokens_)};
+  r.usage = ResponseUsage{int64_t(spec_.prompt.size()), last.cached_prompt_tokens,
+                          std::max<int64_t>(last.completion_tokens, int64_t(generated_.size()))};
 
   if (!spec_.stream) {
     std::optional<std::string> content = text_;
@@ -164,15 +164,19 @@ void ResponsesJob::store() {
     }
   }
   if (!calls.empty()) answer.tool_calls_json = boost::json::serialize(calls);
-  StoredResponse stored{r.id, response_json(r), std::move(spec_.conversation), spec_.session};
-  if (r.status != "failed") stored.conversation.push_back(std::move(answer));
+  StoredResponse stored{r.id, response_json(r), std::move(spec_.conversation), spec_.session, {}};
+  if (r.status != "failed") {
+    stored.conversation.push_back(std::move(answer));
+    stored.tokens = std::move(spec_.prompt);
+    stored.tokens.insert(stored.tokens.end(), generated_.begin(), generated_.end());
+  }
   spec_.store->put(spec_.scope, std::move(stored));
 }
 
 JobSummary ResponsesJob::summary() const {
   JobSummary s;
-  s.prompt_tokens = spec_.prompt_tokens;
-  s.completion_tokens = spec_.response.usage ? spec_.response.usage->output_tokens : received_tokens_;
+  s.prompt_tokens = int64_t(spec_.prompt.size());
+  s.completion_tokens = spec_.response.usage ? spec_.response.usage->output_tokens : int64_t(generated_.size());
   s.cancelled = finish_ == FinishReason::none || finish_ == FinishReason::cancelled;
   s.error = error_;
   s.finish = error_                              ? FinishReason::error

@@ -35,7 +35,7 @@ class ToolCallStream;
 struct ResponsesJobSpec {
   ResponseState response;  // id, created_at, model, echo; status in_progress
   bool stream = false;
-  int64_t prompt_tokens = 0;
+  std::vector<int32_t> prompt;  // its token ids
   // Set when function calls are read from the output.
   std::optional<ToolCallFormat> tool_format;
   // What the store keeps (store == nullptr: the response is not stored).
@@ -58,7 +58,7 @@ class ResponsesJob final : public ClientJob {
   const std::optional<ApiError>& failure() const override { return failure_; }
   std::string body() const override { return response_json(spec_.response); }
   bool streaming() const override { return spec_.stream; }
-  int64_t prompt_tokens_of(int32_t) const override { return spec_.prompt_tokens; }
+  int64_t prompt_tokens_of(int32_t) const override { return int64_t(spec_.prompt.size()); }
   std::string frame_events(const std::vector<std::string>& payloads) const override;
 
   const ResponseState& response() const { return spec_.response; }
@@ -77,7 +77,7 @@ class ResponsesJob final : public ClientJob {
   int64_t sequence_ = 0;
   int32_t open_message_ = -1;              // streaming: the message item being written
   std::vector<int32_t> call_items_;        // streaming: call i's output index
-  int32_t received_tokens_ = 0;
+  std::vector<int32_t> generated_;         // the answer's token ids
   FinishReason finish_ = FinishReason::none;
   bool started_ = false;
   bool done_ = false;

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "http/api_json.hpp"
+#include "http/responses_continuation.hpp"
 #include "http/responses_input.hpp"
 #include "http/responses_request.hpp"
 
@@ -37,8 +38,9 @@ std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body,
   job.response.created_at = unix_seconds_now();
   job.response.model = model.served_name;
   job.response.echo = request.echo;
+  std::shared_ptr<const StoredResponse> previous;
   if (!request.previous_response_id.empty()) {
-    auto previous = store.get(scope, request.previous_response_id);
+    previous = store.get(scope, request.previous_response_id);
     if (!previous)
       return not_found(request.previous_response_id, "previous_response_id", "previous_response_not_found");
     job.conversation = previous->conversation;
@@ -58,8 +60,13 @@ std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body,
   auto planned = plan_request(chat, model);
   if (auto* e = std::get_if<ApiError>(&planned)) return in_responses_terms(*e);
   out.plan = std::move(std::get<RequestPlan>(planned));
+  std::vector<int32_t>& prompt = out.plan.prompts.front();
+  if (previous && !previous->tokens.empty() && model.tokenizer) {
+    auto continued = continue_prompt(*model.tokenizer, previous->tokens, prompt);
+    if (continued && int32_t(continued->size()) < model.config.context_length) prompt = std::move(*continued);
+  }
   job.stream = chat.stream;
-  job.prompt_tokens = int64_t(out.plan.prompts.front().size());
+  job.prompt = prompt;
   job.tool_format = out.plan.tool_calls;
   if (request.echo.store) {
     job.store = &store;

@@ -175,11 +175,12 @@ TEST_F(Responses, PreviousResponseIdContinuesTheConversationFromItsKv) {
   const json::value turn2 = json::parse(two.body);
   EXPECT_EQ(turn2.at("previous_response_id"), turn1.at("id"));
   EXPECT_GT(usage_of(turn2, "input_tokens"), tokens1);
-  // Every full 16-token block of the first turn's prompt and answer (the
-  // answer re-encodes to the same bytes with this tokenizer).
+  // Every full 16-token block of the first turn's prompt. (Its answer's
+  // blocks are not: the plain format writes "Assistant: " before an answer
+  // in the history where the prompt ended "Assistant:". With a model's own
+  // template they are, as the openai client test on Qwen's checks.)
   const int64_t cached = turn2.at("usage").at("input_tokens_details").at("cached_tokens").to_number<int64_t>();
-  EXPECT_GE(cached, (tokens1 - 1) / 16 * 16 - 16) << two.body;
-  EXPECT_GT(cached, 0);
+  EXPECT_GE(cached, usage_of(turn1, "input_tokens") / 16 * 16) << two.body;
 
   // A third turn continues the second: the whole chain is its conversation.
   next["previous_response_id"] = turn2.at("id");

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "http/response_store.hpp"
+#include "http/responses_continuation.hpp"
 #include "http/responses_input.hpp"
 #include "http/responses_job.hpp"
 #include "http/responses_request.hpp"
@@ -340,7 +341,7 @@ ResponsesJobSpec job_spec(bool stream, ResponseStore* store = nullptr) {
   s.response.created_at = 1700000000;
   s.response.model = "tiny";
   s.stream = stream;
-  s.prompt_tokens = 20;
+  s.prompt.assign(20, 7);
   s.store = store;
   s.conversation.push_back(responses::chat_message("user", "Hi"));
   s.session = "resp:resp_test";
@@ -503,6 +504,48 @@ TEST(ResponsesJob, AWholeAnswersCallsAndTheirConversation) {
   const json::value calls = json::parse(answer.tool_calls_json);
   EXPECT_EQ(calls.at(0).at("id"), call.at("call_id"));
   EXPECT_EQ(calls.at(0).at("function").at("name"), "get_weather");
+}
+
+// ---- a continued prompt in the tokens the engine holds ------------------------------------
+
+// Texts of a few ids; 100 and 101 are control tokens (no bytes).
+class FakeTokenizer : public Tokenizer {
+ public:
+  int32_t vocab_size() const override { return 128; }
+  std::string token_bytes(int32_t id) const override {
+    static const std::map<int32_t, std::string> text = {{1, "a"}, {2, "b"}, {3, "ab"}, {4, "c"}, {5, "cd"}, {6, "d"}};
+    const auto it = text.find(id);
+    return it == text.end() ? std::string() : it->second;
+  }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string out;
+    for (int32_t id : ids) out += token_bytes(id);
+    return out;
+  }
+  std::string piece(int32_t id) const override { return token_bytes(id); }
+
+ protected:
+  void encode_text(std::string_view, bool, std::vector<int32_t>&) const override {}
+};
+
+TEST(ContinuePrompt, StartsWithTheKeptTokensWhileTheTextsAgree) {
+  const FakeTokenizer tok;
+  using Ids = std::vector<int32_t>;
+  // "ab" kept as a, b; the template's encoding says ab: the kept ids, then the rest.
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2}, Ids{3, 4}), (Ids{1, 2, 4}));
+  // An answer's end token the template writes as another control token.
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2, 100}, Ids{3, 101, 4}), (Ids{1, 2, 101, 4}));
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2, 100}, Ids{3, 100, 4}), (Ids{1, 2, 100, 4}));
+  // No token boundary where "abc" ends ("cd"): the kept tokens up to the last shared one.
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2, 4}, Ids{3, 5}), (Ids{1, 2, 5}));
+  // Texts that part (the answer was rewritten): kept up to where they part.
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2, 4, 4}, Ids{3, 6, 4}), (Ids{1, 2, 6, 4}));
+  // A control token is not its spelling, nor another control token.
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 100, 2}, Ids{1, 101, 2, 4}), std::nullopt);
+  // Nothing new, nothing to gain, or nothing shared: the prompt stands.
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2}, Ids{3}), std::nullopt);
+  EXPECT_EQ(continue_prompt(tok, Ids{1, 2}, Ids{1, 2, 4}), std::nullopt);
+  EXPECT_EQ(continue_prompt(tok, Ids{4}, Ids{1, 2}), std::nullopt);
 }
 
 TEST(ResponsesRoutes, PathsAndMethods) {
