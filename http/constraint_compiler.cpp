@@ -1,13 +1,9 @@
 #include "http/constraint_compiler.hpp"
 
-#include "grammar/json_schema.hpp"
-#include "grammar/regex.hpp"
-// TEMPORARY while grammar/'s GBNF and choice compilers land (this session): remove the guards.
-#if __has_include("grammar/gbnf.hpp") && __has_include("grammar/choices.hpp")
-#define CONVEYOR_ALL_COMPILERS 1
 #include "grammar/choices.hpp"
 #include "grammar/gbnf.hpp"
-#endif
+#include "grammar/json_schema.hpp"
+#include "grammar/regex.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -27,12 +23,6 @@ const char* kind_name(OutputConstraint::Kind kind) {
 Expected<grammar::Grammar> build_grammar(const OutputConstraint& c) {
   grammar::JsonSchemaOptions options;
   options.strict = c.strict;
-#ifndef CONVEYOR_ALL_COMPILERS
-  if (c.kind == OutputConstraint::Kind::regex) return grammar::grammar_from_regex(c.source);
-  if (c.kind == OutputConstraint::Kind::json_object) return grammar::grammar_for_json_object(options);
-  if (c.kind == OutputConstraint::Kind::json_schema) return grammar::grammar_from_json_schema(c.source, options);
-  return make_error(Errc::unsupported, "this constraint's compiler is not built yet");
-#else
   switch (c.kind) {
     case OutputConstraint::Kind::json_object: return grammar::grammar_for_json_object(options);
     case OutputConstraint::Kind::json_schema: return grammar::grammar_from_json_schema(c.source, options);
@@ -42,7 +32,6 @@ Expected<grammar::Grammar> build_grammar(const OutputConstraint& c) {
     case OutputConstraint::Kind::none: break;
   }
   return make_error(Errc::internal, "no constraint to compile");
-#endif
 }
 
 // What identifies a constraint's grammar: two requests with equal keys get

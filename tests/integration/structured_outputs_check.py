@@ -255,6 +255,13 @@ def main():
                 for result in pool.map(lambda j: run(*j), jobs):
                     if result:
                         failures.append(result)
+            if n > 1:  # the setup must really have preempted, or it proved nothing
+                metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+                swaps = sum(float(line.split()[-1]) for line in metrics.splitlines()
+                            if line.startswith("conveyor:num_preemptions_total"))
+                print(f"{model}, n = {n}: {swaps:.0f} preemptions")
+                if swaps == 0:
+                    failures.append(f"{model}: the short-of-KV setup preempted nothing")
             # Refusals name what is wrong.
             status, reply = post(port, "/v1/chat/completions", {
                 "messages": [{"role": "user", "content": "x"}],
