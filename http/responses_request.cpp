@@ -176,14 +176,15 @@ Fail apply_field(std::string_view key, const json::value& v, ResponsesRequest& o
     std::string ignored;
     return get_string(v, key, ignored);
   }
+  // Echoed as sent (the float the sampler takes would show 0.7 as 0.699999988).
   if (key == "temperature") {
-    if (Fail f = get_float(v, key, s.temperature)) return f;
-    echo.temperature = s.temperature;
+    if (Fail f = get_number(v, key, echo.temperature.emplace())) return f;
+    s.temperature = float(*echo.temperature);
     return {};
   }
   if (key == "top_p") {
-    if (Fail f = get_float(v, key, s.top_p)) return f;
-    echo.top_p = s.top_p;
+    if (Fail f = get_number(v, key, echo.top_p.emplace())) return f;
+    s.top_p = float(*echo.top_p);
     return {};
   }
   if (key == "max_output_tokens") {

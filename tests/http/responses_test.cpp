@@ -47,6 +47,9 @@ TEST(ResponsesRequest, StringInputIsOneUserMessageBehindTheInstructions) {
   EXPECT_EQ(r.chat.sampling.temperature, 0.0f);
   EXPECT_FALSE(r.echo.store);
   EXPECT_EQ(r.echo.max_output_tokens, 9);
+  EXPECT_EQ(r.echo.temperature, 0.0);
+  EXPECT_EQ(r.echo.top_p, 0.5);
+  EXPECT_EQ(parse_ok(R"({"input": "x", "temperature": 0.7})").echo.temperature, 0.7);  // as sent, not as a float
   EXPECT_EQ(r.echo.metadata_json, R"({"k":"v"})");
   EXPECT_EQ(r.echo.instructions, "Be brief.");
   EXPECT_EQ(r.echo.user, "u");
