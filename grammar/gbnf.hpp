@@ -4,10 +4,9 @@
 //   greeting ::= "hello" | "hi"
 //   name   ::= [A-Z] [a-z]{1,15}
 //
-// Rules: `name ::= alternatives`, one a line; a rule continues onto further
-// lines only inside parentheses or after `|`... as llama.cpp reads it: a
-// newline outside parentheses ends the rule. Names: letters, digits, '-'
-// and '_'. Elements: "literals" and [classes] ([^...] negated, a-z ranges)
+// Rules: `name ::= alternatives`. As llama.cpp reads it, a newline ends a
+// rule except inside parentheses and right after `::=` or `|`. Names:
+// letters, digits, '-' and '_'. Elements: "literals" and [classes] ([^...] negated, a-z ranges)
 // with the escapes \n \r \t \\ \" \[ \] \- \xHH \uHHHH \UHHHHHHHH; `.` (any
 // character); rule names; ( groups ). Postfix * + ? {m} {m,} {m,n} {,n}.
 // Comments run from # to the end of the line. Text is UTF-8; classes and

@@ -1,6 +1,8 @@
 #include "grammar/json_number_range.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -78,51 +80,142 @@ std::vector<Alternative> unsigned_range(GrammarBuilder& b, uint64_t lo, std::opt
 
 Element never(GrammarBuilder& b) { return b.bytes(ByteSet{}); }
 
-enum class Fraction : uint8_t { any, zero, nonzero };
+// A bound's magnitude as decimal digits: integer part and fraction digits
+// without trailing zeros (2.05 -> 2, "05").
+struct Decimal {
+  uint64_t integer = 0;
+  std::string fraction;
+};
 
-// Magnitudes n.f (n an integer, f a fraction) in a range: integer parts
-// [lo, hi] with `fraction`.
+constexpr size_t kMaxDecimals = 30;
+
+Expected<Decimal> decimal_of(double magnitude) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, magnitude, std::chars_format::scientific);
+  const std::string_view text(buf, size_t(r.ptr - buf));  // d.ddde+XX
+  const size_t e = text.find('e');
+  std::string digits(text.substr(0, 1));
+  if (e > 1) digits += text.substr(2, e - 2);
+  const int exponent = std::stoi(std::string(text.substr(e + 1)));
+  // value = 0.digits * 10^(exponent + 1)
+  const int point = exponent + 1;
+  std::string int_part, frac;
+  if (point <= 0) {
+    frac = std::string(size_t(-point), '0') + digits;
+  } else if (size_t(point) >= digits.size()) {
+    int_part = digits + std::string(size_t(point) - digits.size(), '0');
+  } else {
+    int_part = digits.substr(0, size_t(point));
+    frac = digits.substr(size_t(point));
+  }
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();
+  if (frac.size() > kMaxDecimals) {
+    return make_error(Errc::invalid_argument, "number bounds with more than 30 decimals are not supported");
+  }
+  return Decimal{int_part.empty() ? 0 : std::stoull(int_part), frac};
+}
+
+// A bound on a magnitude's fraction digits D (an absent fraction is ""),
+// compared as digit strings padded with zeros: D >= digits (lower), D >
+// digits (lower, strict), D <= digits, D < digits.
+struct FractionBound {
+  std::string digits;
+  bool lower = true;
+  bool strict = false;
+  bool any() const { return lower && !strict && digits.empty(); }  // D >= "": every fraction
+};
+
+// Magnitudes with integer parts [lo, hi] and a fraction within `fraction`
+// (nullopt: any).
 struct Piece {
   uint64_t lo = 0;
   std::optional<uint64_t> hi;
-  Fraction fraction = Fraction::any;
+  std::optional<FractionBound> fraction;
 };
 
-// The magnitudes m with lower < m (or <=) and m < upper (or <=), both
-// bounds >= 0: see the header for why integer parts and three kinds of
-// fraction say it exactly.
-std::vector<Piece> magnitude_pieces(NumberBound lower, std::optional<NumberBound> upper) {
-  const auto lo = uint64_t(lower.value);
-  // Integer parts allowed with any fraction by each bound, and the one
-  // allowed only with a nonzero (lower, exclusive) or zero (upper,
-  // inclusive) fraction.
-  const uint64_t any_from = lower.exclusive ? lo + 1 : lo;
-  const std::optional<uint64_t> nonzero_at = lower.exclusive ? std::optional<uint64_t>(lo) : std::nullopt;
-  std::optional<uint64_t> any_to, zero_at;
-  bool any_upper_empty = false;
-  if (upper) {
-    const auto hi = uint64_t(upper->value);
-    if (hi == 0) any_upper_empty = true; else any_to = hi - 1;
-    if (!upper->exclusive) zero_at = hi;
-  }
+struct MagnitudeBound {
+  Decimal at;
+  bool exclusive = false;
+};
+
+// The magnitudes m with lower < m (or <=) and m < upper (or <=): integer
+// parts strictly between the bounds' with any fraction, and the bounds'
+// own integer parts with the fractions their bound allows.
+Expected<std::vector<Piece>> magnitude_pieces(const MagnitudeBound& lower, const std::optional<MagnitudeBound>& upper) {
+  const uint64_t n_lo = lower.at.integer;
+  FractionBound at_lo{lower.at.fraction, true, lower.exclusive};
   std::vector<Piece> out;
-  if (!any_upper_empty && (!any_to || *any_to >= any_from)) out.push_back({any_from, any_to, Fraction::any});
-  if (zero_at && *zero_at >= any_from) out.push_back({*zero_at, *zero_at, Fraction::zero});
-  if (nonzero_at && !any_upper_empty && (!any_to || *nonzero_at <= *any_to)) {
-    out.push_back({*nonzero_at, *nonzero_at, Fraction::nonzero});
+  if (!upper) {
+    out.push_back({n_lo + 1, std::nullopt, std::nullopt});
+    out.push_back({n_lo, n_lo, at_lo});
+    return out;
   }
+  const uint64_t n_hi = upper->at.integer;
+  const FractionBound at_hi{upper->at.fraction, false, upper->exclusive};
+  if (n_hi < n_lo) return out;
+  if (n_hi == n_lo) {
+    const bool upper_none = at_hi.strict && at_hi.digits.empty();   // D < ""
+    const bool upper_zero = !at_hi.strict && at_hi.digits.empty();  // D <= "": zeros only
+    if (upper_none || (upper_zero && !at_lo.any())) return out;     // the lower bound wants a nonzero D
+    if (!at_lo.any()) {
+      return make_error(Errc::invalid_argument, "two bounds within one integer's fractions are not supported");
+    }
+    out.push_back({n_lo, n_lo, at_hi});
+    return out;
+  }
+  if (n_hi > n_lo + 1) out.push_back({n_lo + 1, n_hi - 1, std::nullopt});
+  out.push_back({n_lo, n_lo, at_lo});
+  out.push_back({n_hi, n_hi, at_hi});
   return out;
 }
 
-Element fraction_element(GrammarBuilder& b, Fraction f) {
+// "." and the fraction digits a bound allows, or nothing where it allows an
+// absent fraction; nullopt when no fraction satisfies it.
+std::optional<Element> fraction_element(GrammarBuilder& b, const std::optional<FractionBound>& f) {
   const Element digit = digit_class(b, '0', '9');
-  switch (f) {
-    case Fraction::any: return b.optional({b.byte('.'), b.plus({digit})});
-    case Fraction::zero: return b.optional({b.byte('.'), b.plus({b.byte('0')})});
-    case Fraction::nonzero:
-      return b.choice({{b.byte('.'), b.star({b.byte('0')}), digit_class(b, '1', '9'), b.star({digit})}}, "frac");
+  const Element dot = b.byte('.');
+  if (!f || f->any()) return b.optional({dot, b.plus({digit})});
+  const std::string& d = f->digits;
+  std::vector<Alternative> alts;
+  // D differs from d first at i, by a larger (lower bound) or smaller digit.
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (f->lower ? d[i] == '9' : d[i] == '0') continue;
+    Alternative alt{dot};
+    for (size_t k = 0; k < i; ++k) alt.push_back(b.byte(uint8_t(d[k])));
+    alt.push_back(f->lower ? digit_class(b, char(d[i] + 1), '9') : digit_class(b, '0', char(d[i] - 1)));
+    alt.push_back(b.star({digit}));
+    alts.push_back(std::move(alt));
   }
-  return never(b);
+  // D starts with d.
+  Alternative same{dot};
+  for (char c : d) same.push_back(b.byte(uint8_t(c)));
+  if (f->lower) {
+    if (f->strict) {  // then something nonzero
+      same.push_back(b.star({b.byte('0')}));
+      same.push_back(digit_class(b, '1', '9'));
+    }
+    same.push_back(b.star({digit}));
+    if (!d.empty() || f->strict) alts.push_back(std::move(same));
+  } else {
+    // D a proper prefix of d (or absent) is smaller: d ends in a nonzero digit.
+    if (!d.empty()) alts.push_back({});
+    for (size_t j = 1; j < d.size(); ++j) {
+      Alternative prefix{dot};
+      for (size_t k = 0; k < j; ++k) prefix.push_back(b.byte(uint8_t(d[k])));
+      alts.push_back(std::move(prefix));
+    }
+    if (!f->strict) {  // D == d, zeros after
+      if (d.empty()) {
+        alts.push_back({});
+        same.push_back(b.plus({b.byte('0')}));
+      } else {
+        same.push_back(b.star({b.byte('0')}));
+      }
+      alts.push_back(std::move(same));
+    }
+  }
+  if (alts.empty()) return std::nullopt;
+  return b.choice(std::move(alts), "frac");
 }
 
 }  // namespace
@@ -145,31 +238,53 @@ Element integer_range(GrammarBuilder& b, std::optional<int64_t> lo, std::optiona
   return b.choice(std::move(alts), "int_range");
 }
 
-Element number_range(GrammarBuilder& b, std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+Expected<Element> number_range(GrammarBuilder& b, std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
   std::vector<Alternative> alts;
   const auto add = [&](const std::vector<Piece>& pieces, bool negative) {
     for (const Piece& p : pieces) {
       std::vector<Alternative> ints = unsigned_range(b, p.lo, p.hi);
-      if (ints.empty()) continue;
+      const std::optional<Element> fraction = fraction_element(b, p.fraction);
+      if (ints.empty() || !fraction) continue;
       Alternative alt;
       if (negative) alt.push_back(b.byte('-'));
       alt.push_back(b.choice(std::move(ints), "int_part"));
-      alt.push_back(fraction_element(b, p.fraction));
+      alt.push_back(*fraction);
       alts.push_back(std::move(alt));
     }
   };
+  const auto magnitude = [](double v, bool exclusive) -> Expected<MagnitudeBound> {
+    auto d = decimal_of(std::fabs(v));
+    if (!d) return d.error();
+    return MagnitudeBound{*d, exclusive};
+  };
   // x >= 0, written without a sign.
   if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) {
-    const NumberBound lower = lo && lo->value >= 0 ? *lo : NumberBound{0, false};
-    add(magnitude_pieces(lower, hi), false);
+    auto lower = lo && lo->value >= 0 ? magnitude(lo->value, lo->exclusive) : magnitude(0, false);
+    if (!lower) return lower.error();
+    std::optional<MagnitudeBound> upper;
+    if (hi) {
+      auto u = magnitude(hi->value, hi->exclusive);
+      if (!u) return u.error();
+      upper = *u;
+    }
+    auto pieces = magnitude_pieces(*lower, upper);
+    if (!pieces) return pieces.error();
+    add(*pieces, false);
   }
   // x < 0, written as -m with m > 0: x's upper bound bounds m from below
   // and its lower bound m from above.
   if (!lo || lo->value < 0) {
-    const NumberBound lower = hi && hi->value < 0 ? NumberBound{-hi->value, hi->exclusive} : NumberBound{0, true};
-    const std::optional<NumberBound> upper =
-        lo ? std::optional<NumberBound>(NumberBound{-lo->value, lo->exclusive}) : std::nullopt;
-    add(magnitude_pieces(lower, upper), true);
+    auto lower = hi && hi->value < 0 ? magnitude(hi->value, hi->exclusive) : magnitude(0, true);
+    if (!lower) return lower.error();
+    std::optional<MagnitudeBound> upper;
+    if (lo) {
+      auto u = magnitude(lo->value, lo->exclusive);
+      if (!u) return u.error();
+      upper = *u;
+    }
+    auto pieces = magnitude_pieces(*lower, upper);
+    if (!pieces) return pieces.error();
+    add(*pieces, true);
   }
   if (alts.empty()) return never(b);
   return b.choice(std::move(alts), "number_range");

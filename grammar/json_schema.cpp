@@ -343,6 +343,7 @@ Expected<Element> SchemaCompiler::compile_string(const json::object& s, const st
 
 Expected<Element> SchemaCompiler::compile_number(const json::object& s, bool integer, const std::string& path) {
   std::optional<NumberBound> lo, hi;
+  std::optional<int64_t> int_lo, int_hi;  // integers: the bounds as the first and last integer in range
   for (const char* key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
     const json::value* v = s.if_contains(key);
     if (!v) continue;
@@ -353,30 +354,26 @@ Expected<Element> SchemaCompiler::compile_number(const json::object& s, bool int
     if (std::fabs(d) > double(kMaxNumberBound)) {
       return fail(path, "'" + std::string(key) + "' beyond +-1e18 is not supported");
     }
-    NumberBound bound;
-    if (integer) {  // the integers beyond a bound start at the next integer
-      const double edge = lower ? (exclusive ? std::floor(d) + 1 : std::ceil(d))
-                                : (exclusive ? std::ceil(d) - 1 : std::floor(d));
-      bound = {int64_t(edge), false};
-    } else {
-      if (std::floor(d) != d) {
-        return fail(path, "'" + std::string(key) + "' " + json_number_text(*v) +
-                              " on a number is not supported (only integer bounds)");
-      }
-      bound = {int64_t(d), exclusive};
+    if (integer) {
+      const auto edge = int64_t(lower ? (exclusive ? std::floor(d) + 1 : std::ceil(d))
+                                      : (exclusive ? std::ceil(d) - 1 : std::floor(d)));
+      std::optional<int64_t>& slot = lower ? int_lo : int_hi;
+      if (!slot || (lower ? edge > *slot : edge < *slot)) slot = edge;
+      continue;
     }
+    const NumberBound bound{d, exclusive};
     std::optional<NumberBound>& slot = lower ? lo : hi;
-    const bool tighter = !slot || (lower ? bound.value > slot->value : bound.value < slot->value) ||
-                         (bound.value == slot->value && bound.exclusive);
+    const bool tighter = !slot || (lower ? d > slot->value : d < slot->value) || (d == slot->value && exclusive);
     if (tighter) slot = bound;
   }
   if (integer) {
-    if (!lo && !hi) return syntax_.integer();
-    return integer_range(b_, lo ? std::optional<int64_t>(lo->value) : std::nullopt,
-                         hi ? std::optional<int64_t>(hi->value) : std::nullopt);
+    if (!int_lo && !int_hi) return syntax_.integer();
+    return integer_range(b_, int_lo, int_hi);
   }
   if (!lo && !hi) return syntax_.number();
-  return number_range(b_, lo, hi);
+  auto e = number_range(b_, lo, hi);
+  if (!e) return fail(path, e.error().message);
+  return e;
 }
 
 Expected<Element> SchemaCompiler::compile_object(const json::object& s, const std::string& path, int depth) {

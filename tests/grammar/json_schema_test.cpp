@@ -114,13 +114,19 @@ TEST(JsonSchema, IntegerRangesMatchArithmetic) {
   }
 }
 
-TEST(JsonSchema, NumberBoundsOnIntegerValues) {
+TEST(JsonSchema, NumberBounds) {
   expect_texts(R"({"type": "number", "minimum": 0})", {"0", "0.0", "3.25", "12"}, {"-1", "-0.5", "1e3"});
   expect_texts(R"({"type": "number", "exclusiveMinimum": 0})", {"0.001", "1", "7.0"}, {"0", "0.000", "-2"});
   expect_texts(R"({"type": "number", "minimum": -2, "exclusiveMaximum": 3})", {"-2", "-2.0", "-1.5", "0", "2.999"},
                {"-2.01", "3", "3.0", "-3"});
   expect_texts(R"({"type": "number", "maximum": 10})", {"10", "10.00", "-1000.5", "9.99"}, {"10.01", "11"});
-  expect_refused(R"({"type": "number", "minimum": 0.5})", "'minimum' 0.5 on a number is not supported");
+  expect_texts(R"({"type": "number", "minimum": 2.05, "maximum": 7.5})", {"2.05", "2.050", "2.1", "2.06", "3", "7.5", "7.49999", "7"},
+               {"2.049", "2", "2.0", "1.99", "7.51", "7.6", "8", "-3"});
+  expect_texts(R"({"type": "number", "exclusiveMinimum": -1.25, "exclusiveMaximum": 0.001})",
+               {"-1.2499", "-1", "-0.5", "0", "0.0009", "0.000999"}, {"-1.25", "-1.250", "-1.3", "-2", "0.001", "0.0010", "0.01", "1"});
+  expect_texts(R"({"type": "number", "maximum": -0.5})", {"-0.5", "-0.51", "-1", "-1000.25"}, {"-0.49", "0", "-0"});
+  expect_refused(R"({"type": "number", "minimum": 1.2, "maximum": 1.5})", "two bounds within one integer's fractions");
+  expect_refused(R"({"type": "number", "minimum": 1e-40})", "more than 30 decimals");
   expect_refused(R"({"type": "integer", "maximum": 1e30})", "'maximum' beyond +-1e18");
 }
 
