@@ -163,14 +163,19 @@ def main():
     # The second setup is short of KV blocks: with n = 3 samples per request
     # (copy-on-write forks) sequences are preempted and swapped out and in,
     # and their matchers must come back where they were.
-    setups = [(m, ["--kv-cache-tokens", "65536"], 1) for m in models]
+    # The third has its forward pass and a KV allocation fail (step 40, then allocation 90): the engine
+    # restarts and recomputes the running requests, whose samplers replay
+    # their tokens through their matchers.
+    setups = [(m, ["--kv-cache-tokens", "65536"], 1, {}) for m in models]
     setups.append((models[0], ["--kv-cache-tokens", "1024", "--block-size", "16", "--preemption", "swap",
-                               "--swap-space-tokens", "16384", "--max-num-seqs", "64"], 3))
-    for model, flags, n in setups:
+                               "--swap-space-tokens", "16384", "--max-num-seqs", "64"], 3, {}))
+    setups.append((models[-1], ["--kv-cache-tokens", "65536", "--debug-fault-injection"], 1,
+                   {"CONVEYOR_FAULTS": "executor=40,alloc=90"}))
+    for model, flags, n, env in setups:
         port = free_port()
         server = subprocess.Popen([args.conveyor, "serve", "--model", os.path.join(args.models, model),
                                    "--port", str(port), "--log-level", "warn"] + flags,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ, **env))
         try:
             for _ in range(600):
                 try:
@@ -255,8 +260,14 @@ def main():
                 for result in pool.map(lambda j: run(*j), jobs):
                     if result:
                         failures.append(result)
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            if env:  # the engine must really have restarted, or the setup proved nothing
+                restarts = sum(float(line.split()[-1]) for line in metrics.splitlines()
+                               if line.startswith("conveyor:engine_restarts_total"))
+                print(f"{model}, faults {env['CONVEYOR_FAULTS']}: {restarts:.0f} engine restarts")
+                if restarts == 0:
+                    failures.append(f"{model}: the fault-injection setup restarted nothing")
             if n > 1:  # the setup must really have preempted, or it proved nothing
-                metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
                 swaps = sum(float(line.split()[-1]) for line in metrics.splitlines()
                             if line.startswith("conveyor:num_preemptions_total"))
                 print(f"{model}, n = {n}: {swaps:.0f} preemptions")
@@ -275,7 +286,8 @@ def main():
     for f in failures:
         print("FAIL:", f)
     print(f"{total - len(failures)} of {total} constrained requests finished with valid output on "
-          f"{', '.join(models)}, and with n = 3 under swap preemption on {models[0]}")
+          f"{', '.join(models)}, with n = 3 under swap preemption on {models[0]}, and across engine restarts "
+          f"on {models[-1]}")
     return 1 if failures else 0
 
 
