@@ -1,6 +1,7 @@
 // Writes a small seed corpus for the fuzz targets:
 //   fuzz_seeds DIR  ->  DIR/gguf/*, DIR/llama2c/*, DIR/tokenizer/*, DIR/jinja/*,
-//                       DIR/jinja_chat/*, DIR/ws/*, DIR/http/ (empty)
+//                       DIR/jinja_chat/*, DIR/ws/*, DIR/http/ (empty),
+//                       DIR/json_schema/*, DIR/regex/*, DIR/gbnf/*
 // Seeds are tiny but valid, so mutations start from deep inside the parsers.
 // The Jinja seeds are the real templates and conversations of
 // tests/template/data (CONVEYOR_TEMPLATE_DATA).
@@ -111,6 +112,36 @@ void ws_seeds(const std::filesystem::path& dir) {
                                   "{\"type\": \"cancel\", \"id\": 1}\n{\"id\": 3\n");
 }
 
+// json_schema, regex, gbnf: inputs of the constraint compilers, each
+// using several of the features they support (grammar/*.hpp).
+void grammar_seeds(const std::filesystem::path& dir) {
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer",
+         "minimum": 0, "maximum": 150}, "tags": {"type": "array", "items": {"enum": ["a", 1, null]}, "maxItems": 3}},
+         "required": ["name"], "additionalProperties": false})",
+      R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "number", "exclusiveMinimum": 0},
+         "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}}}, "$ref": "#/$defs/node"})",
+      R"({"allOf": [{"properties": {"a": {"const": {"x": [1, 2.5]}}}}, {"required": ["a"],
+         "additionalProperties": {"type": "boolean"}}], "oneOf": [{"type": "object"}, {"type": "array",
+         "prefixItems": [{"format": "date-time"}, {"format": "uuid"}], "items": false}]})",
+      R"({"type": ["string", "null"], "pattern": "^[a-z]+(\\d{2,3})?$"})",
+      R"({"items": [{"format": "email"}, {"format": "ipv4"}], "additionalItems": {"type": "integer",
+         "maximum": -5}, "minItems": 1})",
+  };
+  const char* regexes[] = {R"(^\d{3}-[A-Z]{2,}(?:x|y)*$)", R"([^\s"\\]+@(\w+\.)+[a-z]{2,6})",
+                           R"(\u00e9\x41.?[\b-\u{1F600}]|(a|)*b+?)", R"(a{2}|b{1,}|c{0,3}?)"};
+  const char* gbnfs[] = {
+      "root ::= greeting (\" \" name)? \"!\"\ngreeting ::= \"hi\" | \"hello\"\nname ::= [A-Z] [a-z]{1,8}\n",
+      "# json\nroot ::= value\nvalue ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\" | [0-9]+ | \"\\\"\" [^\"]* \"\\\"\"\n"
+      "pair ::= [a-z]+ \":\" ws value\nws ::= [ \\t\\n]{0,4}\n",
+      "root ::= (\"a\"? x)* .\nx ::= [^\\x00-\\x1F\\u00e9] | \"\\U0001F600\"\n",
+  };
+  int n = 0;
+  for (const char* s : schemas) save_text(dir / "json_schema" / std::to_string(n++), s);
+  for (const char* s : regexes) save_text(dir / "regex" / std::to_string(n++), s);
+  for (const char* s : gbnfs) save_text(dir / "gbnf" / std::to_string(n++), s);
+}
+
 std::vector<uint8_t> with_prefix(std::vector<uint8_t> prefix, const std::vector<uint8_t>& body) {
   prefix.insert(prefix.end(), body.begin(), body.end());
   return prefix;
@@ -174,7 +205,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  for (const char* sub : {"gguf", "llama2c", "tokenizer", "jinja", "jinja_chat", "ws", "http"})
+  for (const char* sub : {"gguf", "llama2c", "tokenizer", "jinja", "jinja_chat", "ws", "http", "json_schema", "regex",
+                          "gbnf"})
     std::filesystem::create_directories(dir / sub);
 
   LoadedModel spm = tiny_model(8, 24, false);
@@ -230,6 +262,7 @@ int main(int argc, char** argv) {
        with_prefix({0, 24, 0}, llama2c_tokenizer(*spm.vocabulary)));
   jinja_seeds(dir);
   ws_seeds(dir);
+  grammar_seeds(dir);
   std::printf("seeds written to %s\n", dir.c_str());
   return 0;
 }
