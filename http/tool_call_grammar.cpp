@@ -1,5 +1,7 @@
 #include "http/tool_call_grammar.hpp"
 
+#include <boost/json.hpp>
+
 #include "grammar/json_schema.hpp"
 
 namespace conveyor::http {
@@ -18,7 +20,11 @@ Alternative joined(Alternative a, const Alternative& b) {
 Expected<Element> arguments(GrammarBuilder& b, const ToolSpec& tool) {
   grammar::JsonSchemaOptions options;
   options.strict = tool.strict;
-  auto schema = grammar::add_json_schema(b, tool.parameters, options);
+  // Arguments are an object even when the schema leaves "type" out (a
+  // schema of "properties" alone also allows strings and numbers).
+  boost::json::value parameters = tool.parameters;
+  if (boost::json::object* o = parameters.if_object(); o != nullptr && !o->contains("type")) (*o)["type"] = "object";
+  auto schema = grammar::add_json_schema(b, parameters, options);
   if (!schema) return make_error(schema.error().code, "function '" + tool.name + "': " + schema.error().message);
   return schema;
 }

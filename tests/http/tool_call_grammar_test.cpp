@@ -137,6 +137,24 @@ TEST(ToolCallGrammar, WhichChoicesConstrain) {
   EXPECT_FALSE(tool_call_grammar(ToolCallFormat::mistral, tools(), automatic(), true).has_value());
 }
 
+TEST(ToolCallGrammar, ArgumentsAreAnObjectEvenWhenTheSchemaSaysNoType) {
+  auto untyped = parse_tools(R"([{"type": "function", "function": {"name": "f", "parameters": {
+      "properties": {"a": {"type": "integer"}}}}}])");
+  ASSERT_TRUE(untyped);
+  auto g = tool_call_grammar(ToolCallFormat::hermes, *untyped, required(), false);
+  ASSERT_TRUE(g) << g.error().message;
+  auto compiled = grammar::compile(std::move(*g), byte_vocabulary());
+  ASSERT_TRUE(compiled);
+  auto accepts = [&](std::string_view args) {
+    grammar::Matcher m(*compiled);
+    return m.accept_bytes("<tool_call>\n{\"name\": \"f\", \"arguments\": " + std::string(args) + "}\n</tool_call>") &&
+           m.can_end();
+  };
+  EXPECT_TRUE(accepts("{\"a\": 1}"));
+  EXPECT_FALSE(accepts("\"text\""));
+  EXPECT_FALSE(accepts("5"));
+}
+
 TEST(ToolCallGrammar, ASchemaTheCompilerRefusesNamesItsFunction) {
   auto bad = parse_tools(R"([{"type": "function", "function": {"name": "odd", "parameters": {"type": "object",
       "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}])");
