@@ -1,24 +1,37 @@
 // An agent swarm: many agents, each in a multi-turn loop over the same long
-// system prompt (prompt, generate, read the output as a tool call, append the
-// tool's answer, go on), all at once. What it shows is the engine under the
-// load agents make: many requests that share a prefix, arriving together,
-// each turn's prompt the previous one's plus a little.
+// system prompt (prompt, generate a tool call, run the tool, append its
+// answer, go on), all at once. What it shows is the engine under the load
+// agents make: many requests that share a prefix, arriving together, each
+// turn's prompt the previous one's plus a little, each asking for a tool call.
 //
 //   build-dir/examples/agent_swarm [--agents 256] [--turns 3] [--system-tokens 300]
-//       [--max-tokens 16] [--model MODEL] [--prefix-wait true|false] [--sessions true|false]
-//       [--kv-tokens N]
+//       [--tool-choice required|named|alternate|auto|off] [--max-tokens N]
+//       [--model MODEL] [--prefix-wait true|false] [--sessions true|false] [--kv-tokens N]
 //   build-dir/examples/agent_swarm --mode http --url http://127.0.0.1:8000
 //
+// Every agent declares two tools with JSON-schema parameters, calc(op, a, b)
+// and lookup(city, days), and each turn asks for a call with tool_choice
+// "required", a named function, or "auto" (--tool-choice). The call is
+// checked against the tool's schema (examples/swarm_tools.hpp) and the
+// share of turns that made a valid one is reported: with a forced call the
+// output is constrained by the tool-call grammar, so it is 100% even on
+// random weights; with auto the model may answer in text, counted as such.
+// --tool-choice off is the older loop for models without a tokenizer: token
+// ids, with a call derived from each output (examples/swarm_agent.hpp).
+//
 // In-process (the default) the agents submit to an Engine of this program,
-// each turn from the callback that ends the turn before; over HTTP each agent
-// keeps a connection to `conveyor serve` (examples/swarm_http.hpp). The
-// agents, their tool and the figures are examples/swarm_agent.hpp. It prints
-// a progress line while the agents run, then the throughput, time to first
-// token and end-to-end latency percentiles per turn request, and the prefix
-// cache's hit rate (from Engine::stats() or the server's /metrics). With
-// --json FILE it also writes those figures and every turn request's TTFT and
-// end-to-end time, in the form `conveyor bench --report DIR --add-figures
-// FILE` takes.
+// each turn from the callback that ends the turn before, with what the
+// server would do done here: the model's chat template renders the tools,
+// the tool-call grammar constrains the output, the server's parser reads the
+// calls. Over HTTP each agent keeps a connection to `conveyor serve` and
+// sends /v1/chat/completions with `tools`, `tool_choice` and the message
+// history (examples/swarm_http.hpp). It prints a progress line while the
+// agents run, then agent 0's turns, the valid calls' share, the throughput,
+// time to first token and end-to-end latency percentiles per turn request,
+// and the prefix cache's hit rate (from Engine::stats() or the server's
+// /metrics). With --json FILE it also writes those figures and every turn
+// request's TTFT and end-to-end time, in the form `conveyor bench --report
+// DIR --add-figures FILE` takes.
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <condition_variable>
@@ -33,6 +46,7 @@
 #include "actors/engine.hpp"
 #include "examples/swarm_agent.hpp"
 #include "examples/swarm_http.hpp"
+#include "examples/swarm_tools.hpp"
 
 using namespace conveyor;
 using namespace conveyor::examples::swarm;
@@ -47,7 +61,9 @@ struct Options {
   int agents = 256;
   int turns = 3;
   int system_tokens = 300;
-  int max_tokens = 16;
+  std::string tool_choice = "required";  // or named | alternate | auto | off (no tools: token ids)
+  int max_tokens = 0;  // 0: 128 with tools (the longest call), 16 without
+  bool tools() const { return tool_choice != "off"; }
   double temperature = 1.0;
   bool prefix_wait = true;
   bool sessions = false;  // each agent's requests name its session: the engine keeps its KV between turns
@@ -80,6 +96,7 @@ bool write_json(const Options& o, const std::string& model, const std::vector<st
   }
   json::object figures{
       {"mode", o.mode},
+      {"tool_choice", o.tool_choice},
       {"prefix_wait", o.mode == "http" ? "the server's" : (o.prefix_wait ? "true" : "false")},
       {"agents", o.agents},
       {"turns", o.turns},
@@ -95,6 +112,7 @@ bool write_json(const Options& o, const std::string& model, const std::vector<st
       {"e2e_p99_ms", 1e3 * percentile(e2e_s, 0.99)},
   };
   for (auto& [k, v] : cache) figures[k] = std::move(v);
+  if (o.tools()) figures["tool_calls"] = call_share_figures(agents);
   const json::object out{{"source", "examples/agent_swarm"},
                          {"model", model},
                          {"figures", std::move(figures)},
@@ -106,9 +124,10 @@ bool write_json(const Options& o, const std::string& model, const std::vector<st
   return bool(f);
 }
 
-// The agents, sharing one system prompt of `system_tokens` (cut to what
-// leaves room for every turn within `context`, with a note).
-std::vector<std::unique_ptr<Agent>> make_agents(const Options& o, const Encoder& encode, int context) {
+// The agents of --tool-choice off, sharing one system prompt of
+// `system_tokens` token ids (cut to what leaves room for every turn within
+// `context`, with a note).
+std::vector<std::unique_ptr<Agent>> make_token_agents(const Options& o, const Encoder& encode, int context) {
   const int budget = system_token_budget(context, o.turns, o.max_tokens);
   int system_tokens = o.system_tokens;
   if (budget < system_tokens) {
@@ -118,9 +137,33 @@ std::vector<std::unique_ptr<Agent>> make_agents(const Options& o, const Encoder&
   }
   const std::vector<int32_t> system = system_prompt(encode, system_tokens);
   std::vector<std::unique_ptr<Agent>> agents;
-  for (int i = 0; i < o.agents; ++i) agents.push_back(std::make_unique<Agent>(i, system, encode, o.turns));
+  for (int i = 0; i < o.agents; ++i) agents.push_back(std::make_unique<TokenAgent>(i, system, encode, o.turns));
   std::printf("swarm: %d agents x %d turns, a shared system prompt of %zu tokens, %d tokens a turn\n", o.agents,
               o.turns, system.size(), o.max_tokens);
+  return agents;
+}
+
+// The agents that call tools, sharing the system text that makes agent 0's
+// first prompt (system text, tools, task) at most `system_tokens` tokens and
+// leaves room for every turn within `context`. Empty (and the reason printed)
+// when nothing fits.
+std::vector<std::unique_ptr<Agent>> make_tool_agents(const Options& o, const PromptCounter& count, int context,
+                                                     SharedPrompt& shared) {
+  const ChoicePolicy policy = *parse_choice_policy(o.tool_choice);
+  shared = fit_system_prompt(count, policy, context, o.turns, o.max_tokens, o.system_tokens);
+  if (!shared.error.empty()) {
+    std::fprintf(stderr, "%s\n", shared.error.c_str());
+    return {};
+  }
+  if (shared.first_tokens > o.system_tokens) {
+    std::printf("note: the tools and the task alone make a first prompt of %d tokens, more than --system-tokens %d\n",
+                shared.first_tokens, o.system_tokens);
+  }
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int i = 0; i < o.agents; ++i) agents.push_back(std::make_unique<ToolAgent>(i, o.turns, policy, shared.system));
+  std::printf("swarm: %d agents x %d turns, tools calc and lookup, tool_choice %s, a first prompt of %d tokens "
+              "(system text, tools, task), at most %d tokens a turn\n",
+              o.agents, o.turns, o.tool_choice.c_str(), shared.first_tokens, o.max_tokens);
   return agents;
 }
 
@@ -178,10 +221,12 @@ class Later {
 // Drives the agents on an Engine: each turn is submitted from the callback
 // that ended the agent's turn before (callbacks run on actor threads, one
 // request's events in order, so one agent is never touched by two at once).
+// With a ToolPlanner the agents are ToolAgents, else TokenAgents.
 class InProcessSwarm {
  public:
-  InProcessSwarm(Engine& engine, const Options& o, std::vector<std::unique_ptr<Agent>>& agents, Counters& counters)
-      : engine_(engine), options_(o), agents_(agents), counters_(counters) {}
+  InProcessSwarm(Engine& engine, const Options& o, std::vector<std::unique_ptr<Agent>>& agents, Counters& counters,
+                 ToolPlanner* planner)
+      : engine_(engine), options_(o), agents_(agents), counters_(counters), planner_(planner) {}
 
   void start() {
     for (int i = 0; i < options_.background; ++i) start_background(background_, engine_, i);
@@ -202,21 +247,35 @@ class InProcessSwarm {
   struct Turn {
     Clock::time_point sent;
     TurnRecord record;
+    size_t prompt_tokens = 0;
     std::string text;
     std::vector<int32_t> ids;
   };
 
   void start_turn(Agent& agent) {
     RequestSpec spec;
-    spec.request.prompt = agent.conversation();
     spec.request.sampling.max_tokens = options_.max_tokens;
     spec.request.sampling.temperature = float(options_.temperature);
     spec.request.sampling.seed = uint64_t(1000 * agent.index() + agent.turns_done());
     spec.request.sampling.has_seed = true;
-    spec.request.sampling.ignore_eos = true;  // every turn makes max_tokens, so runs compare
+    if (planner_) {
+      // The server's chat request, done here: the template's prompt with the
+      // tools, the grammar of the call asked for. The call ends at EOS.
+      auto& tool_agent = static_cast<ToolAgent&>(agent);
+      std::string error;
+      auto prompt = planner_->prompt(tool_agent.messages(), error);
+      auto grammar = prompt ? planner_->grammar(tool_agent.choice(), error) : std::nullopt;
+      if (!grammar) return fail(agent, "turn " + std::to_string(agent.turns_done() + 1) + ": " + error);
+      spec.request.prompt = std::move(*prompt);
+      spec.request.sampling.grammar = std::move(*grammar);
+    } else {
+      spec.request.prompt = static_cast<TokenAgent&>(agent).conversation();
+      spec.request.sampling.ignore_eos = true;  // every turn makes max_tokens, so runs compare
+    }
     if (options_.sessions) spec.request.session = "agent-" + std::to_string(agent.index());
     auto turn = std::make_shared<Turn>();
     turn->sent = Clock::now();
+    turn->prompt_tokens = spec.request.prompt.size();
     engine_.submit(std::move(spec), [this, &agent, turn](const StreamEvent& e) { on_event(agent, *turn, e); });
   }
 
@@ -229,16 +288,20 @@ class InProcessSwarm {
     turn.text += e.text;
     if (!e.last()) return;
     if (e.finish != FinishReason::length && e.finish != FinishReason::stop) {
-      agent.fail(std::string("turn ") + std::to_string(agent.turns_done() + 1) + " ended " + to_string(e.finish) +
-                 (e.message.empty() ? "" : ": " + e.message));
-      ++counters_.agents_failed;
-      return agent_ended();
+      return fail(agent, std::string("turn ") + std::to_string(agent.turns_done() + 1) + " ended " +
+                             to_string(e.finish) + (e.message.empty() ? "" : ": " + e.message));
     }
-    agent_prompt_tokens_ += int64_t(agent.conversation().size());
+    agent_prompt_tokens_ += int64_t(turn.prompt_tokens);
     agent_cached_tokens_ += e.cached_prompt_tokens;
     turn.record.e2e = seconds_between(turn.sent, Clock::now());
     turn.record.tokens = int(turn.ids.size());
-    agent.finish_turn(turn.record, turn.text, turn.ids);
+    if (planner_) {
+      std::string content;
+      const std::vector<Call> calls = planner_->calls(turn.text, content);  // the server's parser
+      static_cast<ToolAgent&>(agent).finish_turn(turn.record, calls, content);
+    } else {
+      static_cast<TokenAgent&>(agent).finish_turn(turn.record, turn.text, turn.ids);
+    }
     ++counters_.turns;
     if (!agent.done()) {
       if (options_.tool_ms <= 0) return start_turn(agent);
@@ -246,6 +309,12 @@ class InProcessSwarm {
                          [this, &agent] { start_turn(agent); });
     }
     ++counters_.agents_done;
+    agent_ended();
+  }
+
+  void fail(Agent& agent, std::string why) {
+    agent.fail(std::move(why));
+    ++counters_.agents_failed;
     agent_ended();
   }
 
@@ -282,6 +351,7 @@ class InProcessSwarm {
   const Options& options_;
   std::vector<std::unique_ptr<Agent>>& agents_;
   Counters& counters_;
+  ToolPlanner* planner_;  // null: --tool-choice off
   std::mutex mutex_;
   std::condition_variable ended_cv_;
   int ended_ = 0;  // agents finished or failed (guarded by mutex_)
@@ -304,12 +374,40 @@ int run_in_process(const Options& o) {
   const Encoder encode{loaded->tokenizer, loaded->config.vocab_size};
   std::printf("model: %s (vocabulary %d, context %d, %s)\n", loaded->source.c_str(), loaded->config.vocab_size,
               context, loaded->tokenizer ? "with a tokenizer" : "no tokenizer: prompts are bytes as token ids");
-  if (system_token_budget(context, o.turns, o.max_tokens) < 16) {
-    std::fprintf(stderr, "the model's context (%d) is too short for %d turns of %d tokens\n", context, o.turns,
-                 o.max_tokens);
-    return 1;
+
+  std::vector<std::unique_ptr<Agent>> agents;
+  size_t longest = 0;  // tokens of an agent's whole conversation, at most
+  std::shared_ptr<const http::ChatTemplate> chat;
+  if (o.tools()) {
+    if (!loaded->tokenizer) {
+      std::fprintf(stderr, "the model has no tokenizer, so it cannot follow a tool-call grammar: "
+                           "use --tool-choice off\n");
+      return 1;
+    }
+    auto made = http::make_chat_template("auto", loaded->chat_template, loaded->tokenizer);
+    if (!made) {
+      std::fprintf(stderr, "chat template: %s\n", made.error().message.c_str());
+      return 1;
+    }
+    chat = std::move(*made);
+    const PromptCounter count = [&chat](const json::array& messages, std::string& error) -> std::optional<int> {
+      auto ids = render_prompt(*chat, messages, error);
+      return ids ? std::optional<int>(int(ids->size())) : std::nullopt;
+    };
+    SharedPrompt shared;
+    agents = make_tool_agents(o, count, context, shared);
+    if (agents.empty()) return 1;
+    longest = size_t(shared.first_tokens) + size_t(o.turns) * size_t(o.max_tokens + shared.turn_tokens);
+  } else {
+    if (system_token_budget(context, o.turns, o.max_tokens) < 16) {
+      std::fprintf(stderr, "the model's context (%d) is too short for %d turns of %d tokens\n", context, o.turns,
+                   o.max_tokens);
+      return 1;
+    }
+    agents = make_token_agents(o, encode, context);
+    longest = static_cast<const TokenAgent&>(*agents.front()).conversation().size() +
+              size_t(o.turns) * size_t(o.max_tokens + kToolTokens);
   }
-  std::vector<std::unique_ptr<Agent>> agents = make_agents(o, encode, context);
 
   EngineConfig config;
   config.prefix_wait = o.prefix_wait;
@@ -317,8 +415,6 @@ int run_in_process(const Options& o) {
   config.max_num_seqs = std::max(config.max_num_seqs, o.agents);
   // Room for every agent's whole conversation without sharing, so the KV
   // cache never makes an agent wait, with or without prefix waits.
-  const size_t longest = agents.front()->conversation().size() +
-                         size_t(o.turns) * size_t(o.max_tokens + kToolTokens);
   config.kv_cache_tokens = o.kv_tokens > 0 ? o.kv_tokens : int64_t(o.agents) * int64_t(longest + 16);
   auto engine = Engine::create(sys, config, std::move(loaded).value());
   if (!engine) {
@@ -328,8 +424,29 @@ int run_in_process(const Options& o) {
   std::printf("engine: prefix wait %s, sessions %s, KV cache %lld tokens\n", o.prefix_wait ? "on" : "off",
               o.sessions ? "on" : "off", (long long)(*engine)->config().kv_cache_tokens);
 
+  std::optional<ToolPlanner> planner;
+  if (o.tools()) {
+    // Every grammar a turn may ask for, compiled before the agents start
+    // (the first builds the vocabulary's index): turns find them cached.
+    planner.emplace(chat, (*engine)->grammar_binder());
+    const Clock::time_point t0 = Clock::now();
+    const ChoicePolicy policy = *parse_choice_policy(o.tool_choice);
+    for (int agent = 0; agent < 2; ++agent) {
+      for (int turn = 0; turn < 2; ++turn) {
+        std::string error;
+        if (!planner->grammar(choice_for(policy, agent, turn), error)) {
+          std::fprintf(stderr, "the tool-call grammar: %s\n", error.c_str());
+          return 1;
+        }
+      }
+    }
+    std::printf("tool calls: %s syntax (chat template %s), grammars compiled in %.0f ms\n",
+                http::to_string(planner->format()), chat->description().c_str(),
+                1e3 * seconds_between(t0, Clock::now()));
+  }
+
   Counters counters;
-  InProcessSwarm swarm(**engine, o, agents, counters);
+  InProcessSwarm swarm(**engine, o, agents, counters, planner ? &*planner : nullptr);
   const Clock::time_point start = Clock::now();
   bool in_time = false;
   {
@@ -358,6 +475,7 @@ int run_in_process(const Options& o) {
                 (unsigned long long)stats->prefix_waits, (unsigned long long)stats->computed_tokens,
                 (unsigned long long)stats->prompt_tokens, (unsigned long long)stats->generated_tokens);
   const int failed = print_report(agents, o.turns, seconds, cache_line);
+  if (o.tools()) print_call_shares(agents, "in-process");
   std::printf("agents' turns: %lld of %lld prompt tokens found in the prefix cache (%.1f%%)%s\n",
               (long long)swarm.agent_cached_tokens(), (long long)swarm.agent_prompt_tokens(),
               swarm.agent_prompt_tokens() ? 100.0 * double(swarm.agent_cached_tokens()) / double(swarm.agent_prompt_tokens())
@@ -402,14 +520,22 @@ int run_over_http(const Options& o) {
     std::fprintf(stderr, "GET /v1/models: no data[0].max_model_len (%s): %s\n", e.what(), models->c_str());
     return 1;
   }
-  std::printf("server: %s (context %d); prompts are bytes as token ids\n", o.url.c_str(), context);
-  if (system_token_budget(context, o.turns, o.max_tokens) < 16) {
-    std::fprintf(stderr, "the model's context (%d) is too short for %d turns of %d tokens\n", context, o.turns,
-                 o.max_tokens);
-    return 1;
+  std::vector<std::unique_ptr<Agent>> agents;
+  const Encoder encode;  // --tool-choice off: bytes, ids below 256 exist in every vocabulary the server loads
+  if (o.tools()) {
+    std::printf("server: %s (context %d); chats with tools\n", o.url.c_str(), context);
+    SharedPrompt shared;
+    agents = make_tool_agents(o, server_prompt_counter(target), context, shared);
+    if (agents.empty()) return 1;
+  } else {
+    std::printf("server: %s (context %d); prompts are bytes as token ids\n", o.url.c_str(), context);
+    if (system_token_budget(context, o.turns, o.max_tokens) < 16) {
+      std::fprintf(stderr, "the model's context (%d) is too short for %d turns of %d tokens\n", context, o.turns,
+                   o.max_tokens);
+      return 1;
+    }
+    agents = make_token_agents(o, encode, context);
   }
-  const Encoder encode;  // bytes: ids below 256 exist in every vocabulary the server loads
-  std::vector<std::unique_ptr<Agent>> agents = make_agents(o, encode, context);
 
   const std::optional<std::string> metrics_before = http_get(target, "/metrics", error);
   if (!metrics_before) {
@@ -451,6 +577,7 @@ int run_over_http(const Options& o) {
                 "(hit rate %.1f%%)",
                 hits, queries, queries > 0 ? 100.0 * hits / queries : 0.0);
   const int failed = print_report(agents, o.turns, seconds, cache_line);
+  if (o.tools()) print_call_shares(agents, "over HTTP");
   if (!o.json_out.empty()) {
     const json::object cache{{"prefix_hit_rate_pct", queries > 0 ? 100.0 * hits / queries : 0.0},
                              {"prefix_hit_tokens", hits},
@@ -475,9 +602,18 @@ int main(int argc, char** argv) {
   app.add_option("--agents", o.agents, "agents running at once")->check(CLI::Range(1, 4096));
   app.add_option("--turns", o.turns, "turns per agent")->check(CLI::Range(1, 64));
   app.add_option("--system-tokens", o.system_tokens,
-                 "tokens of the shared system prompt (cut to fit the context with every turn)")
+                 "tokens of the shared prompt: with tools, agent 0's first prompt (system text, tools, task); "
+                 "off, the system prompt (cut to fit the context with every turn)")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-tokens", o.max_tokens, "tokens generated per turn")->check(CLI::Range(1, 4096));
+  app.add_option("--tool-choice", o.tool_choice,
+                 "how each turn asks for a tool call: required | named (the function, lookup and calc in turn) | "
+                 "alternate (required, then named) | auto (the model may answer in text) | off (no tools: token-id "
+                 "prompts, a call derived from each output; for models without a tokenizer)")
+      ->check(CLI::IsMember({"required", "named", "alternate", "auto", "off"}));
+  app.add_option("--max-tokens", o.max_tokens,
+                 "tokens generated per turn, at most (default: 128 with tools, enough for the longest call; 16 "
+                 "with --tool-choice off, each turn making all of them)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--temperature", o.temperature, "sampling temperature")->check(CLI::Range(0.0, 10.0));
   app.add_option("--prefix-wait", o.prefix_wait,
                  "in-process: true | false, requests with the same uncached prefix wait for the first one's "
@@ -500,6 +636,7 @@ int main(int argc, char** argv) {
                  "also write the figures and every turn's TTFT and end-to-end time to FILE (for "
                  "`conveyor bench --report DIR --add-figures FILE`)");
   CLI11_PARSE(app, argc, argv);
+  if (o.max_tokens == 0) o.max_tokens = o.tools() ? 128 : 16;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: the progress thread prints too
 
   return o.mode == "http" ? run_over_http(o) : run_in_process(o);

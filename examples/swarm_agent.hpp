@@ -1,13 +1,14 @@
 // The agent swarm's parts that do not depend on how requests reach the
 // engine (examples/agent_swarm.cpp runs them in-process, swarm_http.hpp over
-// HTTP): the conversation an agent builds, the tool it calls, what each turn
-// measured, the live progress line and the summary's figures.
+// HTTP): what every agent keeps, the token-id agent of --tool-choice off,
+// what each turn measured, the live progress line and the summary's figures.
+// The agents that make real tool calls are examples/swarm_tools.hpp.
 //
-// An agent's conversation is token ids: the shared system prompt, its own
-// task, then per turn what the model generated and the tool's answer. Every
-// turn sends the whole conversation again, so its prompt begins with the
-// previous turn's prompt: the prefix cache finds the system prompt (shared by
-// all agents) and the agent's own earlier turns.
+// A TokenAgent's conversation is token ids: the shared system prompt, its own
+// task, then per turn what the model generated and a tool's answer derived
+// from it. Every turn sends the whole conversation again, so its prompt
+// begins with the previous turn's prompt: the prefix cache finds the system
+// prompt (shared by all agents) and the agent's own earlier turns.
 #pragma once
 
 #include <unistd.h>
@@ -62,36 +63,41 @@ inline int system_token_budget(int context, int turns, int max_tokens) {
   return context - kTaskTokens - (turns - 1) * (max_tokens + kToolTokens) - max_tokens;
 }
 
-// The system prompt every agent shares: rules, repeated and cut to exactly
-// `tokens` ids (BOS first where the tokenizer adds one).
-inline std::vector<int32_t> system_prompt(const Encoder& encode, int tokens) {
+// The system prompt every agent shares: rules, as many as asked for. Both
+// kinds of agent grow it rule by rule to the length they want.
+inline std::string system_text(int rules) {
   std::string text =
-      "You are one agent of a swarm. Work in turns. In each turn, think, then call one tool: "
-      "calc(a op b) computes a sum, difference or product; lookup(key) returns a constant. "
+      "You are one agent of a swarm. Work in turns. In each turn, think, then call one of your tools. "
       "The tool's answer follows your turn.\n";
-  std::vector<int32_t> ids = encode(text, true);
-  for (int rule = 1; int(ids.size()) < tokens; ++rule) {
+  for (int rule = 1; rule <= rules; ++rule) {
     text += "Rule " + std::to_string(rule) + ": use the answer of the previous tool call in the next one, " +
             "and keep every number below " + std::to_string(100 * rule) + ".\n";
-    ids = encode(text, true);
   }
+  return text;
+}
+
+// The system prompt as token ids, cut to exactly `tokens` (BOS first where
+// the tokenizer adds one).
+inline std::vector<int32_t> system_prompt(const Encoder& encode, int tokens) {
+  std::vector<int32_t> ids = encode(system_text(0), true);
+  for (int rules = 1; int(ids.size()) < tokens; ++rules) ids = encode(system_text(rules), true);
   ids.resize(size_t(tokens));
   return ids;
 }
 
-// What the agent makes of a turn's output: a tool call and its answer.
-struct ToolCall {
+// What a TokenAgent makes of a turn's output: a call and its answer.
+struct DerivedCall {
   std::string call;    // "calc(37 * 12)", "lookup(pi)"
   std::string answer;  // "444", "3.14159"
 };
 
-// Reads the output as a tool call. A model with random weights writes none,
-// so the call is derived from what it wrote all the same (deterministic for a
-// given output): the first two numbers in the text when it has two, else the
+// A call derived from the output, for --tool-choice off, where nothing asks
+// the model for a real one (swarm_tools.hpp does), deterministic for a
+// given output: the first two numbers in the text when it has two, else the
 // last two token ids, each modulo 100, are the operands; an even last token
 // id picks the calculator (the operator by the output's length), an odd one
 // the lookup table (the key by the sum of the ids).
-inline ToolCall call_tool(std::string_view text, const std::vector<int32_t>& ids) {
+inline DerivedCall derive_call(std::string_view text, const std::vector<int32_t>& ids) {
   std::vector<long> numbers;
   for (size_t i = 0; i < text.size() && numbers.size() < 2;) {
     if (text[i] < '0' || text[i] > '9') {
@@ -126,37 +132,58 @@ struct TurnRecord {
   int tokens = 0;    // generated
 };
 
-// One agent: its conversation and its turns so far. Only the code driving
-// the agent's current request touches it (one request at a time).
+// What every agent keeps: its turns' records, a transcript line per turn,
+// and why it failed. Only the code driving the agent's current request
+// touches it (one request at a time).
 class Agent {
  public:
-  Agent(int index, const std::vector<int32_t>& system, const Encoder& encode, int turns)
-      : index_(index), turns_(turns), encode_(&encode), conversation_(system) {
-    append_cut(encode("\nAgent " + std::to_string(index) + ": solve it.\n"), kTaskTokens);
-  }
+  Agent(int index, int turns) : index_(index), turns_(turns) {}
+  virtual ~Agent() = default;
 
   int index() const { return index_; }
-  const std::vector<int32_t>& conversation() const { return conversation_; }
   const std::vector<TurnRecord>& records() const { return records_; }
   int turns_done() const { return int(records_.size()); }
   bool done() const { return turns_done() == turns_ || !error_.empty(); }
   const std::string& error() const { return error_; }
   // One line per turn: what it generated and the tool call it made.
   const std::vector<std::string>& transcript() const { return transcript_; }
+  void fail(std::string why) { error_ = std::move(why); }
+
+ protected:
+  void record_turn(const TurnRecord& record, std::string line) {
+    records_.push_back(record);
+    transcript_.push_back("turn " + std::to_string(records_.size()) + ": " + std::move(line));
+  }
+
+ private:
+  int index_;
+  int turns_;
+  std::vector<TurnRecord> records_;
+  std::vector<std::string> transcript_;
+  std::string error_;
+};
+
+// The agent of --tool-choice off: a conversation of token ids, sent as a
+// plain completion, its tool call derived from the output (derive_call).
+class TokenAgent : public Agent {
+ public:
+  TokenAgent(int index, const std::vector<int32_t>& system, const Encoder& encode, int turns)
+      : Agent(index, turns), encode_(&encode), conversation_(system) {
+    append_cut(encode("\nAgent " + std::to_string(index) + ": solve it.\n"), kTaskTokens);
+  }
+
+  const std::vector<int32_t>& conversation() const { return conversation_; }
 
   // The turn's request ended normally with these tokens (and their text, ""
   // when the model has no tokenizer): the output and the tool's answer join
   // the conversation.
   void finish_turn(const TurnRecord& record, const std::string& text, const std::vector<int32_t>& ids) {
-    records_.push_back(record);
     conversation_.insert(conversation_.end(), ids.begin(), ids.end());
-    const ToolCall tool = call_tool(text, ids);
-    transcript_.push_back("turn " + std::to_string(records_.size()) + ": " + std::to_string(ids.size()) +
-                          " tokens, last id " + std::to_string(ids.empty() ? -1 : ids.back()) + " -> " +
-                          tool.call + " = " + tool.answer);
+    const DerivedCall tool = derive_call(text, ids);
+    record_turn(record, std::to_string(ids.size()) + " tokens, last id " +
+                            std::to_string(ids.empty() ? -1 : ids.back()) + " -> " + tool.call + " = " + tool.answer);
     if (!done()) append_cut((*encode_)("\n" + tool.call + " = " + tool.answer + "\n"), kToolTokens);
   }
-  void fail(std::string why) { error_ = std::move(why); }
 
  private:
   void append_cut(std::vector<int32_t> ids, int most) {
@@ -164,13 +191,8 @@ class Agent {
     conversation_.insert(conversation_.end(), ids.begin(), ids.end());
   }
 
-  int index_;
-  int turns_;
   const Encoder* encode_;
   std::vector<int32_t> conversation_;
-  std::vector<TurnRecord> records_;
-  std::vector<std::string> transcript_;
-  std::string error_;
 };
 
 // Counts the progress line reads while agents run on other threads.
