@@ -9,8 +9,9 @@
 // precomputed (precompute() computes the per-position masks; the
 // (position, return address) pairs fill in as the warm walks meet them).
 // "accept" is accept_token's p50; "positions" the grammar's byte-class
-// positions, "pairs" the (position, return address) masks, "MB" all the
-// cached masks. One thread.
+// positions, "masks" the distinct masks they needed (equivalent positions
+// share one), "pairs" the (mask, return address) masks, "MB" all the cached
+// masks. One thread.
 //
 //   grammar_bench [file.gguf] [--walks N] [--steps N]
 //
@@ -175,10 +176,11 @@ int main(int argc, char** argv) {
   if (!tok || !tok->tokenizer) return std::fprintf(stderr, "%s: no tokenizer\n", path.c_str()), 1;
   auto t0 = Clock::now();
   const auto vocab = index_vocabulary(conveyor::vocabulary_bytes(*tok->tokenizer, tok->eos_ids));
-  std::printf("%s: %d tokens, indexed in %.1f ms (%.1f MB of trie)\n", path.c_str(), vocab->vocab_size(),
-              ms_since(t0), double(vocab->text_trie().memory_bytes()) / 1e6);
-  std::printf("%-14s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s\n", "grammar", "compile", "precompute",
-              "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "pairs", "MB");
+  std::printf("%s: %d tokens (the longest %zu bytes), indexed in %.1f ms (%.1f MB of trie)\n", path.c_str(),
+              vocab->vocab_size(), vocab->max_token_length(), ms_since(t0),
+              double(vocab->text_trie().memory_bytes()) / 1e6);
+  std::printf("%-14s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s %6s\n", "grammar", "compile", "precompute",
+              "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "masks", "pairs", "MB");
   const std::pair<const char*, std::function<Grammar()>> cases[] = {
       {"json_object", [] { return grammar_for_json_object(); }},
       {"nested_schema", [] { return must(grammar_from_json_schema(kNestedSchema), "nested schema"); }},
@@ -204,10 +206,11 @@ int main(int argc, char** argv) {
     random_walks(*compiled, walks, steps, 1, cold);
     random_walks(*eager, walks, steps, 2, warm);
     const auto stats = (*eager)->cache_stats();
-    std::printf("%-14s %6.2fms %8.1fms %7.1fus %7.1fus %7.1fus %7.1fus %7.1fus %5.1fus %9d %6d %6.1f\n", name,
+    std::printf("%-14s %6.2fms %8.1fms %7.1fus %7.1fus %7.1fus %7.1fus %7.1fus %5.1fus %9d %6d %6d %6.1f\n", name,
                 compile_ms, precompute_ms, percentile(cold.mask_us, 0.5), percentile(cold.mask_us, 0.99),
                 percentile(warm.mask_us, 0.5), percentile(warm.mask_us, 0.99), percentile(warm.mask_us, 1.0),
-                percentile(warm.accept_us, 0.5), stats.positions, stats.returns, double(stats.memory_bytes) / 1e6);
+                percentile(warm.accept_us, 0.5), stats.positions, stats.distinct, stats.returns,
+                double(stats.memory_bytes) / 1e6);
     slowest.emplace_back(name, warm);
   }
   std::printf("\nslowest warm mask per grammar, after the text (last 40 bytes):\n");

@@ -11,35 +11,62 @@ using detail::kRootDone;
 
 CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenIndex> vocab)
     : grammar_(std::move(g)), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
-      masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]) {
+      masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]),
+      dfa_(std::make_unique<detail::LazyDfa>(flat_)) {
   for (int32_t p = 0; p < flat_.positions(); ++p) masks_[size_t(p)].store(nullptr, std::memory_order_relaxed);
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
 
+// How many recent masks of the same kind a new position is compared with.
+constexpr size_t kCandidates = 4;
+
 const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
   if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
-  // Computed outside the lock: two threads may both compute a position the
-  // first time, and the second result is dropped; neither waits for the other.
-  auto computed = std::make_unique<detail::PositionMask>(detail::compute_position_mask(flat_, *vocab_, pos));
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(build_mu_);
   if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
-  const detail::PositionMask* m = computed.get();
-  owned_.push_back(std::move(computed));
+  const int32_t start = dfa_->start_at(pos);
+  auto& candidates = recent_[int64_t(flat_.slots[size_t(pos)].byte_set) * 2 + (flat_.has_caller(pos) ? 1 : 0)];
+  const detail::PositionMask* m = nullptr;
+  const auto same = [&](int32_t other) {
+    if (!dfa_->equivalent(start, other, int32_t(TokenIndex::kShortToken))) return false;
+    for (int32_t id : vocab_->long_tokens()) {
+      if (!dfa_->same_on(start, other, vocab_->bytes(id))) return false;
+    }
+    return true;
+  };
+  for (auto it = candidates.rbegin(); it != candidates.rend() && !m; ++it) {
+    if (same(it->first)) m = it->second;
+  }
+  if (!m) {
+    owned_.push_back(std::make_unique<detail::PositionMask>(
+        detail::compute_position_mask(*dfa_, flat_, *vocab_, pos)));
+    m = owned_.back().get();
+    if (candidates.size() == kCandidates) candidates.erase(candidates.begin());
+    candidates.emplace_back(start, m);
+  }
   masks_[size_t(pos)].store(m, std::memory_order_release);
   return *m;
 }
 
 const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t ret) const {
-  const uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(ret);
+  const detail::PositionMask& inner = mask_at(pos);
   {
     std::shared_lock lock(returns_mu_);
-    if (const auto it = returns_.find(key); it != returns_.end()) return *it->second;
+    if (const auto it = returns_.find(&inner); it != returns_.end()) {
+      if (const auto r = it->second.find(ret); r != it->second.end()) return *r->second;
+    }
   }
-  auto computed = std::make_unique<detail::PositionMask>(
-      detail::compute_return_mask(flat_, *vocab_, mask_at(pos), ret));
+  std::lock_guard build(build_mu_);
+  {
+    std::shared_lock lock(returns_mu_);
+    if (const auto it = returns_.find(&inner); it != returns_.end()) {
+      if (const auto r = it->second.find(ret); r != it->second.end()) return *r->second;
+    }
+  }
+  auto computed = std::make_unique<detail::PositionMask>(detail::compute_return_mask(*dfa_, flat_, *vocab_, inner, ret));
   std::unique_lock lock(returns_mu_);
-  return *returns_.try_emplace(key, std::move(computed)).first->second;
+  return *returns_[&inner].try_emplace(ret, std::move(computed)).first->second;
 }
 
 void CompiledGrammar::precompute() const {
@@ -51,13 +78,20 @@ void CompiledGrammar::precompute() const {
 
 CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   CacheStats s;
-  for (const auto& slot : flat_.slots) s.positions += slot.byte_set >= 0 ? 1 : 0;
-  std::lock_guard lock(mu_);
-  s.cached = int32_t(owned_.size());
+  for (int32_t p = 0; p < flat_.positions(); ++p) {
+    if (flat_.slots[size_t(p)].byte_set < 0) continue;
+    ++s.positions;
+    if (masks_[size_t(p)].load(std::memory_order_acquire)) ++s.cached;
+  }
+  std::lock_guard lock(build_mu_);
+  s.distinct = int32_t(owned_.size());
+  s.dfa_states = dfa_->states();
   for (const auto& m : owned_) s.memory_bytes += m->memory_bytes();
   std::shared_lock returns_lock(returns_mu_);
-  s.returns = int32_t(returns_.size());
-  for (const auto& [key, m] : returns_) s.memory_bytes += m->memory_bytes();
+  for (const auto& [inner, by_ret] : returns_) {
+    s.returns += int32_t(by_ret.size());
+    for (const auto& [ret, m] : by_ret) s.memory_bytes += m->memory_bytes();
+  }
   return s;
 }
 

@@ -39,6 +39,7 @@ namespace conveyor::grammar {
 
 namespace detail {
 struct PositionMask;
+class LazyDfa;
 }
 
 // A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
@@ -48,8 +49,10 @@ class CompiledGrammar {
  public:
   struct CacheStats {
     int32_t positions = 0;   // byte-class positions (possible stack tops)
-    int32_t cached = 0;      // of which the masks are computed
-    int32_t returns = 0;     // (position, return address) masks computed
+    int32_t cached = 0;      // of which the masks are known
+    int32_t distinct = 0;    // distinct masks among them (equivalent positions share one)
+    int32_t returns = 0;     // (mask, return address) masks computed
+    int32_t dfa_states = 0;  // states of the DFA the masks are computed with
     size_t memory_bytes = 0; // held by the computed masks
   };
 
@@ -75,11 +78,17 @@ class CompiledGrammar {
   detail::FlatGrammar flat_;
   std::shared_ptr<const TokenIndex> vocab_;
   std::unique_ptr<std::atomic<const detail::PositionMask*>[]> masks_;  // [positions]
-  mutable std::mutex mu_;                                              // guards owned_
+  // Masks are computed one at a time, under build_mu_, with one DFA.
+  mutable std::mutex build_mu_;
+  mutable std::unique_ptr<detail::LazyDfa> dfa_;
   mutable std::vector<std::unique_ptr<detail::PositionMask>> owned_;
-  // (pos, ret) -> return_mask_at's mask. Read under a shared lock.
+  // Recently computed masks by (byte set, has a caller): the candidates a
+  // new position may be equivalent to. (DFA start state, mask).
+  mutable std::unordered_map<int64_t, std::vector<std::pair<int32_t, const detail::PositionMask*>>> recent_;
+  // (mask, ret) -> return_mask_at's mask. Read under a shared lock.
   mutable std::shared_mutex returns_mu_;
-  mutable std::unordered_map<uint64_t, std::unique_ptr<detail::PositionMask>> returns_;
+  mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, std::unique_ptr<detail::PositionMask>>>
+      returns_;
 };
 
 // check()s the grammar (Errc::invalid_argument naming the problem) and binds

@@ -9,91 +9,33 @@ namespace {
 
 using Alternatives = std::vector<Alternative>;
 
-// Rules that can reach themselves through references (Tarjan's strongly
-// connected components, iterative so that long rule chains cannot overflow
-// the call stack).
-std::vector<bool> recursive_rules(const std::vector<Alternatives>& rules) {
-  const size_t n = rules.size();
-  std::vector<std::vector<int32_t>> refs(n);
-  std::vector<bool> recursive(n, false);
-  for (size_t r = 0; r < n; ++r) {
-    for (const Alternative& alt : rules[r]) {
-      for (const Element& e : alt) {
-        if (e.kind != Element::Kind::rule) continue;
-        refs[r].push_back(e.index);
-        if (size_t(e.index) == r) recursive[r] = true;
-      }
-    }
-  }
-  std::vector<int32_t> index(n, -1), low(n, 0), scc_stack;
-  std::vector<bool> on_stack(n, false);
-  int32_t next_index = 0;
-  struct Frame { int32_t rule; size_t edge; };
-  for (size_t start = 0; start < n; ++start) {
-    if (index[start] >= 0) continue;
-    std::vector<Frame> frames{{int32_t(start), 0}};
-    index[start] = low[start] = next_index++;
-    scc_stack.push_back(int32_t(start));
-    on_stack[start] = true;
-    while (!frames.empty()) {
-      Frame& f = frames.back();
-      const auto r = size_t(f.rule);
-      if (f.edge < refs[r].size()) {
-        const auto w = size_t(refs[r][f.edge++]);
-        if (index[w] < 0) {
-          index[w] = low[w] = next_index++;
-          scc_stack.push_back(int32_t(w));
-          on_stack[w] = true;
-          frames.push_back({int32_t(w), 0});
-        } else if (on_stack[w]) {
-          low[r] = std::min(low[r], index[w]);
-        }
-        continue;
-      }
-      if (low[r] == index[r]) {
-        std::vector<int32_t> component;
-        int32_t w;
-        do {
-          w = scc_stack.back();
-          scc_stack.pop_back();
-          on_stack[size_t(w)] = false;
-          component.push_back(w);
-        } while (size_t(w) != r);
-        if (component.size() > 1) {
-          for (int32_t c : component) recursive[size_t(c)] = true;
-        }
-      }
-      frames.pop_back();
-      if (!frames.empty()) {
-        const auto parent = size_t(frames.back().rule);
-        low[parent] = std::min(low[parent], low[r]);
-      }
-    }
-  }
-  return recursive;
-}
-
 // Inlining limits: small rules only, and no alternative multiplied past
 // kMaxProduct, so a grammar grows by a bounded factor.
 constexpr size_t kMaxInlinedAlternatives = 32;
 constexpr size_t kMaxInlinedLength = 16;
 constexpr size_t kMaxProduct = 64;
 
-// Replaces references to small non-recursive rules by their alternatives
-// (A ::= x R y with R ::= a | b becomes A ::= x a y | x b y), until none is
-// left or the grammar has grown enough.
+// Replaces references to small rules of byte classes only (leaves) by their
+// alternatives (A ::= x R y with R ::= a | b becomes A ::= x a y | x b y),
+// until none is left or the grammar has grown enough. A rule whose
+// references were all inlined is a leaf in the next round: UTF-8
+// characters, escapes. Rules that reference others stay: a chain of nested
+// options (repeat()'s {0,80}) would otherwise be unrolled into one rule per
+// count, each a copy of the rest.
 void inline_small_rules(std::vector<Alternatives>& rules, int32_t root) {
-  const std::vector<bool> recursive = recursive_rules(rules);
   size_t total = 0;
   for (const Alternatives& alts : rules) {
     for (const Alternative& a : alts) total += a.size() + 1;
   }
   const size_t budget = total * 8 + 4096;
   const auto inlinable = [&](const Element& e) {
-    if (e.kind != Element::Kind::rule || e.index == root || recursive[size_t(e.index)]) return false;
+    if (e.kind != Element::Kind::rule || e.index == root) return false;
     const Alternatives& alts = rules[size_t(e.index)];
-    return alts.size() <= kMaxInlinedAlternatives &&
-           std::all_of(alts.begin(), alts.end(), [](const Alternative& a) { return a.size() <= kMaxInlinedLength; });
+    return alts.size() <= kMaxInlinedAlternatives && std::all_of(alts.begin(), alts.end(), [](const Alternative& a) {
+             return a.size() <= kMaxInlinedLength && std::all_of(a.begin(), a.end(), [](const Element& x) {
+                      return x.kind == Element::Kind::bytes;
+                    });
+           });
   };
   for (bool changed = true; changed && total < budget;) {
     changed = false;
@@ -104,10 +46,14 @@ void inline_small_rules(std::vector<Alternatives>& rules, int32_t root) {
         for (size_t i = 0; i < alt.size(); ++i) {
           const Element& e = alt[i];
           // A rule of several alternatives copies what follows it into each:
-          // only where at most one element follows (`item star`), else the
-          // copies would be parallel stacks all the way to the end.
-          const bool inline_it = inlinable(e) && (rules[size_t(e.index)].size() == 1 || i + 2 >= alt.size()) &&
-                                 expanded.size() * rules[size_t(e.index)].size() <= kMaxProduct;
+          // only where exactly one element follows (`char star`), or where
+          // it is the whole alternative (its alternatives are spliced in).
+          // With more, the copies would be parallel stacks to the end; after
+          // something, in last position, it is a tail call already, and
+          // inlining there would unroll a chain of nested options.
+          const size_t alts = rules[size_t(e.index)].size();
+          const bool inline_it = inlinable(e) && (alts == 1 || alt.size() == 1 || i + 2 == alt.size()) &&
+                                 expanded.size() * alts <= kMaxProduct;
           if (!inline_it) {
             for (Alternative& x : expanded) x.push_back(e);
             continue;
@@ -182,6 +128,27 @@ void add_rule_returns(FlatGrammar& f) {
   }
 }
 
+// Partitions the bytes by their membership in every byte set.
+void add_byte_classes(FlatGrammar& f) {
+  std::array<int32_t, 256> cls{};
+  int32_t classes = 1;
+  for (const ByteSet& set : f.byte_sets) {
+    std::vector<std::array<int32_t, 2>> split(size_t(classes), {-1, -1});
+    int32_t next = 0;
+    for (int b = 0; b < 256; ++b) {
+      int32_t& id = split[size_t(cls[size_t(b)])][set.test(uint8_t(b)) ? 1 : 0];
+      if (id < 0) id = next++;
+      cls[size_t(b)] = id;
+    }
+    classes = next;
+  }
+  f.class_byte.assign(size_t(classes), 0);
+  for (int b = 255; b >= 0; --b) {
+    f.byte_class[size_t(b)] = uint8_t(cls[size_t(b)]);
+    f.class_byte[size_t(cls[size_t(b)])] = uint8_t(b);
+  }
+}
+
 }  // namespace
 
 FlatGrammar flatten(const Grammar& g) {
@@ -208,6 +175,7 @@ FlatGrammar flatten(const Grammar& g) {
   }
   f.rule_first_alt.push_back(int32_t(f.alt_start.size()));
   add_rule_returns(f);
+  add_byte_classes(f);
   return f;
 }
 

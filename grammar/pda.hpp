@@ -19,6 +19,7 @@
 // Internal to grammar/. Not thread-safe: one Pda (and its pool) per thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct FlatGrammar {
   std::vector<int32_t> alt_start;        // [alternatives] each one's first position
   std::vector<int32_t> rule_first_alt;   // [rules + 1] rule r's alternatives: alt_start[rule_first_alt[r] ..]
   std::vector<ByteSet> byte_sets;
+  // Bytes that every byte set treats alike share a class (JSON grammars
+  // have a few dozen): transitions are stored per class, not per byte.
+  std::array<uint8_t, 256> byte_class{};
+  std::vector<uint8_t> class_byte;  // [classes] one byte of each
   std::vector<int32_t> rule_of;  // [positions] the rule each lies in
   // [rules] where a caller continues once the rule ends (sorted); empty:
   // the rule returns only to the root's end, so popping past it ends the text.
@@ -52,11 +57,12 @@ struct FlatGrammar {
   bool is_end(int32_t pos) const { return slots[size_t(pos)].byte_set < 0 && slots[size_t(pos)].rule < 0; }
 };
 
-// `g` (which check() accepts) as flat positions. References to small
-// non-recursive rules are inlined first: a one-character rule that a star
-// repeats (GrammarBuilder::codepoints' UTF-8 alternatives) would otherwise
-// end after every byte, and each such end makes tokens context-dependent
-// (grammar/token_mask.hpp); inlined, the whole repetition is one rule.
+// `g` (which check() accepts) as flat positions. References to small rules
+// of byte classes (UTF-8 characters, escapes) are inlined first: a
+// one-character rule that a star repeats (GrammarBuilder::codepoints'
+// UTF-8 alternatives) would otherwise end after every byte, and each such
+// end makes tokens context-dependent (grammar/token_mask.hpp); inlined, the
+// whole repetition is one rule.
 FlatGrammar flatten(const Grammar& g);
 
 struct StackNode {

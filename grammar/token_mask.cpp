@@ -7,72 +7,81 @@
 
 namespace conveyor::grammar::detail {
 
+LazyDfa::LazyDfa(const FlatGrammar& g) : g_(&g), classes_(g.class_byte.size()), pda_(g) {}
+
+int32_t LazyDfa::start_at(int32_t pos) { return intern({pda_.pool().intern(pos, kBottom)}); }
+
+int32_t LazyDfa::start_after(int32_t ret, bool& exited) {
+  std::vector<int32_t> tops;
+  exited = pda_.expand(ret, kBottom, tops);
+  std::sort(tops.begin(), tops.end());
+  return intern(std::move(tops));
+}
+
+int32_t LazyDfa::compute_step(int32_t state, uint8_t b, bool& exited) {
+  scratch_.assign(sets_[size_t(state)].begin(), sets_[size_t(state)].end());
+  const size_t n = scratch_.size();
+  exited = pda_.advance(scratch_, 0, n, b);
+  std::vector<int32_t> tops(scratch_.begin() + long(n), scratch_.end());
+  std::sort(tops.begin(), tops.end());
+  const int32_t next = intern(std::move(tops));
+  next_[size_t(state) * classes_ + g_->byte_class[b]] = next * 2 + (exited ? 1 : 0);
+  return next;
+}
+
+int32_t LazyDfa::intern(std::vector<int32_t> tops) {
+  const auto [it, added] = ids_.try_emplace(tops, int32_t(sets_.size()));
+  if (added) {
+    allowed_.push_back(pda_.allowed(tops.data(), tops.size()));
+    sets_.push_back(std::move(tops));
+    next_.resize(next_.size() + classes_, -1);
+  }
+  return it->second;
+}
+
+bool LazyDfa::equivalent(int32_t a, int32_t b, int32_t depth) {
+  // Pairs still to compare, with the bytes left; a pair met again with no
+  // more bytes left than before needs nothing new.
+  std::unordered_map<uint64_t, int32_t> seen;
+  std::vector<std::array<int32_t, 3>> todo{{a, b, depth}};
+  while (!todo.empty()) {
+    const auto [x, y, left] = todo.back();
+    todo.pop_back();
+    if (x == y) continue;
+    const uint64_t key = (uint64_t(uint32_t(x)) << 32) | uint32_t(y);
+    const auto [it, added] = seen.try_emplace(key, left);
+    if (!added) {
+      if (it->second >= left) continue;
+      it->second = left;
+    }
+    if (dead(x) != dead(y) || !(allowed(x) == allowed(y))) return false;
+    if (left == 0) continue;
+    for (uint8_t byte : g_->class_byte) {
+      if (!allowed(x).test(byte)) continue;
+      bool ex = false, ey = false;
+      const int32_t nx = step(x, byte, ex);
+      const int32_t ny = step(y, byte, ey);
+      if (ex != ey) return false;
+      todo.push_back({nx, ny, left - 1});
+    }
+  }
+  return true;
+}
+
+bool LazyDfa::same_on(int32_t a, int32_t b, std::string_view bytes) {
+  for (char c : bytes) {
+    if (a == b) return true;
+    if (dead(a) != dead(b) || !(allowed(a) == allowed(b))) return false;
+    if (!allowed(a).test(uint8_t(c))) return true;
+    bool ea = false, eb = false;
+    a = step(a, uint8_t(c), ea);
+    b = step(b, uint8_t(c), eb);
+    if (ea != eb) return false;
+  }
+  return true;
+}
+
 namespace {
-
-struct VectorHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = v.size();
-    for (int32_t x : v) h = (h ^ uint32_t(x)) * 0x100000001b3ULL;
-    return size_t(h);
-  }
-};
-
-// States are sets of stack tops over kBottom (interned, sorted); a
-// transition is computed on first use. The pool is never truncated, so node
-// ids (and so states) stay valid for the whole walk.
-class LazyDfa {
- public:
-  explicit LazyDfa(const FlatGrammar& g) : pda_(g) {}
-
-  // The start state: a top at `pos` (a byte class) below which is kBottom.
-  int32_t start_at(int32_t pos) { return intern({pda_.pool().intern(pos, kBottom)}); }
-  // The start state: continuing at return address `ret` above kBottom;
-  // `exited` tells whether that can end at once.
-  int32_t start_after(int32_t ret, bool& exited) {
-    std::vector<int32_t> tops;
-    exited = pda_.expand(ret, kBottom, tops);
-    std::sort(tops.begin(), tops.end());
-    return intern(std::move(tops));
-  }
-
-  bool dead(int32_t state) const { return sets_[size_t(state)].empty(); }
-  const ByteSet& allowed(int32_t state) const { return allowed_[size_t(state)]; }
-
-  // The state after `b`; `exited` tells whether an alternative ended over kBottom.
-  int32_t step(int32_t state, uint8_t b, bool& exited) {
-    int32_t t = next_[size_t(state)][b];
-    if (t < 0) {
-      scratch_.assign(sets_[size_t(state)].begin(), sets_[size_t(state)].end());
-      const size_t n = scratch_.size();
-      const bool ex = pda_.advance(scratch_, 0, n, b);
-      std::vector<int32_t> tops(scratch_.begin() + long(n), scratch_.end());
-      std::sort(tops.begin(), tops.end());
-      t = intern(std::move(tops)) * 2 + (ex ? 1 : 0);
-      next_[size_t(state)][b] = t;  // intern() may have grown next_: index again
-    }
-    exited = (t & 1) != 0;
-    return t >> 1;
-  }
-
- private:
-  int32_t intern(std::vector<int32_t> tops) {
-    const auto [it, added] = ids_.try_emplace(tops, int32_t(sets_.size()));
-    if (added) {
-      allowed_.push_back(pda_.allowed(tops.data(), tops.size()));
-      sets_.push_back(std::move(tops));
-      next_.emplace_back();
-      next_.back().fill(-1);
-    }
-    return it->second;
-  }
-
-  Pda pda_;
-  std::vector<std::vector<int32_t>> sets_;
-  std::vector<ByteSet> allowed_;
-  std::vector<std::array<int32_t, 256>> next_;  // state * 2 + exited, or -1: not computed yet
-  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
-  std::vector<int32_t> scratch_;
-};
 
 // Classifies the strings of `trie` (tokens, or token suffixes) from a DFA
 // state with kBottom below it.
@@ -174,15 +183,13 @@ PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
 
 }  // namespace
 
-PositionMask compute_position_mask(const FlatGrammar& g, const TokenIndex& index, int32_t pos) {
-  LazyDfa dfa(g);
+PositionMask compute_position_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index, int32_t pos) {
   const int32_t start = dfa.start_at(pos);
   return Classifier(index, index.text_trie(), g.has_caller(pos)).run(dfa, start, false);
 }
 
-PositionMask compute_return_mask(const FlatGrammar& g, const TokenIndex& index, const PositionMask& inner,
-                                 int32_t ret) {
-  LazyDfa dfa(g);
+PositionMask compute_return_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index,
+                                 const PositionMask& inner, int32_t ret) {
   bool exited = false;
   const int32_t start = dfa.start_after(ret, exited);
   return Classifier(index, inner.uncertain, g.has_caller(ret)).run(dfa, start, exited);

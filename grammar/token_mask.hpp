@@ -24,13 +24,20 @@
 //
 // The classification walks the vocabulary trie with a lazily built DFA over
 // stack sets (the stacks above kBottom are bounded by the token length, so
-// the states are few and each trie node costs one table lookup).
+// the states are few and each trie node costs one table lookup). One DFA
+// serves every position of a grammar, which also lets a position reuse the
+// mask of an equivalent one: a bounded repetition (maxLength, {1,80})
+// makes a position per count, and all but the last few behave alike for as
+// many bytes as the longest token has (LazyDfa::equivalent on every string
+// of up to TokenIndex::kShortToken bytes, same_on for each longer token).
 //
 // Internal to grammar/. A PositionMask is immutable once computed.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/pda.hpp"
@@ -38,6 +45,14 @@
 #include "grammar/vocabulary.hpp"
 
 namespace conveyor::grammar::detail {
+
+struct VectorHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = v.size();
+    for (int32_t x : v) h = (h ^ uint32_t(x)) * 0x100000001b3ULL;
+    return size_t(h);
+  }
+};
 
 struct PositionMask {
   // Accepted tokens, as sorted ids or as a bitset over the vocabulary,
@@ -50,11 +65,54 @@ struct PositionMask {
   size_t memory_bytes() const;
 };
 
-PositionMask compute_position_mask(const FlatGrammar& g, const TokenIndex& index, int32_t pos);
+// Stack sets over kBottom as DFA states, interned, with transitions (per
+// byte class) computed on first use. Its pool is never truncated, so states
+// stay valid. Not thread-safe.
+class LazyDfa {
+ public:
+  explicit LazyDfa(const FlatGrammar& g);
+
+  // The state of a top at `pos` (a byte class) with kBottom below.
+  int32_t start_at(int32_t pos);
+  // The state continuing at return address `ret` with kBottom below;
+  // `exited` tells whether that can end at once.
+  int32_t start_after(int32_t ret, bool& exited);
+
+  bool dead(int32_t state) const { return sets_[size_t(state)].empty(); }
+  const ByteSet& allowed(int32_t state) const { return allowed_[size_t(state)]; }
+  // The state after `b`; `exited` tells whether an alternative ended over kBottom.
+  int32_t step(int32_t state, uint8_t b, bool& exited) {
+    const int32_t t = next_[size_t(state) * classes_ + g_->byte_class[b]];
+    if (t < 0) return compute_step(state, b, exited);
+    exited = (t & 1) != 0;
+    return t >> 1;
+  }
+  // Whether every string of at most `depth` bytes meets the same deaths
+  // and exits from both states.
+  bool equivalent(int32_t a, int32_t b, int32_t depth);
+  // Whether `bytes` meets the same deaths and exits from both states.
+  bool same_on(int32_t a, int32_t b, std::string_view bytes);
+  int32_t states() const { return int32_t(sets_.size()); }
+
+ private:
+  int32_t compute_step(int32_t state, uint8_t b, bool& exited);
+  int32_t intern(std::vector<int32_t> tops);
+
+  const FlatGrammar* g_;
+  size_t classes_;
+  Pda pda_;
+  std::vector<std::vector<int32_t>> sets_;  // [states] sorted tops
+  std::vector<ByteSet> allowed_;            // [states]
+  std::vector<int32_t> next_;               // [states * classes] state * 2 + exited, or -1: not computed yet
+  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
+  std::vector<int32_t> scratch_;
+};
+
+PositionMask compute_position_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index, int32_t pos);
 // `inner`'s uncertain tokens classified from return address `ret` (a
 // position after a rule reference) with an unknown caller below.
-PositionMask compute_return_mask(const FlatGrammar& g, const TokenIndex& index, const PositionMask& inner,
-                                 int32_t ret);
+PositionMask compute_return_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index,
+                                 const PositionMask& inner, int32_t ret);
 
 // Walks `trie` from the tops arena[begin, end) of `pda` and sets in `mask`
 // the bit of every id at a node whose bytes the tops accept. Leaves `arena`

@@ -13,7 +13,10 @@ TokenIndex::TokenIndex(VocabularyBytes vocab) : tokens_(std::move(vocab.tokens))
   std::vector<detail::TrieEntry> entries;
   entries.reserve(tokens_.size());
   for (int32_t id = 0; id < vocab_size(); ++id) {
-    if (!tokens_[size_t(id)].empty() && !is_end(id)) entries.push_back({tokens_[size_t(id)], id, 0});
+    max_length_ = std::max(max_length_, tokens_[size_t(id)].size());
+    if (tokens_[size_t(id)].empty() || is_end(id)) continue;
+    entries.push_back({tokens_[size_t(id)], id, 0});
+    if (tokens_[size_t(id)].size() > kShortToken) long_tokens_.push_back(id);
   }
   trie_ = detail::build_trie(entries, false);
 }

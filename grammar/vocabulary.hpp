@@ -39,6 +39,10 @@ class TokenIndex {
   }
   bool is_end(int32_t id) const;
   std::span<const int32_t> end_ids() const { return end_ids_; }  // sorted, distinct, in range
+  size_t max_token_length() const { return max_length_; }          // in bytes
+  // The text tokens longer than kShortToken bytes (a few percent of a vocabulary).
+  static constexpr size_t kShortToken = 16;
+  std::span<const int32_t> long_tokens() const { return long_tokens_; }
 
   // Every token with bytes that is not an end token (the ones a grammar can
   // allow as text), in a trie. For grammar/ itself.
@@ -47,6 +51,8 @@ class TokenIndex {
  private:
   std::vector<std::string> tokens_;
   std::vector<int32_t> end_ids_;
+  size_t max_length_ = 0;
+  std::vector<int32_t> long_tokens_;
   detail::TokenTrie trie_;
 };
 
