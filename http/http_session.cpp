@@ -291,8 +291,10 @@ void HttpSession::handle_request() {
     case Route::responses: return start_response();
     case Route::response: {
       const ResponseScope scope = key_;
+      const size_t q = target.find('?');
+      const std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
       auto answer = method == "DELETE" ? delete_response(state_->responses(), scope, m.id)
-                                       : stored_response(state_->responses(), scope, m.id);
+                                       : stored_response(state_->responses(), scope, m.id, query);
       if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
       return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
     }
@@ -360,6 +362,7 @@ void HttpSession::start_completion(bool chat) {
   spec.return_token_ids = r.return_token_ids;
   spec.tokenizer = state_->model().tokenizer;
   spec.tool_calls = plan.tool_calls;
+  spec.prompt = plan.prompt_output;
   const std::string id = spec.response_id;
   run_job(std::make_unique<CompletionJob>(std::move(spec)), plan, id, r.stream);
 }

@@ -76,7 +76,13 @@ std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body,
 }
 
 std::variant<std::string, ApiError> stored_response(ResponseStore& store, const ResponseScope& scope,
-                                                    std::string_view id) {
+                                                    std::string_view id, std::string_view query) {
+  for (size_t at = 0; at <= query.size();) {
+    const size_t end = std::min(query.find('&', at), query.size());
+    if (query.substr(at, end - at) == "stream=true")
+      return bad_request("streaming a stored response again is not supported; GET it without stream=true", "stream");
+    at = end + 1;
+  }
   auto found = store.get(scope, std::string(id));
   if (!found) return not_found(id, "", "response_not_found");
   return found->json;

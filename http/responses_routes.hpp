@@ -34,8 +34,10 @@ struct PreparedResponse {
 std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body, const ModelContext& model,
                                                           ResponseStore& store, const ResponseScope& scope);
 
+// `query`: the target's query string; a stored response is not streamed
+// again (stream=true is a 400).
 std::variant<std::string, ApiError> stored_response(ResponseStore& store, const ResponseScope& scope,
-                                                    std::string_view id);
+                                                    std::string_view id, std::string_view query = {});
 std::variant<std::string, ApiError> delete_response(ResponseStore& store, const ResponseScope& scope,
                                                     std::string_view id);
 

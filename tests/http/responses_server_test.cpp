@@ -138,6 +138,10 @@ TEST_F(Responses, GetAndDeleteAStoredResponse) {
   const Response got = http_request(port(), "GET", "/v1/responses/" + id);
   ASSERT_EQ(got.status, 200);
   EXPECT_EQ(got.body, created.body);
+  const Response again = http_request(port(), "GET", "/v1/responses/" + id + "?stream=true");
+  EXPECT_EQ(again.status, 400);
+  EXPECT_EQ(parse_object(again.body)["error"].at("param"), "stream");
+  EXPECT_EQ(http_request(port(), "GET", "/v1/responses/" + id + "?stream=false").status, 200);
   const Response deleted = http_request(port(), "DELETE", "/v1/responses/" + id);
   ASSERT_EQ(deleted.status, 200) << deleted.body;
   EXPECT_EQ(json::parse(deleted.body), json::parse(R"({"id": ")" + id + R"(", "object": "response", "deleted": true})"));
@@ -196,6 +200,54 @@ TEST_F(Responses, PreviousResponseIdContinuesTheConversationFromItsKv) {
   const json::object error = parse_object(missing.body)["error"].as_object();
   EXPECT_EQ(error.at("param"), "previous_response_id");
   EXPECT_EQ(error.at("code"), "previous_response_not_found");
+}
+
+// A forced call is a function_call item (constrained to the tool's schema);
+// its output, sent back with previous_response_id, continues the conversation.
+TEST_F(Responses, FunctionCallsAreItemsAndTheirOutputsGoOn) {
+  const json::array tools{json::object{
+      {"type", "function"},
+      {"name", "get_weather"},
+      {"parameters", json::parse(R"({"type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}},
+                                     "required": ["city"], "additionalProperties": false})")}}};
+  const json::object request{{"input", "Weather in Oslo?"},
+                             {"tools", tools},
+                             {"tool_choice", json::object{{"type", "function"}, {"name", "get_weather"}}},
+                             {"max_output_tokens", 200},  // a byte per token
+                             {"temperature", 0}};
+  const Response r = post(request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json::value body = json::parse(r.body);
+  const json::value& call = body.at("output").at(0);
+  ASSERT_EQ(call.at("type"), "function_call") << r.body;
+  EXPECT_EQ(call.at("name"), "get_weather");
+  EXPECT_EQ(call.at("status"), "completed");
+  const json::value arguments = json::parse(call.at("arguments").as_string());
+  EXPECT_TRUE(arguments.at("city") == "Oslo" || arguments.at("city") == "Rome") << arguments;
+
+  json::object streamed = request;
+  streamed["stream"] = true;
+  const Response s = post(streamed);
+  ASSERT_EQ(s.status, 200);
+  std::string deltas, done;
+  for (const SseEvent& e : sse_events(s.body)) {
+    EXPECT_NE(e.name, "response.output_text.delta");
+    if (e.name == "response.function_call_arguments.delta") deltas += e.data.at("delta").as_string();
+    if (e.name == "response.function_call_arguments.done") done = e.data.at("arguments").as_string();
+  }
+  EXPECT_EQ(deltas, done);
+  EXPECT_EQ(json::parse(deltas), arguments);
+
+  const json::object answer{
+      {"previous_response_id", body.at("id")},
+      {"input", json::array{json::object{
+                    {"type", "function_call_output"}, {"call_id", call.at("call_id")}, {"output", "cold"}}}},
+      {"tools", tools},
+      {"max_output_tokens", 4},
+      {"temperature", 0}};
+  const Response next = post(answer);
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_GT(usage_of(json::parse(next.body), "input_tokens"), usage_of(body, "input_tokens"));
 }
 
 TEST_F(Responses, BadRequestsAreOpenAiErrors) {
