@@ -12,7 +12,6 @@ const baseURL = `${process.env.CONVEYOR_URL}/v1`;
 const client = new OpenAI({ baseURL, apiKey: process.env.CONVEYOR_API_KEY ?? 'not-needed', maxRetries: 0, timeout: 120_000 });
 
 const failures = [];
-const skipped = [];
 const check = (ok, what) => { if (!ok) failures.push(what); };
 const seen = {};
 
@@ -82,55 +81,47 @@ seen.continued = { input_tokens: second.usage.input_tokens, cached_tokens: cache
 // inside a string or a number could go on until max_output_tokens)
 const schema = { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, sunny: { type: 'boolean' } },
                  required: ['city', 'sunny'], additionalProperties: false };
-try {
-  const structured = await client.responses.create({
-    model, input: 'Give the weather in Paris as JSON.', max_output_tokens: 200, temperature: 0,
-    text: { format: { type: 'json_schema', name: 'weather', schema, strict: true } } });
-  let parsed = null;
-  try { parsed = JSON.parse(structured.output_text); } catch { /* checked below */ }
-  check(parsed !== null && ['Paris', 'Rome'].includes(parsed.city) && typeof parsed.sunny === 'boolean' &&
-        Object.keys(parsed).length === 2, `json_schema: the output follows the schema (got ${structured.output_text})`);
-  check(structured.text?.format?.type === 'json_schema', 'json_schema: text.format echoed');
-  seen.json_schema = structured.output_text;
-} catch (e) {
-  if (e.status === 400 && /not wired|not built yet|constrained decoding/.test(e.message)) skipped.push(`json_schema: ${e.message}`);
-  else throw e;
-}
+const structured = await client.responses.create({
+  model, input: 'Give the weather in Paris as JSON.', max_output_tokens: 200, temperature: 0,
+  text: { format: { type: 'json_schema', name: 'weather', schema, strict: true } } });
+let parsed = null;
+try { parsed = JSON.parse(structured.output_text); } catch { /* checked below */ }
+check(parsed !== null && ['Paris', 'Rome'].includes(parsed.city) && typeof parsed.sunny === 'boolean' &&
+      Object.keys(parsed).length === 2, `json_schema: the output follows the schema (got ${structured.output_text})`);
+check(structured.text?.format?.type === 'json_schema', 'json_schema: text.format echoed');
+seen.json_schema = structured.output_text;
 
 // 5. function tools: a named call, its output, and the conversation going on
 const tools = [{ type: 'function', name: 'get_weather', description: 'The weather in a city',
                  parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] } },
                                required: ['city'],
                                additionalProperties: false }, strict: true }];
-try {
-  const called = await client.responses.create({ model, input: 'What is the weather in Paris?', tools,
-                                                 tool_choice: { type: 'function', name: 'get_weather' },
-                                                 max_output_tokens: 100, temperature: 0 });
-  const call = called.output.find((item) => item.type === 'function_call');
-  check(call?.name === 'get_weather' && call.call_id?.startsWith('call_') && call.id?.startsWith('fc_'),
-        `tools: a function_call item (got ${JSON.stringify(called.output)})`);
-  let args = null;
-  try { args = JSON.parse(call?.arguments ?? ''); } catch { /* checked below */ }
-  check(args !== null && ['Paris', 'Rome'].includes(args.city), 'tools: its arguments follow the schema');
-  const answered = await client.responses.create({ model, tools, previous_response_id: called.id,
-    input: [{ type: 'function_call_output', call_id: call?.call_id, output: '{"temperature_c": 18}' }],
-    max_output_tokens: 8, temperature: 0 });
-  check(['completed', 'incomplete'].includes(answered.status), 'tools: the call\'s output continues the conversation');
-  // Streamed: the call's arguments arrive as function_call_arguments deltas.
-  const streamed = await client.responses.create({ model, input: 'Weather in Rome?', tools, tool_choice: 'required',
-                                                   max_output_tokens: 100, temperature: 0, stream: true });
-  let argDeltas = '';
-  let done = null;
-  for await (const event of streamed) {
-    if (event.type === 'response.function_call_arguments.delta') argDeltas += event.delta;
-    if (event.type === 'response.function_call_arguments.done') done = event;
-  }
-  check(done !== null && argDeltas === done.arguments && argDeltas.length > 0, 'tools: streamed argument deltas');
-  seen.tools = { call: call ?? null, streamed_arguments: argDeltas };
-} catch (e) {
-  if (e.status === 400 && /not wired|not built yet|constrained decoding/.test(e.message)) skipped.push(`tools: ${e.message}`);
-  else throw e;
+const called = await client.responses.create({ model, input: 'What is the weather in Paris?', tools,
+                                               tool_choice: { type: 'function', name: 'get_weather' },
+                                               max_output_tokens: 100, temperature: 0 });
+const call = called.output.find((item) => item.type === 'function_call');
+check(call?.name === 'get_weather' && call.call_id?.startsWith('call_') && call.id?.startsWith('fc_'),
+      `tools: a function_call item (got ${JSON.stringify(called.output)})`);
+let args = null;
+try { args = JSON.parse(call?.arguments ?? ''); } catch { /* checked below */ }
+check(args !== null && ['Paris', 'Rome'].includes(args.city), 'tools: its arguments follow the schema');
+const answered = await client.responses.create({ model, tools, previous_response_id: called.id,
+  input: [{ type: 'function_call_output', call_id: call?.call_id, output: '{"temperature_c": 18}' }],
+  max_output_tokens: 8, temperature: 0 });
+check(['completed', 'incomplete'].includes(answered.status), 'tools: the call\'s output continues the conversation');
+// Streamed: the call's arguments arrive as function_call_arguments deltas.
+const streamed = await client.responses.create({ model, input: 'Weather in Rome?', tools, tool_choice: 'required',
+                                                 max_output_tokens: 100, temperature: 0, stream: true });
+let argDeltas = '';
+let done = null;
+for await (const event of streamed) {
+  if (event.type === 'response.function_call_arguments.delta') argDeltas += event.delta;
+  if (event.type === 'response.function_call_arguments.done') done = event;
 }
+check(done !== null && argDeltas === done.arguments && argDeltas.length > 0, 'tools: streamed argument deltas');
+seen.tools = { call: call ?? null, streamed_arguments: argDeltas,
+               after_call: { input_tokens: answered.usage.input_tokens, cached_tokens: answered.usage.input_tokens_details.cached_tokens,
+                             first_turn: called.usage.input_tokens + called.usage.output_tokens } };
 
-console.log(JSON.stringify({ model, seen, skipped, failures }));
+console.log(JSON.stringify({ model, seen, failures }));
 process.exit(failures.length === 0 ? 0 : 1);
