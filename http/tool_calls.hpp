@@ -66,7 +66,6 @@ struct ToolCallDelta {
 struct ToolCallOutput {
   std::string content;
   std::vector<ToolCallDelta> calls;
-  bool empty() const { return content.empty() && calls.empty(); }
 };
 
 class ToolCallStream {
@@ -78,8 +77,10 @@ class ToolCallStream {
   ToolCallStream& operator=(ToolCallStream&&) noexcept;
   ~ToolCallStream();
 
-  // Reads the next piece of output; appends what is certain now to `out`
-  // (bytes that may still open a call are held back).
+  // Reads the next piece of output; appends what is certain now to `out`.
+  // Bytes that may still open a call are held back, and so is whitespace at
+  // the start or after a call, which is dropped when a call follows it or
+  // the answer ends after calls.
   void feed(std::string_view text, ToolCallOutput& out);
   // The output ended: appends what was held back.
   void finish(ToolCallOutput& out);
