@@ -16,12 +16,6 @@ std::string cat(std::initializer_list<std::string_view> pieces) {
   return out;
 }
 
-ApiError type_error(std::string_view field, std::string_view want) {
-  std::string message = "'";
-  message.append(field).append("' must be ").append(want);
-  return bad_request(std::move(message), std::string(field));
-}
-
 // A member that must be a string when present; absent or null: nullptr.
 Fail string_member(const json::object& o, std::string_view key, std::string_view field, const json::string*& out) {
   out = nullptr;
@@ -107,6 +101,10 @@ Fail function_call_output_item(const json::object& item, std::vector<ChatMessage
 }
 
 }  // namespace
+
+ApiError type_error(std::string_view field, std::string_view want) {
+  return bad_request(cat({"'", field, "' must be ", want}), std::string(field));
+}
 
 ChatMessage chat_message(std::string role, std::string content) {
   ChatMessage m;

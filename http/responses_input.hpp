@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "http/api_types.hpp"
@@ -16,6 +17,8 @@ namespace conveyor::http::responses {
 using Fail = std::optional<ApiError>;
 
 ChatMessage chat_message(std::string role, std::string content);
+// "'field' must be WANT", with param `field`.
+ApiError type_error(std::string_view field, std::string_view want);
 
 // `input`: a string (one user message) or an array of items.
 Fail input_messages(const boost::json::value& input, std::vector<ChatMessage>& out);

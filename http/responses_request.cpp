@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <limits>
 
+#include "http/api_request.hpp"
 #include "http/responses_input.hpp"
 
 namespace conveyor::http {
@@ -58,13 +59,7 @@ constexpr RequestField kFields[] = {
     {"priority", 0, I, "", "higher runs first under the priority policy"},
 };
 
-constexpr size_t kMaxStopStrings = 16;
-
-ApiError type_error(std::string_view field, std::string_view want) {
-  std::string message = "'";
-  message.append(field).append("' must be ").append(want);
-  return bad_request(std::move(message), std::string(field));
-}
+using responses::type_error;
 
 Fail get_string(const json::value& v, std::string_view field, std::string& out) {
   const json::string* s = v.if_string();
