@@ -63,29 +63,66 @@ bool ExprLowering::nullable(const Expr& e) const {
   return false;
 }
 
-Expr ExprLowering::nonempty(const Expr& e) const {
-  if (!nullable(e)) return e;
-  const Expr nothing = Expr::chars_of({});
+Expected<Alternative> ExprLowering::lower_nonempty(const Expr& e) {
+  if (!nullable(e)) return lower(e);
   switch (e.kind) {
-    case Expr::Kind::empty: return nothing;
+    case Expr::Kind::empty: return Alternative{b_.bytes(ByteSet{})};  // only "": nothing is left
     case Expr::Kind::seq: {
-      // Every item is nullable: XR minus "" = (X minus "") R | (R minus "").
-      const std::vector<Expr> rest(e.items.begin() + 1, e.items.end());
-      Expr tail = Expr::sequence(rest);
-      return Expr::alternatives({Expr::sequence({nonempty(e.items[0]), tail}), nonempty(tail)});
+      // Every item is nullable. X1..Xn minus "" = (X1 minus "") X2..Xn |
+      // (X2..Xn minus ""): built from the end with a rule per suffix, so
+      // the size stays linear in n.
+      const size_t n = e.items.size();
+      auto last = lower_nonempty(e.items[n - 1]);
+      if (!last) return last;
+      auto last_whole = lower(e.items[n - 1]);
+      if (!last_whole) return last_whole;
+      Element suffix = b_.choice({std::move(*last_whole)}, "seq");  // X_i..X_n
+      Element tail = b_.choice({std::move(*last)}, "seq");          // X_i..X_n minus ""
+      for (size_t i = n - 1; i-- > 0;) {
+        auto first = lower_nonempty(e.items[i]);
+        if (!first) return first;
+        first->push_back(suffix);
+        tail = b_.choice({std::move(*first), {tail}}, "seq");
+        auto item = lower(e.items[i]);
+        if (!item) return item;
+        item->push_back(suffix);
+        suffix = b_.choice({std::move(*item)}, "seq");
+      }
+      return Alternative{tail};
     }
     case Expr::Kind::alt: {
-      std::vector<Expr> alts;
-      for (const Expr& x : e.items) alts.push_back(nonempty(x));
-      return Expr::alternatives(std::move(alts));
+      std::vector<Alternative> alts;
+      for (const Expr& x : e.items) {
+        auto part = lower_nonempty(x);
+        if (!part) return part;
+        alts.push_back(std::move(*part));
+      }
+      return Alternative{b_.choice(std::move(alts), "alt")};
     }
-    case Expr::Kind::repeat:
-      if (e.max == 0) return nothing;
-      return Expr::repeated(nonempty(e.items[0]), 1, e.max);
-    case Expr::Kind::rule: return Expr::reference(rules_.nonempty(e.rule));
+    case Expr::Kind::repeat: {  // X{n,m} minus "" = (X minus ""){1,m}
+      if (e.max == 0) return Alternative{b_.bytes(ByteSet{})};
+      auto body = nullable(e.items[0]) ? lower_nonempty(e.items[0]) : lower(e.items[0]);
+      if (!body) return body;
+      return repetition(std::move(*body), 1, e.max);
+    }
+    case Expr::Kind::rule: return Alternative{b_.rule_ref(rules_.nonempty(e.rule))};
     case Expr::Kind::chars: break;
   }
-  return e;
+  return lower(e);
+}
+
+Expected<Alternative> ExprLowering::repetition(Alternative item, int32_t min, int32_t max) {
+  if (max == 0) return Alternative{};
+  if (b_.rule_count() + std::max(min, max) > kMaxGrammarRules) {
+    return make_error(Errc::invalid_argument,
+                      "the grammar would have more than " + std::to_string(kMaxGrammarRules) + " rules");
+  }
+  const Element body = item.size() == 1 ? item[0] : b_.choice({std::move(item)}, "item");
+  if (min == 0 && max < 0) return Alternative{b_.star({body})};
+  if (min == 1 && max < 0) return Alternative{b_.plus({body})};
+  if (min == 0 && max == 1) return Alternative{b_.optional({body})};
+  if (min == max) return Alternative(size_t(min), body);
+  return Alternative{b_.repeat({body}, min, max)};
 }
 
 Expected<Alternative> ExprLowering::lower(const Expr& e) {
@@ -116,24 +153,11 @@ Expected<Alternative> ExprLowering::lower(const Expr& e) {
       return Alternative{b_.choice(std::move(alts), "alt")};
     }
     case Expr::Kind::repeat: {
-      if (e.max == 0) return Alternative{};
-      int32_t min = e.min, max = e.max;
-      Expr item = e.items[0];
-      if (nullable(item)) {  // see the header: X{n,m} = (X minus ""){0,m}
-        item = nonempty(item);
-        min = 0;
-      }
-      if (b_.rule_count() + std::max(min, max) > kMaxGrammarRules) {
-        return make_error(Errc::invalid_argument,
-                          "the grammar would have more than " + std::to_string(kMaxGrammarRules) + " rules");
-      }
-      auto body = lower_element(item, "item");
-      if (!body) return body.error();
-      if (min == 0 && max < 0) return Alternative{b_.star({*body})};
-      if (min == 1 && max < 0) return Alternative{b_.plus({*body})};
-      if (min == 0 && max == 1) return Alternative{b_.optional({*body})};
-      if (min == max) return Alternative(size_t(min), *body);
-      return Alternative{b_.repeat({*body}, min, max)};
+      // See the header: X{n,m} with a nullable X is (X minus ""){0,m}.
+      const bool empty_item = nullable(e.items[0]);
+      auto body = empty_item ? lower_nonempty(e.items[0]) : lower(e.items[0]);
+      if (!body) return body;
+      return repetition(std::move(*body), empty_item ? 0 : e.min, e.max);
     }
   }
   return Alternative{};

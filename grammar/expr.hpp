@@ -53,6 +53,8 @@ struct Expr {
 // Repetition counts above this are refused by the parsers ({n,m}, and the
 // JSON Schema lengths and item counts): each count is a rule.
 inline constexpr int32_t kMaxRepeatCount = 10000;
+// Groups nested deeper than this are refused by the parsers (they recurse).
+inline constexpr int kMaxNesting = 256;
 // A compiled grammar may have at most this many rules.
 inline constexpr int32_t kMaxGrammarRules = 500000;
 
@@ -75,11 +77,13 @@ class ExprLowering {
   Expected<Element> lower_element(const Expr& e, std::string_view name);
 
   bool nullable(const Expr& e) const;
-  // An expression for e's strings except "" (Kind::chars with no range:
-  // nothing, when e matches only "").
-  Expr nonempty(const Expr& e) const;
+  // e's strings except "" (an element that never matches when e matches
+  // only "").
+  Expected<Alternative> lower_nonempty(const Expr& e);
 
  private:
+  // `item` between min and max times (max < 0: unbounded); item is not nullable.
+  Expected<Alternative> repetition(Alternative item, int32_t min, int32_t max);
   Element chars(const Expr& e);
   Element json_chars(const std::vector<CodepointRange>& set);
 

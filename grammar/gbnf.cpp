@@ -132,12 +132,14 @@ class GbnfParser {
         ++i_;
         items.push_back(Expr::chars_of({}, true));
       } else if (c == '(') {
+        if (++depth_ > kMaxNesting) return fail("groups nested more than " + std::to_string(kMaxNesting) + " deep");
         ++i_;
         skip_space(true);
         auto inner = alternates(true);
         if (!inner) return inner;
         if (!peek(')')) return fail("expected ')'");
         ++i_;
+        --depth_;
         items.push_back(std::move(*inner));
       } else if (is_name_char(c)) {
         const size_t at = i_;
@@ -284,6 +286,7 @@ class GbnfParser {
 
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open
   std::vector<RuleInfo> rules_;
   std::map<std::string, int32_t> index_;
 };
@@ -333,7 +336,7 @@ Expected<Grammar> grammar_from_gbnf(std::string_view text) {
             if (const auto it = nonempty_rules.find(r); it != nonempty_rules.end()) return it->second;
             const int32_t ne = b.add_rule(rules[size_t(r)].name + "-nonempty");
             nonempty_rules.emplace(r, ne);
-            auto body = lowering_ptr->lower(lowering_ptr->nonempty(rules[size_t(r)].body));
+            auto body = lowering_ptr->lower_nonempty(rules[size_t(r)].body);
             if (body) b.add_alternative(ne, std::move(*body));
             else if (nonempty_status) nonempty_status = body.error();
             return ne;

@@ -185,6 +185,7 @@ class RegexParser {
   }
 
   Expected<Expr> group() {
+    if (++depth_ > kMaxNesting) return fail("groups nested more than " + std::to_string(kMaxNesting) + " deep");
     ++i_;  // '('
     if (peek('?')) {
       const std::string_view rest = p_.substr(i_);
@@ -205,6 +206,7 @@ class RegexParser {
     if (!inner) return inner;
     if (!peek(')')) return fail("missing ')'");
     ++i_;
+    --depth_;
     return inner;
   }
 
@@ -330,6 +332,7 @@ class RegexParser {
 
   std::string_view p_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open
 };
 
 }  // namespace

@@ -103,12 +103,17 @@ TEST(Gbnf, ErrorsGiveLineAndColumn) {
       {"root ::= \"a\" )\n", "expected the end of the line (line 1, column 14)"},
       {"  ::= \"a\"\n", "expected a rule name (line 1, column 3)"},
   };
+  const std::string deep = "root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')') + "\n";
   for (const auto& [text, message] : cases) {
     auto g = grammar_from_gbnf(text);
     ASSERT_FALSE(g) << text;
     EXPECT_EQ(g.error().code, Errc::invalid_argument);
     EXPECT_NE(g.error().message.find(message), std::string::npos) << text << "\n" << g.error().message;
   }
+  auto nested = grammar_from_gbnf(deep);
+  ASSERT_FALSE(nested);
+  EXPECT_NE(nested.error().message.find("groups nested more than 256 deep (line 1, column 266)"), std::string::npos)
+      << nested.error().message;
 }
 
 }  // namespace

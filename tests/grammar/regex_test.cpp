@@ -130,6 +130,26 @@ TEST(Regex, JsonStringFormEscapesWhatJsonMust) {
   EXPECT_FALSE(earley_accepts(tab, "\\t\\u0002"));
 }
 
+TEST(Regex, DeepNestingAndLongOptionalGroupsAreBounded) {
+  auto deep = grammar_from_regex(std::string(100000, '(') + "a" + std::string(100000, ')'));
+  ASSERT_FALSE(deep);
+  EXPECT_NE(deep.error().message.find("groups nested more than 256 deep"), std::string::npos) << deep.error().message;
+  // A repeated group of many optional items: its non-empty part grows linearly.
+  const auto optional_items = [](int n) {
+    std::string p = "(";
+    for (int i = 0; i < n; ++i) p += "a?";
+    return p + ")*b";
+  };
+  auto big = grammar_from_regex(optional_items(5000));
+  ASSERT_TRUE(big) << big.error().message;
+  EXPECT_LT(big->rules.size(), 20000u);
+  auto small = grammar_from_regex(optional_items(20));
+  ASSERT_TRUE(small) << small.error().message;
+  EXPECT_TRUE(earley_accepts(*small, "aaab"));
+  EXPECT_TRUE(earley_accepts(*small, std::string(45, 'a') + "b"));
+  EXPECT_FALSE(earley_accepts(*small, "aaa"));
+}
+
 TEST(Regex, CountsStayWithinTheRuleBudget) {
   std::string pattern;
   for (int i = 0; i < 100; ++i) pattern += "a{0,10000}";  // a rule per count: a million
