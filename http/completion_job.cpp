@@ -126,7 +126,9 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
     if (spec_.chat && !websocket) {
       json::object delta;
       if (!c.started) delta["role"] = "assistant";
-      if (!text.empty() || !c.started) delta["content"] = text;
+      // OpenAI's first chunk of a call says content null, not "".
+      if (!text.empty()) delta["content"] = text;
+      else if (!c.started) delta["content"] = tool_calls.empty() ? json::value("") : json::value(nullptr);
       if (!tool_calls.empty()) delta["tool_calls"] = std::move(tool_calls);
       choice["delta"] = std::move(delta);
     } else {

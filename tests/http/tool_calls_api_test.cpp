@@ -242,7 +242,10 @@ TEST(ToolCallAnswers, SseDeltasAssembleIntoOneCall) {
     EXPECT_EQ(chunk.at("object"), "chat.completion.chunk");
     const json::object& choice = chunk.at("choices").as_array()[0].as_object();
     const json::object& delta = choice.at("delta").as_object();
-    if (const json::value* c = delta.if_contains("content")) content += json::value_to<std::string>(*c);
+    if (const json::value* c = delta.if_contains("content"); c != nullptr && !c->is_null())
+      content += json::value_to<std::string>(*c);
+    if (delta.contains("tool_calls") && id.empty())
+      EXPECT_TRUE(!delta.contains("content") || delta.at("content").is_null()) << out[i];
     if (const json::value* calls = delta.if_contains("tool_calls")) {
       for (const json::value& call : calls->as_array()) {
         ++fragments;

@@ -105,6 +105,7 @@ TEST_F(ToolCallsServer, ANamedCallStreamsAsDeltas) {
         if (call.as_object().contains("id")) {
           ++first_fragments;
           name = json::value_to<std::string>(call.at("function").at("name"));
+          EXPECT_TRUE(delta.contains("content") && delta.at("content").is_null()) << payload;  // as OpenAI's
         }
         arguments += json::value_to<std::string>(call.at("function").at("arguments"));
       }
