@@ -26,7 +26,7 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
   std::lock_guard lock(build_mu_);
   if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
   const int32_t start = dfa_->start_at(pos);
-  auto& candidates = recent_[int64_t(flat_.slots[size_t(pos)].byte_set) * 2 + (flat_.has_caller(pos) ? 1 : 0)];
+  auto& candidates = recent_[flat_.shape[size_t(pos)] * 2 + (flat_.has_caller(pos) ? 1 : 0)];
   const detail::PositionMask* m = nullptr;
   const auto same = [&](int32_t other) {
     if (!dfa_->equivalent(start, other, int32_t(TokenIndex::kShortToken))) return false;

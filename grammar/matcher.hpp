@@ -82,9 +82,9 @@ class CompiledGrammar {
   mutable std::mutex build_mu_;
   mutable std::unique_ptr<detail::LazyDfa> dfa_;
   mutable std::vector<std::unique_ptr<detail::PositionMask>> owned_;
-  // Recently computed masks by (byte set, has a caller): the candidates a
-  // new position may be equivalent to. (DFA start state, mask).
-  mutable std::unordered_map<int64_t, std::vector<std::pair<int32_t, const detail::PositionMask*>>> recent_;
+  // Recently computed masks by (shape, has a caller): the candidates a new
+  // position may be equivalent to. (DFA start state, mask).
+  mutable std::unordered_map<uint64_t, std::vector<std::pair<int32_t, const detail::PositionMask*>>> recent_;
   // (mask, ret) -> return_mask_at's mask. Read under a shared lock.
   mutable std::shared_mutex returns_mu_;
   mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, std::unique_ptr<detail::PositionMask>>>

@@ -174,6 +174,21 @@ FlatGrammar flatten(const Grammar& g) {
     }
   }
   f.rule_first_alt.push_back(int32_t(f.alt_start.size()));
+  f.shape.assign(f.slots.size(), 0);
+  for (size_t r = 0; r < rules.size(); ++r) {
+    uint64_t h = rules[r].size();
+    for (const Alternative& alt : rules[r]) {
+      h = mix(h + alt.size());
+      for (const Element& e : alt) h = mix(h ^ (e.kind == Element::Kind::bytes ? uint64_t(e.index) + 1 : 0));
+    }
+    for (int32_t a = f.rule_first_alt[r]; a < f.rule_first_alt[r + 1]; ++a) {
+      const int32_t first = f.alt_start[size_t(a)];
+      const auto alternative = uint64_t(a - f.rule_first_alt[r]);
+      for (int32_t p = first; p == first || !f.is_end(p - 1); ++p) {
+        f.shape[size_t(p)] = mix(h + uint64_t(p - first) * 1000003 + alternative);
+      }
+    }
+  }
   add_rule_returns(f);
   add_byte_classes(f);
   return f;

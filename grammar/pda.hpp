@@ -47,6 +47,10 @@ struct FlatGrammar {
   std::array<uint8_t, 256> byte_class{};
   std::vector<uint8_t> class_byte;  // [classes] one byte of each
   std::vector<int32_t> rule_of;  // [positions] the rule each lies in
+  // [positions] a hash of the position's place in its alternative and of the
+  // alternatives of its rule, with rule references all alike: the copies a
+  // bounded repetition makes share it (token masks compare only those).
+  std::vector<uint64_t> shape;
   // [rules] where a caller continues once the rule ends (sorted); empty:
   // the rule returns only to the root's end, so popping past it ends the text.
   std::vector<std::vector<int32_t>> rule_returns;

@@ -42,9 +42,12 @@ int32_t LazyDfa::intern(std::vector<int32_t> tops) {
 bool LazyDfa::equivalent(int32_t a, int32_t b, int32_t depth) {
   // Pairs still to compare, with the bytes left; a pair met again with no
   // more bytes left than before needs nothing new.
+  // Past kMaxPairs the answer is "no": a costly check is not worth a mask.
+  constexpr size_t kMaxPairs = 4096;
   std::unordered_map<uint64_t, int32_t> seen;
   std::vector<std::array<int32_t, 3>> todo{{a, b, depth}};
   while (!todo.empty()) {
+    if (seen.size() > kMaxPairs) return false;
     const auto [x, y, left] = todo.back();
     todo.pop_back();
     if (x == y) continue;

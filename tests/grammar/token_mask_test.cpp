@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "grammar/matcher.hpp"
 #include "model/formats/gguf_llama.hpp"
@@ -149,6 +150,49 @@ TEST(TokenMask, PrecomputeGivesTheSameMasksAsLazyUse) {
     ASSERT_TRUE(a.accept_bytes(piece) && b.accept_bytes(piece)) << piece;
     EXPECT_EQ(mask_of(a), mask_of(b)) << piece;
   }
+}
+
+TEST(TokenMask, BoundedRepetitionSharesMasksAndStaysExact) {
+  // "[a-z ]{0,40}" then "," and a digit: a position per count; far from
+  // the end, counts behave alike and share a mask, near it they must not
+  // (the 20- and 24-byte tokens fit only while 20 or 24 counts are left).
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative alt = b.literal("\"");
+  alt.push_back(b.repeat({b.codepoints({{'a', 'z'}, {' ', ' '}})}, 0, 40));
+  for (const Element& e : b.literal("\",")) alt.push_back(e);
+  alt.push_back(b.codepoints({{'0', '9'}}));
+  b.add_alternative(root, alt);
+  VocabularyBytes v;
+  v.tokens = {"", "\"", "a", "b", " ", "ab", "abc", " a", "\",", "\",1", "a\",", "ab\",2", "1", "7",
+              std::string(20, 'a'), std::string(24, ' '), std::string(17, 'b') + "\",", std::string(19, 'c') + "\",3"};
+  v.end_ids = {0};
+  auto g = compile(*std::move(b).build(root), index_vocabulary(std::move(v)));
+  ASSERT_TRUE(g) << g.error().message;
+  Matcher m(*g);
+  for (int step = 0; step < 45; ++step) {
+    const auto want = brute_force_mask(m);
+    ASSERT_EQ(mask_of(m), want) << "after " << step << " tokens:" << mask_difference(mask_of(m), want, (*g)->vocabulary());
+    // One count at a time (token "a"), so every position of the repetition is met.
+    if (!m.accept_token(step == 0 ? 1 : 2)) break;
+  }
+  const auto stats = (*g)->cache_stats();
+  EXPECT_LT(stats.distinct, stats.cached) << "no two counts shared a mask";
+}
+
+TEST(TokenMask, ThreadsShareALazilyFilledGrammar) {
+  // The masks are computed lazily by whichever thread meets a position
+  // first; every thread's masks must still match brute force.
+  auto g = compile(testing::json_grammar(), toy_json_vocabulary());
+  ASSERT_TRUE(g) << g.error().message;
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t seed = 100 + t * 10; seed < 105 + t * 10; ++seed) random_walk(*g, seed, 60);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT((*g)->cache_stats().cached, 0);
 }
 
 TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
