@@ -113,6 +113,13 @@ inline size_t code_points(std::string_view s) {
   return n;
 }
 
+// At most `bytes` of `text`, not cutting a UTF-8 character.
+inline std::string_view utf8_prefix(std::string_view text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes);
+}
+
 // Why `value` is not valid under `schema` ("" when it is). The keywords the
 // tools use are checked: type, enum, properties, required,
 // additionalProperties false, minLength, maxLength, pattern (searched, as
@@ -193,6 +200,7 @@ inline std::optional<ChoicePolicy> parse_choice_policy(std::string_view s) {
 struct TurnChoice {
   std::string label;     // "required" | "named" | "auto": how the figures group turns
   std::string function;  // named: the function
+  std::string describe() const { return label == "named" ? "named " + function : label; }
   json::value tool_choice() const {
     if (label != "named") return json::value(label);
     return json::object{{"type", "function"}, {"function", json::object{{"name", function}}}};
@@ -264,14 +272,14 @@ class ToolAgent : public Agent {
     const TurnChoice asked = choice();
     if (calls.empty()) {
       outcomes_.push_back({asked.label, Verdict::text});
-      record_turn(record, asked.label + ", " + std::to_string(record.tokens) + " tokens -> text \"" +
-                              printable(content.substr(0, 60)) + "\"");
+      record_turn(record, asked.describe() + ", " + std::to_string(record.tokens) + " tokens -> text \"" +
+                              printable(utf8_prefix(content, 60)) + "\"");
       messages_.push_back(json::object{{"role", "assistant"}, {"content", content}});
       messages_.push_back(json::object{{"role", "user"}, {"content", "Call one of your tools."}});
       return;
     }
     json::array tool_calls, answers;
-    std::string line = asked.label + ", " + std::to_string(record.tokens) + " tokens ->";
+    std::string line = asked.describe() + ", " + std::to_string(record.tokens) + " tokens ->";
     bool valid = true;
     for (const Call& call : calls) {
       json::object args;

@@ -3,9 +3,12 @@
 // checked for what the program claims to show: text streamed, a cancel that
 // ended `cancelled` after some tokens, statistics that add up, a filter that
 // cut and masked the text, losers cancelled, a chained prompt built from the
-// first output, and WebSocket requests interleaved on one socket.
+// first output, WebSocket requests interleaved on one socket, and a swarm of
+// agents whose forced tool calls are all valid, in-process and over HTTP.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -223,13 +226,12 @@ TEST(Examples, WebSocketClientFallsBackToTokenIds) {
 
 // ---- agent_swarm --------------------------------------------------------------
 
-// What a swarm run printed, checked: every agent finished every turn, each
-// turn made its tokens (ignore_eos), the latency percentiles are ordered and
-// counted once per turn request, agent 0 made one tool call a turn whose
-// arithmetic is right, and the shared system prompt was found in the prefix
-// cache. Returns the prefix-cache line's captures (hits, queries, rate, then
-// the in-process figures when present).
-std::vector<std::string> check_swarm_output(const std::string& output, int agents, int turns, int max_tokens) {
+// What every swarm run prints, checked: every agent finished every turn,
+// the latency percentiles are ordered and counted once per turn request, and
+// the shared system prompt was found in the prefix cache. Returns the
+// generated-token count, then the prefix-cache line's captures (hits,
+// queries, rate, then the in-process figures when present).
+std::vector<std::string> check_swarm_figures(const std::string& output, int agents, int turns) {
   const auto done = find(output, R"(agents finished: (\d+)/(\d+), turns finished: (\d+)/(\d+))");
   const auto throughput = find(output, R"(throughput: (\d+) generated tokens in ([\d.]+) s = (\d+) tokens/s)");
   const auto ttft =
@@ -244,7 +246,6 @@ std::vector<std::string> check_swarm_output(const std::string& output, int agent
   EXPECT_EQ(num(done[2]), agents);
   EXPECT_EQ(num(done[3]), agents * turns);
   EXPECT_EQ(num(done[4]), agents * turns);
-  EXPECT_EQ(num(throughput[1]), long(agents) * turns * max_tokens);
   EXPECT_GT(num(throughput[3]), 0);
   for (const auto* p : {&ttft, &e2e}) {
     EXPECT_EQ(num((*p)[4]), agents * turns) << (*p)[0];
@@ -252,7 +253,22 @@ std::vector<std::string> check_swarm_output(const std::string& output, int agent
     EXPECT_LE(std::stod((*p)[2]), std::stod((*p)[3])) << (*p)[0];
   }
   EXPECT_LE(std::stod(ttft[1]), std::stod(e2e[1]));
-  // Agent 0's transcript: one tool call per turn, the calculator's answers right.
+  // The shared system prompt was found in the prefix cache.
+  EXPECT_GT(num(cache[1]), 0) << cache[0];
+  EXPECT_LE(num(cache[1]), num(cache[2])) << cache[0];
+  EXPECT_GT(std::stod(cache[3]), 0.0) << cache[0];
+  std::vector<std::string> out = {throughput[1]};
+  out.insert(out.end(), cache.begin(), cache.end());
+  return out;
+}
+
+// --tool-choice off: each turn made all its tokens (ignore_eos), and agent
+// 0 made one derived call a turn whose arithmetic is right. Returns the
+// prefix-cache captures.
+std::vector<std::string> check_token_swarm(const std::string& output, int agents, int turns, int max_tokens) {
+  std::vector<std::string> figures = check_swarm_figures(output, agents, turns);
+  if (figures.empty()) return {};
+  EXPECT_EQ(num(figures[0]), long(agents) * turns * max_tokens);
   const auto calls = find_all(output, R"(agent 0, turn (\d+): (\d+) tokens, last id (\d+) -> (calc|lookup)\((.*)\) = (\S+))");
   EXPECT_EQ(calls.size(), size_t(turns)) << output;
   for (const auto& c : calls) {
@@ -268,26 +284,62 @@ std::vector<std::string> check_swarm_output(const std::string& output, int agent
     const long a = num(m[1]), b = num(m[3]);
     EXPECT_EQ(num(c[6]), m[2] == "+" ? a + b : m[2] == "-" ? a - b : a * b) << c[0];
   }
-  // The shared system prompt was found in the prefix cache.
-  EXPECT_GT(num(cache[1]), 0) << cache[0];
-  EXPECT_LE(num(cache[1]), num(cache[2])) << cache[0];
-  EXPECT_GT(std::stod(cache[3]), 0.0) << cache[0];
-  return cache;
+  return std::vector<std::string>(figures.begin() + 1, figures.end());
 }
 
-// In-process, with and without prefix waits. Whether a request waits
-// depends on timing (it must arrive while the first one's prefill of the
-// prefix is in flight; on the tiny model that prefill may be over before the
-// 32nd agent submits), so only what does not is checked: the flag reaches
-// the engine, and without it nobody waits.
+// Real tool calls: per tool_choice the share line, its counts adding up to
+// the turns asked that way, and (for forced calls) every turn a valid call;
+// agent 0's transcript has a turn per line, its valid calls answered as the
+// tools answer (calc's arithmetic, lookup's one high a day). Returns agent
+// 0's transcript lines.
+std::vector<std::string> check_tool_swarm(const std::string& output, int agents, int turns, const std::string& where,
+                                          const std::vector<std::string>& choices) {
+  check_swarm_figures(output, agents, turns);
+  int asked = 0;
+  for (const std::string& choice : choices) {
+    const auto share = find(output, "valid tool calls \\(" + where + "\\), tool_choice " + choice +
+                                        R"(: (\d+) of (\d+) turns \(([\d.]+)%\); (\d+) invalid, (\d+) answered in text)");
+    if (share.empty()) continue;
+    asked += num(share[2]);
+    EXPECT_EQ(num(share[1]) + num(share[4]) + num(share[5]), num(share[2])) << share[0];
+    if (choice != "auto") {
+      EXPECT_EQ(num(share[1]), num(share[2])) << "a forced call was not always valid: " << share[0] << "\n" << output;
+      EXPECT_EQ(share[3], "100.0") << share[0];
+    }
+  }
+  EXPECT_EQ(asked, agents * turns) << output;
+  std::vector<std::string> transcript;
+  for (const auto& line : find_all(output, R"(agent 0, turn \d+: .*)")) transcript.push_back(line[0]);
+  EXPECT_EQ(transcript.size(), size_t(turns)) << output;
+  for (const auto& c : find_all(output, R"(agent 0, turn \d+: [^\n]*-> calc\(\{"op":"([-+*])","a":(-?\d+),"b":(-?\d+)\}\) = \{"result":(-?\d+)\} \(valid\))")) {
+    const long a = num(c[2]), b = num(c[3]);
+    EXPECT_EQ(num(c[4]), c[1] == "+" ? a + b : c[1] == "-" ? a - b : a * b) << c[0];
+    EXPECT_TRUE(a >= -999 && a <= 999 && b >= -999 && b <= 999) << c[0];
+  }
+  for (const auto& c : find_all(output, R"(agent 0, turn \d+: [^\n]*-> lookup\(\{"city":"([^"]*)"(,"days":(\d+))?\}\) = \{"city":"([^"]*)","high_c":\[([\d,]*)\]\} \(valid\))")) {
+    EXPECT_TRUE(std::regex_match(c[1], std::regex("[A-Z][a-z]{1,11}"))) << c[0];
+    EXPECT_EQ(c[1], c[4]) << c[0];
+    const long days = c[3].empty() ? 1 : num(c[3]);
+    EXPECT_EQ(long(std::count(c[5].begin(), c[5].end(), ',')) + 1, days) << c[0];
+  }
+  return transcript;
+}
+
+// In-process, with and without prefix waits (the token-id loop, whose turns
+// all make the same number of tokens). Whether a request waits depends on
+// timing (it must arrive while the first one's prefill of the prefix is in
+// flight; on the tiny model that prefill may be over before the 32nd agent
+// submits), so only what does not is checked: the flag reaches the engine,
+// and without it nobody waits.
 TEST(Examples, AgentSwarmInProcessWithAndWithoutPrefixWait) {
-  const ProcessResult on = run({AGENT_SWARM_BINARY, "--agents", "32", "--turns", "2"});
+  const ProcessResult on = run({AGENT_SWARM_BINARY, "--agents", "32", "--turns", "2", "--tool-choice", "off"});
   find(on.output, R"(swarm: 32 agents x 2 turns, a shared system prompt of 300 tokens, 16 tokens a turn)");
   find(on.output, R"(engine: prefix wait on)");
-  const auto with_waits = check_swarm_output(on.output, 32, 2, 16);
-  const ProcessResult off = run({AGENT_SWARM_BINARY, "--agents", "32", "--turns", "2", "--prefix-wait", "false"});
+  const auto with_waits = check_token_swarm(on.output, 32, 2, 16);
+  const ProcessResult off =
+      run({AGENT_SWARM_BINARY, "--agents", "32", "--turns", "2", "--tool-choice", "off", "--prefix-wait", "false"});
   find(off.output, R"(engine: prefix wait off)");
-  const auto without_waits = check_swarm_output(off.output, 32, 2, 16);
+  const auto without_waits = check_token_swarm(off.output, 32, 2, 16);
   ASSERT_FALSE(with_waits.empty() || without_waits.empty());
   ASSERT_FALSE(with_waits[5].empty() || without_waits[5].empty()) << "no in-process figures";
   EXPECT_EQ(num(without_waits[5]), 0) << without_waits[0];
@@ -302,25 +354,81 @@ TEST(Examples, AgentSwarmInProcessWithAndWithoutPrefixWait) {
 }
 
 // A model without a tokenizer and a context of 256: token ids made of the
-// prompt text's bytes, the system prompt cut to fit.
+// prompt text's bytes, the system prompt cut to fit. Tools need a tokenizer
+// (the grammar is over its vocabulary): without --tool-choice off it says so.
 TEST(Examples, AgentSwarmRunsWithoutATokenizer) {
-  const ProcessResult r = run({AGENT_SWARM_BINARY, "--model", "dummy:llama-15m", "--agents", "8", "--turns", "2"});
+  const ProcessResult r =
+      run({AGENT_SWARM_BINARY, "--model", "dummy:llama-15m", "--agents", "8", "--turns", "2", "--tool-choice", "off"});
   find(r.output, R"(no tokenizer: prompts are bytes as token ids)");
   find(r.output, R"(note: the system prompt is cut to (\d+) tokens)");
-  check_swarm_output(r.output, 8, 2, 16);
+  check_token_swarm(r.output, 8, 2, 16);
+  const ProcessResult tools = run_process({AGENT_SWARM_BINARY, "--model", "dummy:llama-15m", "--agents", "2"}, 60s);
+  EXPECT_EQ(tools.exit_code, 1) << tools.output;
+  find(tools.output, R"(the model has no tokenizer, so it cannot follow a tool-call grammar: use --tool-choice off)");
+}
+
+// Real tool calls in-process on the embedded model (no chat template of its
+// own: the plain format, Hermes calls): required and alternate (required,
+// then a named function) give a valid call every turn; auto lets the random
+// weights answer in text, and the counts add up.
+TEST(Examples, AgentSwarmCallsToolsInProcess) {
+  const ProcessResult required = run({AGENT_SWARM_BINARY, "--agents", "4", "--turns", "2"});
+  find(required.output, R"(swarm: 4 agents x 2 turns, tools calc and lookup, tool_choice required, a first prompt of (\d+) tokens)");
+  find(required.output, R"(tool calls: hermes syntax \(chat template plain\))");
+  check_tool_swarm(required.output, 4, 2, "in-process", {"required"});
+  const ProcessResult alternate = run({AGENT_SWARM_BINARY, "--agents", "4", "--turns", "2", "--tool-choice", "alternate"});
+  const auto transcript = check_tool_swarm(alternate.output, 4, 2, "in-process", {"required", "named"});
+  ASSERT_EQ(transcript.size(), 2u);
+  EXPECT_NE(transcript[1].find("named calc, "), std::string::npos) << transcript[1];
+  EXPECT_NE(transcript[1].find("-> calc("), std::string::npos) << transcript[1];
+  const ProcessResult automatic =
+      run({AGENT_SWARM_BINARY, "--agents", "2", "--turns", "2", "--tool-choice", "auto", "--max-tokens", "24"});
+  check_tool_swarm(automatic.output, 2, 2, "in-process", {"auto"});
+}
+
+// The random-weight files with real templates and vocabularies: Qwen 3's
+// template (Hermes calls) and Llama 3.1's (JSON calls), every forced call
+// valid.
+TEST(Examples, AgentSwarmCallsToolsWithRealTemplates) {
+  const std::vector<std::pair<std::string, std::string>> models = {{"tiny-qwen2-q4_k_m.gguf", "hermes"},
+                                                                   {"tiny-llama3-q4_k_m.gguf", "llama3_json"}};
+  for (const auto& [file, syntax] : models) {
+    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + file;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path;
+    SCOPED_TRACE(file);
+    const ProcessResult r =
+        run({AGENT_SWARM_BINARY, "--model", path, "--agents", "4", "--turns", "2", "--tool-choice", "alternate"});
+    find(r.output, "tool calls: " + syntax + R"( syntax \(chat template jinja)");
+    check_tool_swarm(r.output, 4, 2, "in-process", {"required", "named"});
+  }
 }
 
 // Over HTTP against `conveyor serve` (the embedded default model): one
-// connection per agent, the hit rate from the server's /metrics.
+// connection per agent, the hit rate from the server's /metrics. With tools
+// the agents chat with tools and tool_choice, reading message.tool_calls
+// from the stream; the same seeds give agent 0 the calls it makes
+// in-process, where the example does what the server does. Without, the
+// token-id loop sends completions.
 TEST(Examples, AgentSwarmOverHttp) {
   const std::vector<std::string> args = {"--kv-cache-tokens", "32768", "--threads", "1"};
   ServeProcess server(kConveyor, args, kWorkDir + "/agent_swarm_serve.log");
   std::string error;
   ASSERT_TRUE(server.wait_ready(120s, error)) << error;
-  const ProcessResult r =
-      run({AGENT_SWARM_BINARY, "--mode", "http", "--url", server.url(), "--agents", "32", "--turns", "2"});
-  find(r.output, R"(server: http://127\.0\.0\.1:\d+ \(context 512\))");
-  const auto cache = check_swarm_output(r.output, 32, 2, 16);
+  const std::vector<std::string> swarm = {"--agents", "4", "--turns", "2"};
+  std::vector<std::string> http = {AGENT_SWARM_BINARY, "--mode", "http", "--url", server.url()};
+  http.insert(http.end(), swarm.begin(), swarm.end());
+  const ProcessResult tools = run(http);
+  find(tools.output, R"(server: http://127\.0\.0\.1:\d+ \(context 512\); chats with tools)");
+  const auto over_http = check_tool_swarm(tools.output, 4, 2, "over HTTP", {"required"});
+  std::vector<std::string> local = {AGENT_SWARM_BINARY};
+  local.insert(local.end(), swarm.begin(), swarm.end());
+  const ProcessResult in_process = run(local);
+  EXPECT_EQ(over_http, check_tool_swarm(in_process.output, 4, 2, "in-process", {"required"}));
+
+  const ProcessResult r = run({AGENT_SWARM_BINARY, "--mode", "http", "--url", server.url(), "--agents", "32",
+                               "--turns", "2", "--tool-choice", "off"});
+  find(r.output, R"(server: http://127\.0\.0\.1:\d+ \(context 512\); prompts are bytes as token ids)");
+  const auto cache = check_token_swarm(r.output, 32, 2, 16);
   ASSERT_FALSE(cache.empty());
   EXPECT_NE(cache[0].find("from /metrics"), std::string::npos) << cache[0];
 }
