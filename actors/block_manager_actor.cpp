@@ -42,7 +42,7 @@ AllocationResult apply_allocation_batch(BlockManager& bm, const AllocationBatch&
   for (const BlockRequest& r : batch.requests) {
     const std::span<const int32_t> tokens(batch.tokens.data() + r.token_begin,
                                           size_t(r.token_end - r.token_begin));
-    requests.push_back(SlotRequest{r.seq, r.is_new ? SlotOp::prompt : SlotOp::append, tokens});
+    requests.push_back(SlotRequest{r.seq, r.is_new ? SlotOp::prompt : SlotOp::append, tokens, -1, !r.uncached});
   }
   bm.allocate_batch(requests, slots);
   result.grants.reserve(slots.grants.size());

@@ -79,6 +79,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   // Kept blocks are only worth keeping when the prefix cache can find them.
   sc.session_max_blocks = config.prefix_caching ? int32_t(engine->num_blocks_ * config.session_max_share) : 0;
   sc.max_fault_retries = config.max_fault_retries;
+  sc.prompt_logprobs = runner->scores_prompts();
 
   SchedulerActors a;
   engine->metrics_ = a.metrics = std::make_shared<EngineMetrics>();

@@ -74,10 +74,13 @@ CONVEYOR_INSPECT(SamplingParams, temperature, top_k, top_p, min_p, presence_pena
                  stop_token_ids, ignore_eos, logit_bias, grammar)
 CONVEYOR_INSPECT(TokenLogprob, token, logprob)
 CONVEYOR_INSPECT(SampleResult, token, logprob, top)
-CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, n, session, resume)
+CONVEYOR_INSPECT(PromptLogprob, token, logprob, rank, top)
+CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, n, session, resume,
+                 prompt_logprobs)
 CONVEYOR_INSPECT(TokenEvent, id, index, token, logprob, top, finish, prompt_tokens,
-                 cached_prompt_tokens, completion_tokens, message, error_code, request_done)
-CONVEYOR_INSPECT(BlockRequest, seq, is_new, token_begin, token_end)
+                 cached_prompt_tokens, completion_tokens, message, error_code, request_done,
+                 prompt_logprobs)
+CONVEYOR_INSPECT(BlockRequest, seq, is_new, uncached, token_begin, token_end)
 CONVEYOR_INSPECT(BlockGrant, seq, ok, shortfall, cached_tokens, table_begin, blocks_begin,
                  blocks_end)
 CONVEYOR_INSPECT(SeqProgress, seq, computed)
@@ -93,10 +96,12 @@ CONVEYOR_INSPECT(BlockStats, total, used, free, cached, host_total, host_used, p
 CONVEYOR_INSPECT(SwapDone, seq, direction, seconds)
 CONVEYOR_INSPECT(ForwardBatch, tokens, seq_token_begin, seq_start_pos, block_tables,
                  block_table_begin, want_logits)
+CONVEYOR_INSPECT(PromptScoring, slot, row_offset, first, top, targets)
+CONVEYOR_INSPECT(PromptScores, seq, first, entries)
 CONVEYOR_INSPECT(StepPlan, iteration, batch, seq_ids, copies, new_samplers, new_sampler_prompts,
-                 new_sampler_history, retired, forks)
+                 new_sampler_history, retired, forks, score)
 CONVEYOR_INSPECT(SampledToken, seq, result)
-CONVEYOR_INSPECT(StepResult, iteration, tokens, forward_seconds, started_ns, finished_ns)
+CONVEYOR_INSPECT(StepResult, iteration, tokens, prompt_scores, forward_seconds, started_ns, finished_ns)
 CONVEYOR_INSPECT(AdmissionCandidate, id, prompt_tokens, max_tokens, priority, arrival, num_samples)
 CONVEYOR_INSPECT(AdmissionQuery, free_blocks, total_blocks, block_size, num_running, max_running,
                  reserved_blocks, candidates)
@@ -115,7 +120,7 @@ CONVEYOR_INSPECT(EngineStats, num_waiting, num_running, num_swapped, iterations,
 CONVEYOR_INSPECT(NodeInfo, name, model, architecture, vocab_size, dim, n_layers, context_length,
                  block_size, num_blocks, draining)
 CONVEYOR_INSPECT(StreamEvent, id, index, text, token_ids, logprobs, finish, prompt_tokens,
-                 cached_prompt_tokens, completion_tokens, error_code, message, refused)
+                 cached_prompt_tokens, completion_tokens, error_code, message, refused, prompt_logprobs)
 
 }  // namespace conveyor
 

@@ -109,6 +109,7 @@ void on_token(self_ptr self, TokenEvent& t) {
     StreamEvent e;
     e.id = st.id;
     e.index = t.index;
+    e.prompt_logprobs = std::move(t.prompt_logprobs);
     if (t.token >= 0) {
       const auto now = std::chrono::steady_clock::now();
       if (st.metrics) {

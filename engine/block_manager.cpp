@@ -154,11 +154,12 @@ void BlockManager::match_prefix(std::span<const int32_t> tokens) {
 // ---- allocation ------------------------------------------------------------
 
 BlockManager::Outcome BlockManager::do_prompt(uint64_t seq_id, std::span<const int32_t> tokens,
-                                              std::vector<BlockId>& changed) {
+                                              std::vector<BlockId>& changed, bool match) {
   Outcome out;
   if (tokens.empty()) return {GrantStatus::invalid_argument};
   if (seqs_.count(seq_id)) return {GrantStatus::sequence_exists};
-  match_prefix(tokens);
+  if (match) match_prefix(tokens);
+  else hits_.clear();
   int32_t total = blocks_for(int64_t(tokens.size()));
   int32_t hits = int32_t(hits_.size());
   int32_t cached_hits = 0;
@@ -189,10 +190,10 @@ BlockManager::Outcome BlockManager::do_prompt(uint64_t seq_id, std::span<const i
   seq.num_registered = hits;
   changed.insert(changed.end(), seq.table.begin(), seq.table.end());
 
-  counters_.prefix_queries += prefix_caching_ ? 1 : 0;
-  counters_.query_blocks += prefix_caching_ ? (tokens.size() - 1) / size_t(block_size_) : 0;
+  counters_.prefix_queries += prefix_caching_ && match ? 1 : 0;
+  counters_.query_blocks += prefix_caching_ && match ? (tokens.size() - 1) / size_t(block_size_) : 0;
   counters_.hit_blocks += uint64_t(hits);
-  counters_.query_tokens += prefix_caching_ ? tokens.size() : 0;
+  counters_.query_tokens += prefix_caching_ && match ? tokens.size() : 0;
   counters_.hit_tokens += uint64_t(seq.num_computed);
   out.num_cached_tokens = seq.num_computed;
   return out;
@@ -327,7 +328,7 @@ void BlockManager::allocate_batch(std::span<const SlotRequest> requests, SlotBat
       missing += g.shortfall;
     } else {
       Outcome o = r.op == SlotOp::prompt
-                      ? do_prompt(r.seq_id, r.tokens, out.blocks)
+                      ? do_prompt(r.seq_id, r.tokens, out.blocks, r.match_prefix)
                       : do_append(r.seq_id, r.tokens, r.num_computed, out.blocks, out.copies);
       g.status = o.status;
       g.shortfall = o.shortfall;

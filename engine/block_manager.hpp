@@ -131,6 +131,10 @@ struct SlotRequest {
   // num_computed tokens now have their KV written (see commit_computed). The
   // commit applies even when the append falls short or is skipped.
   int32_t num_computed = -1;
+  // prompt only: false allocates every block fresh, matching nothing in the
+  // prefix cache (a request that must compute its whole prompt: prompt
+  // logprobs); its computed blocks still enter the cache.
+  bool match_prefix = true;
 };
 
 enum class GrantStatus : uint8_t {
@@ -331,7 +335,7 @@ class BlockManager {
   };
 
   Outcome do_prompt(uint64_t seq_id, std::span<const int32_t> tokens,
-                    std::vector<BlockId>& changed);
+                    std::vector<BlockId>& changed, bool match = true);
   Outcome do_append(uint64_t seq_id, std::span<const int32_t> tokens, int32_t num_computed,
                     std::vector<BlockId>& changed, std::vector<BlockCopy>& copies);
   Outcome do_commit(Seq& seq, int32_t num_computed);

@@ -49,6 +49,14 @@ struct GenerateRequest {
   // count toward max_tokens and completion_tokens but are not sent again.
   // Only with n = 1.
   std::vector<int32_t> resume;
+  // vLLM's prompt_logprobs: -1, none; K in [0, 20], the logprob and rank of
+  // every prompt token after the first under the model's raw distribution
+  // at the position before it (teacher forcing), with the K most likely
+  // alternatives there. The prompt is computed in full for it, whatever the
+  // prefix cache holds (a cached block's KV is read, never recomputed, so
+  // its positions' logits would not exist); its blocks still enter the cache.
+  // Delivered once, on each sample's first event (TokenEvent::prompt_logprobs).
+  int32_t prompt_logprobs = -1;
 };
 
 // Request ids from 2^63 up are the engine's own (the sequences of samples
@@ -58,6 +66,14 @@ inline constexpr uint64_t kFirstSampleSeqId = uint64_t(1) << 63;
 inline constexpr uint64_t kFirstAutomaticRequestId = uint64_t(1) << 62;
 // The most samples one request may ask for (the engine's max_num_seqs may cap it lower).
 inline constexpr int32_t kMaxSamples = 1024;
+
+// A prompt token scored at the position before it (GenerateRequest::prompt_logprobs).
+struct PromptLogprob {
+  int32_t token = 0;                // the prompt's token
+  float logprob = 0.0f;             // its log-probability under the raw model distribution
+  int32_t rank = 1;                 // 1 + the tokens strictly more likely (vLLM's rank)
+  std::vector<TokenLogprob> top;    // the K most likely, most likely first (ties: lower id)
+};
 
 // One event per produced token, and a last one with finish != none.
 struct TokenEvent {
@@ -73,6 +89,10 @@ struct TokenEvent {
   std::string message;              // on an error event
   Errc error_code = Errc::invalid_argument;  // on an error event
   bool request_done = false;        // the request's last event (of all its samples)
+  // On a sample's first event (its first token, or its final event when it
+  // ends before one), when the request asked for prompt_logprobs: prompt
+  // tokens 1 .. prompt_len-1, in order.
+  std::vector<PromptLogprob> prompt_logprobs;
 };
 
 // ---- swap ----------------------------------------------------------------
@@ -100,6 +120,7 @@ struct SwapDone {
 struct BlockRequest {
   seq_id seq = 0;
   bool is_new = false;
+  bool uncached = false;            // is_new: match nothing in the prefix cache (prompt logprobs)
   int32_t token_begin = 0;
   int32_t token_end = 0;
 };
@@ -177,6 +198,26 @@ struct BlockStats {
 
 // ---- executor ------------------------------------------------------------
 
+// Prompt positions of one span to score: the logits of the span's tokens
+// row_offset .. row_offset + targets.size() - 1, each against the prompt
+// token that follows it (targets), with `top` alternatives. The first
+// target is prompt token `first` (its position).
+struct PromptScoring {
+  int32_t slot = 0;                 // the span's index in the batch
+  int32_t row_offset = 0;
+  int32_t first = 1;
+  int32_t top = 0;
+  std::vector<int32_t> targets;
+};
+
+// What a runner scored of one sequence's prompt in a step: prompt tokens
+// first .. first + entries.size() - 1.
+struct PromptScores {
+  seq_id seq = 0;
+  int32_t first = 1;
+  std::vector<PromptLogprob> entries;
+};
+
 // One iteration's work for the executor.
 //
 // A token of -1 in the batch is a placeholder: the token this sequence
@@ -199,6 +240,8 @@ struct StepPlan {
   // (parent, child): the child samples from its parent's logits row this step
   // (its sampler is among new_samplers). Grouped by parent, in plan order.
   std::vector<std::pair<seq_id, seq_id>> forks;
+  // Prompt positions to score (GenerateRequest::prompt_logprobs); usually empty.
+  std::vector<PromptScoring> score;
 };
 
 struct SampledToken {
@@ -209,6 +252,7 @@ struct SampledToken {
 struct StepResult {
   uint64_t iteration = 0;
   std::vector<SampledToken> tokens; // one per sequence with want_logits
+  std::vector<PromptScores> prompt_scores;  // one per StepPlan::score entry
   double forward_seconds = 0.0;     // time inside the forward pass and sampling
   int64_t started_ns = 0;           // steady_clock when the runner started / finished
   int64_t finished_ns = 0;          // (the scheduler measures the hops around it)

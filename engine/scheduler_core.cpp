@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 #include <string>
+#include <utility>
 
 
 namespace conveyor {
@@ -88,6 +89,14 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
                       "the prompt needs " + std::to_string(blocks_for(len + 1)) +
                           " KV blocks; the cache holds " + std::to_string(config_.num_blocks));
   if (Status s = validate(r.sampling, config_.vocab_size); !s) return s;
+  if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxLogprobs)
+    return make_error(Errc::invalid_argument, "prompt_logprobs must be between 0 and " +
+                                                  std::to_string(kMaxLogprobs) + ", got " +
+                                                  std::to_string(r.prompt_logprobs));
+  if (r.prompt_logprobs >= 0 && !config_.prompt_logprobs)
+    return make_error(Errc::invalid_argument,
+                      "prompt_logprobs: this engine's backend does not compute prompt logprobs "
+                      "(the CPU backend does)");
   if (const int32_t most = std::min(config_.max_num_seqs, kMaxSamples); r.n < 1 || r.n > most)
     return make_error(Errc::invalid_argument, "n must be between 1 and " + std::to_string(most) +
                                                   " (the engine's max_num_seqs), got " + std::to_string(r.n));
@@ -118,6 +127,8 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   if (s.generated() >= s.sampling.max_tokens)
     return make_error(Errc::invalid_argument, "the resumed tokens already reach max_tokens");
   if (r.n == 1) s.session = std::move(r.session);
+  // A resumed request delivered its prompt's logprobs with its first token.
+  if (r.resume.empty()) s.prompt_scoring.top = r.prompt_logprobs;
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, now});
   seqs_.emplace(s.id, std::move(s));
   return Status::ok();
@@ -166,8 +177,9 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
   erase_sequence(s.id);  // `s` dangles from here on
 }
 
-void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std::string& message,
+void SchedulerCore::emit_final(Sequence& s, FinishReason reason, const std::string& message,
                                Errc code) {
+  const std::vector<PromptLogprob> scores = take_prompt_scores(s);
   // A request that ends before its first token ends all its samples.
   for (int32_t i = 0; i < s.samples; ++i) {
     TokenEvent e;
@@ -179,6 +191,7 @@ void SchedulerCore::emit_final(const Sequence& s, FinishReason reason, const std
     e.completion_tokens = s.generated();
     e.message = message;
     if (reason == FinishReason::error) e.error_code = code;
+    e.prompt_logprobs = scores;
     e.request_done = close_sample(s.request);
     events_.push_back(std::move(e));
   }
@@ -332,7 +345,8 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
     if (s == nullptr || s->state() != SeqState::waiting || is_cancelled(id)) continue;
-    if (config_.prefix_wait && waits_for_shared_prefix(*s)) continue;  // stays queued
+    // One that computes its whole prompt anyway (prompt logprobs) waits for nobody.
+    if (config_.prefix_wait && !s->prompt_scoring.pending() && waits_for_shared_prefix(*s)) continue;
     waiting_.remove(id);
     plan(*s, 0, /*is_new=*/true, false);
   }
@@ -451,7 +465,8 @@ void SchedulerCore::request_slots(AllocationBatch& batch, const Sequence& s, boo
     if (s.slots < known) batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.slots, s.tokens.begin() + known);
     batch.tokens.resize(batch.tokens.size() + size_t(end - std::max(s.slots, known)), -1);
   }
-  batch.requests.push_back(BlockRequest{s.id, is_new, begin, int32_t(batch.tokens.size())});
+  batch.requests.push_back(
+      BlockRequest{s.id, is_new, is_new && s.prompt_scoring.pending(), begin, int32_t(batch.tokens.size())});
 }
 
 void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result) {
@@ -676,6 +691,7 @@ StepPlan SchedulerCore::build_step() {
     }
     plan.batch.add_sequence(span, s.scheduled, s.block_table, last);
     plan.seq_ids.push_back(s.id);
+    if (s.prompt_scoring.pending()) plan_scoring(s, s.scheduled, n, plan);
     s.scheduled += n;
     s.last_plan = iteration_;
     if (!s.runner_has_sampler) {
@@ -782,6 +798,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     if (p.samples) --s->unconfirmed;
     pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
   }
+  apply_scores(result.prompt_scores);  // before the forks copy them
   apply_forks(flight.forks);
   for (const SampledToken& t : result.tokens) {
     Sequence* s = find(t.seq);
@@ -812,6 +829,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     e.token = token;
     e.logprob = t.result.logprob;
     e.top = t.result.top;
+    e.prompt_logprobs = take_prompt_scores(*s);
     events_.push_back(std::move(e));
     if (s->generated() >= s->sampling.max_tokens ||
         int32_t(s->tokens.size()) >= config_.context_length) {
@@ -830,6 +848,45 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     pending_free_blocks_ += d.blocks;
     return true;
   });
+}
+
+// ---- prompt logprobs ------------------------------------------------------------
+
+// Positions q of the span [start, start + n) that predict a prompt token
+// (q + 1 < prompt_len) not scored yet. Spans of one admission never
+// overlap; after a recompute, positions already scored are not asked again.
+void SchedulerCore::plan_scoring(const Sequence& s, int32_t start, int32_t n, StepPlan& plan) const {
+  const int32_t from = std::max(start, int32_t(s.prompt_scoring.scores.size()));
+  const int32_t to = std::min(start + n, s.prompt_len - 1);
+  if (to <= from) return;
+  PromptScoring p;
+  p.slot = plan.batch.num_seqs() - 1;
+  p.row_offset = from - start;
+  p.first = from + 1;
+  p.top = s.prompt_scoring.top;
+  p.targets.assign(s.tokens.begin() + from + 1, s.tokens.begin() + to + 1);
+  plan.score.push_back(std::move(p));
+}
+
+void SchedulerCore::apply_scores(const std::vector<PromptScores>& scores) {
+  for (const PromptScores& in : scores) {
+    Sequence* s = find(in.seq);
+    if (s == nullptr || !s->prompt_scoring.pending()) continue;
+    std::vector<PromptLogprob>& have = s->prompt_scoring.scores;
+    // Entries before the next missing token were scored before a recompute.
+    const auto skip = int64_t(have.size()) + 1 - in.first;
+    if (skip < 0 || skip >= int64_t(in.entries.size())) continue;
+    have.insert(have.end(), in.entries.begin() + skip, in.entries.end());
+  }
+}
+
+// Whole (every prompt token after the first scored) or nothing: a sequence
+// that ends before its prefill does (cancelled, refused) has no scores to give.
+std::vector<PromptLogprob> SchedulerCore::take_prompt_scores(Sequence& s) const {
+  Sequence::PromptScoring& p = s.prompt_scoring;
+  if (!p.pending() || int32_t(p.scores.size()) != s.prompt_len - 1) return {};
+  p.delivered = true;
+  return std::exchange(p.scores, {});
 }
 
 // ---- faults -------------------------------------------------------------------

@@ -90,6 +90,9 @@ struct SchedulerConfig {
   // may keep (past it, the oldest session lets go).
   double session_ttl_seconds = engine_defaults::session_ttl_seconds;
   int32_t session_max_blocks = 0;
+  // The runner scores prompt positions (StepRunner::scores_prompts); without
+  // it, requests that ask for prompt_logprobs are refused at submit.
+  bool prompt_logprobs = false;
 };
 
 struct FinishedSequence {
@@ -245,8 +248,13 @@ class SchedulerCore {
   // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
   void append_token(Sequence& s, int32_t token);
   // The client events that end a sequence (all its samples before a fork).
-  void emit_final(const Sequence& s, FinishReason reason, const std::string& message,
+  void emit_final(Sequence& s, FinishReason reason, const std::string& message,
                   Errc code = Errc::invalid_argument);
+  // Prompt logprobs: the positions of a span to score, the runner's scores
+  // in, and the scores out once, with the sequence's first event.
+  void plan_scoring(const Sequence& s, int32_t start, int32_t n, StepPlan& plan) const;
+  void apply_scores(const std::vector<PromptScores>& scores);
+  std::vector<PromptLogprob> take_prompt_scores(Sequence& s) const;
   // static_padded: the sequence ends for its client and decodes on.
   void end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token);
   void retire_padding(Sequence& s);

@@ -86,6 +86,16 @@ struct Sequence {
     bool waited = false;            // it waited once (counted in prefix_waits)
   } prefix;
 
+  // ---- its prompt's logprobs, when asked for (GenerateRequest::prompt_logprobs) --
+  struct PromptScoring {
+    int32_t top = -1;                   // alternatives per position; -1: not asked for
+    std::vector<PromptLogprob> scores;  // prompt tokens 1 .. scores.size(), as they arrive
+    bool delivered = false;             // sent with its first event
+    // Positions are still to be scored: its prefill computes every prompt
+    // position, bypassing the prefix cache.
+    bool pending() const { return top >= 0 && !delivered; }
+  } prompt_scoring;
+
   // ---- what happened to it -----------------------------------------------------
   // The prefix-cache hit at its first admission; nullopt until then.
   std::optional<int32_t> cached_prompt_tokens;

@@ -28,6 +28,10 @@ class StepRunner {
   // (StepPlan::new_sampler_history). Called only while no step runs; run()
   // or launch() may have thrown half-way through the last one.
   virtual void reset() = 0;
+  // Whether run() scores the prompt positions a plan asks for
+  // (StepPlan::score, for prompt logprobs). A runner that does not is never
+  // given such a plan: the scheduler refuses those requests at submit.
+  virtual bool scores_prompts() const { return false; }
 
   // A pipelined runner (the CUDA runner) also takes a step in two halves, so
   // that the executor can queue the next step's device work before it

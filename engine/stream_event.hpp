@@ -31,6 +31,9 @@ struct StreamEvent {
   // submitted (a full waiting queue, a request it cannot run), so it did no
   // work for it.
   bool refused = false;
+  // On a sample's first event, when the request asked for prompt_logprobs
+  // (TokenEvent::prompt_logprobs).
+  std::vector<PromptLogprob> prompt_logprobs;
 
   // The last event of its sample. A request with n samples ends after n of
   // these (one per index), in the order its samples finish.

@@ -22,6 +22,12 @@ StepResult CpuStepRunner::run(StepPlan& plan) {
   result.iteration = plan.iteration;
   if (plan.batch.num_seqs() > 0) transformer_->forward(plan.batch, *kv_, logits_);
   sampling_.sample(plan, logits_.data(), transformer_->config().vocab_size, result);
+  if (!plan.score.empty()) {
+    Transformer& t = *transformer_;
+    score_prompts(plan, t.config().vocab_size,
+                  [&t](std::span<const int32_t> rows, std::vector<float>& logits) { t.logits_of(rows, logits); },
+                  result);
+  }
   result.forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/transformer.hpp"
 #include "backends/host_sampling.hpp"
+#include "backends/prompt_scoring.hpp"
 #include "engine/step_runner.hpp"
 #include "model/kv_cache.hpp"
 
@@ -21,6 +22,7 @@ class CpuStepRunner final : public StepRunner {
   CpuStepRunner(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
   StepResult run(StepPlan& plan) override;
   void reset() override;
+  bool scores_prompts() const override { return true; }
 
  private:
   std::shared_ptr<Transformer> transformer_;

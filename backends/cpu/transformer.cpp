@@ -218,6 +218,19 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   clock.mark(&ForwardProfile::logits);
 }
 
+void Transformer::logits_of(std::span<const int32_t> rows, std::vector<float>& logits) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  omp_set_num_threads(m.n_threads);
+  const int32_t dim = c.dim, n = int32_t(rows.size());
+  float* final_x = grow(m.final_x, size_t(n) * dim);
+  for (int32_t r = 0; r < n; ++r)
+    kernels::rmsnorm(m.scratch.x.data() + int64_t(rows[size_t(r)]) * dim, dim, 1, dim, m.final_norm.data(),
+                     c.rms_eps, final_x + int64_t(r) * dim, dim);
+  logits.resize(size_t(n) * c.vocab_size);
+  m.classifier.apply(final_x, dim, n, logits.data(), c.vocab_size, false, m.scratch.quant);
+}
+
 void Transformer::hidden_states(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                                 std::vector<float>& hidden) const {
   const Impl& m = *impl_;

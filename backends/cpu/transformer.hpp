@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/batch.hpp"
@@ -53,6 +54,12 @@ class Transformer {
   // The caller guarantees that positions are < context_length and block
   // tables cover every position.
   void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits);
+
+  // After forward(), before the next: the logits of the last batch's token
+  // rows `rows` (indices into its tokens, any of them), resized to
+  // [rows.size(), vocab_size]. Prompt logprobs score every prompt position
+  // this way; forward() itself computes only the rows that sample.
+  void logits_of(std::span<const int32_t> rows, std::vector<float>& logits);
 
   // The scratch of one caller of hidden_states() (opaque; grown to the
   // largest batch seen, then reused).

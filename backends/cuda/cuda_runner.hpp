@@ -20,6 +20,10 @@
 // for it first). finish() returns once a step's work on the device is
 // done, so the swap engine may copy any block the scheduler names after
 // its result.
+// It does not score prompt positions (StepRunner::scores_prompts is
+// false), so requests with prompt logprobs (and echo with logprobs) are
+// refused by the scheduler with an error that says so: that needs the
+// classifier over extra rows on the device, not written yet.
 //
 // CudaSwapEngine: copies between the device pool and a pinned host pool on
 // one stream per direction, never on the compute stream; a waiter thread
