@@ -157,8 +157,13 @@ ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat 
   key.append(to_string(format)).append("|").append(std::to_string(int(choice.mode))).append("|");
   key.append(choice.function).append(request.parallel_tool_calls ? "|parallel|" : "|single|");
   key.append(request.tools_json);
-  return compiler.compile_grammar(
+  ConstraintResult compiled = compiler.compile_grammar(
       key, [&] { return tool_call_grammar(format, *tools, choice, request.parallel_tool_calls); }, "tools");
+  // A schema the compiler cannot hold a call to does not fail an auto
+  // request, which asked for no guarantee: its calls are read, unconstrained.
+  if (choice.mode == ToolChoice::Mode::automatic && std::holds_alternative<ApiError>(compiled))
+    return GrammarConstraint{};
+  return compiled;
 }
 
 }  // namespace conveyor::http

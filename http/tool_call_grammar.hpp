@@ -44,9 +44,10 @@ Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::v
                                              const ToolChoice& choice, bool parallel);
 
 // The request's constraint from its tools (an empty one when they do not
-// constrain it), compiled by `compiler`; errors name "tools". A request
-// that also asks for response_format (or another constraint) gets a 400
-// when its tools need a grammar too.
+// constrain it), compiled by `compiler`; errors name "tools". With auto, a
+// schema the compiler refuses leaves the request unconstrained (its calls
+// are still read), as does a response_format beside it; a forced call with
+// a schema the compiler refuses, or with a response_format, is a 400.
 ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat format,
                                       ConstraintCompiler& compiler);
 

@@ -163,6 +163,11 @@ TEST_F(ToolCallsServer, RefusalsNameTheField) {
   const Response refused = post(bad_schema);
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(parse_object(refused.body)["error"].as_object()["param"], "tools") << refused.body;
+  // auto promised nothing: the same tools leave it unconstrained.
+  bad_schema["tool_choice"] = "auto";
+  bad_schema["max_tokens"] = 8;
+  const Response unconstrained = post(bad_schema);
+  EXPECT_EQ(unconstrained.status, 200) << unconstrained.body;
   // tool_choice none: the tools are given, nothing is forced or read.
   const Response none = post(request("none"));
   ASSERT_EQ(none.status, 200) << none.body;
