@@ -311,12 +311,12 @@ std::vector<std::string> check_tool_swarm(const std::string& output, int agents,
   std::vector<std::string> transcript;
   for (const auto& line : find_all(output, R"(agent 0, turn \d+: .*)")) transcript.push_back(line[0]);
   EXPECT_EQ(transcript.size(), size_t(turns)) << output;
-  for (const auto& c : find_all(output, R"(agent 0, turn \d+: [^\n]*-> calc\(\{"op":"([-+*])","a":(-?\d+),"b":(-?\d+)\}\) = \{"result":(-?\d+)\} \(valid\))")) {
+  for (const auto& c : find_all(output, R"re(agent 0, turn \d+: [^\n]*-> calc\(\{"op":"([-+*])","a":(-?\d+),"b":(-?\d+)\}\) = \{"result":(-?\d+)\} \(valid\))re")) {
     const long a = num(c[2]), b = num(c[3]);
     EXPECT_EQ(num(c[4]), c[1] == "+" ? a + b : c[1] == "-" ? a - b : a * b) << c[0];
     EXPECT_TRUE(a >= -999 && a <= 999 && b >= -999 && b <= 999) << c[0];
   }
-  for (const auto& c : find_all(output, R"(agent 0, turn \d+: [^\n]*-> lookup\(\{"city":"([^"]*)"(,"days":(\d+))?\}\) = \{"city":"([^"]*)","high_c":\[([\d,]*)\]\} \(valid\))")) {
+  for (const auto& c : find_all(output, R"re(agent 0, turn \d+: [^\n]*-> lookup\(\{"city":"([^"]*)"(,"days":(\d+))?\}\) = \{"city":"([^"]*)","high_c":\[([\d,]*)\]\} \(valid\))re")) {
     EXPECT_TRUE(std::regex_match(c[1], std::regex("[A-Z][a-z]{1,11}"))) << c[0];
     EXPECT_EQ(c[1], c[4]) << c[0];
     const long days = c[3].empty() ? 1 : num(c[3]);
