@@ -1,6 +1,7 @@
 // Tool calling through the server's pieces, without a network: the request
-// fields (tools, tool_choice, parallel_tool_calls, tool messages), the real
-// Qwen and Llama templates rendering a history with calls and results, the
+// fields (tools, tool_choice, parallel_tool_calls, tool messages), Qwen's
+// real templates and a Llama 3.x-style one rendering a history with calls
+// and results, the
 // format chosen from the template, and the chat answers CompletionJob writes
 // (whole, SSE, WebSocket).
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ namespace {
 namespace json = boost::json;
 
 const std::string kTemplates = std::string(CONVEYOR_SOURCE_DIR) + "/tests/template/data/templates/";
-const std::string kLlamaTools = std::string(CONVEYOR_SOURCE_DIR) + "/tests/http/data/llama3_2_tools.jinja";
+const std::string kLlamaTools = std::string(CONVEYOR_SOURCE_DIR) + "/tests/http/data/llama3_tools.jinja";
 
 constexpr const char* kWeatherTool =
     R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",

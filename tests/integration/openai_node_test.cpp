@@ -93,9 +93,9 @@ TEST(OpenAiNodeClient, RespondsThroughTheResponsesApi) {
 }
 
 // Tool calling as agents use it (openai_client/tool_check.mjs) on real
-// vocabularies and templates with random weights: Qwen 3's template (the
-// Hermes <tool_call> syntax) and Meta's Llama 3.2 template with tools (JSON
-// calls, llama3_json).
+// vocabularies with random weights: Qwen 3's template (the Hermes
+// <tool_call> syntax) and a Llama 3.x-style template with tools
+// (tests/http/data/llama3_tools.jinja: JSON calls, llama3_json).
 void run_tool_check(const std::string& model, const std::vector<std::string>& extra_args, const std::string& log) {
   const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + model;
   if (!fs::exists(path)) GTEST_SKIP() << path << " is not there (see ../shared/models/README.md)";
@@ -121,7 +121,7 @@ TEST(OpenAiNodeClient, CallsToolsWithQwensTemplate) {
 
 TEST(OpenAiNodeClient, CallsToolsWithLlamasTemplate) {
   run_tool_check("tiny-llama3-q4_k_m.gguf",
-                 {"--chat-template", std::string(CONVEYOR_SOURCE_DIR) + "/tests/http/data/llama3_2_tools.jinja"},
+                 {"--chat-template", std::string(CONVEYOR_SOURCE_DIR) + "/tests/http/data/llama3_tools.jinja"},
                  "openai_node_tools_llama.log");
 }
 
