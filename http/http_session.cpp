@@ -52,11 +52,19 @@ std::string logged_route(std::string_view target) {
   return std::string(path.substr(0, 200));
 }
 
-std::string sse_header() {
+template <class Response>
+void set_cors(Response& res, const std::string& allow_origin) {
+  if (allow_origin.empty()) return;
+  res.set(bhttp::field::access_control_allow_origin, allow_origin);
+  res.set(bhttp::field::vary, "Origin");
+}
+
+std::string sse_header(const std::string& cors_origin) {
   bhttp::response<bhttp::empty_body> res{bhttp::status::ok, 11};
   res.set(bhttp::field::server, "conveyor");
   res.set(bhttp::field::content_type, "text/event-stream");
   res.set(bhttp::field::cache_control, "no-cache");
+  set_cors(res, cors_origin);
   res.chunked(true);
   std::ostringstream os;
   os << res.base();
@@ -225,6 +233,10 @@ void HttpSession::handle_request() {
   const std::string_view method(req.method_string().data(), req.method_string().size());
   head_only_ = method == "HEAD";
   record_ = RequestRecord(registry_id_, std::string(method), logged_route(target));
+  const auto origin_header = req[bhttp::field::origin];
+  const std::string_view origin(origin_header.data(), origin_header.size());
+  cors_origin_ = cors_allow_origin(origin, state_->options().allowed_origins);
+  if (method == "OPTIONS") return answer_preflight(target);
   const RouteMatch m = match_route(method, target);
   if (m.route == Route::not_found)
     return send_error(ApiError{404, "no such path: " + std::string(target), "not_found_error", {}, "not_found"});
@@ -235,10 +247,8 @@ void HttpSession::handle_request() {
                       m.allow);
   // A web page of another origin may not drive this server (http/origin_policy.hpp).
   if (m.route == Route::websocket) {
-    const auto origin = req[bhttp::field::origin];
     const auto host = req[bhttp::field::host];
-    if (!origin_allowed(std::string_view(origin.data(), origin.size()), std::string_view(host.data(), host.size()),
-                        state_->options().allowed_origins))
+    if (!origin_allowed(origin, std::string_view(host.data(), host.size()), state_->options().allowed_origins))
       return send_error(ApiError{403,
                                  "a WebSocket from the page origin '" + std::string(origin) +
                                      "' is refused; start the server with --allowed-origins naming it to allow it",
@@ -425,7 +435,7 @@ void HttpSession::emit(std::vector<std::string>& payloads) {
   std::string events = job_->frame_events(payloads);
   if (!sse_started_) {
     sse_started_ = true;
-    queue_output(sse_header());
+    queue_output(sse_header(cors_origin_));
   }
   queue_output(std::move(events));
 }
@@ -529,6 +539,35 @@ void HttpSession::send_error(const ApiError& error, const char* allow, int retry
   send_response(unsigned(error.status), error_json(error), "application/json", allow, retry_after);
 }
 
+void HttpSession::answer_preflight(std::string_view target) {
+  const auto& req = parser_->get();
+  const auto wanted = req[bhttp::field::access_control_request_method];
+  const std::string method = wanted.empty() ? "GET" : std::string(wanted);
+  const RouteMatch m = match_route(method, target);
+  if (m.route == Route::not_found)
+    return send_error(ApiError{404, "no such path: " + std::string(target), "not_found_error", {}, "not_found"});
+  const auto origin = req[bhttp::field::origin];
+  if (!origin.empty() && cors_origin_.empty())
+    return send_error(ApiError{403,
+                               "cross-origin requests from '" + std::string(origin) +
+                                   "' are refused; start the server with --allowed-origins naming it to allow them",
+                               "invalid_request_error", {}, "origin_not_allowed"});
+  bhttp::response<bhttp::string_body> res{bhttp::status::no_content, 11};
+  res.set(bhttp::field::server, "conveyor");
+  const std::string allow = std::string(m.allow) + ", OPTIONS";
+  res.set(bhttp::field::allow, allow);
+  if (!cors_origin_.empty()) {
+    res.set(bhttp::field::access_control_allow_methods, allow);
+    const auto headers = req[bhttp::field::access_control_request_headers];
+    res.set(bhttp::field::access_control_allow_headers,
+            headers.empty() ? std::string("Authorization, Content-Type") : std::string(headers));
+    res.set(bhttp::field::access_control_max_age, "600");
+  }
+  res.keep_alive(keep_alive_);
+  res.prepare_payload();
+  send_message(std::move(res));
+}
+
 void HttpSession::send_response(unsigned status, std::string body, const char* content_type,
                                 const char* allow, const char* retry_after) {
   bhttp::response<bhttp::string_body> res{bhttp::int_to_status(status), 11};
@@ -545,6 +584,7 @@ void HttpSession::send_response(unsigned status, std::string body, const char* c
 
 void HttpSession::send_message(bhttp::response<bhttp::string_body> res) {
   record_.end(int(res.result_int()));
+  set_cors(res, cors_origin_);
   if (head_only_) res.body().clear();  // Content-Length stays the body's
   std::ostringstream os;
   os << res;

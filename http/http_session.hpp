@@ -76,6 +76,8 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
 
   // `retry_after_seconds` > 0: a Retry-After header (429s get one anyway).
   void send_error(const ApiError& error, const char* allow = nullptr, int retry_after_seconds = 0);
+  // OPTIONS: a browser's CORS preflight, granted to --allowed-origins.
+  void answer_preflight(std::string_view target);
   void send_response(unsigned status, std::string body, const char* content_type,
                      const char* allow = nullptr, const char* retry_after = nullptr);
   // A whole response, ready to go (record_ ends with its status).
@@ -108,6 +110,8 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
 
   bool keep_alive_ = true;
   bool head_only_ = false;  // a HEAD request: the response's head, without its body
+  // The request's Access-Control-Allow-Origin ("" for none: http/origin_policy.hpp).
+  std::string cors_origin_;
   bool response_complete_ = false;  // the whole response is queued
   bool busy_ = false;               // a request is being answered
   bool probing_ = false;            // the disconnect probe read is pending

@@ -43,6 +43,16 @@ bool origin_allowed(std::string_view origin, std::string_view host, std::span<co
   return !h.empty() && (o == "http://" + h || o == "https://" + h);
 }
 
+std::string cors_allow_origin(std::string_view origin, std::span<const std::string> allowed) {
+  if (origin.empty()) return {};
+  const std::string o = ascii_lower(origin);
+  for (const std::string& a : allowed) {
+    if (a == "*") return "*";
+    if (a == o) return std::string(origin);
+  }
+  return {};
+}
+
 bool is_json_content_type(std::string_view content_type) {
   const std::string_view media = trim_space(content_type.substr(0, content_type.find(';')));
   return media.empty() || ascii_lower(media) == "application/json";

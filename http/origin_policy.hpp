@@ -3,8 +3,9 @@
 // carries its page's Origin, which must be the server's own (the playground)
 // or one that --allowed-origins names; a POST body must be JSON, which a
 // page of another origin cannot send without the browser first asking the
-// server (a CORS preflight, which conveyor does not grant). Requests without
-// an Origin are not a page's (curl, SDKs) and pass.
+// server (a CORS preflight), and the server grants CORS only to the origins
+// --allowed-origins names, as vLLM's option does. Requests without an Origin
+// are not a page's (curl, SDKs) and pass.
 #pragma once
 
 #include <span>
@@ -24,6 +25,11 @@ Expected<std::vector<std::string>> parse_allowed_origins(std::string_view text);
 // the request reached as `host` (its Host header) may proceed: no Origin,
 // the server's own origin, "*" or an origin in `allowed` (case-insensitive).
 bool origin_allowed(std::string_view origin, std::string_view host, std::span<const std::string> allowed);
+
+// The Access-Control-Allow-Origin a response to this Origin carries: the
+// origin itself when --allowed-origins names it, "*" when it is "*", ""
+// (no CORS) otherwise, the server's own pages included (they need none).
+std::string cors_allow_origin(std::string_view origin, std::span<const std::string> allowed);
 
 // Whether a Content-Type header says JSON: application/json, any
 // parameters (charset) and case; an absent header counts as JSON.

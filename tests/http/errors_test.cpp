@@ -79,14 +79,14 @@ TEST_F(Errors, UnknownModelIs404AsOpenAi) {
 // Fields conveyor does not implement are refused by name (the whole table is
 // walked in request_fields_test.cpp); harmless values of them pass.
 TEST_F(Errors, UnimplementedFieldsAreRefusedByName) {
-  expect_400(post(R"({"prompt": "x", "echo": true})"), "echo");
+  expect_400(post(R"({"prompt": "x", "suffix": "y"})"), "suffix");
   expect_400(post(R"({"prompt": "x", "best_of": 3})"), "best_of");
   expect_400(post(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
                   "/v1/chat/completions"),
              "tools");
-  expect_400(post(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+  expect_400(post(R"({"messages": [{"role": "user", "content": "x"}], "modalities": ["audio"]})",
                   "/v1/chat/completions"),
-             "response_format");
+             "modalities");
   expect_400(post(R"({"prompt": "x", "max_tokenz": 3})"), "max_tokenz");
   const Response ok = post(R"({"prompt": "x", "max_tokens": 1, "echo": false, "logit_bias": {}})");
   EXPECT_EQ(ok.status, 200) << ok.body;
@@ -145,6 +145,49 @@ TEST_F(Errors, PagesOfOtherOriginsAreRefused) {
                          {{"Content-Type", "Application/JSON; charset=utf-8"}})
                 .status,
             200);
+}
+
+// CORS by --allowed-origins (vLLM's option): a named origin's preflight is
+// granted and its answers carry Access-Control-Allow-Origin, SSE included;
+// any other origin's preflight is refused, and its answers carry no grant,
+// so its page cannot read them.
+TEST(Cors, PreflightsAndAnswersFollowAllowedOrigins) {
+  ServerOptions options;
+  options.allowed_origins = {"https://app.example.com"};
+  TestServer server(small_engine(), options);
+  const Headers ask = {{"Origin", "https://app.example.com"},
+                       {"Access-Control-Request-Method", "POST"},
+                       {"Access-Control-Request-Headers", "authorization, content-type"}};
+  const Response granted = http_request(server.port(), "OPTIONS", "/v1/chat/completions", "", ask);
+  ASSERT_EQ(granted.status, 204) << granted.body;
+  EXPECT_EQ(granted.headers.at("access-control-allow-origin"), "https://app.example.com");
+  EXPECT_EQ(granted.headers.at("access-control-allow-methods"), "POST, OPTIONS");
+  EXPECT_EQ(granted.headers.at("access-control-allow-headers"), "authorization, content-type");
+  EXPECT_EQ(granted.headers.at("vary"), "Origin");
+
+  const Response refused = http_request(server.port(), "OPTIONS", "/v1/chat/completions", "",
+                                        {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_EQ(refused.status, 403) << refused.body;
+  EXPECT_FALSE(refused.headers.contains("access-control-allow-origin"));
+  EXPECT_EQ(http_request(server.port(), "OPTIONS", "/v1/nothing", "", ask).status, 404);
+  const Response plain = http_request(server.port(), "OPTIONS", "/v1/models");  // no Origin: no grant
+  EXPECT_EQ(plain.status, 204);
+  EXPECT_EQ(plain.headers.at("allow"), "GET, OPTIONS");
+  EXPECT_FALSE(plain.headers.contains("access-control-allow-origin"));
+
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  const Response ok = http_request(server.port(), "POST", "/v1/completions", body,
+                                   {{"Origin", "https://app.example.com"}, {"Content-Type", "application/json"}});
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.headers.at("access-control-allow-origin"), "https://app.example.com");
+  const Response other = http_request(server.port(), "POST", "/v1/completions", body,
+                                      {{"Origin", "https://evil.example"}, {"Content-Type", "application/json"}});
+  EXPECT_FALSE(other.headers.contains("access-control-allow-origin"));
+  const Response streamed = sse_request(
+      server.port(), "/v1/completions", R"({"prompt": "x", "max_tokens": 2, "stream": true})",
+      [](const std::string&) { return true; }, {{"Origin", "https://app.example.com"}});
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed.headers.at("access-control-allow-origin"), "https://app.example.com");
 }
 
 // HEAD answers as GET would, without the body: the same status and

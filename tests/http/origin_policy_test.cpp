@@ -33,6 +33,16 @@ TEST(OriginPolicy, RefusesWhatIsNotAnOrigin) {
   EXPECT_TRUE(parse_allowed_origins("")->empty());
 }
 
+TEST(OriginPolicy, CorsIsGrantedToNamedOriginsOnly) {
+  const std::vector<std::string> named = {"https://app.example.com"};
+  EXPECT_EQ(cors_allow_origin("https://App.Example.com", named), "https://App.Example.com");
+  EXPECT_EQ(cors_allow_origin("https://evil.example", named), "");
+  EXPECT_EQ(cors_allow_origin("", named), "");
+  EXPECT_EQ(cors_allow_origin("http://127.0.0.1:8000", {}), "");  // the server's own page needs none
+  const std::vector<std::string> any = {"*"};
+  EXPECT_EQ(cors_allow_origin("https://evil.example", any), "*");
+}
+
 TEST(OriginPolicy, BodiesMustBeJson) {
   EXPECT_TRUE(is_json_content_type(""));
   EXPECT_TRUE(is_json_content_type("application/json"));
