@@ -27,8 +27,9 @@
 //     characters; no quoted local parts or IP literals), ipv4 (dotted
 //     decimal, 0-255 without leading zeros). At most one of pattern, format
 //     and the lengths on one string schema.
-//   minimum, maximum, exclusiveMinimum, exclusiveMaximum: on integers any
-//     bounds within +-1e18; on numbers integer bounds only
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum: within +-1e18;
+//     on numbers, any decimal bounds but two that cut into one integer's
+//     fractions ([1.2, 1.5]); a bounded number has no exponent
 //     (grammar/json_number_range.hpp)
 //   annotations, accepted and ignored: title, description, $schema, $id,
 //     $comment, examples, default, deprecated, readOnly, writeOnly, and

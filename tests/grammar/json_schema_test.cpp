@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
 #include <chrono>
 
 #include "tests/grammar/earley.hpp"
@@ -218,6 +219,33 @@ TEST(JsonSchema, JsonObjectAndTheEmptySchemaAcceptAnyValue) {
   }
   expect_texts("{}", {"1", R"("s")", "[true,null]", R"({"x":{}})", "-0.5E+2"}, {"", "tru", "[1,]"});
   expect_texts("true", {"false"}, {"nul"});
+}
+
+TEST(JsonSchema, SchemasEmbedInALargerGrammar) {
+  // Two tools' arguments in one builder, each with its own $defs of the
+  // same name: a tool call grammar's shape.
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  const char* tools[][2] = {
+      {"f", R"({"$defs": {"n": {"type": "integer", "maximum": 9}}, "type": "object",
+               "properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["x"]})"},
+      {"g", R"({"$defs": {"n": {"type": "string", "maxLength": 2}}, "type": "array", "items": {"$ref": "#/$defs/n"}})"}};
+  for (const auto& [name, schema] : tools) {
+    auto args = add_json_schema(b, boost::json::parse(schema));
+    ASSERT_TRUE(args) << args.error().message;
+    Alternative call = b.literal(std::string("<tool_call>{\"name\": \"") + name + "\", \"arguments\": ");
+    call.push_back(*args);
+    const Alternative end = b.literal("}</tool_call>");
+    call.insert(call.end(), end.begin(), end.end());
+    b.add_alternative(root, std::move(call));
+  }
+  auto g = std::move(b).build(root);
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_TRUE(earley_accepts(*g, R"(<tool_call>{"name": "f", "arguments": {"x": 7}}</tool_call>)"));
+  EXPECT_TRUE(earley_accepts(*g, R"(<tool_call>{"name": "g", "arguments": ["ab", ""]}</tool_call>)"));
+  EXPECT_FALSE(earley_accepts(*g, R"(<tool_call>{"name": "f", "arguments": {"x": 10}}</tool_call>)"));
+  EXPECT_FALSE(earley_accepts(*g, R"(<tool_call>{"name": "g", "arguments": {"x": 7}}</tool_call>)"));
+  EXPECT_FALSE(earley_accepts(*g, R"(<tool_call>{"name": "g", "arguments": ["abc"]}</tool_call>)"));
 }
 
 TEST(JsonSchema, TwentyPropertySchemaCompilesQuickly) {
