@@ -126,14 +126,14 @@ EOF
     cmake --build "$fuzz_dir" -j "$jobs" --target conveyor_fuzzers \
       tests/kernels/cpu/all tests/kernels/cuda/all tests/model/tokenizer/all tests/model/formats/all \
       tests/backends/cpu/all tests/model/sampling/all tests/policies/all tests/router/all tests/template/all \
-      tests/engine/all tests/backends/all tests/actors/all
+      tests/engine/all tests/backends/all tests/actors/all tests/grammar/all
     phase_done "ASan+UBSan build (fuzzers, unit and actor tests)"
 
     # Each fuzzer runs briefly from a generated seed corpus. Longer runs:
     # tests/fuzz/CMakeLists.txt (ctest -L fuzz-long).
     corpus="$fuzz_dir/corpus"
     "$fuzz_dir/tests/fuzz/fuzz_seeds" "$corpus" >/dev/null
-    for f in gguf llama2c tokenizer http ws jinja jinja_chat; do
+    for f in gguf llama2c tokenizer http ws jinja jinja_chat json_schema regex gbnf; do
       "$fuzz_dir/tests/fuzz/${f}_fuzz" "$corpus/$f" -max_total_time=5 2>&1 | tail -n 1 ||
         failed+=("${f}_fuzz")  # the crashing input is written to the current directory (crash-*)
     done
