@@ -9,7 +9,7 @@ namespace conveyor::grammar {
 
 using detail::kRootDone;
 
-CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenIndex> vocab)
+CompiledGrammar::CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab)
     : grammar_(std::move(g)), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
       masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]),
       dfa_(std::make_unique<detail::LazyDfa>(flat_)) {
@@ -98,7 +98,7 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
 Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab) {
   if (!vocab) return make_error(Errc::invalid_argument, "grammar compiled without a vocabulary");
   if (Status s = check(g); !s) return s.error();
-  return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(std::move(g), std::move(vocab)));
+  return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(g), std::move(vocab)));
 }
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)), pda_(g_->flat()) {

@@ -56,7 +56,13 @@ class CompiledGrammar {
     size_t memory_bytes = 0; // held by the computed masks
   };
 
-  CompiledGrammar(Grammar g, std::shared_ptr<const TokenIndex> vocab);  // use compile()
+  // Only compile() makes the key: the matcher relies on check() (a
+  // left-recursive grammar would loop).
+  class Key {
+    explicit Key() = default;
+    friend Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar, std::shared_ptr<const TokenIndex>);
+  };
+  CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab);
   ~CompiledGrammar();
 
   const Grammar& grammar() const { return grammar_; }
