@@ -41,8 +41,10 @@
 //
 // Objects: properties appear in the schema's order (as XGrammar and
 // llama.cpp generate them); required ones must appear, optional ones may be
-// skipped; additional properties, where allowed, come after them, with keys
-// other than the listed names. A text with the same members in another order
+// skipped; required names missing from "properties" follow, in the order
+// "required" lists them (their values follow additionalProperties);
+// additional properties, where allowed, come last, with keys other than the
+// listed names. A text with the same members in another order
 // is refused.
 #pragma once
 

@@ -150,11 +150,12 @@ Expected<Element> SchemaCompiler::compile_object(const json::object& s, const st
   const json::value* props_value = s.if_contains("properties");
   if (props_value && !props_value->is_object()) return fail(path, "'properties' must be an object");
   std::set<std::string, std::less<>> required;
+  std::vector<std::string> required_order;  // as listed, without repeats
   if (const json::value* r = s.if_contains("required")) {
     if (!r->is_array()) return fail(path, "'required' must be a list of strings");
     for (const json::value& name : r->get_array()) {
       if (!name.is_string()) return fail(path, "'required' must be a list of strings");
-      required.emplace(name.get_string());
+      if (required.emplace(name.get_string()).second) required_order.emplace_back(name.get_string());
     }
   }
   // Additional members: their value's element, or none when forbidden.
@@ -189,7 +190,7 @@ Expected<Element> SchemaCompiler::compile_object(const json::object& s, const st
       members.push_back({std::string(name), *e, req});
     }
   }
-  for (const std::string& name : required) {  // required, not listed: the additional schema's
+  for (const std::string& name : required_order) {  // required, not listed: the additional schema's, in this order
     if (props_value && props_value->get_object().contains(name)) continue;
     if (!additional) return never();
     names.push_back(name);
