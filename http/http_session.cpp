@@ -322,7 +322,7 @@ void HttpSession::handle_request() {
     case Route::release_session: {
       auto name = parse_session_release(req.body());
       if (auto* e = std::get_if<ApiError>(&name)) return send_error(*e);
-      state_->engine().release_session(std::get<std::string>(name));
+      state_->engine().release_session(scoped_session(key_, std::get<std::string>(name)));
       return send_response(200, "{\"released\":true}", "application/json");
     }
     case Route::websocket: {
@@ -357,6 +357,7 @@ void HttpSession::start_completion(bool chat) {
   if (auto* error = std::get_if<ApiError>(&planned)) return send_error(*error);
   RequestPlan& plan = std::get<RequestPlan>(planned);
   const ApiRequest& r = parsed.request;
+  plan.session = scoped_session(key_, plan.session);
   if (!admit(plan)) return;
 
   JobSpec spec;

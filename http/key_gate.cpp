@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "http/routes.hpp"
 #include "http/token_bucket.hpp"
@@ -9,8 +10,18 @@
 namespace conveyor::http {
 
 struct KeyAccount {
-  explicit KeyAccount(std::string k) : key(std::move(k)) {}
+  explicit KeyAccount(std::string k) : key(std::move(k)), scope(random_scope()) {}
   const std::string key;
+  // Names this key's sessions (scoped_session): random, so that it says
+  // nothing of the key, and kept while the key is (reloads keep accounts).
+  const std::string scope;
+
+  static std::string random_scope() {
+    std::random_device device;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%08x%08x", device(), device());
+    return buf;
+  }
 
   std::mutex mutex;  // guards everything below
   std::string name;
@@ -34,6 +45,11 @@ struct KeyAccount {
     }
   }
 };
+
+std::string scoped_session(const KeyRef& key, std::string_view session) {
+  if (session.empty() || !key) return std::string(session);
+  return "key:" + key->scope + "/" + std::string(session);
+}
 
 // ---- KeyLease ------------------------------------------------------------------------
 

@@ -77,6 +77,12 @@ namespace conveyor::http {
 struct KeyAccount;                           // one key's limits and usage (key_gate.cpp)
 using KeyRef = std::shared_ptr<KeyAccount>;  // null: the server needs no key
 
+// The engine's name for a client's session (session_id) under `key`:
+// sessions belong to the key that made them, so another key can neither
+// continue nor release one of the same name. "" stays "" (no session); with
+// no key the name is the client's.
+std::string scoped_session(const KeyRef& key, std::string_view session);
+
 // A request's place under its key's limits, held until the request ends.
 class KeyLease {
  public:

@@ -67,6 +67,8 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
   w.gauge("num_requests_running", "Requests whose sequences are running.", stats.num_running);
   w.gauge("num_requests_waiting", "Requests waiting to be admitted.", stats.num_waiting);
   w.gauge("num_requests_swapped", "Requests swapped out to host memory.", stats.num_swapped);
+  w.gauge("sessions_held", "Sessions (session_id) whose KV blocks the engine keeps.", stats.sessions_held);
+  w.gauge("session_blocks", "Device KV blocks the kept sessions hold.", stats.session_blocks);
   w.gauge("kv_cache_usage_ratio",
           "Share of KV cache blocks held by live sequences (cached free blocks do not count).",
           stats.blocks.usage_ratio());

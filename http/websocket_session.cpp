@@ -198,7 +198,9 @@ void WebSocketSession::start(WsStart start) {
       const int32_t c = first + event.index;
       state->post_to(weak, [serial, c, event](WebSocketSession& s) { s.on_engine_event(serial, c, event); });
     };
-    running.cancels.push_back(state_->engine().submit(plan.request_for(p), plan.stop, std::move(sink)));
+    GenerateRequest request = plan.request_for(p);
+    request.session = scoped_session(key_, request.session);  // sessions belong to their key
+    running.cancels.push_back(state_->engine().submit(std::move(request), plan.stop, std::move(sink)));
   }
 }
 

@@ -126,6 +126,40 @@ TEST(Limits, KeyFileKeysHaveTheirOwnConcurrency) {
       kGenerous));
 }
 
+// A session (session_id) belongs to the key that made it: another key that
+// names the same session gets a session of its own, and its release lets go
+// of that one only (conveyor:sessions_held counts them).
+TEST(Limits, SessionsBelongToTheirKey) {
+  ServerOptions options;
+  options.api_key_file = write_key_file("limits_sessions.toml", kTwoKeys);
+  TestServer server(small_engine(), options);
+  const uint16_t port = server.port();
+  std::vector<int32_t> prompt = {256};
+  for (int i = 0; i < 40; ++i) prompt.push_back(65 + (i * 7) % 26);
+  auto turn = [&](const std::string& key) {
+    const Response r = http_request(port, "POST", "/v1/completions",
+                                    body_of({{"prompt", ids_json(prompt)}, {"max_tokens", 4}, {"temperature", 0},
+                                             {"ignore_eos", true}, {"session_id", "shared-name"}}),
+                                    bearer(key));
+    EXPECT_EQ(r.status, 200) << r.body;
+  };
+  auto release = [&](const std::string& key) {
+    EXPECT_EQ(http_request(port, "POST", "/v1/sessions/release", R"({"session_id": "shared-name"})", bearer(key))
+                  .status,
+              200);
+  };
+  auto held = [&] { return metric(port, "conveyor:sessions_held"); };
+  turn("sk-unlimited");
+  ASSERT_TRUE(eventually([&] { return held() == 1; }, kGenerous));
+  release("sk-one-at-a-time");  // not its session
+  turn("sk-one-at-a-time");     // a session of its own, under the same name
+  ASSERT_TRUE(eventually([&] { return held() == 2; }, kGenerous));
+  release("sk-one-at-a-time");
+  ASSERT_TRUE(eventually([&] { return held() == 1; }, kGenerous));
+  release("sk-unlimited");
+  EXPECT_TRUE(eventually([&] { return held() == 0; }, kGenerous));
+}
+
 TEST(Limits, TokensPerMinuteRefusesOnceSpent) {
   // 40 tokens a minute: one request of 60 generated tokens overdraws it by
   // about 20 (plus its prompt), which takes half a minute to pay back.
