@@ -1,5 +1,6 @@
 #include "grammar/json_syntax.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -275,6 +276,7 @@ Element JsonSyntax::key_not_in(const std::vector<std::string>& names) {
   const Element quote = b_.byte('"');
   const Alternative any_rest{b_.star({string_char()}), quote};
   const Element backslash = b_.byte('\\');
+  const Element non_ascii = b_.codepoints({{0x80, 0x10FFFF}});
   auto node_rule = [&](auto&& self, const Node& n) -> Element {
     const int32_t rule = b_.add_rule("key");
     if (!n.terminal) b_.add_alternative(rule, {quote});
@@ -291,9 +293,22 @@ Element JsonSyntax::key_not_in(const std::vector<std::string>& names) {
         escapes.erase(at, 1);
       }
     }
-    Alternative other{b_.codepoints(taken_raw, true)};
-    other.insert(other.end(), any_rest.begin(), any_rest.end());
-    b_.add_alternative(rule, std::move(other));
+    // A character no child starts. Names are mostly ASCII: then the
+    // non-ASCII characters are one element shared by every node.
+    const bool ascii_children = std::all_of(taken_raw.begin(), taken_raw.end(),
+                                            [](const CodepointRange& r) { return r.second < 0x80; });
+    std::vector<Element> others;
+    if (ascii_children) {
+      taken_raw.emplace_back(0x80, 0x10FFFF);
+      others = {b_.codepoints(taken_raw, true), non_ascii};
+    } else {
+      others = {b_.codepoints(taken_raw, true)};
+    }
+    for (const Element first : others) {
+      Alternative other{first};
+      other.insert(other.end(), any_rest.begin(), any_rest.end());
+      b_.add_alternative(rule, std::move(other));
+    }
     // An escape no child starts; a \u escape always counts as different.
     if (!escapes.empty()) {
       Alternative escaped{backslash, b_.bytes(bytes_of(escapes))};
