@@ -299,7 +299,7 @@ Fail parse_client_id(od::value& v, ApiRequest& r) {
 
 // Fields whose meaning depends on others, resolved after the loop.
 struct Pending {
-  std::optional<int32_t> max_tokens, max_completion_tokens, logprobs_count, top_logprobs;
+  std::optional<int32_t> max_tokens, max_completion_tokens, logprobs_count, top_logprobs, prompt_logprobs;
   std::optional<bool> logprobs_flag;
   bool has_prompt = false, has_messages = false, has_id = false;
   std::string type;
@@ -395,6 +395,9 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
   if (key == "ignore_eos") return get_bool(v, key, s.ignore_eos);
   if (key == "priority") return get_int32(v, key, r.priority);
   if (key == "return_token_ids") return get_bool(v, key, r.return_token_ids);
+  if (key == "echo" && (scope & kCompletions)) return get_bool(v, key, r.echo);
+  if (key == "prompt_logprobs" && (scope & (kCompletions | kChat)))
+    return get_int32(v, key, p.prompt_logprobs.emplace());
   if (key == "id") {
     p.has_id = true;
     return parse_client_id(v, r);
@@ -408,6 +411,24 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
     return get_string(v, key, ignored);
   }
   return refused_field(key, v, scope);
+}
+
+// vLLM's rules: 0..20 here (vLLM's -1, the whole vocabulary, is refused),
+// and none in a stream, whose chunks have no place for them (0 asks for
+// nothing there and is accepted); a WebSocket request streams too.
+Fail resolve_prompt_logprobs(ApiRequest& r, const Pending& p, Endpoint endpoint) {
+  if (!p.prompt_logprobs) return {};
+  const int32_t k = *p.prompt_logprobs;
+  if (k < 0 || k > kMaxLogprobs)
+    return bad_request("'prompt_logprobs' must be between 0 and " + std::to_string(kMaxLogprobs) +
+                           (k == -1 ? " (-1, the whole vocabulary, is not supported)" : ""),
+                       "prompt_logprobs");
+  const bool streamed = r.stream || endpoint == Endpoint::websocket;
+  if (streamed && k > 0)
+    return bad_request("'prompt_logprobs' is not available when streaming (stream: true or the WebSocket)",
+                       "prompt_logprobs");
+  r.prompt_logprobs = streamed ? -1 : k;
+  return {};
 }
 
 Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
@@ -453,6 +474,8 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
     return bad_request("'logprobs' must be between 0 and " + std::to_string(kMaxLogprobs),
                        p.top_logprobs ? "top_logprobs" : "logprobs");
   r.sampling.logprobs = logprobs;
+  if (Fail f = resolve_prompt_logprobs(r, p, endpoint)) return f;
+  if (r.echo && r.chat) return bad_request("'echo' applies to completions (a prompt), not to chat", "echo");
   if (!r.stream) r.include_usage = false;
   return {};
 }

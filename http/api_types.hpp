@@ -79,6 +79,8 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
   bool return_token_ids = false;     // extension: prompt_token_ids and per-choice token_ids
+  bool echo = false;                 // completions: each choice's text starts with its prompt's
+  int32_t prompt_logprobs = -1;      // vLLM's: alternatives per prompt position; -1: none
   std::string user;
   std::string session_id;            // extension: keep the conversation's KV for its next request
 };

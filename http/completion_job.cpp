@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "http/json_detail.hpp"
+#include "http/prompt_output_json.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -39,11 +40,21 @@ json::value chat_logprobs(const Tokenizer* tok, std::span<const SampleResult> re
   return json::object{{"content", std::move(content)}};
 }
 
+// An echoed prompt whose tokens lead the completions logprobs.
+struct EchoedPrompt {
+  std::span<const int32_t> ids;
+  std::span<const PromptLogprob> scores;
+  int32_t top = 0;
+};
+
 // Legacy completions format: parallel lists, text_offset counted in bytes of
-// the completion text.
+// the choice's text (the echoed prompt's first).
 json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResult> results,
-                                size_t& text_offset) {
-  json::array tokens, token_logprobs, top_logprobs, offsets;
+                                size_t& text_offset, const EchoedPrompt* prompt = nullptr) {
+  detail::LogprobLists lists;
+  if (prompt != nullptr)
+    detail::append_prompt_logprobs(tok, prompt->ids, prompt->scores, prompt->top, lists, text_offset);
+  auto& [tokens, token_logprobs, top_logprobs, offsets] = lists;
   for (const SampleResult& r : results) {
     tokens.emplace_back(detail::token_text(tok, r.token));
     token_logprobs.emplace_back(finite(r.logprob));
@@ -57,6 +68,18 @@ json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResu
                       {"token_logprobs", std::move(token_logprobs)},
                       {"top_logprobs", std::move(top_logprobs)},
                       {"text_offset", std::move(offsets)}};
+}
+
+// echo with max_tokens 0: the one token the engine sampled is not part of the
+// answer; the choice ends by its length, 0.
+StreamEvent without_generated(const StreamEvent& e) {
+  StreamEvent out = e;
+  out.text.clear();
+  out.token_ids.clear();
+  out.logprobs.clear();
+  out.completion_tokens = 0;
+  if (out.finish == FinishReason::stop) out.finish = FinishReason::length;
+  return out;
 }
 
 json::value finish_value(FinishReason r, bool called = false) {
@@ -90,15 +113,22 @@ void CompletionJob::append_tokens(Choice& c, const StreamEvent& e) {
   }
 }
 
-void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<std::string>& out) {
+void CompletionJob::on_event(int32_t index, const StreamEvent& event, std::vector<std::string>& out) {
   if (done_ || index < 0 || index >= num_choices()) return;
   Choice& c = choices_[size_t(index)];
   if (c.finish != FinishReason::none) return;
-  if (e.finish == FinishReason::error) {
-    fail(from_engine_error(e.error_code, e.message), out);
+  if (event.finish == FinishReason::error) {
+    fail(from_engine_error(event.error_code, event.message), out);
     return;
   }
-  std::string text = e.text;
+  std::optional<StreamEvent> trimmed;
+  if (spec_.prompt.score_only) trimmed = without_generated(event);
+  const StreamEvent& e = trimmed ? *trimmed : event;
+  if (!e.prompt_logprobs.empty()) c.prompt_scores = e.prompt_logprobs;
+  // Streaming with echo: the prompt's text (and logprobs) open the choice's first chunk.
+  const size_t prompt_index = size_t(index / spec_.n);
+  const bool echo_now = spec_.prompt.echo && !c.started && spec_.mode != OutputMode::body;
+  std::string text = echo_now ? spec_.prompt.texts[prompt_index] + e.text : e.text;
   append_tokens(c, e);
   if (e.last()) {
     c.finish = e.finish;
@@ -136,8 +166,9 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& e, std::vector<st
       if (!tool_calls.empty()) choice["tool_calls"] = std::move(tool_calls);
     }
     if (spec_.logprobs >= 0) {
+      const EchoedPrompt prompt{spec_.prompts[prompt_index], c.prompt_scores, spec_.logprobs};
       choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
-                                      : completion_logprobs(tok, c.logprobs, c.text_offset);
+                                      : completion_logprobs(tok, c.logprobs, c.text_offset, echo_now ? &prompt : nullptr);
     } else if (!websocket) {
       choice["logprobs"] = nullptr;
     }
@@ -273,15 +304,19 @@ std::string CompletionJob::body() const {
     } else if (spec_.chat) {
       choice["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
     } else {
-      choice["text"] = c.text;
+      choice["text"] = spec_.prompt.echo ? spec_.prompt.texts[i / size_t(spec_.n)] + c.text : c.text;
     }
     if (spec_.logprobs >= 0) {
       size_t offset = 0;
+      const EchoedPrompt prompt{spec_.prompts[i / size_t(spec_.n)], c.prompt_scores, spec_.logprobs};
       choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
-                                      : completion_logprobs(tok, c.logprobs, offset);
+                                      : completion_logprobs(tok, c.logprobs, offset,
+                                                            spec_.prompt.echo ? &prompt : nullptr);
     } else {
       choice["logprobs"] = nullptr;
     }
+    if (!spec_.chat && spec_.prompt.prompt_logprobs >= 0)
+      choice["prompt_logprobs"] = detail::prompt_logprobs_json(tok, c.prompt_scores, spec_.prompt.prompt_logprobs);
     choice["finish_reason"] = finish_value(c.finish, called);
     if (!c.cancel_reason.empty()) choice["cancel_reason"] = c.cancel_reason;
     if (spec_.return_token_ids) {
@@ -297,6 +332,10 @@ std::string CompletionJob::body() const {
                    {"choices", std::move(choices)},
                    {"usage", usage_object(spec_.prompts, completion, cached)}};
   if (spec_.return_token_ids && spec_.chat) doc["prompt_token_ids"] = detail::ids_array(spec_.prompts[0]);
+  // vLLM puts a chat answer's prompt logprobs beside its choices (one prompt).
+  if (spec_.chat && spec_.prompt.prompt_logprobs >= 0 && !choices_.empty())
+    doc["prompt_logprobs"] =
+        detail::prompt_logprobs_json(tok, choices_.front().prompt_scores, spec_.prompt.prompt_logprobs);
   return json::serialize(doc);
 }
 

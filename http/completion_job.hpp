@@ -26,6 +26,7 @@
 #include "engine/stream_event.hpp"
 #include "http/api_types.hpp"
 #include "http/client_job.hpp"
+#include "http/prompt_output.hpp"
 #include "http/tool_call_output.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
@@ -50,6 +51,8 @@ struct JobSpec {
   // Chat with tools: each choice's output is read for tool calls in this
   // format (tool_call_output.hpp).
   std::optional<ToolCallFormat> tool_calls;
+  // echo and prompt_logprobs (http/prompt_output.hpp).
+  PromptOutput prompt;
 };
 
 // A job of the HTTP session (client_job.hpp), and of a WebSocket request.
@@ -89,6 +92,7 @@ class CompletionJob final : public ClientJob {
     bool started = false;               // streaming: its first chunk went out
     std::string cancel_reason;          // set when it ended cancelled after set_cancel_reason
     std::optional<ToolCallChoice> tools;  // streaming with spec.tool_calls: its reader
+    std::vector<PromptLogprob> prompt_scores;  // its prompt's, from its first event
   };
 
   void fail(const ApiError& error, std::vector<std::string>& out);

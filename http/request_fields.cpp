@@ -28,7 +28,9 @@ constexpr RequestField kFields[] = {
     {"service_tier", kBoth, R, "\"auto\"|\"default\"", "conveyor has one service tier"},
     // Completions only.
     {"prompt", kCompletions, I, "", "text, token ids, or a list of either"},
-    {"echo", kCompletions, R, "false", "echoing the prompt back is not implemented"},
+    {"echo", kCompletions, I, "",
+     "each choice's text starts with its prompt's; with logprobs, they cover the prompt's tokens too "
+     "(the first one's null); with max_tokens 0, the prompt alone (scoring)"},
     {"best_of", kCompletions, R, "1", "best_of is not implemented; use n and pick by logprobs"},
     {"suffix", kCompletions, R, "\"\"", "fill-in-the-middle suffixes are not implemented"},
     // Chat only.
@@ -70,6 +72,9 @@ constexpr RequestField kFields[] = {
     {"ignore_eos", kBoth, I, "", "keep generating past end-of-sequence tokens"},
     {"priority", kBoth, I, "", "higher runs first under the priority policy"},
     {"return_token_ids", kBoth, I, "", "prompt_token_ids and per-choice token_ids"},
+    {"prompt_logprobs", kBoth, I, "",
+     "vLLM's: 0-20, each prompt token's logprob and rank with that many alternatives (not when streaming; "
+     "the prompt is computed in full, past the prefix cache)"},
     {"structured_outputs", kBoth, I, "", "vLLM's: one of json (a schema), regex, choice, grammar (GBNF), json_object"},
     {"json_schema", kBoth, I, "", "llama.cpp's: the output follows this JSON Schema"},
     {"grammar", kBoth, I, "", "llama.cpp's: the output follows this GBNF grammar"},

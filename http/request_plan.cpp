@@ -28,6 +28,32 @@ std::optional<ApiError> check_prompt(const std::vector<int32_t>& ids, const Mode
 // validate()'s messages start with the parameter's name ("top_p must be ...").
 std::string param_of(const std::string& message) { return message.substr(0, message.find(' ')); }
 
+// echo needs each prompt's text (as sent, or decoded from its ids); with
+// max_tokens 0 it scores the prompt alone: the engine samples one token
+// (it computes that position's logits anyway) that the answer drops, as vLLM does.
+std::optional<ApiError> plan_prompt_output(const ApiRequest& request, const ModelContext& model, RequestPlan& plan) {
+  PromptOutput& out = plan.prompt_output;
+  out.prompt_logprobs = request.prompt_logprobs;
+  if (!request.echo) return std::nullopt;
+  out.echo = true;
+  out.logprobs = request.sampling.logprobs;
+  for (size_t i = 0; i < request.prompts.size(); ++i) {
+    const Prompt& p = request.prompts[i];
+    if (p.text) {
+      out.texts.push_back(*p.text);
+    } else if (model.tokenizer) {
+      out.texts.push_back(model.tokenizer->decode(plan.prompts[i]));
+    } else {
+      return bad_request("echo: the model has no tokenizer to write the prompt's text", "echo");
+    }
+  }
+  if (plan.sampling.max_tokens == 0) {
+    out.score_only = true;
+    plan.sampling.max_tokens = 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<const Tokenizer> tokenizer,
@@ -57,6 +83,7 @@ GenerateRequest RequestPlan::request_for(int32_t prompt) const {
   r.n = n;
   r.priority = priority;
   r.session = session;
+  r.prompt_logprobs = prompt_output.engine_top();
   return r;
 }
 
@@ -111,6 +138,7 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   }
   // Chat without a limit runs to the end of the context (the engine clamps it).
   if (request.chat && !request.max_tokens_given) plan.sampling.max_tokens = model.config.context_length;
+  if (auto e = plan_prompt_output(request, model, plan)) return *e;
   if (Status s = validate(plan.sampling, model.config.vocab_size); !s) {
     const std::string& message = s.error().message;
     return bad_request(message, param_of(message));

@@ -21,6 +21,7 @@
 #include "http/api_types.hpp"
 #include "http/chat_template.hpp"
 #include "http/constraint_compiler.hpp"
+#include "http/prompt_output.hpp"
 #include "http/tool_call_format.hpp"
 #include "model/config.hpp"
 
@@ -53,6 +54,8 @@ struct RequestPlan {
   // Set when the request declared tools and tool_choice is not "none": its
   // output is read for calls in this format.
   std::optional<ToolCallFormat> tool_calls;
+  // echo and prompt_logprobs: what the answer shows of the prompts.
+  PromptOutput prompt_output;
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
   // The engine request of one prompt, with its n samples (id 0: the engine assigns it).

@@ -36,6 +36,7 @@ JobSpec ws_job_spec(const ApiRequest& request, const RequestPlan& plan, const Mo
   spec.return_token_ids = request.return_token_ids;
   spec.tokenizer = model.tokenizer;
   spec.tool_calls = plan.tool_calls;
+  spec.prompt = plan.prompt_output;
   spec.client_id = request.client_id;
   spec.client_id_is_number = request.client_id_is_number;
   return spec;

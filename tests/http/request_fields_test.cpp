@@ -43,6 +43,8 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"ignore_eos", "true"},
     {"priority", "3"},
     {"return_token_ids", "true"},
+    {"echo", "true"},
+    {"prompt_logprobs", "0"},  // more is refused where the answer streams (the WebSocket)
     {"response_format", R"({"type": "json_object"})"},
     {"structured_outputs", R"({"regex": "[a-z]+"})"},
     {"json_schema", R"({"type": "integer"})"},

@@ -1,0 +1,61 @@
+#include <cmath>
+#include <string>
+
+#include "http/json_detail.hpp"
+#include "http/prompt_output_json.hpp"
+
+namespace conveyor::http::detail {
+namespace {
+
+namespace json = boost::json;
+
+// JSON has no infinities; a log-probability that underflowed is shown as very unlikely.
+double finite(float logprob) { return std::isfinite(logprob) ? double(logprob) : -9999.0; }
+
+json::object logprob_entry(const Tokenizer* tok, int32_t token, float logprob, int32_t rank) {
+  return json::object{{"logprob", finite(logprob)}, {"rank", rank}, {"decoded_token", token_text(tok, token)}};
+}
+
+}  // namespace
+
+json::array prompt_logprobs_json(const Tokenizer* tok, std::span<const PromptLogprob> scores, int32_t top) {
+  json::array out;
+  out.reserve(scores.size() + 1);
+  out.emplace_back(nullptr);
+  for (const PromptLogprob& s : scores) {
+    json::object position;
+    position[std::to_string(s.token)] = logprob_entry(tok, s.token, s.logprob, s.rank);
+    const size_t shown = std::min(s.top.size(), size_t(std::max(top, 0)));
+    for (size_t i = 0; i < shown; ++i) {
+      const TokenLogprob& alt = s.top[i];
+      const std::string key = std::to_string(alt.token);
+      if (!position.contains(key)) position[key] = logprob_entry(tok, alt.token, alt.logprob, int32_t(i) + 1);
+    }
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
+void append_prompt_logprobs(const Tokenizer* tok, std::span<const int32_t> prompt,
+                            std::span<const PromptLogprob> scores, int32_t top, LogprobLists& out,
+                            size_t& offset) {
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    out.tokens.emplace_back(token_text(tok, prompt[i]));
+    out.text_offset.emplace_back(offset);
+    offset += token_bytes(tok, prompt[i]).size();
+    // Token i is scored by scores[i - 1]; the first has no position before it.
+    if (i == 0 || i > scores.size()) {
+      out.token_logprobs.emplace_back(nullptr);
+      out.top_logprobs.emplace_back(nullptr);
+      continue;
+    }
+    const PromptLogprob& s = scores[i - 1];
+    out.token_logprobs.emplace_back(finite(s.logprob));
+    json::object alternatives;
+    const size_t shown = std::min(s.top.size(), size_t(std::max(top, 0)));
+    for (size_t k = 0; k < shown; ++k) alternatives[token_text(tok, s.top[k].token)] = finite(s.top[k].logprob);
+    out.top_logprobs.push_back(std::move(alternatives));
+  }
+}
+
+}  // namespace conveyor::http::detail

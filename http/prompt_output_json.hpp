@@ -1,0 +1,31 @@
+// The JSON of http/prompt_output.hpp's answers (completion_job.cpp writes
+// them). Internal to http/.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <span>
+
+#include "engine/engine_types.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+namespace conveyor::http::detail {
+
+// vLLM's prompt_logprobs: null for the first prompt token, then for each
+// next one {"<id>": {"logprob", "rank", "decoded_token"}, ...}: the prompt's
+// token, then the `top` most likely tokens that are not it.
+boost::json::array prompt_logprobs_json(const Tokenizer* tok, std::span<const PromptLogprob> scores, int32_t top);
+
+// The legacy completions logprobs lists (tokens, token_logprobs,
+// top_logprobs, text_offset) of an echoed prompt: its first token's logprob
+// and alternatives null, as OpenAI and vLLM write them; then each token's
+// score with its `top` most likely alternatives. text_offset counts on from
+// `offset`.
+struct LogprobLists {
+  boost::json::array tokens, token_logprobs, top_logprobs, text_offset;
+};
+void append_prompt_logprobs(const Tokenizer* tok, std::span<const int32_t> prompt,
+                            std::span<const PromptLogprob> scores, int32_t top, LogprobLists& out,
+                            size_t& offset);
+
+}  // namespace conveyor::http::detail

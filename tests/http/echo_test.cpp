@@ -1,0 +1,171 @@
+// echo and prompt_logprobs on /v1/completions and /v1/chat/completions, end
+// to end on the embedded model: the echoed text and logprobs lists (lengths,
+// the first token's nulls, offsets), max_tokens 0 scoring the prompt alone,
+// streaming, vLLM's prompt_logprobs shape, and the refusals naming their field.
+#include "tests/http/test_server.hpp"
+#include "tests/http/test_util.hpp"
+
+namespace conveyor::http::testing {
+namespace {
+
+namespace json = boost::json;
+
+class Echo : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new TestServer(); }
+  static void TearDownTestSuite() { delete server_; }
+  static Response post(const std::string& path, const json::object& body) {
+    return http_request(server_->port(), "POST", path, body_of(body));
+  }
+  static json::object first_choice(const Response& r) {
+    return parse_object(r.body)["choices"].as_array().at(0).as_object();
+  }
+  static TestServer* server_;
+};
+TestServer* Echo::server_ = nullptr;
+
+constexpr const char* kPrompt = "Once upon a time";
+
+TEST_F(Echo, TextAndLogprobsCoverThePrompt) {
+  const json::object common{{"prompt", kPrompt}, {"max_tokens", 5}, {"temperature", 0},
+                            {"ignore_eos", true}, {"logprobs", 2}};
+  const Response plain = post("/v1/completions", common);
+  json::object echoed_request = common;
+  echoed_request["echo"] = true;
+  const Response echoed = post("/v1/completions", echoed_request);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  ASSERT_EQ(echoed.status, 200) << echoed.body;
+  json::object p = first_choice(plain), e = first_choice(echoed);
+  EXPECT_EQ(std::string(e["text"].as_string()), std::string(kPrompt) + std::string(p["text"].as_string()));
+
+  const size_t prompt_tokens = server_->encode(kPrompt).size();
+  json::object lp = e["logprobs"].as_object(), plain_lp = p["logprobs"].as_object();
+  for (const char* list : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    EXPECT_EQ(lp[list].as_array().size(), prompt_tokens + 5) << list;
+  // The first prompt token has no position before it: null, as OpenAI and vLLM write it.
+  EXPECT_TRUE(lp["token_logprobs"].as_array()[0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"].as_array()[0].is_null());
+  for (size_t i = 1; i < prompt_tokens + 5; ++i) {
+    EXPECT_LE(lp["token_logprobs"].as_array()[i].to_number<double>(), 0.0) << i;
+    EXPECT_LE(lp["top_logprobs"].as_array()[i].as_object().size(), 2u) << i;
+  }
+  // Offsets count bytes from the start of the echoed text; the generated part is the plain answer's.
+  const json::array& offsets = lp["text_offset"].as_array();
+  EXPECT_EQ(offsets[0].to_number<int64_t>(), 0);
+  for (size_t i = 1; i < offsets.size(); ++i)
+    EXPECT_GE(offsets[i].to_number<int64_t>(), offsets[i - 1].to_number<int64_t>());
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(lp["token_logprobs"].as_array()[prompt_tokens + i].to_number<double>(),
+                plain_lp["token_logprobs"].as_array()[i].to_number<double>(), 1e-6);
+}
+
+// echo with max_tokens 0 is the "score this text" call: the prompt alone,
+// with its logprobs, no completion tokens.
+TEST_F(Echo, MaxTokensZeroScoresThePromptAlone) {
+  const Response r = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json::object body = parse_object(r.body);
+  json::object c = body["choices"].as_array().at(0).as_object();
+  EXPECT_EQ(std::string(c["text"].as_string()), kPrompt);
+  EXPECT_EQ(c["finish_reason"], "length");
+  const size_t prompt_tokens = server_->encode(kPrompt).size();
+  EXPECT_EQ(c["logprobs"].as_object()["tokens"].as_array().size(), prompt_tokens);
+  EXPECT_EQ(body["usage"].as_object()["completion_tokens"], 0);
+  EXPECT_EQ(body["usage"].as_object()["prompt_tokens"].to_number<int64_t>(), int64_t(prompt_tokens));
+
+  const Response refused = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 0}});
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(error_of(refused)["param"], "max_tokens");
+}
+
+// vLLM's shape: a list per choice, null first, then {"<id>": {logprob, rank,
+// decoded_token}} with the prompt's token and the K most likely; the same
+// numbers as echo's logprobs.
+TEST_F(Echo, PromptLogprobsFollowVllm) {
+  const Response r = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 2}, {"temperature", 0},
+                                              {"prompt_logprobs", 3}, {"echo", true}, {"logprobs", 1}, {"n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<int32_t> ids = server_->encode(kPrompt);
+  json::array choices = parse_object(r.body)["choices"].as_array();
+  ASSERT_EQ(choices.size(), 2u);
+  for (const json::value& choice : choices) {
+    json::object c = choice.as_object();
+    EXPECT_TRUE(std::string(c["text"].as_string()).starts_with(kPrompt));
+    const json::array& pl = c["prompt_logprobs"].as_array();
+    ASSERT_EQ(pl.size(), ids.size());
+    EXPECT_TRUE(pl[0].is_null());
+    const json::array& echoed = c["logprobs"].as_object()["token_logprobs"].as_array();
+    for (size_t i = 1; i < ids.size(); ++i) {
+      const json::object& position = pl[i].as_object();
+      EXPECT_GE(position.size(), 3u);
+      EXPECT_LE(position.size(), 4u);
+      const json::object& own = position.at(std::to_string(ids[i])).as_object();
+      EXPECT_GE(own.at("rank").to_number<int64_t>(), 1);
+      EXPECT_TRUE(own.at("decoded_token").is_string());
+      EXPECT_NEAR(own.at("logprob").to_number<double>(), echoed[i].to_number<double>(), 1e-6);
+      int64_t rank_one = 0;
+      for (const auto& entry : position) rank_one += entry.value().as_object().at("rank").to_number<int64_t>() == 1;
+      EXPECT_EQ(rank_one, 1) << i;
+    }
+  }
+  const json::array messages = {json::object{{"role", "user"}, {"content", "Hi"}}};
+  const Response chat = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}, {"prompt_logprobs", 0}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  json::object body = parse_object(chat.body);
+  const json::array& pl = body["prompt_logprobs"].as_array();
+  EXPECT_EQ(int64_t(pl.size()), body["usage"].as_object()["prompt_tokens"].to_number<int64_t>());
+  EXPECT_TRUE(pl[0].is_null());
+  EXPECT_EQ(pl[1].as_object().size(), 1u);  // K = 0: the prompt's own token only
+}
+
+// Streamed, the prompt's text and logprobs open the first chunk; the chunks
+// add up to the answer that is not streamed.
+TEST_F(Echo, StreamedPromptComesFirst) {
+  const json::object request{{"prompt", kPrompt}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                             {"echo", true}, {"logprobs", 1}};
+  json::object streamed_request = request;
+  streamed_request["stream"] = true;
+  std::string text;
+  size_t tokens = 0;
+  bool first = true;
+  const Response r = sse_request(server_->port(), "/v1/completions", body_of(streamed_request),
+                                 [&](const std::string& payload) {
+                                   if (payload == "[DONE]") return true;
+                                   json::object c = parse_object(payload)["choices"].as_array().at(0).as_object();
+                                   const std::string piece(c["text"].as_string());
+                                   if (first) EXPECT_TRUE(piece.starts_with(kPrompt)) << piece;
+                                   first = false;
+                                   text += piece;
+                                   if (c["logprobs"].is_object()) tokens += c["logprobs"].as_object()["tokens"].as_array().size();
+                                   return true;
+                                 });
+  ASSERT_EQ(r.status, 200) << r.error;
+  const Response whole = post("/v1/completions", request);
+  EXPECT_EQ(text, std::string(first_choice(whole)["text"].as_string()));
+  EXPECT_EQ(tokens, server_->encode(kPrompt).size() + 6);
+}
+
+TEST_F(Echo, RefusalsNameTheirField) {
+  const json::array messages = {json::object{{"role", "user"}, {"content", "Hi"}}};
+  struct Case {
+    std::string path;
+    json::object body;
+    std::string param;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions", {{"prompt", "x"}, {"prompt_logprobs", 21}}, "prompt_logprobs"},
+      {"/v1/completions", {{"prompt", "x"}, {"prompt_logprobs", -1}}, "prompt_logprobs"},
+      {"/v1/completions", {{"prompt", "x"}, {"prompt_logprobs", 2}, {"stream", true}}, "prompt_logprobs"},
+      {"/v1/completions", {{"prompt", "x"}, {"echo", "yes"}}, "echo"},
+      {"/v1/completions", {{"prompt", "x"}, {"echo", true}, {"best_of", 2}}, "best_of"},
+      {"/v1/chat/completions", {{"messages", messages}, {"echo", true}}, "echo"},
+  };
+  for (const Case& c : cases) {
+    const Response r = post(c.path, c.body);
+    EXPECT_EQ(r.status, 400) << body_of(c.body);
+    EXPECT_EQ(error_of(r)["param"], json::value(c.param)) << r.body;
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::http::testing
