@@ -13,7 +13,9 @@
 //
 // Each admitted request is charged a footprint in blocks against
 //   budget = free_blocks - reserved_blocks - keep
-// and the policies differ in the footprint and in `keep`. A request with
+// and the policies differ in the footprint and in `keep`. One exception for
+// all: the head of the queue is admitted into an empty cache whenever its
+// prompt fits, whatever its footprint and `keep` (else it would wait forever). A request with
 // n samples counts as n running sequences; its generated tokens are charged
 // n times, plus one block per extra sample for the copy-on-write of the
 // prompt's last, partly filled block.
@@ -24,10 +26,13 @@
 //                 capped at the whole cache: such a request waits for an empty
 //                 cache, it is not refused.
 //   watermark     footprint = prompt (with its first token's slot), keep =
-//                 watermark * total_blocks: admit while the free blocks left
-//                 after the prompts (and the blocks owed to running
-//                 requests) stay at or above the watermark (vLLM's rule);
-//                 growth is left to preemption.
+//                 watermark * total_blocks: a request is admitted only if
+//                 the free blocks left after its prompt (and the blocks owed
+//                 to running requests) stay at or above the watermark
+//                 (vLLM's rule). The watermark is a test at admission, not a
+//                 reserve: running sequences grow into those blocks freely,
+//                 and past them growth is left to preemption. It guarantees
+//                 no request a finish without preemption.
 //   profiled      footprint = prompt + min(max_tokens, q-quantile of observed
 //                 output lengths), keep = reserve_fraction * total_blocks.
 //                 Until min_observations requests have finished
