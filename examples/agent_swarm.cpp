@@ -23,9 +23,9 @@
 // each turn from the callback that ends the turn before, with what the
 // server would do done here: the model's chat template renders the tools,
 // the tool-call grammar constrains the output, the server's parser reads the
-// calls. Over HTTP each agent keeps a connection to `conveyor serve` and
-// sends /v1/chat/completions with `tools`, `tool_choice` and the message
-// history (examples/swarm_http.hpp). It prints a progress line while the
+// calls (examples/swarm_planner.hpp). Over HTTP each agent keeps a
+// connection to `conveyor serve` and sends /v1/chat/completions with
+// `tools`, `tool_choice` and the message history (examples/swarm_http.hpp). It prints a progress line while the
 // agents run, then agent 0's turns, the valid calls' share, the throughput,
 // time to first token and end-to-end latency percentiles per turn request,
 // and the prefix cache's hit rate (from Engine::stats() or the server's
@@ -46,6 +46,7 @@
 #include "actors/engine.hpp"
 #include "examples/swarm_agent.hpp"
 #include "examples/swarm_http.hpp"
+#include "examples/swarm_planner.hpp"
 #include "examples/swarm_tools.hpp"
 
 using namespace conveyor;
