@@ -203,7 +203,7 @@ std::vector<Setting> make_table() {
                     "none", true},
                    FIELD(server.api_key_file)));
   t.push_back(origins({"allowed-origins", "server", "allowed_origins",
-                       "web page origins besides the server's own that may open /v1/ws: "
+                       "web page origins besides the server's own that may open /v1/ws and get CORS: "
                        "https://app.example.com,http://localhost:3000, or *",
                        "none", true},
                       FIELD(server.allowed_origins)));
