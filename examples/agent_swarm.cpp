@@ -113,7 +113,9 @@ bool write_json(const Options& o, const std::string& model, const std::vector<st
       {"e2e_p99_ms", 1e3 * percentile(e2e_s, 0.99)},
   };
   for (auto& [k, v] : cache) figures[k] = std::move(v);
-  if (o.tools()) figures["tool_calls"] = call_share_figures(agents);
+  if (o.tools()) {
+    for (auto& [k, v] : call_share_figures(agents)) figures[k] = std::move(v);
+  }
   const json::object out{{"source", "examples/agent_swarm"},
                          {"model", model},
                          {"figures", std::move(figures)},

@@ -331,14 +331,17 @@ inline void print_call_shares(const std::vector<std::unique_ptr<Agent>>& agents,
   }
 }
 
+// The same as flat figures (what `conveyor bench --report` tabulates):
+// valid_call_pct_required, valid_calls_required, invalid_calls_required,
+// text_answers_required, tool_turns_required, and so on per tool_choice.
 inline json::object call_share_figures(const std::vector<std::unique_ptr<Agent>>& agents) {
   json::object out;
   for (const auto& [choice, c] : call_shares(agents)) {
-    out[choice] = json::object{{"turns", c.turns},
-                               {"valid", c.valid},
-                               {"invalid", c.invalid},
-                               {"text", c.text},
-                               {"valid_pct", c.valid_pct()}};
+    out["valid_call_pct_" + choice] = c.valid_pct();
+    out["valid_calls_" + choice] = c.valid;
+    out["invalid_calls_" + choice] = c.invalid;
+    out["text_answers_" + choice] = c.text;
+    out["tool_turns_" + choice] = c.turns;
   }
   return out;
 }

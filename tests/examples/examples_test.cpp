@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -372,10 +373,16 @@ TEST(Examples, AgentSwarmRunsWithoutATokenizer) {
 // then a named function) give a valid call every turn; auto lets the random
 // weights answer in text, and the counts add up.
 TEST(Examples, AgentSwarmCallsToolsInProcess) {
-  const ProcessResult required = run({AGENT_SWARM_BINARY, "--agents", "4", "--turns", "2"});
+  const std::string json_path = kWorkDir + "/swarm_tools.json";
+  const ProcessResult required = run({AGENT_SWARM_BINARY, "--agents", "4", "--turns", "2", "--json", json_path});
   find(required.output, R"(swarm: 4 agents x 2 turns, tools calc and lookup, tool_choice required, a first prompt of (\d+) tokens)");
   find(required.output, R"(tool calls: hermes syntax \(chat template plain\))");
   check_tool_swarm(required.output, 4, 2, "in-process", {"required"});
+  // --json carries the shares as flat figures.
+  std::ifstream file(json_path);
+  const std::string json((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  find(json, R"("tool_choice":"required")");
+  find(json, R"("valid_calls_required":8,"invalid_calls_required":0,"text_answers_required":0,"tool_turns_required":8)");
   const ProcessResult alternate = run({AGENT_SWARM_BINARY, "--agents", "4", "--turns", "2", "--tool-choice", "alternate"});
   const auto transcript = check_tool_swarm(alternate.output, 4, 2, "in-process", {"required", "named"});
   ASSERT_EQ(transcript.size(), 2u);
