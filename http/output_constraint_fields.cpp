@@ -22,6 +22,12 @@ Fail parse(std::string_view text, std::string_view field, json::value& out) {
   return std::nullopt;
 }
 
+// What every field's parser does first: refuse a second constraint, read the JSON.
+Fail begin(std::string_view text, std::string_view field, const OutputConstraint& out, json::value& v) {
+  if (Fail f = already_set(out, field)) return f;
+  return parse(text, field, v);
+}
+
 // The request field a dotted path starts with (errors' `param`).
 std::string top_field(const std::string& where) { return where.substr(0, where.find('.')); }
 
@@ -41,9 +47,8 @@ Fail unknown_key(const std::string& where, std::string_view key) {
 
 Fail parse_response_format(std::string_view text, OutputConstraint& out) {
   const std::string where = "response_format";
-  if (Fail f = already_set(out, where)) return f;
   json::value v;
-  if (Fail f = parse(text, where, v)) return f;
+  if (Fail f = begin(text, where, out, v)) return f;
   if (!v.is_object()) return bad_request("'response_format' must be an object", where);
   const json::object& o = v.as_object();
   const json::value* type = o.if_contains("type");
@@ -105,9 +110,8 @@ Fail parse_response_format(std::string_view text, OutputConstraint& out) {
 
 Fail parse_structured_outputs(std::string_view text, OutputConstraint& out) {
   const std::string where = "structured_outputs";
-  if (Fail f = already_set(out, where)) return f;
   json::value v;
-  if (Fail f = parse(text, where, v)) return f;
+  if (Fail f = begin(text, where, out, v)) return f;
   if (!v.is_object()) return bad_request("'structured_outputs' must be an object", where);
   OutputConstraint c;
   c.field = where;
@@ -163,9 +167,8 @@ Fail parse_structured_outputs(std::string_view text, OutputConstraint& out) {
 
 Fail parse_json_schema_field(std::string_view text, OutputConstraint& out) {
   const std::string where = "json_schema";
-  if (Fail f = already_set(out, where)) return f;
   json::value v;
-  if (Fail f = parse(text, where, v)) return f;
+  if (Fail f = begin(text, where, out, v)) return f;
   OutputConstraint c;
   c.field = where;
   c.strict = false;
@@ -177,9 +180,8 @@ Fail parse_json_schema_field(std::string_view text, OutputConstraint& out) {
 
 Fail parse_grammar_field(std::string_view text, OutputConstraint& out) {
   const std::string where = "grammar";
-  if (Fail f = already_set(out, where)) return f;
   json::value v;
-  if (Fail f = parse(text, where, v)) return f;
+  if (Fail f = begin(text, where, out, v)) return f;
   if (!v.is_string()) return bad_request("'grammar' must be a string of GBNF rules", where);
   if (v.as_string().empty()) return std::nullopt;  // llama.cpp: "" means none
   OutputConstraint c;
