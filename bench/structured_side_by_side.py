@@ -21,7 +21,8 @@ The schema goes as response_format {"type": "json_object", "schema": ...}
 {"type": "json_schema", "json_schema": {...}}) unless --format json_schema.
 Sampling is temperature 1 with top_p 1, top_k 0 and min_p 0, so that servers
 with different default truncation draw from the same distribution;
---server-sampling sends temperature alone. Conditions (machine, load, server
+--server-sampling sends temperature alone. --format none sends no schema
+(and ignore_eos), the unconstrained reference. Conditions (machine, load, server
 versions and flags) are the caller's to report.
 
 usage: bench/structured_side_by_side.py TARGET [TARGET ...] [--concurrency 32] [--rounds 3]
@@ -45,6 +46,7 @@ import urllib.request
 
 import jsonschema
 
+sys.dont_write_bytecode = True  # importing the schema leaves no __pycache__ in bench/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from structured_throughput import SCHEMA  # noqa: E402  (the same schema as the single-server comparison)
 
@@ -67,7 +69,9 @@ def request_body(i, seed, max_tokens, fmt, server_sampling):
             "return_token_ids": True}  # conveyor's: tokens per chunk, for inter-token gaps; others ignore it
     if not server_sampling:
         body.update({"top_p": 1.0, "top_k": 0, "min_p": 0.0})
-    if fmt == "json_object":
+    if fmt == "none":  # the unconstrained reference: as many tokens, no schema
+        body["ignore_eos"] = True
+    elif fmt == "json_object":
         body["response_format"] = {"type": "json_object", "schema": SCHEMA}
     else:
         body["response_format"] = {"type": "json_schema",
@@ -214,7 +218,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=400)
-    ap.add_argument("--format", choices=["json_object", "json_schema"], default="json_object")
+    ap.add_argument("--format", choices=["json_object", "json_schema", "none"], default="json_object",
+                    help="none: no schema and ignore_eos, every request making --max-tokens tokens")
     ap.add_argument("--server-sampling", action="store_true",
                     help="send temperature alone, leaving top_p, top_k and min_p to each server")
     ap.add_argument("--log-dir", default=".", help="where started servers' output goes")
