@@ -13,7 +13,7 @@
 // share one), "pairs" the (mask, return address) masks, "MB" all the cached
 // masks. One thread.
 //
-//   grammar_bench [file.gguf] [--walks N] [--steps N]
+//   grammar_bench [file.gguf] [--walks N] [--steps N] [--only GRAMMAR]
 //
 // Default vocabulary: ../shared/models/tiny-llama3-q4_k_m.gguf (Llama 3's
 // 128k tokens).
@@ -164,8 +164,10 @@ void random_walks(const std::shared_ptr<const CompiledGrammar>& g, int walks, in
 int main(int argc, char** argv) {
   std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama3-q4_k_m.gguf";
   int walks = 20, steps = 200;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--walks") && i + 1 < argc) walks = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--walks") && i + 1 < argc) walks = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else path = argv[i];
   }
@@ -193,6 +195,7 @@ int main(int argc, char** argv) {
   };
   std::vector<std::pair<const char*, WalkTimes>> slowest;
   for (const auto& [name, make] : cases) {
+    if (!only.empty() && only != name) continue;
     Grammar grammar = make();
     t0 = Clock::now();
     auto compiled = compile(grammar, vocab);

@@ -171,13 +171,14 @@ PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
   }
 
   PositionMask m;
-  std::sort(accepted_.begin(), accepted_.end());
-  accepted_.erase(std::unique(accepted_.begin(), accepted_.end()), accepted_.end());
-  const size_t words = (size_t(index_.vocab_size()) + 63) / 64;
+  // A list when it is smaller than the bitset (duplicates only make it
+  // longer); only a list needs sorting.
   if (accepted_.size() * 32 < size_t(index_.vocab_size())) {
+    std::sort(accepted_.begin(), accepted_.end());
+    accepted_.erase(std::unique(accepted_.begin(), accepted_.end()), accepted_.end());
     m.accepted_ids = std::move(accepted_);
   } else {
-    m.accepted_bits.assign(words, 0);
+    m.accepted_bits.assign((size_t(index_.vocab_size()) + 63) / 64, 0);
     for (int32_t id : accepted_) set_bit(m.accepted_bits, id);
   }
   if (!uncertain_.empty()) m.uncertain = build_trie(uncertain_, true);
