@@ -398,7 +398,7 @@ inline SharedPrompt fit_system_prompt(const PromptCounter& count, ChoicePolicy p
   if (room < *base) {
     out.error = "the model's context (" + std::to_string(context) + ") is too short for " + std::to_string(turns) +
                 " turns of up to " + std::to_string(turn) + " tokens each, after a first prompt of " +
-                std::to_string(*base);
+                std::to_string(*base) + ": ask for fewer --turns or a smaller --max-tokens";
     return out;
   }
   target = std::min(target, room);
