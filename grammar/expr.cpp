@@ -1,6 +1,7 @@
 #include "grammar/expr.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 
 namespace conveyor::grammar {
@@ -248,6 +249,29 @@ Element ExprLowering::json_chars(const std::vector<CodepointRange>& set) {
   if (alts.empty()) return b_.bytes(ByteSet{});  // an empty class: never matches
   if (alts.size() == 1 && alts[0].size() == 1) return alts[0][0];
   return b_.choice(std::move(alts), "jchar");
+}
+
+int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+int32_t decode_utf8(std::string_view text, size_t i, size_t& length) {
+  const auto c0 = uint8_t(text[i]);
+  const size_t n = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : (c0 >> 3) == 30 ? 4 : 0;
+  if (n == 0 || i + n > text.size()) return -1;
+  uint32_t cp = n == 1 ? c0 : n == 2 ? (c0 & 0x1F) : n == 3 ? (c0 & 0x0F) : (c0 & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    const auto c = uint8_t(text[i + k]);
+    if ((c >> 6) != 2) return -1;
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+  length = n;
+  return int32_t(cp);
 }
 
 bool matches_some_text(const Grammar& g) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "base/status.hpp"
@@ -92,6 +93,12 @@ class ExprLowering {
   Rules rules_;
   std::map<std::vector<CodepointRange>, Element> class_cache_;  // normalized set -> element
 };
+
+// For the parsers: a hex digit's value (-1 for another character), and the
+// code point of the UTF-8 character at text[i], setting `length` (-1 when
+// it is invalid: truncated, overlong, a surrogate or above U+10FFFF).
+int hex_digit_value(char c);
+int32_t decode_utf8(std::string_view text, size_t i, size_t& length);
 
 // Whether g's root matches some finite text: `root ::= "a" root` does not,
 // nor a schema whose branches all contradict themselves.

@@ -208,19 +208,11 @@ class GbnfParser {
   Expected<uint32_t> character() {
     if (i_ >= t_.size()) return fail("unexpected end of the grammar");
     if (t_[i_] != '\\') {
-      const auto c0 = uint8_t(t_[i_]);
-      const int n = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : (c0 >> 3) == 30 ? 4 : 0;
-      if (n == 0 || i_ + size_t(n) > t_.size()) return fail("invalid UTF-8");
-      uint32_t cp = n == 1 ? c0 : n == 2 ? (c0 & 0x1F) : n == 3 ? (c0 & 0x0F) : (c0 & 0x07);
-      for (int k = 1; k < n; ++k) {
-        const auto c = uint8_t(t_[i_ + size_t(k)]);
-        if ((c >> 6) != 2) return fail("invalid UTF-8");
-        cp = (cp << 6) | (c & 0x3F);
-      }
-      static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-      if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return fail("invalid UTF-8");
-      i_ += size_t(n);
-      return cp;
+      size_t n = 0;
+      const int32_t cp = decode_utf8(t_, i_, n);
+      if (cp < 0) return fail("invalid UTF-8");
+      i_ += n;
+      return uint32_t(cp);
     }
     if (i_ + 1 >= t_.size()) return fail("unexpected end of the grammar after '\\'");
     const char e = t_[i_ + 1];
@@ -238,8 +230,7 @@ class GbnfParser {
     }
     uint32_t v = 0;
     for (size_t k = 0; k < digits; ++k) {
-      const char h = i_ < t_.size() ? t_[i_] : '\0';
-      const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      const int d = i_ < t_.size() ? hex_digit_value(t_[i_]) : -1;
       if (d < 0) return fail("expected a hex digit");
       v = v * 16 + uint32_t(d);
       ++i_;

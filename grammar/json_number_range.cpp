@@ -228,8 +228,9 @@ Element integer_range(GrammarBuilder& b, std::optional<int64_t> lo, std::optiona
   }
   if (!lo || *lo < 0) {  // -m for m in [max(1, -hi), -lo]
     const uint64_t m_lo = hi && *hi < 0 ? uint64_t(-*hi) : 1;
-    const std::optional<uint64_t> m_hi = lo ? std::optional<uint64_t>(uint64_t(-*lo)) : std::nullopt;
-    for (Alternative& alt : unsigned_range(b, m_lo, m_hi)) {
+    std::vector<Alternative> negative =
+        lo ? unsigned_range(b, m_lo, uint64_t(-*lo)) : unsigned_range(b, m_lo, std::nullopt);
+    for (Alternative& alt : negative) {
       alt.insert(alt.begin(), b.byte('-'));
       alts.push_back(std::move(alt));
     }

@@ -21,8 +21,10 @@ constexpr int kMaxInlineDepth = 64;
 std::string percent_decoded(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(uint8_t(s[i + 1])) && std::isxdigit(uint8_t(s[i + 2]))) {
-      out += char(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+    const int hi = i + 2 < s.size() ? hex_digit_value(s[i + 1]) : -1;
+    const int lo = i + 2 < s.size() ? hex_digit_value(s[i + 2]) : -1;
+    if (s[i] == '%' && hi >= 0 && lo >= 0) {
+      out += char(hi * 16 + lo);
       i += 2;
     } else {
       out += s[i];
@@ -37,7 +39,8 @@ namespace detail {
 
 Expected<json::value> SchemaCompiler::resolve(std::string_view ref, const std::string& path) const {
   if (!ref.starts_with('#')) {
-    return fail(path, "$ref '" + std::string(ref) + "' is not supported (only references within the schema, \"#/...\")");
+    return fail(path, "$ref '" + std::string(ref) +
+                          "' is not supported (only references within the schema, \"#/...\")");
   }
   const std::string pointer = percent_decoded(ref.substr(1));
   boost::system::error_code ec;
@@ -206,7 +209,9 @@ Expected<Grammar> grammar_from_json_schema(std::string_view schema_json, const J
   b.add_alternative(root, {*element});
   auto g = std::move(b).build(root);
   if (!g) return make_error(Errc::invalid_argument, "json_schema: " + g.error().message);
-  if (!matches_some_text(*g)) return make_error(Errc::invalid_argument, "json_schema: the schema matches no JSON value");
+  if (!matches_some_text(*g)) {
+    return make_error(Errc::invalid_argument, "json_schema: the schema matches no JSON value");
+  }
   return g;
 }
 

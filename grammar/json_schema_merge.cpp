@@ -20,7 +20,8 @@ json::array type_list(const json::value& t) {
 }
 
 bool has_type(const json::array& types, std::string_view name) {
-  return std::any_of(types.begin(), types.end(), [&](const json::value& v) { return v.is_string() && v.get_string() == name; });
+  return std::any_of(types.begin(), types.end(),
+                     [&](const json::value& v) { return v.is_string() && v.get_string() == name; });
 }
 
 json::value intersect_types(const json::value& a, const json::value& b) {

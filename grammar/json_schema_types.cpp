@@ -64,14 +64,15 @@ Expected<Element> SchemaCompiler::compile_enum(const json::object& s, uint8_t ty
   }
   std::vector<Alternative> alts;
   for (const json::value& v : values) {
-    const bool integral = v.is_int64() || v.is_uint64() || (v.is_double() && std::floor(v.get_double()) == v.get_double());
-    const uint8_t type = v.is_null()     ? kNull
-                         : v.is_bool()   ? kBoolean
-                         : v.is_object() ? kObject
-                         : v.is_array()  ? kArray
-                         : v.is_string() ? kString
-                         : integral      ? uint8_t(kNumber | kInteger)
-                                         : kNumber;
+    const bool integral =
+        v.is_int64() || v.is_uint64() || (v.is_double() && std::floor(v.get_double()) == v.get_double());
+    const auto type = uint8_t(v.is_null()     ? kNull
+                              : v.is_bool()   ? kBoolean
+                              : v.is_object() ? kObject
+                              : v.is_array()  ? kArray
+                              : v.is_string() ? kString
+                              : integral      ? kNumber | kInteger
+                                              : kNumber);
     if (types & type) alts.push_back(syntax_.literal(v));
   }
   if (alts.empty()) return never();

@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 
+#include "grammar/expr.hpp"
+
 namespace conveyor::grammar {
 namespace {
 
@@ -38,14 +40,6 @@ std::vector<std::string> json_units(std::string_view name) {
     i += n;
   }
   return units;
-}
-
-uint32_t decode_utf8(std::string_view u) {
-  const auto c0 = uint8_t(u[0]);
-  if (u.size() == 1) return c0;
-  uint32_t cp = u.size() == 2 ? (c0 & 0x1F) : u.size() == 3 ? (c0 & 0x0F) : (c0 & 0x07);
-  for (size_t k = 1; k < u.size(); ++k) cp = (cp << 6) | (uint8_t(u[k]) & 0x3F);
-  return cp;
 }
 
 }  // namespace
@@ -129,7 +123,8 @@ Element JsonSyntax::number() {
   if (!number_) {
     const Alternative digits{b_.plus({b_.bytes(byte_range('0', '9'))})};
     const Element fraction = b_.optional({b_.byte('.'), digits[0]});
-    const Element exponent = b_.optional({b_.bytes(bytes_of("eE")), b_.optional({b_.bytes(bytes_of("+-"))}), digits[0]});
+    const Element sign = b_.optional({b_.bytes(bytes_of("+-"))});
+    const Element exponent = b_.optional({b_.bytes(bytes_of("eE")), sign, digits[0]});
     number_ = b_.choice({{integer(), fraction, exponent}}, "number");
   }
   return *number_;
@@ -287,7 +282,8 @@ Element JsonSyntax::key_not_in(const std::vector<std::string>& names) {
       alt.push_back(self(self, *child));
       b_.add_alternative(rule, std::move(alt));
       if (unit[0] != '\\') {
-        const uint32_t cp = decode_utf8(unit);
+        size_t length = 0;
+        const auto cp = uint32_t(decode_utf8(unit, 0, length));  // quoted() wrote valid UTF-8
         taken_raw.emplace_back(cp, cp);
       } else if (const size_t at = escapes.find(unit[1]); at != std::string::npos) {
         escapes.erase(at, 1);

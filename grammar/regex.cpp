@@ -1,5 +1,6 @@
 #include "grammar/regex.hpp"
 
+#include <cctype>
 #include <string>
 
 namespace conveyor::grammar {
@@ -17,13 +18,6 @@ const std::vector<CodepointRange> kLineTerminators{{'\n', '\n'}, {'\r', '\r'}, {
 
 std::vector<CodepointRange> complement(const std::vector<CodepointRange>& set) {
   return normalize_codepoints(set, true);
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 class RegexParser {
@@ -60,19 +54,11 @@ class RegexParser {
 
   // The code point at i_; invalid UTF-8 is refused.
   Expected<uint32_t> next_codepoint() {
-    const auto c0 = uint8_t(p_[i_]);
-    int n = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : (c0 >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i_ + size_t(n) > p_.size()) return fail("invalid UTF-8");
-    uint32_t cp = n == 1 ? c0 : n == 2 ? (c0 & 0x1F) : n == 3 ? (c0 & 0x0F) : (c0 & 0x07);
-    for (int k = 1; k < n; ++k) {
-      const auto c = uint8_t(p_[i_ + size_t(k)]);
-      if ((c >> 6) != 2) return fail("invalid UTF-8");
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > kMaxCodepoint || (cp >= 0xD800 && cp <= 0xDFFF)) return fail("invalid UTF-8");
-    i_ += size_t(n);
-    return cp;
+    size_t n = 0;
+    const int32_t cp = decode_utf8(p_, i_, n);
+    if (cp < 0) return fail("invalid UTF-8");
+    i_ += n;
+    return uint32_t(cp);
   }
 
   // Alternatives up to ')' or the end.
@@ -252,7 +238,7 @@ class RegexParser {
     if (i_ + count > p_.size()) return fail("incomplete hex escape");
     int64_t v = 0;
     for (size_t k = 0; k < count; ++k) {
-      const int d = hex_value(p_[i_ + k]);
+      const int d = hex_digit_value(p_[i_ + k]);
       if (d < 0) return fail("incomplete hex escape");
       v = v * 16 + d;
     }
@@ -285,7 +271,10 @@ class RegexParser {
         return fail("word boundary \\b is not supported");
       case 'B': i_ = at; return fail("word boundary \\B is not supported");
       case '0':
-        if (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9') { i_ = at; return fail("octal escapes are not supported"); }
+        if (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9') {
+          i_ = at;
+          return fail("octal escapes are not supported");
+        }
         return 0;
       case 'c':
         if (i_ < p_.size() && std::isalpha(uint8_t(p_[i_]))) return p_[i_++] % 32;

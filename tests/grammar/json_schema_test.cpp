@@ -183,6 +183,9 @@ TEST(JsonSchema, AnyOfAllOfAndRecursiveRefs) {
                    "properties": {"x": {"$ref": "#/definitions/pos", "maximum": 9}}})",
                {R"({"x":9})"}, {R"({"x":10})", R"({"x":0})"});
   expect_texts(R"({"type": "array", "items": {"$ref": "#"}})", {"[]", "[[],[[]]]"}, {"[1]"});
+  expect_texts(R"({"$defs": {"a b": {"type": "integer"}, "x/y": {"type": "null"}},
+                   "properties": {"p": {"$ref": "#/$defs/a%20b"}, "q": {"$ref": "#/$defs/x~1y"}}})",
+               {R"({"p":1,"q":null})"}, {R"({"p":null})", R"({"q":1})"});
 }
 
 TEST(JsonSchema, RefusesWhatItCannotEnforceNamingKeywordAndPlace) {
