@@ -267,6 +267,19 @@ TEST_F(PromptLogprobs, OutOfRangeIsRefused) {
   EXPECT_NE(s.message.find("prompt_logprobs must be between 0 and 20"), std::string::npos) << s.message;
 }
 
+// A runner that does not score prompts (the CUDA runner's case; here the
+// fake one) never gets such a plan: the request is refused, saying why.
+TEST(PromptLogprobsRefused, ByARunnerThatDoesNotScore) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto e = testing::make_fake_engine(sys, EngineConfig{});
+  ASSERT_NE(e, nullptr);
+  const Scored s = run_one(*e, scoring_spec(1, {1, 2, 3}, 0));
+  EXPECT_EQ(s.finish, FinishReason::error);
+  EXPECT_NE(s.message.find("does not compute prompt logprobs"), std::string::npos) << s.message;
+  EXPECT_EQ(run_one(*e, scoring_spec(2, {1, 2, 3}, -1)).finish, FinishReason::length);
+}
+
 // ---- against llama.cpp ------------------------------------------------------------
 
 struct ReferencePrompt {
