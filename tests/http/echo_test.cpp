@@ -145,6 +145,44 @@ TEST_F(Echo, StreamedPromptComesFirst) {
   EXPECT_EQ(tokens, server_->encode(kPrompt).size() + 6);
 }
 
+// Over the WebSocket, the prompt's text opens the first delta; the deltas add
+// up to the echoed answer; prompt_logprobs, which a delta cannot carry, is refused.
+TEST_F(Echo, WebSocketDeltasStartWithThePrompt) {
+  WsClient ws(server_->port());
+  ASSERT_TRUE(ws.connected()) << ws.upgrade_status();
+  const json::object request{{"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true},
+                             {"echo", true}};
+  json::object message = request;
+  message["id"] = "e";
+  ws.send(body_of(message));
+  std::string text;
+  bool first = true, final_seen = false;
+  while (!final_seen) {
+    const auto m = ws.read();
+    ASSERT_TRUE(m.has_value());
+    json::object event = parse_object(*m);
+    if (event["type"] == "final") {
+      final_seen = true;
+      continue;
+    }
+    ASSERT_EQ(event["type"], "delta") << *m;
+    const std::string piece(event["text"].as_string());
+    if (first) EXPECT_TRUE(piece.starts_with(kPrompt)) << piece;
+    first = false;
+    text += piece;
+  }
+  EXPECT_EQ(text, std::string(first_choice(post("/v1/completions", request))["text"].as_string()));
+
+  json::object scored = message;
+  scored["prompt_logprobs"] = 1;
+  ws.send(body_of(scored));
+  const auto refused = ws.read();
+  ASSERT_TRUE(refused.has_value());
+  json::object error = parse_object(*refused);
+  EXPECT_EQ(error["type"], "error") << *refused;
+  EXPECT_EQ(error["error"].as_object()["param"], "prompt_logprobs") << *refused;
+}
+
 TEST_F(Echo, RefusalsNameTheirField) {
   const json::array messages = {json::object{{"role", "user"}, {"content", "Hi"}}};
   struct Case {
