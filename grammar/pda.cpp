@@ -51,8 +51,9 @@ void inline_small_rules(std::vector<Alternatives>& rules, int32_t root) {
           // With more, the copies would be parallel stacks to the end; after
           // something, in last position, it is a tail call already, and
           // inlining there would unroll a chain of nested options.
-          const size_t alts = rules[size_t(e.index)].size();
-          const bool inline_it = inlinable(e) && (alts == 1 || alt.size() == 1 || i + 2 == alt.size()) &&
+          // (e.index names a rule only when e is one: read its size after inlinable().)
+          const size_t alts = inlinable(e) ? rules[size_t(e.index)].size() : 0;
+          const bool inline_it = alts > 0 && (alts == 1 || alt.size() == 1 || i + 2 == alt.size()) &&
                                  expanded.size() * alts <= kMaxProduct;
           if (!inline_it) {
             for (Alternative& x : expanded) x.push_back(e);
