@@ -110,11 +110,11 @@ done
 # 3. The agent swarm, in-process on its default (embedded) model.
 for wait in true false; do
   echo "[report] agent_swarm --prefix-wait $wait" >&2
-  "$build/examples/agent_swarm" --agents 128 --turns 3 --prefix-wait "$wait" --json "$work/swarm.json" \
+  "$build/examples/agent_swarm" --agents 128 --turns 3 --tool-choice off --prefix-wait "$wait" --json "$work/swarm.json" \
     >"$work/swarm.out"
   "$build/conveyor" bench --report "$report" --add-figures "$work/swarm.json" \
     --group "3. agent swarm (128 agents x 3 turns, in-process)" --label "prefix wait $wait" \
-    --note "examples/agent_swarm --agents 128 --turns 3 --prefix-wait $wait"
+    --note "examples/agent_swarm --agents 128 --turns 3 --tool-choice off --prefix-wait $wait"
 done
 
 # 4. Concurrency sweep: 64-token prompts and outputs, max(16, 4c) requests.
