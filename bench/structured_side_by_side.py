@@ -20,8 +20,9 @@ The schema goes as response_format {"type": "json_object", "schema": ...}
 (what llama.cpp's server reads; its b4748 ignores the schema given as
 {"type": "json_schema", "json_schema": {...}}) unless --format json_schema.
 Sampling is temperature 1 with top_p 1, top_k 0 and min_p 0, so that servers
-with different default truncation draw from the same distribution;
---server-sampling sends temperature alone. --format none sends no schema
+with different default truncation draw from the same distribution (top_k 0
+costs llama.cpp a sort of the whole vocabulary per token and slot: see
+docs/benchmarks/history.md); --server-sampling sends temperature alone. --format none sends no schema
 (and ignore_eos), the unconstrained reference. Conditions (machine, load, server
 versions and flags) are the caller's to report.
 
