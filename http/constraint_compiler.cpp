@@ -1,8 +1,11 @@
 #include "http/constraint_compiler.hpp"
 
+#include <algorithm>
+
 #include "grammar/choices.hpp"
 #include "grammar/gbnf.hpp"
 #include "grammar/json_schema.hpp"
+#include "grammar/matcher.hpp"
 #include "grammar/regex.hpp"
 
 namespace conveyor::http {
@@ -53,8 +56,19 @@ std::string cache_key(const OutputConstraint& c) {
 
 }  // namespace
 
-ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity)
-    : binder_(std::move(binder)), capacity_(cache_capacity) {}
+ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity,
+                                       size_t cache_bytes)
+    : binder_(std::move(binder)), capacity_(std::max<size_t>(cache_capacity, 1)), cache_bytes_(cache_bytes) {}
+
+void ConstraintCompiler::evict_locked() {
+  size_t bytes = 0;
+  for (const auto& [key, c] : lru_) bytes += c.compiled->cache_stats().memory_bytes;
+  while (lru_.size() > 1 && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
+    bytes -= std::min(bytes, lru_.back().second.compiled->cache_stats().memory_bytes);
+    by_key_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
 
 ConstraintResult ConstraintCompiler::compile(const OutputConstraint& constraint) {
   if (constraint.kind == OutputConstraint::Kind::none) return GrammarConstraint{};
@@ -68,8 +82,10 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
     std::lock_guard lock(mutex_);
     if (auto it = by_key_.find(key); it != by_key_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      ++hits_;
-      return it->second->second;
+      // Masks grow while the cached grammars are used: look at their size
+      // now and then, not only when a grammar comes in.
+      if (++hits_ % 64 == 0) evict_locked();
+      return lru_.front().second;
     }
   }
   const std::string param(field);
@@ -84,10 +100,7 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   if (auto it = by_key_.find(key); it != by_key_.end()) lru_.erase(it->second);
   lru_.emplace_front(key, result);
   by_key_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    by_key_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
+  evict_locked();
   return result;
 }
 

@@ -6,9 +6,13 @@
 //
 // Compiling binds to the vocabulary through the engine's GrammarBinder
 // (engine/grammar_binder.hpp), which builds the vocabulary's index at the
-// first constraint: a server that never sees one pays nothing. Compiled grammars are kept in a small LRU cache keyed by what was asked
-// (kind, strictness and source text), since agents send the same schema with
-// every request.
+// first constraint: a server that never sees one pays nothing. Compiled
+// grammars are kept in a small LRU cache keyed by what was asked (kind,
+// strictness and source text), since agents send the same schema with every
+// request. Their token masks fill in lazily as requests use them (a schema
+// with long bounded strings can grow to hundreds of MiB), so the cache is
+// bounded by count and by the masks' bytes: past either, the least recently
+// used grammars go (requests still running keep theirs).
 //
 // Errors are OpenAI-style 400s naming the request field the constraint came
 // from and the compiler's message ("response_format: json_schema: keyword
@@ -41,7 +45,8 @@ using ConstraintResult = std::variant<GrammarConstraint, ApiError>;
 
 class ConstraintCompiler {
  public:
-  explicit ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity = 64);
+  explicit ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity = 64,
+                              size_t cache_bytes = size_t(1) << 30);
 
   // The request's constraint, compiled (kind none: an empty GrammarConstraint).
   ConstraintResult compile(const OutputConstraint& constraint);
@@ -56,8 +61,13 @@ class ConstraintCompiler {
   uint64_t hits() const;
 
  private:
+  // Under mutex_: drops the least recently used grammars, all but the most
+  // recent, while the cache holds more than capacity_ or cache_bytes_.
+  void evict_locked();
+
   std::shared_ptr<GrammarBinder> binder_;
   size_t capacity_;
+  size_t cache_bytes_;
 
   mutable std::mutex mutex_;  // guards the cache and counters
   std::list<std::pair<std::string, GrammarConstraint>> lru_;  // most recent first

@@ -1,0 +1,76 @@
+// The constraint compiler: a constraint compiled once per distinct ask, the
+// cache bounded by count and by the bytes of the grammars' masks, and errors
+// that name the request field.
+#include "http/constraint_compiler.hpp"
+
+#include <gtest/gtest.h>
+
+#include "grammar/matcher.hpp"
+
+namespace conveyor::http {
+namespace {
+
+OutputConstraint regex(std::string pattern) {
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::regex;
+  c.source = std::move(pattern);
+  c.field = "structured_outputs";
+  return c;
+}
+
+std::shared_ptr<GrammarBinder> binder() {
+  std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
+  return std::make_shared<GrammarBinder>(bytes, std::vector<int32_t>{bytes->eos_id()});
+}
+
+TEST(ConstraintCompiler, CompilesEachAskOnceAndSharesIt) {
+  ConstraintCompiler compiler(binder());
+  auto a = compiler.compile(regex("[a-z]{3}"));
+  auto b = compiler.compile(regex("[a-z]{3}"));
+  ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(a));
+  EXPECT_EQ(std::get<GrammarConstraint>(a).compiled, std::get<GrammarConstraint>(b).compiled);
+  EXPECT_EQ(compiler.compiled(), 1u);
+  EXPECT_EQ(compiler.hits(), 1u);
+  OutputConstraint loose = regex("[a-z]{3}");
+  loose.kind = OutputConstraint::Kind::grammar;  // the same text as GBNF is another ask
+  loose.source = "root ::= [a-z] [a-z] [a-z]";
+  ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(loose)));
+  EXPECT_EQ(compiler.compiled(), 2u);
+}
+
+TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
+  ConstraintCompiler two(binder(), /*cache_capacity=*/2);
+  for (const char* p : {"a+", "b+", "c+"}) (void)two.compile(regex(p));
+  (void)two.compile(regex("c+"));  // kept
+  EXPECT_EQ(two.compiled(), 3u);
+  (void)two.compile(regex("a+"));  // the least recent went
+  EXPECT_EQ(two.compiled(), 4u);
+
+  // No bytes to spare: only the latest grammar stays, once its masks exist.
+  ConstraintCompiler tight(binder(), 64, /*cache_bytes=*/0);
+  auto first = std::get<GrammarConstraint>(tight.compile(regex("x[0-9]+")));
+  grammar::Matcher m(first.compiled);
+  std::vector<uint64_t> mask(m.mask_words());
+  m.fill_mask(mask);  // fills the first grammar's mask cache
+  (void)tight.compile(regex("y[0-9]+"));
+  (void)tight.compile(regex("x[0-9]+"));
+  EXPECT_EQ(tight.compiled(), 3u);
+}
+
+TEST(ConstraintCompiler, ErrorsNameTheField) {
+  ConstraintCompiler compiler(binder());
+  auto e = compiler.compile(regex("(?=x)"));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(e));
+  EXPECT_EQ(std::get<ApiError>(e).param, "structured_outputs");
+  EXPECT_EQ(std::get<ApiError>(e).message.rfind("structured_outputs: regex:", 0), 0u) << std::get<ApiError>(e).message;
+  OutputConstraint schema;
+  schema.kind = OutputConstraint::Kind::json_schema;
+  schema.source = R"({"type": "integer", "multipleOf": 3})";
+  schema.field = "response_format";
+  auto s = compiler.compile(schema);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(s));
+  EXPECT_NE(std::get<ApiError>(s).message.find("multipleOf"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conveyor::http
