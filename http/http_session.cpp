@@ -308,6 +308,13 @@ void HttpSession::handle_request() {
       if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
       return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
     }
+    case Route::response_input_items: {
+      const size_t q = target.find('?');
+      auto answer = response_input_items(state_->responses(), key_, m.id,
+                                         q == std::string_view::npos ? std::string_view() : target.substr(q + 1));
+      if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
+      return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
+    }
     case Route::embeddings: return start_embeddings();
     case Route::render:
     case Route::tokenize:

@@ -9,7 +9,7 @@ bool same_scope(const ResponseScope& a, const ResponseScope& b) {
 
 // What an entry holds, roughly: its text plus a little for each message.
 size_t estimate_bytes(const StoredResponse& r) {
-  size_t n = r.id.size() + r.json.size() + r.session.size() + r.tokens.size() * sizeof(int32_t) + 128;
+  size_t n = r.id.size() + r.json.size() + r.input_items_json.size() + r.session.size() + r.tokens.size() * sizeof(int32_t) + 128;
   for (const ChatMessage& m : r.conversation)
     n += m.role.size() + m.content.size() + m.tool_calls_json.size() + m.tool_call_id.size() + m.name.size() + 64;
   return n;

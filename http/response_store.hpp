@@ -48,6 +48,7 @@ using ResponseScope = std::weak_ptr<const void>;
 struct StoredResponse {
   std::string id;                         // "resp_..."
   std::string json;                       // the response object, as GET returns it
+  std::string input_items_json;           // its input as OpenAI's items (a JSON array)
   std::vector<ChatMessage> conversation;  // everything before it and its output
   std::string session;                    // the engine session of its conversation
   std::vector<int32_t> tokens;            // its prompt and answer as the engine computed them

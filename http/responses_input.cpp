@@ -4,6 +4,8 @@
 #include <initializer_list>
 #include <unordered_map>
 
+#include "http/api_json.hpp"
+
 namespace conveyor::http::responses {
 namespace {
 
@@ -142,6 +144,38 @@ Fail input_messages(const json::value& input, std::vector<ChatMessage>& out) {
   }
   if (out.empty()) return bad_request("'input' must not be empty", "input");
   return {};
+}
+
+json::array input_items(const json::value& input) {
+  auto text_part = [](std::string_view role, const json::value& text) {
+    return json::object{{"type", role == "assistant" ? "output_text" : "input_text"}, {"text", text}};
+  };
+  json::array out;
+  if (input.is_string()) {
+    out.push_back(json::object{{"id", make_response_id("msg_")},
+                               {"type", "message"},
+                               {"role", "user"},
+                               {"status", "completed"},
+                               {"content", json::array{text_part("user", input)}}});
+    return out;
+  }
+  for (const json::value& v : input.as_array()) {
+    json::object item = v.as_object();
+    const json::value* type = item.if_contains("type");
+    const bool message = type == nullptr || type->is_null() || *type == "message";
+    if (message) {
+      item["type"] = "message";
+      json::value& content = item["content"];
+      if (content.is_string()) content = json::array{text_part(item["role"].as_string(), content)};
+    }
+    const char* prefix = message ? "msg_" : *type == "function_call" ? "fc_" : "fco_";
+    if (const json::value* id = item.if_contains("id"); id == nullptr || !id->is_string())
+      item["id"] = make_response_id(prefix);
+    if (const json::value* status = item.if_contains("status"); status == nullptr || status->is_null())
+      item["status"] = "completed";
+    out.push_back(std::move(item));
+  }
+  return out;
 }
 
 Fail chat_tools(const json::value& tools, std::string& chat_json, std::vector<std::string>& names) {

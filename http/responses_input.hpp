@@ -22,6 +22,10 @@ ApiError type_error(std::string_view field, std::string_view want);
 
 // `input`: a string (one user message) or an array of items.
 Fail input_messages(const boost::json::value& input, std::vector<ChatMessage>& out);
+// The input as OpenAI's input items (GET /v1/responses/{id}/input_items):
+// each with an id ("msg_", "fc_", "fco_" + hex when the client gave none)
+// and a status, a message's content as parts. `input` passed input_messages().
+boost::json::array input_items(const boost::json::value& input);
 // Function tools to chat's tools array (JSON text; "" for none).
 Fail chat_tools(const boost::json::value& tools, std::string& chat_json, std::vector<std::string>& names);
 // `names`: the tools' names, which a named choice must be one of.

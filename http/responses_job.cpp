@@ -164,10 +164,11 @@ void ResponsesJob::store() {
     }
   }
   if (!calls.empty()) answer.tool_calls_json = boost::json::serialize(calls);
-  StoredResponse stored{r.id, response_json(r), std::move(spec_.conversation), spec_.session, {}};
+  StoredResponse stored{r.id, response_json(r), std::move(spec_.input_items_json), std::move(spec_.conversation),
+                        spec_.session, {}};
   if (r.status != "failed") {
     stored.conversation.push_back(std::move(answer));
-    stored.tokens = std::move(spec_.prompt);
+    stored.tokens = spec_.prompt;  // a copy: summary() still counts the prompt
     stored.tokens.insert(stored.tokens.end(), generated_.begin(), generated_.end());
   }
   spec_.store->put(spec_.scope, std::move(stored));

@@ -42,6 +42,7 @@ struct ResponsesJobSpec {
   ResponseStore* store = nullptr;
   ResponseScope scope;
   std::vector<ChatMessage> conversation;  // before this response's output, instructions excluded
+  std::string input_items_json;           // this request's input as OpenAI's items
   std::string session;                    // the engine session it runs under
 };
 

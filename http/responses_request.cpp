@@ -218,6 +218,7 @@ Fail resolve(ResponsesRequest& out, const Pending& p) {
   ApiRequest& r = out.chat;
   if (p.input == nullptr) return bad_request("'input' is required", "input");
   if (Fail f = responses::input_messages(*p.input, r.messages)) return f;
+  out.input_items_json = json::serialize(responses::input_items(*p.input));
   std::vector<std::string> names;
   if (p.tools) {
     if (Fail f = responses::chat_tools(*p.tools, r.tools_json, names)) return f;

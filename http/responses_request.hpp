@@ -48,6 +48,7 @@ struct ResponsesRequest {
   ApiRequest chat;
   std::optional<std::string> instructions;
   std::string previous_response_id;  // "": a new conversation
+  std::string input_items_json;      // the input as OpenAI's items (responses_input.hpp)
   ResponseEcho echo;                 // the settings as the response object repeats them
 };
 

@@ -1,6 +1,8 @@
 #include "http/responses_routes.hpp"
 
 #include <boost/json.hpp>
+#include <algorithm>
+#include <charconv>
 
 #include "http/api_json.hpp"
 #include "http/responses_continuation.hpp"
@@ -38,6 +40,7 @@ std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body,
   job.response.created_at = unix_seconds_now();
   job.response.model = model.served_name;
   job.response.echo = request.echo;
+  job.input_items_json = std::move(request.input_items_json);
   std::shared_ptr<const StoredResponse> previous;
   if (!request.previous_response_id.empty()) {
     previous = store.get(scope, request.previous_response_id);
@@ -86,6 +89,50 @@ std::variant<std::string, ApiError> stored_response(ResponseStore& store, const 
   auto found = store.get(scope, std::string(id));
   if (!found) return not_found(id, "", "response_not_found");
   return found->json;
+}
+
+std::variant<std::string, ApiError> response_input_items(ResponseStore& store, const ResponseScope& scope,
+                                                         std::string_view id, std::string_view query) {
+  int64_t limit = 20;
+  bool ascending = false;
+  std::string_view after;
+  for (size_t at = 0; at < query.size();) {
+    const size_t end = std::min(query.find('&', at), query.size());
+    const std::string_view pair = query.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    if (key == "limit") {
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
+      if (ec != std::errc() || ptr != value.data() + value.size() || limit < 1 || limit > 100)
+        return bad_request("'limit' must be an integer from 1 to 100", "limit");
+    } else if (key == "order") {
+      if (value != "asc" && value != "desc") return bad_request("'order' must be asc or desc", "order");
+      ascending = value == "asc";
+    } else if (key == "after") {
+      after = value;
+    }
+  }
+  auto found = store.get(scope, std::string(id));
+  if (!found) return not_found(id, "", "response_not_found");
+  boost::json::array items = boost::json::parse(found->input_items_json).as_array();
+  if (!ascending) std::reverse(items.begin(), items.end());
+  size_t first = 0;
+  if (!after.empty()) {
+    while (first < items.size() && items[first].at("id").as_string() != after) ++first;
+    if (first == items.size()) return bad_request("no input item with id '" + std::string(after) + "'", "after");
+    ++first;
+  }
+  boost::json::array page;
+  for (size_t i = first; i < items.size() && int64_t(page.size()) < limit; ++i) page.push_back(items[i]);
+  const bool more = first + page.size() < items.size();
+  boost::json::object list{{"object", "list"},
+                           {"first_id", page.empty() ? boost::json::value(nullptr) : page.front().at("id")},
+                           {"last_id", page.empty() ? boost::json::value(nullptr) : page.back().at("id")},
+                           {"has_more", more}};
+  list["data"] = std::move(page);
+  return boost::json::serialize(list);
 }
 
 std::variant<std::string, ApiError> delete_response(ResponseStore& store, const ResponseScope& scope,

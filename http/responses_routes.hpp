@@ -2,6 +2,7 @@
 //   POST   /v1/responses       prepare_response(): the engine plan and the job
 //   GET    /v1/responses/{id}  stored_response(): the stored response object
 //   DELETE /v1/responses/{id}  delete_response(): {"id", "object": "response", "deleted": true}
+//   GET    /v1/responses/{id}/input_items  response_input_items(): the input it was given
 //
 // A request with previous_response_id continues that stored response's
 // conversation (404 previous_response_not_found when the store has none for
@@ -38,6 +39,11 @@ std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body,
 // again (stream=true is a 400).
 std::variant<std::string, ApiError> stored_response(ResponseStore& store, const ResponseScope& scope,
                                                     std::string_view id, std::string_view query = {});
+// OpenAI's list of the stored response's input items: {"object": "list",
+// "data", "first_id", "last_id", "has_more"}. `query`: limit (1 to 100,
+// default 20), order (desc, the default, or asc), after (an item id).
+std::variant<std::string, ApiError> response_input_items(ResponseStore& store, const ResponseScope& scope,
+                                                         std::string_view id, std::string_view query);
 std::variant<std::string, ApiError> delete_response(ResponseStore& store, const ResponseScope& scope,
                                                     std::string_view id);
 

@@ -40,16 +40,25 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
     m.route = allowed(e.method, e.route) ? e.route : Route::wrong_method;
     return m;
   }
-  // /v1/responses/{id}: one path segment after the prefix.
+  // /v1/responses/{id} and /v1/responses/{id}/input_items.
   constexpr std::string_view kResponsePrefix = "/v1/responses/";
-  if (path.starts_with(kResponsePrefix) && path.size() > kResponsePrefix.size() &&
-      path.find('/', kResponsePrefix.size()) == std::string_view::npos) {
+  constexpr std::string_view kInputItems = "/input_items";
+  if (path.starts_with(kResponsePrefix) && path.size() > kResponsePrefix.size()) {
     RouteMatch m;
     m.needs_key = true;
-    m.allow = "GET, DELETE";
     m.id = path.substr(kResponsePrefix.size());
-    m.route = allowed("GET", Route::response) || method == "DELETE" ? Route::response : Route::wrong_method;
-    return m;
+    const size_t slash = m.id.find('/');
+    if (slash == std::string_view::npos) {
+      m.allow = "GET, DELETE";
+      m.route = allowed("GET", Route::response) || method == "DELETE" ? Route::response : Route::wrong_method;
+      return m;
+    }
+    if (slash > 0 && m.id.substr(slash) == kInputItems) {
+      m.id = m.id.substr(0, slash);
+      m.allow = "GET";
+      m.route = allowed("GET", Route::response_input_items) ? Route::response_input_items : Route::wrong_method;
+      return m;
+    }
   }
   if (find_playground_asset(path)) {
     RouteMatch m;

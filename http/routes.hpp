@@ -18,6 +18,7 @@ enum class Route : uint8_t {
   embeddings,   // POST /v1/embeddings
   responses,    // POST /v1/responses: the Responses API
   response,     // GET, DELETE /v1/responses/{id}: a stored response (RouteMatch::id)
+  response_input_items,  // GET /v1/responses/{id}/input_items: its input items (RouteMatch::id)
   websocket,    // GET  /v1/ws (upgrade)
   render,       // POST /v1/chat/completions/render: the prompt a chat request makes
   tokenize,     // POST /tokenize
@@ -33,7 +34,7 @@ struct RouteMatch {
   const char* allow = "";   // the allowed method, for 405's Allow header
   bool needs_key = false;   // /v1/*, /tokenize, /detokenize: with API keys
                             // (--api-key, --api-key-file), needs "Authorization: Bearer KEY"
-  std::string_view id;      // Route::response: the {id} of the path (a view into the target)
+  std::string_view id;      // Route::response*: the {id} of the path (a view into the target)
 };
 
 // `target` may carry a query string; it is ignored. HEAD matches what GET

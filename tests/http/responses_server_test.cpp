@@ -250,6 +250,39 @@ TEST_F(Responses, FunctionCallsAreItemsAndTheirOutputsGoOn) {
   EXPECT_GT(usage_of(json::parse(next.body), "input_tokens"), usage_of(body, "input_tokens"));
 }
 
+// The input a stored response was given, as OpenAI's paged list (newest first by default).
+TEST_F(Responses, InputItemsListTheInputBack) {
+  const json::value input = json::parse(R"([{"role": "system", "content": "Be brief."},
+      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+      {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"}])");
+  const Response r = post({{"input", input}, {"max_output_tokens", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string path = "/v1/responses/" + std::string(json::parse(r.body).at("id").as_string()) + "/input_items";
+  const Response all = http_request(port(), "GET", path);
+  ASSERT_EQ(all.status, 200) << all.body;
+  const json::value list = json::parse(all.body);
+  EXPECT_EQ(list.at("object"), "list");
+  EXPECT_EQ(list.at("has_more"), false);
+  ASSERT_EQ(list.at("data").as_array().size(), 4u);
+  EXPECT_EQ(list.at("data").at(0).at("content").at(0).at("text"), "Bye");  // desc: the last first
+  EXPECT_EQ(list.at("data").at(1).at("content").at(0).at("type"), "output_text");
+  EXPECT_EQ(list.at("first_id"), list.at("data").at(0).at("id"));
+
+  const Response page = http_request(port(), "GET", path + "?order=asc&limit=2");
+  ASSERT_EQ(page.status, 200) << page.body;
+  const json::value first = json::parse(page.body);
+  ASSERT_EQ(first.at("data").as_array().size(), 2u);
+  EXPECT_EQ(first.at("data").at(0).at("content").at(0).at("text"), "Be brief.");
+  EXPECT_EQ(first.at("has_more"), true);
+  const std::string after(first.at("last_id").as_string());
+  const json::value second = json::parse(http_request(port(), "GET", path + "?order=asc&limit=2&after=" + after).body);
+  ASSERT_EQ(second.at("data").as_array().size(), 2u);
+  EXPECT_EQ(second.at("data").at(1).at("content").at(0).at("text"), "Bye");
+  EXPECT_EQ(second.at("has_more"), false);
+  EXPECT_EQ(http_request(port(), "GET", path + "?limit=0").status, 400);
+  EXPECT_EQ(http_request(port(), "GET", "/v1/responses/resp_none/input_items").status, 404);
+}
+
 TEST_F(Responses, BadRequestsAreOpenAiErrors) {
   const Response no_input = post({{"model", server_->model_name()}});
   EXPECT_EQ(no_input.status, 400);

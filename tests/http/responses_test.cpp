@@ -91,6 +91,20 @@ TEST(ResponsesRequest, ItemsBecomeChatMessages) {
   responses::name_tool_results(m);
   EXPECT_EQ(m[3].name, "get_weather");
   EXPECT_EQ(m[4].name, "get_time");
+  // The input as OpenAI lists it back: ids (the client's, or new), statuses, content as parts.
+  const json::value items = json::parse(r.input_items_json);
+  ASSERT_EQ(items.as_array().size(), 7u);
+  EXPECT_TRUE(items.at(0).at("id").as_string().starts_with("msg_"));
+  EXPECT_EQ(items.at(0).at("type"), "message");
+  EXPECT_EQ(items.at(0).at("role"), "developer");
+  EXPECT_EQ(items.at(0).at("content").at(0), json::parse(R"({"type": "input_text", "text": "Use tools."})"));
+  EXPECT_EQ(items.at(3).at("id"), "fc_1");
+  EXPECT_EQ(items.at(3).at("status"), "completed");
+  EXPECT_TRUE(items.at(4).at("id").as_string().starts_with("fc_"));
+  EXPECT_TRUE(items.at(5).at("id").as_string().starts_with("fco_"));
+  const json::value one = json::parse(parse_ok(R"({"input": "Hi"})").input_items_json);
+  EXPECT_EQ(one.at(0).at("content").at(0).at("text"), "Hi");
+  EXPECT_EQ(one.at(0).at("role"), "user");
 }
 
 TEST(ResponsesRequest, FunctionToolsTakeChatsShape) {
@@ -389,6 +403,7 @@ TEST(ResponsesJob, StreamsTheEventsClientsRead) {
   EXPECT_EQ(done.at("usage").at("output_tokens"), 3);
   EXPECT_EQ(done.at("usage").at("total_tokens"), 23);
   EXPECT_EQ(job.summary().finish, FinishReason::stop);
+  EXPECT_EQ(job.summary().prompt_tokens, 20);
   // The framing: "event: TYPE\ndata: JSON\n\n" in one HTTP chunk.
   const std::string chunk = job.frame_events({out[0]});
   EXPECT_NE(chunk.find("\r\nevent: response.created\ndata: {"), std::string::npos);
@@ -415,6 +430,7 @@ TEST(ResponsesJob, ABodyIsTheResponseObjectAndIsStored) {
   EXPECT_EQ(body.at("error"), nullptr);
   EXPECT_EQ(body.at("tool_choice"), "auto");
   EXPECT_EQ(body.at("text").at("format").at("type"), "text");
+  EXPECT_EQ(job.summary().prompt_tokens, 20);  // the access log's, after the store took its copy
   const auto kept = store.get({}, "resp_test");
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->json, job.body());
@@ -562,7 +578,12 @@ TEST(ResponsesRoutes, PathsAndMethods) {
   const RouteMatch post = match_route("POST", "/v1/responses/resp_123");
   EXPECT_EQ(post.route, Route::wrong_method);
   EXPECT_STREQ(post.allow, "GET, DELETE");
-  EXPECT_EQ(match_route("GET", "/v1/responses/resp_1/input_items").route, Route::not_found);
+  const RouteMatch items = match_route("GET", "/v1/responses/resp_1/input_items?limit=2");
+  EXPECT_EQ(items.route, Route::response_input_items);
+  EXPECT_EQ(items.id, "resp_1");
+  EXPECT_EQ(match_route("DELETE", "/v1/responses/resp_1/input_items").route, Route::wrong_method);
+  EXPECT_EQ(match_route("GET", "/v1/responses/resp_1/other").route, Route::not_found);
+  EXPECT_EQ(match_route("GET", "/v1/responses//input_items").route, Route::not_found);
 }
 
 }  // namespace
