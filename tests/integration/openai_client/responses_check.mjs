@@ -58,7 +58,7 @@ check(helperFinal.output?.[0]?.content?.[0]?.text === helperDeltas && helperDelt
       'stream helper: its final response');
 seen.stream = { events: types.length, text: deltas };
 
-// 3. previous_response_id, retrieve, delete
+// 3. previous_response_id, retrieve, input items, delete
 const second = await client.responses.create({ model, instructions, input: 'And tomorrow?', previous_response_id: first.id,
                                                max_output_tokens: 6, temperature: 0 });
 check(second.previous_response_id === first.id, 'continue: previous_response_id echoed');
@@ -71,6 +71,9 @@ const computed = first.usage.input_tokens + first.usage.output_tokens - 1;
 check(cached >= Math.floor(computed / 16) * 16, `continue: the first turn's KV is reused (cached_tokens ${cached} of ${computed})`);
 const fetched = await client.responses.retrieve(first.id);
 check(fetched.id === first.id && fetched.output[0]?.content[0]?.text === first.output_text, 'retrieve: the stored response');
+const items = await client.responses.inputItems.list(second.id);
+check(items.data.length === 1 && items.data[0].type === 'message' && items.data[0].content?.[0]?.text === 'And tomorrow?',
+      'inputItems.list: the input it was given');
 await client.responses.del(second.id);
 let gone = false;
 try { await client.responses.retrieve(second.id); } catch (e) { gone = e.status === 404; }
