@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <unordered_map>
+#include <utility>
 
 namespace conveyor {
 namespace {
@@ -31,7 +32,12 @@ struct scheduler_state {
   std::vector<Arrived> stashed;  // results that arrived while building, applied after
   int64_t last_finished_ns = 0;  // when the executor finished its previous step
   uint64_t steps = 0;            // results applied (forward passes)
-  bool wake_pending = false;   // a delayed wake is armed
+  // The delayed wakes armed: the safety net's, and the one for the next
+  // session expiry (its time, < 0 when none). Apart, so that a session's
+  // long expiry never stands in for the safety net's millisecond.
+  bool retry_pending = false;
+  double expiry_wake_at = -1.0;
+  bool woken_while_building = false;  // a wake found an iteration being built
   int32_t swaps_in_flight = 0;
   int32_t replies_owed = 0;    // requests out to workers and policies
   bool faulted = false;        // a worker failed: waiting for replies_owed to reach 0
@@ -174,12 +180,11 @@ void wake(self_ptr self) { iterate(self); }
 // Kept sessions expire while nothing runs too: wake up then.
 void arm_session_expiry(self_ptr self) {
   auto& st = self->state;
-  if (st.wake_pending) return;
-  if (auto expiry = st.core->next_session_expiry()) {
-    st.wake_pending = true;
-    const double wait = std::max(0.0, *expiry - st.now()) + 0.001;
-    self->delayed_send(self, std::chrono::microseconds(int64_t(wait * 1e6)), wake_atom_v);
-  }
+  auto expiry = st.core->next_session_expiry();
+  if (!expiry || (st.expiry_wake_at >= 0.0 && st.expiry_wake_at <= *expiry)) return;
+  st.expiry_wake_at = *expiry;
+  const double wait = std::max(0.0, *expiry - st.now()) + 0.001;
+  self->delayed_send(self, std::chrono::microseconds(int64_t(wait * 1e6)), wake_atom_v);
 }
 
 void send_swaps(self_ptr self) {
@@ -224,13 +229,18 @@ void run_step(self_ptr self) {
     if (st.core->outstanding_steps() == 0) {
       // Nothing can run now. Swap completions, submissions and cancellations
       // wake us; as a safety net, look again shortly while work remains.
-      if (st.core->has_runnable_work() && st.swaps_in_flight == 0 && !st.wake_pending) {
-        st.wake_pending = true;
+      if (st.core->has_runnable_work() && st.swaps_in_flight == 0 && !st.retry_pending) {
+        st.retry_pending = true;
         self->delayed_send(self, std::chrono::milliseconds(1), wake_atom_v);
       }
       arm_session_expiry(self);
     }
+    // A submission (or anything else) that woke us while this iteration was
+    // built came after its admission: with no step to bring us back, it is
+    // looked at now, or it would wait for some unrelated wake.
+    const bool woken = std::exchange(st.woken_while_building, false);
     apply_stashed(self);
+    if (woken) iterate(self);
     return;
   }
   const int32_t tokens = plan.batch.num_tokens();
@@ -323,7 +333,9 @@ void allocate(self_ptr self, AllocationBatch batch) {
 
 void iterate(self_ptr self) {
   auto& st = self->state;
+  if (st.building) st.woken_while_building = true;
   if (st.building || st.faulted || !st.core->can_build()) return;
+  st.woken_while_building = false;  // this iteration sees what woke us
   if (st.core->idle()) {
     st.last_step_done = {};
     st.last_finished_ns = 0;
@@ -399,8 +411,14 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         remember_owned(self);
       },
       [self](wake_atom) {
-        self->state.wake_pending = false;
-        self->state.core->expire_sessions(self->state.now());
+        // The two delayed wakes are one message: this is the expiry's if
+        // its time has come, else the safety net's.
+        auto& st = self->state;
+        if (st.expiry_wake_at >= 0.0 && st.now() >= st.expiry_wake_at)
+          st.expiry_wake_at = -1.0;
+        else
+          st.retry_pending = false;
+        st.core->expire_sessions(st.now());
         wake(self);
       },
       [self](session_atom, const std::string& name) {

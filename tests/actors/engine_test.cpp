@@ -476,6 +476,45 @@ TEST_F(Stories, SessionsKeepTheirBlocksBetweenTurns) {
   EXPECT_EQ((*engine2)->stats()->sessions_held, 0);
 }
 
+// A request that reaches the scheduler while it builds an iteration with
+// nothing to run (here: the one that lets a released session's blocks go),
+// with a session's expiry wake armed, must still be planned when that build
+// ends, not wait for the expiry.
+TEST_F(Stories, RequestArrivingDuringAnEmptyIterationIsPlanned) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  config.kv_cache_tokens = 16 * 40;
+  config.session_ttl_seconds = 600;
+  auto engine = Engine::create(sys, config, *model_);
+  ASSERT_TRUE(engine.has_value());
+  std::vector<int32_t> prompt{1};
+  for (int i = 0; i < 40; ++i) prompt.push_back(2 + (i * 29) % 500);
+  auto turn = [&](const std::string& session) {
+    RequestSpec spec = testing::greedy_spec(0, prompt, 4, true);
+    spec.request.session = session;
+    return spec;
+  };
+  {
+    Collector first;
+    (*engine)->submit(turn("turn-0"), first.callback_for(0));
+    ASSERT_TRUE(first.wait_for(1));
+  }
+  for (int i = 1; i <= 50; ++i) {
+    // Idle with a session kept: its expiry wake is armed. The release starts
+    // an iteration; the request, one hop behind it, arrives while it is built.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    Collector c;
+    (*engine)->release_session("turn-" + std::to_string(i - 1));
+    (*engine)->submit(turn("turn-" + std::to_string(i)), c.callback_for(0));
+    ASSERT_TRUE(c.wait_for(1, std::chrono::seconds(5))) << "turn " << i << " was never planned";
+    EXPECT_EQ(c.outcomes().at(0).finish, FinishReason::length);
+  }
+  (*engine)->release_session("turn-50");
+  expect_all_blocks_free(**engine);
+}
+
 TEST_F(Stories, SharedPrefixIsComputedOnce) {
   std::vector<int32_t> prefix = prompts(1)[0];
   prefix.resize(1);
