@@ -328,12 +328,7 @@ Fail refused_field(std::string_view key, od::value& v, uint8_t scope) {
   std::string compact;  // harmless values hold no spaces inside strings
   for (char c : raw)
     if (c != ' ' && c != '\n' && c != '\t' && c != '\r') compact.push_back(c);
-  std::string_view harmless = f->harmless;
-  while (!harmless.empty()) {
-    const size_t bar = harmless.find('|');
-    if (harmless.substr(0, bar) == compact) return {};
-    harmless = bar == std::string_view::npos ? std::string_view() : harmless.substr(bar + 1);
-  }
+  if (is_harmless(*f, compact)) return {};
   return bad_request("'" + field + "' is not supported: " + std::string(f->note), field);
 }
 

@@ -99,6 +99,16 @@ const RequestField* find_request_field(std::string_view name, uint8_t scope) {
   return nullptr;
 }
 
+bool is_harmless(const RequestField& row, std::string_view compact) {
+  std::string_view rest = row.harmless;
+  while (!rest.empty()) {
+    const size_t bar = rest.find('|');
+    if (rest.substr(0, bar) == compact) return true;
+    rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
+  }
+  return false;
+}
+
 uint8_t scope_of(Endpoint endpoint) {
   switch (endpoint) {
     case Endpoint::completions: return kCompletions;

@@ -46,6 +46,10 @@ std::span<const RequestField> request_fields();
 // The row for `name` on `endpoint` (render requests: kRender), or null.
 const RequestField* find_request_field(std::string_view name, uint8_t scope);
 
+// Whether `compact`, a refused field's value as compact JSON, is one of the
+// row's harmless values (it asks for nothing, so it is accepted).
+bool is_harmless(const RequestField& row, std::string_view compact);
+
 // The FieldScope bit of an endpoint.
 uint8_t scope_of(Endpoint endpoint);
 
