@@ -14,15 +14,32 @@
 
 namespace conveyor::kernels::cuda {
 
-inline constexpr int32_t kAttentionPartition = 256;  // positions per thread block
+inline constexpr int32_t kAttentionPartition = 256;  // positions per thread block, below the cap
 inline constexpr int32_t kAttentionWarps = 4;        // warps per thread block
 inline constexpr int32_t kAttentionMaxGroup = 8;     // query heads per kv head
 inline constexpr int32_t kAttentionMaxHeadDim = 256;
 
 CONVEYOR_HD float neg_inf() { return bits_float(0xff800000u); }
 
-CONVEYOR_HD int32_t attention_partitions(int32_t n_ctx) {
-  return (n_ctx + kAttentionPartition - 1) / kAttentionPartition;
+// At most this many partitions to a token: past kAttentionMaxPartitions
+// partitions of kAttentionPartition positions, partitions grow (by whole
+// multiples of kAttentionPartition) instead of multiplying, so that the
+// workspace (paged_attention_workspace_bytes) has a bound that does not
+// depend on the context length, and the CUDA backend reserves it before the
+// KV pool takes its share of the device.
+inline constexpr int32_t kAttentionMaxPartitions = 32;
+
+// Positions per partition in a launch whose longest context is max_context.
+CONVEYOR_HD int32_t attention_partition_length(int32_t max_context) {
+  const int32_t base_parts = (max_context + kAttentionPartition - 1) / kAttentionPartition;
+  const int32_t multiple = (base_parts + kAttentionMaxPartitions - 1) / kAttentionMaxPartitions;
+  return kAttentionPartition * (multiple > 1 ? multiple : 1);
+}
+
+// Partitions of a launch whose longest context is max_context (at most kAttentionMaxPartitions).
+CONVEYOR_HD int32_t attention_partitions(int32_t max_context) {
+  const int32_t length = attention_partition_length(max_context);
+  return (max_context + length - 1) / length;
 }
 
 // Adds one score to a running (max, sum): `rescale` multiplies what was

@@ -1,5 +1,6 @@
 // Paged attention (kernels.hpp): one thread block per (query token, kv head,
-// partition of kAttentionPartition context positions) computes an online
+// partition of attention_partition_length context positions: 256, longer
+// past 32 partitions, attention_math.hpp) computes an online
 // softmax for the kv head's query heads over its positions, each of its
 // warps taking every kAttentionWarps-th position (lanes split head_dim);
 // a second kernel merges a token's partitions. A decode token of a long
@@ -28,7 +29,7 @@ struct Partials {
 template <int D, int J>
 __global__ void __launch_bounds__(kThreads)
     partition_kernel(const float* q, int64_t ldq, int32_t n_heads, SpanTable spans, PagedKvView kv,
-                     int32_t n_parts, float scale, Partials out) {
+                     int32_t n_parts, int32_t part_length, float scale, Partials out) {
   using E = typename KvElem<D>::type;
   constexpr int G = kAttentionMaxGroup;
   const int32_t t = blockIdx.x, h = blockIdx.y, part = blockIdx.z;
@@ -36,8 +37,8 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t s = sequence_of_token(spans.token_begin, spans.n_seqs, t);
   const int32_t n_ctx = causal_context(spans.start_pos[s], t - spans.token_begin[s]);
   const int32_t* table = spans.block_tables + spans.table_begin[s];
-  const int32_t begin = part * kAttentionPartition;
-  const int32_t end = min(n_ctx, begin + kAttentionPartition);
+  const int32_t begin = part * part_length;
+  const int32_t end = min(n_ctx, begin + part_length);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   float qv[G][J], acc[G][J], mx[G], sm[G];
@@ -128,21 +129,22 @@ __global__ void merge_kernel(Partials parts, int32_t n_parts, int32_t n_heads, i
 
 template <int D, int J>
 void launch_partitions(dim3 grid, const float* q, int64_t ldq, int32_t n_heads, const SpanTable& spans,
-                       const PagedKvView& kv, int32_t n_parts, float scale, Partials parts,
+                       const PagedKvView& kv, int32_t n_parts, int32_t part_length, float scale, Partials parts,
                        cudaStream_t stream) {
-  partition_kernel<D, J><<<grid, kThreads, 0, stream>>>(q, ldq, n_heads, spans, kv, n_parts, scale, parts);
+  partition_kernel<D, J><<<grid, kThreads, 0, stream>>>(q, ldq, n_heads, spans, kv, n_parts, part_length, scale,
+                                                        parts);
 }
 
 template <int D>
 bool launch_for_head_dim(dim3 grid, const float* q, int64_t ldq, int32_t n_heads, const SpanTable& spans,
-                         const PagedKvView& kv, int32_t n_parts, float scale, Partials parts,
-                         cudaStream_t stream) {
+                         const PagedKvView& kv, int32_t n_parts, int32_t part_length, float scale,
+                         Partials parts, cudaStream_t stream) {
   const int32_t hd = kv.head_dim;
-  if (hd <= 32) launch_partitions<D, 1>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream);
-  else if (hd <= 64) launch_partitions<D, 2>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream);
-  else if (hd <= 96) launch_partitions<D, 3>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream);
-  else if (hd <= 128) launch_partitions<D, 4>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream);
-  else if (hd <= 256) launch_partitions<D, 8>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream);
+  if (hd <= 32) launch_partitions<D, 1>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream);
+  else if (hd <= 64) launch_partitions<D, 2>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream);
+  else if (hd <= 96) launch_partitions<D, 3>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream);
+  else if (hd <= 128) launch_partitions<D, 4>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream);
+  else if (hd <= 256) launch_partitions<D, 8>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream);
   else return false;
   return true;
 }
@@ -162,8 +164,8 @@ cudaError_t paged_attention(const float* q, int64_t ldq, int32_t n_tokens, int32
   if (kv.n_kv_heads < 1 || n_heads % kv.n_kv_heads != 0 || n_heads / kv.n_kv_heads > kAttentionMaxGroup ||
       kv.head_dim < 1 || kv.head_dim > kAttentionMaxHeadDim || max_context < 1)
     return cudaErrorInvalidValue;
-  const int32_t n_parts = attention_partitions(max_context);
-  if (n_parts > 65535 || kv.n_kv_heads > 65535) return cudaErrorInvalidValue;
+  const int32_t n_parts = attention_partitions(max_context), part_length = attention_partition_length(max_context);
+  if (kv.n_kv_heads > 65535) return cudaErrorInvalidValue;
   const int64_t rows = int64_t(n_tokens) * n_heads * n_parts;
   float* w = static_cast<float*>(workspace);
   const Partials parts{w, w + rows, w + 2 * rows};
@@ -171,9 +173,9 @@ cudaError_t paged_attention(const float* q, int64_t ldq, int32_t n_tokens, int32
   const dim3 grid(n_tokens, kv.n_kv_heads, n_parts);
   bool launched = false;
   switch (kv.dtype) {
-    case KvDtype::f16: launched = launch_for_head_dim<1>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream); break;
-    case KvDtype::bf16: launched = launch_for_head_dim<2>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream); break;
-    default: launched = launch_for_head_dim<0>(grid, q, ldq, n_heads, spans, kv, n_parts, scale, parts, stream); break;
+    case KvDtype::f16: launched = launch_for_head_dim<1>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream); break;
+    case KvDtype::bf16: launched = launch_for_head_dim<2>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream); break;
+    default: launched = launch_for_head_dim<0>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream); break;
   }
   if (!launched) return cudaErrorInvalidValue;
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

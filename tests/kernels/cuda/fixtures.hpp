@@ -138,7 +138,7 @@ inline void emulate_attention(const Batch& b, const std::byte* pool, float* out)
   const PagedKvView kv = b.view(const_cast<std::byte*>(pool));
   const int32_t group = b.n_heads / b.n_kv_heads, hd = b.head_dim;
   const float scale = 1.0f / sqrtf(float(hd));
-  const int32_t n_parts = attention_partitions(b.max_context());
+  const int32_t n_parts = attention_partitions(b.max_context()), length = attention_partition_length(b.max_context());
   const size_t width = size_t(hd);
   std::vector<float> qs(width), acc(width), wacc(width), pacc(width);
   for (int32_t t = 0; t < b.n_tokens(); ++t) {
@@ -150,7 +150,7 @@ inline void emulate_attention(const Batch& b, const std::byte* pool, float* out)
       for (int32_t d = 0; d < hd; ++d) qs[size_t(d)] = b.q[size_t(t) * b.q_width() + size_t(qh) * hd + d] * scale;
       float m_all = neg_inf(), sum_all = 0.0f;
       for (int32_t part = 0; part < n_parts; ++part) {
-        const int32_t begin = part * kAttentionPartition, end = std::min(n_ctx, begin + kAttentionPartition);
+        const int32_t begin = part * length, end = std::min(n_ctx, begin + length);
         float m_part = neg_inf(), sum_part = 0.0f;
         for (int32_t w = 0; w < kAttentionWarps; ++w) {
           float m = neg_inf(), sum = 0.0f;

@@ -181,6 +181,29 @@ TEST(CudaMath, AttentionMatchesTheCpuKernel) {
     }
 }
 
+// Past 32 partitions of 256 positions, partitions grow instead (a context of
+// 9001 positions: 18 of 512), which bounds the workspace; the result is the
+// CPU kernel's still.
+TEST(CudaMath, LongContextsTakeLongerPartitions) {
+  EXPECT_EQ(attention_partitions(8192), 32);
+  EXPECT_EQ(attention_partition_length(8192), 256);
+  EXPECT_EQ(attention_partition_length(9001), 512);
+  EXPECT_EQ(attention_partitions(9001), 18);
+  EXPECT_EQ(attention_partitions(1 << 20), 32);
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::bf16}) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    auto b = make_batch(4, 2, 64, 16, dtype, {9000, 0, 8190}, {1, 2, 3}, 61);
+    ASSERT_EQ(b.max_context(), 9001);
+    kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
+    std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width()), gpu(cpu.size());
+    AttentionWorkspace ws;
+    kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
+                             b.q_width(), ws);
+    testing::emulate_attention(b, b.pool.data(), gpu.data());
+    EXPECT_LT(relative_error(gpu.data(), cpu.data(), cpu.size()), 2e-6);
+  }
+}
+
 // ---- sampling --------------------------------------------------------------------
 
 TEST(CudaMath, ExpNonpositiveIsTheSamplersBitForBit) {
