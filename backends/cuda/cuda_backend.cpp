@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/cuda/cuda_limits.hpp"
 #include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_runner.hpp"
 
@@ -42,6 +43,11 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
 
   Backend b;
   b.kv_dtype = kv_dtype_of(config);
+  // Before any upload: a shape the kernels cannot run is refused here, not at the first step.
+  const int64_t block_bytes =
+      int64_t(KvCacheShape::for_model(model.config, config.block_size, 0, b.kv_dtype).block_bytes());
+  if (Status s = check_cuda_kernel_limits(model.config, config.max_batched_tokens, block_bytes); !s)
+    return s.error();
   const std::string types = weight_types(model.weights);
   CudaStepLimits limits;
   limits.max_tokens = config.max_batched_tokens;
