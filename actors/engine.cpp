@@ -71,6 +71,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.vocab_size = mc.vocab_size;
   sc.eos_ids = engine->info_.eos_ids;
   sc.batching = config.batching;
+  sc.scheduling_policy = config.scheduling_policy;
   sc.overlap = config.overlap;
   sc.aging_interval_seconds = config.aging_interval_seconds;
   sc.recompute_after_fault = config.fault_recovery == FaultRecovery::recompute;

@@ -75,8 +75,8 @@ CONVEYOR_INSPECT(SamplingParams, temperature, top_k, top_p, min_p, presence_pena
 CONVEYOR_INSPECT(TokenLogprob, token, logprob)
 CONVEYOR_INSPECT(SampleResult, token, logprob, top)
 CONVEYOR_INSPECT(PromptLogprob, token, logprob, rank, top)
-CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, n, session, resume,
-                 prompt_logprobs)
+CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, tenant, n, session,
+                 resume, prompt_logprobs)
 CONVEYOR_INSPECT(TokenEvent, id, index, token, logprob, top, finish, prompt_tokens,
                  cached_prompt_tokens, completion_tokens, message, error_code, request_done,
                  prompt_logprobs)
@@ -102,13 +102,15 @@ CONVEYOR_INSPECT(StepPlan, iteration, batch, seq_ids, copies, new_samplers, new_
                  new_sampler_history, retired, forks, score)
 CONVEYOR_INSPECT(SampledToken, seq, result)
 CONVEYOR_INSPECT(StepResult, iteration, tokens, prompt_scores, forward_seconds, started_ns, finished_ns)
-CONVEYOR_INSPECT(AdmissionCandidate, id, prompt_tokens, max_tokens, priority, arrival, num_samples)
+CONVEYOR_INSPECT(AdmissionCandidate, id, prompt_tokens, max_tokens, priority, arrival, num_samples,
+                 tenant)
+CONVEYOR_INSPECT(TenantUsage, tenant, blocks, sequences)
 CONVEYOR_INSPECT(AdmissionQuery, free_blocks, total_blocks, block_size, num_running, max_running,
-                 reserved_blocks, candidates)
+                 reserved_blocks, candidates, tenants)
 CONVEYOR_INSPECT(AdmissionDecision, admitted, footprints, rejected)
 CONVEYOR_INSPECT(PreemptionCandidate, id, priority, arrival, blocks_held, tokens_to_recompute,
                  blocks_to_copy)
-CONVEYOR_INSPECT(PreemptionQuery, shortfall, free_host_blocks, running)
+CONVEYOR_INSPECT(PreemptionQuery, shortfall, min_victims, free_host_blocks, running)
 CONVEYOR_INSPECT(Victim, seq, mode)
 CONVEYOR_INSPECT(PreemptionDecision, victims, blocks_released, covers_shortfall)
 CONVEYOR_INSPECT(EngineStats, num_waiting, num_running, num_swapped, iterations,

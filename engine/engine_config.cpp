@@ -35,6 +35,17 @@ Expected<BatchingMode> parse_batching_mode(std::string_view text) {
                                                 "' (expected continuous, static or static-padded)");
 }
 
+Expected<SchedulingPolicy> parse_scheduling_policy(std::string_view text) {
+  if (text == "fcfs") return SchedulingPolicy::fcfs;
+  if (text == "priority") return SchedulingPolicy::priority;
+  return make_error(Errc::invalid_argument, "unknown scheduling policy '" + std::string(text) +
+                                                "' (expected fcfs or priority)");
+}
+
+const char* to_string(SchedulingPolicy policy) {
+  return policy == SchedulingPolicy::priority ? "priority" : "fcfs";
+}
+
 const char* to_string(BatchingMode mode) {
   switch (mode) {
     case BatchingMode::continuous: return "continuous";

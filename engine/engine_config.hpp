@@ -42,6 +42,19 @@ enum class BatchingMode : uint8_t {
 Expected<BatchingMode> parse_batching_mode(std::string_view text);
 const char* to_string(BatchingMode mode);
 
+// Which waiting request runs first (vLLM's --scheduling-policy).
+enum class SchedulingPolicy : uint8_t {
+  fcfs,      // first come first served; a request's priority must be 0
+  // The lowest GenerateRequest::priority first (first come first served
+  // within one value), aged by waiting time (aging_interval_seconds); a more
+  // urgent request preempts running less urgent ones when it finds no slot
+  // or no KV blocks free.
+  priority,
+};
+// "fcfs", "priority".
+Expected<SchedulingPolicy> parse_scheduling_policy(std::string_view text);
+const char* to_string(SchedulingPolicy policy);
+
 // After an engine fault: recompute the requests that were running, or end them.
 enum class FaultRecovery : uint8_t { recompute, fail };
 Expected<FaultRecovery> parse_fault_recovery(std::string_view text);
@@ -90,6 +103,7 @@ struct EngineConfig {
   PreemptionMode preemption = PreemptionMode::recompute;
   AdmissionMode admission = AdmissionMode::watermark;
   BatchingMode batching = BatchingMode::continuous;
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::fcfs;
   bool prefix_caching = true;
   // With prefix caching: a request whose leading blocks another request is
   // still computing waits for them rather than computing them again.
@@ -102,7 +116,8 @@ struct EngineConfig {
   double session_ttl_seconds = engine_defaults::session_ttl_seconds;
   double session_max_share = 0.25;
   bool overlap = engine_defaults::overlap;  // plan the next step while one runs (false: one at a time)
-  // A waiting request gains one priority level per interval.
+  // Under the priority policy a request gains one priority level per
+  // interval since it arrived (waiting or running).
   double aging_interval_seconds = engine_defaults::aging_interval_seconds;
   AdmissionConfig admission_config;     // watermark, percentile, reserve
   int threads = 0;                      // compute threads (0: all cores)

@@ -31,7 +31,13 @@ struct GenerateRequest {
   bool automatic_id = false;        // the engine chose `id` (from 2^62 up)
   std::vector<int32_t> prompt;      // token ids, BOS included where the model wants it
   SamplingParams sampling;
-  int32_t priority = 0;             // higher runs first
+  // Under the priority scheduling policy (EngineConfig::scheduling_policy),
+  // lower runs sooner, as vLLM defines the field; under fcfs it must be 0.
+  int32_t priority = 0;
+  // Who the request is for (the server sets the API key's name): admission
+  // policies may share the KV cache among tenants (AdmissionQuery::tenants).
+  // "": nobody in particular.
+  std::string tenant;
   // Samples of this prompt (OpenAI's n). The prompt is computed once; at its
   // first token the sequence forks into n that share the prompt's KV blocks
   // (copy-on-write). Sample i draws with seed + i when a seed is set.

@@ -106,6 +106,11 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
                       "without an id from 2^62 up)");
   if (seqs_.count(r.id) || groups_.count(r.id))
     return make_error(Errc::invalid_argument, "duplicate request id");
+  if (r.priority != 0 && config_.scheduling_policy != SchedulingPolicy::priority)
+    return make_error(Errc::invalid_argument,
+                      "priority " + std::to_string(r.priority) +
+                          " needs the priority scheduling policy (--scheduling-policy priority, "
+                          "where a lower value runs sooner); under fcfs it must be 0");
   if (int32_t(waiting_.size()) >= config_.max_waiting)
     return make_error(Errc::resource_exhausted,
                       "the waiting queue is full (" + std::to_string(config_.max_waiting) +
@@ -117,6 +122,7 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   s.samples = r.n;
   if (r.n > 1) groups_.emplace(r.id, Group{{r.id}, r.n});
   s.priority = r.priority;
+  s.tenant = std::move(r.tenant);
   s.arrival = next_arrival_++;
   s.arrival_time = now;
   s.prompt_len = n;
@@ -256,6 +262,7 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   plan_.clear();
   failed_.clear();
   pending_swap_in_.clear();
+  blocked_head_ = 0;
   expire_sessions(now);
 
   // Cancelled sequences leave now, wherever they are; those in the middle of
@@ -294,9 +301,13 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
       if (need > free) free += sessions_.release_oldest(need - free, pending_frees_);
     }
   }
+  // Under the priority policy a swapped sequence less urgent than the most
+  // urgent waiting request stays out: that request goes first.
+  const std::optional<int64_t> head_rank = waiting_head_rank(now);
   for (seq_id id : swapped_) {
     Sequence* s = find(id);
     if (s->state() != SeqState::swapped) continue;
+    if (head_rank && rank(*s) > *head_rank) continue;
     if (int32_t(running_.size() + pending_swap_in_.size()) >= config_.max_num_seqs) break;
     if (s->blocks_held + 1 > free) break;
     free -= s->blocks_held + 1;
@@ -306,9 +317,18 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
   // A running request that has not forked yet will be `samples` sequences.
   int32_t running = int32_t(running_.size());
   for (seq_id id : running_) running += seqs_.at(id).samples - 1;
-  const bool room = running < config_.max_num_seqs && swapped_.empty();
+  // Swapped sequences come back before anything new is admitted, but for a
+  // waiting request more urgent than all of them (the priority policy).
+  const bool swapped_first = std::any_of(swapped_.begin(), swapped_.end(), [&](seq_id id) {
+    return !head_rank || rank(seqs_.at(id)) <= *head_rank;
+  });
+  const bool room = running < config_.max_num_seqs && !swapped_first;
   const bool batch_open = config_.batching == BatchingMode::continuous || running_.empty();
-  if (!room || !batch_open || waiting_.empty()) return std::nullopt;
+  if (!batch_open || waiting_.empty()) return std::nullopt;
+  if (!room) {
+    if (head_rank && !swapped_first) blocked_head_ = waiting_.front(now)->id;  // it needs a slot
+    return std::nullopt;
+  }
 
   AdmissionQuery q;
   q.free_blocks = free + sessions_.blocks();  // sessions let go of their blocks when they are wanted
@@ -326,11 +346,26 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
     q.reserved_blocks += (s.samples - 1) * (blocks_for(final_len) - s.prompt_len / config_.block_size);
   }
   const size_t limit = size_t(config_.max_num_seqs - q.num_running);
-  for (const WaitingEntry& w : waiting_.ordered(now, limit)) {
+  const std::vector<WaitingEntry>& ordered = waiting_.ordered(now, limit);
+  if (head_rank && !ordered.empty()) blocked_head_ = ordered.front().id;  // until it is admitted
+  for (const WaitingEntry& w : ordered) {
     const Sequence& s = seqs_.at(w.id);
     q.candidates.push_back(AdmissionCandidate{s.id, int32_t(s.tokens.size()),
                                               s.sampling.max_tokens - s.generated(), s.priority,
-                                              s.arrival, s.samples});
+                                              s.arrival, s.samples, s.tenant});
+    if (!s.tenant.empty() && std::none_of(q.tenants.begin(), q.tenants.end(),
+                                          [&](const TenantUsage& u) { return u.tenant == s.tenant; }))
+      q.tenants.push_back(TenantUsage{s.tenant, 0, 0});
+  }
+  if (!q.tenants.empty()) {
+    for (seq_id id : running_) {
+      const Sequence& s = seqs_.at(id);
+      for (TenantUsage& u : q.tenants)
+        if (u.tenant == s.tenant) {
+          u.blocks += s.blocks_held;
+          u.sequences += 1;
+        }
+    }
   }
   return q;
 }
@@ -345,6 +380,9 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
     if (s == nullptr || s->state() != SeqState::waiting || is_cancelled(id)) continue;
+    // It is not held back for want of room (preemption by priority would
+    // not help): it runs now, or it waits for a prefix being computed.
+    if (id == blocked_head_) blocked_head_ = 0;
     // One that computes its whole prompt anyway (prompt logprobs) waits for nobody.
     if (config_.prefix_wait && !s->prompt_scoring.pending() && waits_for_shared_prefix(*s)) continue;
     waiting_.remove(id);
@@ -563,6 +601,9 @@ SchedulerCore::Shortfall SchedulerCore::apply_grants(const AllocationResult& res
     }
     if (planned->is_new) {  // not admitted after all: back to the queue
       waiting_.push(WaitingEntry{s->id, s->priority, s->arrival, s->arrival_time});
+      if (config_.scheduling_policy == SchedulingPolicy::priority && blocked_head_ == 0 &&
+          waiting_.front(now_)->id == s->id)
+        blocked_head_ = s->id;
       short_of.new_blocks += std::max(g.shortfall, 1);
       continue;
     }
@@ -602,7 +643,7 @@ std::optional<PreemptionQuery> SchedulerCore::settle_shortfall(Shortfall short_o
   }
   if (!running_short) {
     failed_.clear();
-    return std::nullopt;
+    return priority_preemption();
   }
   if (!flights_.empty()) {  // victims may only be chosen among sequences no step touches
     drain_requested_ = true;
@@ -619,10 +660,19 @@ PreemptionQuery SchedulerCore::preemption_query(int32_t shortfall) const {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (s.state() != SeqState::running) continue;
-    q.running.push_back(PreemptionCandidate{s.id, s.priority, s.arrival, s.blocks_held,
+    q.running.push_back(PreemptionCandidate{s.id, int32_t(rank(s)), s.arrival, s.blocks_held,
                                             s.num_computed, s.blocks_held});
   }
   return q;
+}
+
+// A block this iteration's allocation gave s is still to be filled by a
+// copy-on-write copy that runs with the next step: a swap-out now would save
+// the block before the copy. Such a victim is recomputed instead.
+bool SchedulerCore::awaits_copy(const Sequence& s) const {
+  return std::any_of(copies_.begin(), copies_.end(), [&](const std::pair<int32_t, int32_t>& c) {
+    return std::find(s.block_table.begin(), s.block_table.end(), c.second) != s.block_table.end();
+  });
 }
 
 AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decision) {
@@ -633,7 +683,7 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
     if (Planned* p = planned_for(*s)) p->dropped = true;
     std::erase_if(failed_, [&](const Short& f) { return f.id == v.seq; });
     remove_running(v.seq);
-    if (v.mode == PreemptionMode::swap) {
+    if (v.mode == PreemptionMode::swap && !awaits_copy(*s)) {
       ++preemptions_swap_;
       s->start_swap_out();
       swapped_.push_back(s->id);

@@ -74,6 +74,7 @@ struct SchedulerConfig {
   int32_t vocab_size = 0;           // the model's
   std::vector<int32_t> eos_ids;     // the model's end tokens
   BatchingMode batching = BatchingMode::continuous;
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::fcfs;
   double aging_interval_seconds = engine_defaults::aging_interval_seconds;
   bool overlap = engine_defaults::overlap;  // build the next step while one runs
   // After an engine fault (recover_from_fault): true, the sequences a lost
@@ -235,8 +236,17 @@ class SchedulerCore {
   // outstanding, the preemption policy is asked.
   std::optional<PreemptionQuery> settle_shortfall(Shortfall short_of);
   PreemptionQuery preemption_query(int32_t shortfall) const;
+  // The priority policy (scheduler_priority.cpp): a sequence's effective
+  // priority now (lower runs sooner; aged since its arrival, running or
+  // not), the most urgent waiting request's (nullopt under fcfs or with
+  // nobody waiting), and the preemption that makes room for that request
+  // when it found none.
+  int64_t rank(const Sequence& s) const;
+  std::optional<int64_t> waiting_head_rank(double now) const;
+  std::optional<PreemptionQuery> priority_preemption();
   void take_pending_updates(AllocationBatch& batch);
   void requeue_for_recompute(Sequence& s);
+  bool awaits_copy(const Sequence& s) const;  // a copy-on-write into its blocks is pending
   // True when another sequence is computing one of s's leading full blocks
   // (s waits); otherwise s claims the blocks that nobody computes.
   bool waits_for_shared_prefix(Sequence& s);
@@ -285,6 +295,10 @@ class SchedulerCore {
   };
   std::vector<DeferredFree> deferred_frees_;
   std::vector<int32_t> scratch_tokens_;      // a span with a placeholder
+  // The priority policy: the most urgent waiting request when this
+  // iteration found no room for it (no slot, admission said no, or its
+  // blocks were not granted); 0 otherwise.
+  seq_id blocked_head_ = 0;
   std::vector<TokenFill> pending_fills_;
   uint64_t last_applied_ = 0;                // the last step whose result was applied
   bool drain_requested_ = false;             // the next plan waits for the outstanding step

@@ -53,7 +53,8 @@ struct Sequence {
   request_id request = 0;           // the request it samples for
   int32_t index = 0;                // which sample
   int32_t samples = 1;              // n: samples it forks into at its first token (then 1)
-  int32_t priority = 0;
+  int32_t priority = 0;             // lower runs sooner (GenerateRequest::priority)
+  std::string tenant;               // GenerateRequest::tenant
   uint64_t arrival = 0;             // submission order
   double arrival_time = 0.0;
   SamplingParams sampling;

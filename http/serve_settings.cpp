@@ -307,6 +307,10 @@ std::vector<Setting> make_table() {
                       "continuous | static | static-padded (static-padded keeps a finished request's row "
                       "computing until its batch ends)"},
                      FIELD(engine.batching), parse_batching_mode));
+  t.push_back(choice({"scheduling-policy", "engine", "scheduling_policy",
+                      "fcfs | priority (vLLM's: a lower `priority` runs sooner and preempts running "
+                      "requests of a higher one; under fcfs `priority` must be 0)"},
+                     FIELD(engine.scheduling_policy), parse_scheduling_policy));
   t.push_back(boolean({"overlap", "engine", "overlap", "true | false: plan the next step while one runs"},
                       FIELD(engine.overlap)));
   t.push_back(boolean({"", "engine", "prefix_caching", "reuse the KV blocks of identical prompt prefixes"},
@@ -320,7 +324,7 @@ std::vector<Setting> make_table() {
   t.push_back(number({"", "engine", "session_max_share", "the share of the KV blocks sessions may keep"},
                      FIELD(engine.session_max_share), any_number, "a number"));
   t.push_back(number({"", "engine", "aging_interval_seconds",
-                      "a waiting request gains one priority level per interval"},
+                      "under --scheduling-policy priority, a request gains one level per interval"},
                      FIELD(engine.aging_interval_seconds), any_number, "a number"));
   t.push_back(integer({"max-waiting", "engine", "max_waiting", "waiting-queue bound; past it requests get 429"},
                       FIELD(engine.max_waiting), 0, kInt32Max));

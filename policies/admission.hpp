@@ -66,6 +66,14 @@ struct AdmissionCandidate {
   int32_t priority = 0;
   uint64_t arrival = 0;
   int32_t num_samples = 1;    // n > 1: sequences it becomes at its first token (sharing the prompt)
+  std::string tenant;         // GenerateRequest::tenant
+};
+
+// What the running sequences of one tenant hold (GenerateRequest::tenant).
+struct TenantUsage {
+  std::string tenant;
+  int32_t blocks = 0;         // device blocks held (a block shared by two sequences counts twice)
+  int32_t sequences = 0;
 };
 
 struct AdmissionQuery {
@@ -76,6 +84,9 @@ struct AdmissionQuery {
   int32_t max_running = 256;
   int32_t reserved_blocks = 0;  // blocks promised to running requests but not yet taken
   std::vector<AdmissionCandidate> candidates;  // in queue order
+  // The running sequences' blocks by tenant, for the tenants of the
+  // candidates only (none when no candidate names a tenant).
+  std::vector<TenantUsage> tenants;
 };
 
 struct AdmissionDecision {

@@ -43,7 +43,7 @@ PreemptionMode PreemptionPolicy::mode_for(const PreemptionCandidate& c, int32_t 
 void PreemptionPolicy::decide(const PreemptionQuery& q, PreemptionDecision& out) {
   out.victims.clear();
   out.blocks_released = 0;
-  out.covers_shortfall = q.shortfall <= 0;
+  out.covers_shortfall = q.shortfall <= 0 && q.min_victims <= 0;
   if (out.covers_shortfall) return;
 
   order_.clear();
@@ -52,21 +52,22 @@ void PreemptionPolicy::decide(const PreemptionQuery& q, PreemptionDecision& out)
   std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
     const PreemptionCandidate& x = q.running[a];
     const PreemptionCandidate& y = q.running[b];
-    if (x.priority != y.priority) return x.priority < y.priority;
+    if (x.priority != y.priority) return x.priority > y.priority;  // least urgent first
     if (x.arrival != y.arrival) return x.arrival > y.arrival;
     return x.id > y.id;
   });
 
   int32_t host_free = q.free_host_blocks;
   for (uint32_t i : order_) {
-    if (out.blocks_released >= q.shortfall) break;
+    if (out.blocks_released >= q.shortfall && int32_t(out.victims.size()) >= q.min_victims) break;
     const PreemptionCandidate& c = q.running[i];
     PreemptionMode m = mode_for(c, host_free);
     if (m == PreemptionMode::swap) host_free -= c.blocks_to_copy;
     out.victims.push_back(Victim{c.id, m});
     out.blocks_released += c.blocks_held;
   }
-  out.covers_shortfall = out.blocks_released >= q.shortfall;
+  out.covers_shortfall =
+      out.blocks_released >= q.shortfall && int32_t(out.victims.size()) >= q.min_victims;
 }
 
 namespace {

@@ -1,9 +1,10 @@
 // The preemption rule: when running sequences are short of KV blocks, which
 // of them give their blocks back, and how.
 //
-// Victims are taken lowest priority first, then latest arrival (the newest
-// request has the least work to lose), until the blocks they hold cover the
-// shortfall. Each victim gets a mode:
+// Victims are taken least urgent first (the largest priority value: lower
+// runs sooner, as vLLM defines it), then latest arrival (the newest request
+// has the least work to lose), until the blocks they hold cover the
+// shortfall and there are at least min_victims of them. Each victim gets a mode:
 //   recompute  its blocks are freed; it re-prefills its prompt and generated
 //              tokens when it comes back;
 //   swap       its blocks are copied to host memory and back later; when the
@@ -36,7 +37,7 @@ Expected<PreemptionMode> parse_preemption_mode(std::string_view name);
 // One running sequence, as the policy sees it.
 struct PreemptionCandidate {
   uint64_t id = 0;
-  int32_t priority = 0;             // higher runs first, so lower is preempted first
+  int32_t priority = 0;             // effective (aging included): the largest is preempted first
   uint64_t arrival = 0;             // submission order: larger arrived later
   int32_t blocks_held = 0;          // device blocks that preempting it gives back
   int32_t tokens_to_recompute = 0;  // tokens a recompute would prefill again
@@ -45,6 +46,9 @@ struct PreemptionCandidate {
 
 struct PreemptionQuery {
   int32_t shortfall = 0;            // device blocks missing
+  // Sequences to preempt at least (a more urgent request waits for a slot:
+  // the priority scheduling policy); 0 usually.
+  int32_t min_victims = 0;
   int32_t free_host_blocks = 0;     // swap space left
   std::vector<PreemptionCandidate> running;
 };
@@ -58,6 +62,7 @@ struct PreemptionDecision {
   std::vector<Victim> victims;      // in the order to preempt them
   int32_t blocks_released = 0;      // sum of the victims' blocks_held
   bool covers_shortfall = false;    // false: even every candidate was not enough
+                                    // (blocks or min_victims)
 };
 
 struct PreemptionCosts {

@@ -20,11 +20,11 @@ bool WaitingQueue::remove(uint64_t id) {
   return true;
 }
 
-int64_t WaitingQueue::effective_priority(const WaitingEntry& e, double now) const {
-  if (aging_interval_ <= 0.0 || !(now > e.time)) return e.priority;
+int64_t WaitingQueue::aged_priority(int32_t priority, double since, double now, double interval) {
+  if (interval <= 0.0 || !(now > since)) return priority;
   // Capped so that absurd clocks cannot overflow.
-  double steps = std::min(std::floor((now - e.time) / aging_interval_), double(1 << 30));
-  return int64_t(e.priority) + int64_t(steps);
+  const double steps = std::min(std::floor((now - since) / interval), double(1 << 30));
+  return int64_t(priority) - int64_t(steps);
 }
 
 const std::vector<WaitingEntry>& WaitingQueue::ordered(double now, size_t limit) const {
@@ -40,7 +40,7 @@ const std::vector<WaitingEntry>& WaitingQueue::ordered(double now, size_t limit)
       if (cursors_[i].first == cursors_[i].second) continue;
       const WaitingEntry& e = *cursors_[i].first;
       int64_t eff = effective_priority(e, now);
-      if (best == cursors_.size() || eff > best_eff ||
+      if (best == cursors_.size() || eff < best_eff ||
           (eff == best_eff && earlier(e, *cursors_[best].first))) {
         best = i;
         best_eff = eff;

@@ -1,9 +1,10 @@
-// The waiting queue's order: higher priority first, first come first served
-// within a priority, with aging so that low priority is never starved.
+// The waiting queue's order: the lowest priority value first (vLLM's
+// meaning: lower runs sooner), first come first served within a priority,
+// with aging so that a large value is never starved.
 //
 // Aging is by waiting time: an entry's effective priority is
-//   priority + floor((now - time) / aging_interval_seconds)
-// so it rises by one level every aging_interval_seconds (default 5 s) it has
+//   priority - floor((now - time) / aging_interval_seconds)
+// so it gains one level every aging_interval_seconds (default 5 s) it has
 // waited, and eventually passes any fixed priority that newer requests carry.
 // Ties go to the earlier `time`, then the smaller `arrival`. An entry
 // re-queued after a recompute preemption keeps its original time and arrival
@@ -31,7 +32,7 @@ namespace conveyor {
 
 struct WaitingEntry {
   uint64_t id = 0;
-  int32_t priority = 0;   // higher runs first
+  int32_t priority = 0;   // lower runs sooner
   uint64_t arrival = 0;   // submission order (FCFS tie-break)
   double time = 0.0;      // when it arrived, in seconds: aging counts from here
 };
@@ -56,8 +57,14 @@ class WaitingQueue {
   // The entry that would come first at `now`; nullptr when empty.
   const WaitingEntry* front(double now) const;
 
-  // The effective priority of an entry at `now` (see above).
-  int64_t effective_priority(const WaitingEntry& e, double now) const;
+  // The effective priority of an entry at `now` (see above): lower is sooner.
+  int64_t effective_priority(const WaitingEntry& e, double now) const {
+    return aged_priority(e.priority, e.time, now, aging_interval_);
+  }
+  // The same for any priority that has waited since `since` (the scheduler
+  // ages running sequences alike, so that preemption by priority compares
+  // like with like and does not swing back and forth).
+  static int64_t aged_priority(int32_t priority, double since, double now, double interval);
   double aging_interval() const { return aging_interval_; }
   void set_aging_interval(double seconds) { aging_interval_ = seconds; }
 

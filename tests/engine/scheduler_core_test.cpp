@@ -53,6 +53,7 @@ struct SimOptions {
   bool prefix_caching = true;
   bool prefix_wait = true;  // wait for a shared prefix another request computes
   bool overlap = false;  // plan the next step while one is outstanding
+  SchedulingPolicy scheduling = SchedulingPolicy::fcfs;
   std::vector<int32_t> eos = {0};
 };
 
@@ -82,6 +83,7 @@ class Simulation {
     c.vocab_size = kVocab;
     c.eos_ids = o.eos;
     c.batching = o.batching;
+    c.scheduling_policy = o.scheduling;
     c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
     c.overlap = o.overlap;
     c.prefix_wait = o.prefix_caching && o.prefix_wait;
@@ -399,6 +401,7 @@ TEST(SchedulerCore, PreemptionUnderATightBudgetStaysWithinIt) {
     o.prefill_chunk = 8;
     o.max_batched_tokens = 6;
     o.preemption = mode;
+    o.scheduling = SchedulingPolicy::priority;
     Simulation sim(o, 7);
     auto& rng = sim.rng();
     for (request_id id = 1; id <= 300; ++id) {
@@ -479,19 +482,112 @@ TEST(SchedulerCore, StaticPaddedKeepsFinishedRowsUntilTheBatchEnds) {
   EXPECT_EQ(sim.steps_run(), 12);
 }
 
-TEST(SchedulerCore, PriorityRunsFirst) {
+TEST(SchedulerCore, ALowerPriorityValueRunsFirst) {
   SimOptions o;
   o.max_num_seqs = 1;
   o.num_blocks = 64;
   o.eos = {};
+  o.scheduling = SchedulingPolicy::priority;
   Simulation sim(o);
   ASSERT_TRUE(sim.submit(1, {1, 2}, 3, 0).is_ok());
   ASSERT_TRUE(sim.submit(2, {3, 4}, 3, 0).is_ok());
-  ASSERT_TRUE(sim.submit(3, {5, 6}, 3, 5).is_ok());
+  ASSERT_TRUE(sim.submit(3, {5, 6}, 3, -5).is_ok());  // vLLM: lower is sooner
+  ASSERT_TRUE(sim.submit(4, {7, 8}, 3, 5).is_ok());
   sim.iterate();
   EXPECT_EQ(sim.records().at(3).samples[0].tokens.size(), 1u);
   EXPECT_TRUE(sim.records().at(1).samples[0].tokens.empty());
   ASSERT_TRUE(sim.run_until_idle(100));
+  sim.check_outputs();
+}
+
+TEST(SchedulerCore, FcfsRefusesAPriority) {
+  SimOptions o;
+  Simulation sim(o);
+  Status s = sim.submit(1, {1, 2}, 3, 2);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.error().message.find("--scheduling-policy priority"), std::string::npos) << s.error().message;
+  EXPECT_TRUE(sim.submit(2, {1, 2}, 3, 0).is_ok());
+}
+
+// Every slot taken by long streams of priority 5: an urgent request (0)
+// preempts one of them by the configured mode at once rather than waiting
+// for a stream to end, the victim loses nothing, and every output is exact.
+TEST(SchedulerCore, AnUrgentRequestPreemptsALessUrgentOneWhenNoSlotIsFree) {
+  for (PreemptionMode mode : {PreemptionMode::recompute, PreemptionMode::swap}) {
+    for (bool overlap : {false, true}) {
+      SimOptions o;
+      o.max_num_seqs = 2;
+      o.num_blocks = 64;
+      o.eos = {};
+      o.preemption = mode;
+      o.overlap = overlap;
+      o.scheduling = SchedulingPolicy::priority;
+      Simulation sim(o, 3);
+      ASSERT_TRUE(sim.submit(1, {1, 2, 3}, 60, 5).is_ok());
+      ASSERT_TRUE(sim.submit(2, {4, 5, 6}, 60, 5).is_ok());
+      for (int i = 0; i < 5; ++i) sim.iterate();
+      ASSERT_FALSE(sim.records().at(2).samples[0].tokens.empty());
+      ASSERT_TRUE(sim.submit(3, {7, 8, 9}, 4, 0).is_ok());
+      for (int i = 0; i < 8; ++i) sim.iterate();
+      EXPECT_EQ(sim.records().at(3).samples[0].tokens.size(), 4u)
+          << "the urgent request waited (" << to_string(mode) << (overlap ? ", overlap" : "") << ")";
+      EXPECT_EQ(sim.core().preemptions(mode), 1u) << to_string(mode) << (overlap ? ", overlap" : "");
+      EXPECT_LT(sim.records().at(2).samples[0].tokens.size(), 20u) << "the newest stream is the victim";
+      ASSERT_TRUE(sim.run_until_idle(1000));
+      sim.check_outputs();
+      sim.check_all_free();
+    }
+  }
+}
+
+// The KV cache is full of less urgent streams: the urgent request's blocks
+// come from victims; equal or more urgent streams are never victims.
+TEST(SchedulerCore, AnUrgentRequestPreemptsForBlocksOnlyLessUrgentOnes) {
+  for (PreemptionMode mode : {PreemptionMode::recompute, PreemptionMode::swap}) {
+    SimOptions o;
+    o.block_size = 4;
+    o.num_blocks = 16;
+    o.num_host_blocks = 32;
+    o.max_num_seqs = 8;
+    o.eos = {};
+    o.preemption = mode;
+    o.scheduling = SchedulingPolicy::priority;
+    Simulation sim(o, 5);
+    ASSERT_TRUE(sim.submit(1, random_prompt(sim.rng(), 20, 20), 8, -1).is_ok());  // more urgent
+    ASSERT_TRUE(sim.submit(2, random_prompt(sim.rng(), 20, 20), 8, 3).is_ok());
+    for (int i = 0; i < 6; ++i) sim.iterate();
+    ASSERT_TRUE(sim.submit(3, random_prompt(sim.rng(), 24, 24), 4, 0).is_ok());
+    for (int i = 0; i < 10; ++i) sim.iterate();
+    EXPECT_EQ(sim.records().at(3).samples[0].tokens.size(), 4u) << to_string(mode);
+    EXPECT_EQ(sim.core().preemptions(mode), 1u) << to_string(mode);
+    EXPECT_EQ(sim.records().at(1).samples[0].tokens.size(), 8u) << "the more urgent stream ran on";
+    ASSERT_TRUE(sim.run_until_idle(1000));
+    sim.check_outputs();
+    sim.check_all_free();
+  }
+}
+
+// Aging: a stream of priority 0 waiting behind a steady flow of urgent
+// (-3) requests is admitted once it has waited three aging intervals.
+TEST(SchedulerCore, AgingLetsALessUrgentRequestThrough) {
+  SimOptions o;
+  o.max_num_seqs = 1;
+  o.num_blocks = 64;
+  o.eos = {};
+  o.scheduling = SchedulingPolicy::priority;
+  Simulation sim(o);  // aging interval: 50 simulated seconds (iterations)
+  ASSERT_TRUE(sim.submit(1000, {1, 2}, 2, 0).is_ok());
+  request_id next = 1;
+  int admitted_at = -1;
+  for (int it = 0; it < 400 && admitted_at < 0; ++it) {
+    if (it % 2 == 0) ASSERT_TRUE(sim.submit(next++, {3, 4}, 2, -3).is_ok());
+    sim.iterate();
+    if (!sim.records().at(1000).samples[0].tokens.empty()) admitted_at = it;
+  }
+  ASSERT_GE(admitted_at, 0) << "starved";
+  EXPECT_GE(admitted_at, 140);
+  EXPECT_LE(admitted_at, 160);
+  ASSERT_TRUE(sim.run_until_idle(2000));
   sim.check_outputs();
 }
 
@@ -581,6 +677,7 @@ struct Workload {
   int32_t num_blocks;
   int32_t num_host_blocks;
   bool overlap = false;
+  SchedulingPolicy scheduling = SchedulingPolicy::fcfs;  // priority: random priorities
 };
 
 class RandomizedWorkload : public ::testing::TestWithParam<Workload> {};
@@ -604,6 +701,7 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   o.num_blocks = w.num_blocks;
   o.num_host_blocks = w.num_host_blocks;
   o.overlap = w.overlap;
+  o.scheduling = w.scheduling;
   o.max_batched_tokens = 13;  // below max_num_seqs x prefill_chunk: chunks get cut short
   Simulation sim(o, seed_from_env());
   auto& rng = sim.rng();
@@ -618,8 +716,11 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
       // One request in five asks for 2-4 samples of its prompt.
       const int32_t n = rng() % 5 == 0 ? 2 + int32_t(rng() % 3) : 1;
       const uint64_t seed = n > 1 ? 1 + rng() % 1000 : 0;
-      ASSERT_TRUE(
-          sim.submit(next, prompt, 1 + int32_t(rng() % 40), int32_t(rng() % 3), n, seed).is_ok());
+      const int32_t max_tokens = 1 + int32_t(rng() % 40);
+      const int32_t priority = int32_t(rng() % 3);  // drawn under either policy: the same stream
+      ASSERT_TRUE(sim.submit(next, prompt, max_tokens,
+                             w.scheduling == SchedulingPolicy::priority ? priority : 0, n, seed)
+                      .is_ok());
       live.push_back(next++);
     }
     if (!live.empty() && rng() % 10 == 0) sim.cancel(live[rng() % live.size()]);
@@ -650,6 +751,10 @@ std::vector<Workload> workloads() {
       {"profiled", PreemptionMode::swap, AdmissionMode::profiled, BatchingMode::continuous, 24, 32},
       {"static", PreemptionMode::recompute, AdmissionMode::watermark, BatchingMode::static_, 24, 0},
       {"static_padded", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::static_padded, 24, 32},
+      {"priority_recompute", PreemptionMode::recompute, AdmissionMode::watermark, BatchingMode::continuous, 24, 0,
+       false, SchedulingPolicy::priority},
+      {"priority_swap", PreemptionMode::swap, AdmissionMode::watermark, BatchingMode::continuous, 24, 32, false,
+       SchedulingPolicy::priority},
   };
   std::vector<Workload> all = base;
   static std::vector<std::string> names;  // the names outlive the test parameters

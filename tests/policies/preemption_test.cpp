@@ -19,11 +19,11 @@ PreemptionQuery sample_query(int32_t shortfall, int32_t host_free) {
   q.shortfall = shortfall;
   q.free_host_blocks = host_free;
   q.running = {
-      {1, 1, 10, 4, 64, 4},
+      {1, -1, 10, 4, 64, 4},
       {2, 0, 11, 2, 32, 2},
       {3, 0, 15, 3, 48, 3},
-      {4, 2, 20, 5, 80, 5},
-      {5, 1, 30, 1, 16, 1},
+      {4, -2, 20, 5, 80, 5},
+      {5, -1, 30, 1, 16, 1},
   };
   return q;
 }
@@ -38,9 +38,10 @@ TEST(Preemption, ParsesItsNames) {
   EXPECT_STREQ(to_string(PreemptionMode::cost), "cost");
 }
 
-TEST(Preemption, LowestPriorityThenLatestArrivalUntilCovered) {
+TEST(Preemption, LeastUrgentThenLatestArrivalUntilCovered) {
   PreemptionPolicy policy(PreemptionMode::recompute);
-  // Order: 3 (p0, latest), 2 (p0), 5 (p1, latest), 1 (p1), 4 (p2).
+  // Lower priority values run sooner (vLLM), so the largest goes first.
+  // Order: 3 (p0, latest), 2 (p0), 5 (p-1, latest), 1 (p-1), 4 (p-2).
   PreemptionDecision d = policy(sample_query(4, 0));
   EXPECT_EQ(victim_ids(d), (std::vector<uint64_t>{3, 2}));
   EXPECT_EQ(d.blocks_released, 5);
@@ -58,6 +59,22 @@ TEST(Preemption, LowestPriorityThenLatestArrivalUntilCovered) {
   d = policy(sample_query(0, 0));
   EXPECT_TRUE(d.victims.empty());
   EXPECT_TRUE(d.covers_shortfall);
+}
+
+TEST(Preemption, AtLeastMinVictimsWhenAWaitingRequestNeedsASlot) {
+  PreemptionPolicy policy(PreemptionMode::recompute);
+  PreemptionQuery q = sample_query(0, 0);
+  q.min_victims = 2;  // no blocks missing, but two slots
+  PreemptionDecision d = policy(q);
+  EXPECT_EQ(victim_ids(d), (std::vector<uint64_t>{3, 2}));
+  EXPECT_TRUE(d.covers_shortfall);
+  q.shortfall = 6;  // both conditions: blocks decide here
+  EXPECT_EQ(victim_ids(policy(q)), (std::vector<uint64_t>{3, 2, 5}));
+  q.shortfall = 0;
+  q.min_victims = 9;  // more than there are
+  d = policy(q);
+  EXPECT_EQ(d.victims.size(), 5u);
+  EXPECT_FALSE(d.covers_shortfall);
 }
 
 TEST(Preemption, CandidatesThatFreeNothingAreSkipped) {

@@ -14,13 +14,14 @@ std::vector<uint64_t> ids(const std::vector<WaitingEntry>& entries) {
   return out;
 }
 
-TEST(WaitingQueue, HigherPriorityFirstThenFirstComeFirstServed) {
+TEST(WaitingQueue, LowerPriorityValueFirstThenFirstComeFirstServed) {
+  // vLLM's meaning of the field: the lowest value runs soonest.
   WaitingQueue q(0.0);  // no aging
   q.push({1, 0, 0, 0.0});
-  q.push({2, 5, 1, 1.0});
+  q.push({2, -5, 1, 1.0});
   q.push({3, 0, 2, 2.0});
-  q.push({4, 5, 3, 3.0});
-  q.push({5, -1, 4, 4.0});
+  q.push({4, -5, 3, 3.0});
+  q.push({5, 1, 4, 4.0});
   EXPECT_EQ(ids(q.ordered(100.0)), (std::vector<uint64_t>{2, 4, 1, 3, 5}));
   EXPECT_EQ(q.size(), 5u);
   EXPECT_EQ(q.front(100.0)->id, 2u);
@@ -51,23 +52,25 @@ TEST(WaitingQueue, RequeuedEntryKeepsItsPlace) {
   EXPECT_EQ(ids(q.ordered(5.0)), (std::vector<uint64_t>{1, 2, 3}));
 }
 
-TEST(WaitingQueue, AgingRaisesPriorityOneLevelPerInterval) {
+TEST(WaitingQueue, AgingGainsOneLevelPerInterval) {
   WaitingQueue q(5.0);
-  WaitingEntry low{1, 0, 0, 0.0};
-  WaitingEntry high{2, 2, 1, 9.0};
-  q.push(low);
-  q.push(high);
-  EXPECT_EQ(q.effective_priority(low, 4.9), 0);
-  EXPECT_EQ(q.effective_priority(low, 5.0), 1);
-  EXPECT_EQ(q.effective_priority(low, 9.5), 1);
-  EXPECT_EQ(q.effective_priority(low, -3.0), 0);  // a clock going backwards does not age
+  WaitingEntry late{1, 0, 0, 0.0};
+  WaitingEntry urgent{2, -2, 1, 9.0};
+  q.push(late);
+  q.push(urgent);
+  EXPECT_EQ(q.effective_priority(late, 4.9), 0);
+  EXPECT_EQ(q.effective_priority(late, 5.0), -1);
+  EXPECT_EQ(q.effective_priority(late, 9.5), -1);
+  EXPECT_EQ(q.effective_priority(late, -3.0), 0);  // a clock going backwards does not age
   EXPECT_EQ(ids(q.ordered(9.5)), (std::vector<uint64_t>{2, 1}));
-  // At t=10 both are at level 2; the older one wins the tie.
+  // At t=10 both are at level -2; the older one wins the tie.
   EXPECT_EQ(ids(q.ordered(10.0)), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(WaitingQueue::aged_priority(3, 1.0, 11.0, 5.0), 1);
+  EXPECT_EQ(WaitingQueue::aged_priority(3, 1.0, 11.0, 0.0), 3);  // no aging
 }
 
-TEST(WaitingQueue, LowPriorityIsNeverStarved) {
-  // Each second a new priority-3 request arrives and one request is served.
+TEST(WaitingQueue, ALargePriorityValueIsNeverStarved) {
+  // Each second a new priority-(-3) request arrives and one request is served.
   // Without aging the priority-0 one would wait forever; with a 2 s interval
   // it must be served within about 3 * 2 s.
   WaitingQueue q(2.0);
@@ -75,7 +78,7 @@ TEST(WaitingQueue, LowPriorityIsNeverStarved) {
   uint64_t arrival = 1;
   int served_at = -1;
   for (int t = 0; t < 100 && served_at < 0; ++t) {
-    q.push({arrival, 3, arrival, double(t)});
+    q.push({arrival, -3, arrival, double(t)});
     ++arrival;
     uint64_t first = q.front(double(t))->id;
     q.remove(first);
@@ -87,7 +90,7 @@ TEST(WaitingQueue, LowPriorityIsNeverStarved) {
   WaitingQueue strict(0.0);
   strict.push({1000, 0, 0, 0.0});
   for (int t = 0; t < 100; ++t) {
-    strict.push({uint64_t(t + 1), 3, uint64_t(t + 1), double(t)});
+    strict.push({uint64_t(t + 1), -3, uint64_t(t + 1), double(t)});
     uint64_t first = strict.front(double(t))->id;
     ASSERT_NE(first, 1000u);
     strict.remove(first);
@@ -106,7 +109,7 @@ TEST(WaitingQueue, MergedOrderMatchesAFullSort) {
   std::vector<WaitingEntry> sorted = all;
   std::sort(sorted.begin(), sorted.end(), [&](const WaitingEntry& a, const WaitingEntry& b) {
     int64_t ea = q.effective_priority(a, now), eb = q.effective_priority(b, now);
-    if (ea != eb) return ea > eb;
+    if (ea != eb) return ea < eb;
     if (a.time != b.time) return a.time < b.time;
     return a.arrival < b.arrival;
   });
