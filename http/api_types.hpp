@@ -75,7 +75,7 @@ struct ApiRequest {
   bool max_tokens_given = false;     // chat without max_tokens: up to the context length
   std::vector<std::string> stop;
   int32_t n = 1;
-  int32_t priority = 0;              // extension: higher runs first
+  int32_t priority = 0;              // vLLM's: lower runs sooner (--scheduling-policy priority)
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
   bool return_token_ids = false;     // extension: prompt_token_ids and per-choice token_ids

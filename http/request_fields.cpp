@@ -70,7 +70,7 @@ constexpr RequestField kFields[] = {
     {"min_p", kBoth, I, "", "drop tokens below min_p times the most likely one's probability"},
     {"repetition_penalty", kBoth, I, "", "divide the logits of tokens already seen"},
     {"ignore_eos", kBoth, I, "", "keep generating past end-of-sequence tokens"},
-    {"priority", kBoth, I, "", "higher runs first under the priority policy"},
+    {"priority", kBoth, I, "", "lower runs sooner (vLLM); needs --scheduling-policy priority"},
     {"return_token_ids", kBoth, I, "", "prompt_token_ids and per-choice token_ids"},
     {"prompt_logprobs", kBoth, I, "",
      "vLLM's: 0-20, each prompt token's logprob and rank with that many alternatives (not when streaming; "

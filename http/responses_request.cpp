@@ -56,7 +56,7 @@ constexpr RequestField kFields[] = {
     {"repetition_penalty", 0, I, "", "divide the logits of tokens already seen"},
     {"stop", 0, I, "", "up to 16 stop strings, removed from the output"},
     {"ignore_eos", 0, I, "", "keep generating past end-of-sequence tokens"},
-    {"priority", 0, I, "", "higher runs first under the priority policy"},
+    {"priority", 0, I, "", "lower runs sooner (vLLM); needs --scheduling-policy priority"},
 };
 
 using responses::type_error;
