@@ -8,6 +8,7 @@
 #include "engine/fault_injection.hpp"
 #include "engine/kv_capacity.hpp"
 #include "actors/policy_actors.hpp"
+#include "actors/policy_registry.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_actor.hpp"
 #include "engine/swap_engine.hpp"
@@ -51,7 +52,13 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   if (config.kv_cache_tokens == 0)
     return make_error(Errc::invalid_argument,
                       "--kv-cache-tokens: an engine on its own runner needs its capacity in tokens");
-  auto admission = make_admission_policy(config.admission, config.admission_config);
+  auto admission = configured_admission_actor(sys, config);
+  if (!admission) return admission.error();
+  auto preemption = configured_preemption_actor(sys, config);
+  if (!preemption) {
+    caf::anon_send_exit(*admission, caf::exit_reason::user_shutdown);
+    return preemption.error();
+  }
 
   std::unique_ptr<Engine> engine(new Engine(sys, config, std::move(info)));
   const ModelConfig& mc = engine->info_.config;
@@ -98,8 +105,18 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
     w.swap = spawn_swap(sys, swap, faults);
   };
   a.respawn_workers(a);
-  a.admission = spawn_admission_policy(sys, std::move(admission));
-  a.preemption = spawn_preemption_policy(sys, PreemptionPolicy(config.preemption));
+  a.admission = std::move(admission).value();
+  a.preemption = std::move(preemption).value();
+  // A policy that fails is replaced by the built-in of the configured mode.
+  a.fallback.timeout = std::chrono::microseconds(int64_t(config.policy_timeout_seconds * 1e6));
+  a.fallback.admission = [&sys, mode = config.admission, ac = config.admission_config] {
+    return spawn_admission_policy(sys, make_admission_policy(mode, ac));
+  };
+  a.fallback.preemption = [&sys, mode = config.preemption] {
+    return spawn_preemption_policy(sys, PreemptionPolicy(mode));
+  };
+  a.fallback.admission_name = to_string(config.admission);
+  a.fallback.preemption_name = to_string(config.preemption);
   engine->scheduler_ = spawn_scheduler(sys, std::move(sc), std::move(a));
   return engine;
 }
@@ -141,16 +158,26 @@ RequestHandle Engine::submit(RequestSpec spec, caf::actor sink) {
 void Engine::release_session(const std::string& name) { caf::anon_send(scheduler_, session_atom_v, name); }
 
 Status Engine::set_admission_policy(const std::string& name) {
-  auto policy = make_admission_policy(name, config_.admission_config);
+  auto policy = make_admission_actor(name, sys_, config_);
   if (!policy) return policy.error();
-  caf::anon_send(scheduler_, policy_atom_v, spawn_admission_policy(sys_, std::move(policy).value()));
-  return Status::ok();
+  return set_admission_policy(std::move(policy).value());
 }
 
 Status Engine::set_preemption_policy(const std::string& name) {
-  auto mode = parse_preemption_mode(name);
-  if (!mode) return mode.error();
-  caf::anon_send(scheduler_, policy_atom_v, spawn_preemption_policy(sys_, PreemptionPolicy(*mode)));
+  auto policy = make_preemption_actor(name, sys_, config_);
+  if (!policy) return policy.error();
+  return set_preemption_policy(std::move(policy).value());
+}
+
+Status Engine::set_admission_policy(admission_actor policy) {
+  if (!policy) return make_error(Errc::invalid_argument, "set_admission_policy: no actor");
+  caf::anon_send(scheduler_, policy_atom_v, std::move(policy));
+  return Status::ok();
+}
+
+Status Engine::set_preemption_policy(preemption_actor policy) {
+  if (!policy) return make_error(Errc::invalid_argument, "set_preemption_policy: no actor");
+  caf::anon_send(scheduler_, policy_atom_v, std::move(policy));
   return Status::ok();
 }
 

@@ -97,8 +97,17 @@ class Engine {
   void release_session(const std::string& name);
 
   // Replaces a policy while the engine runs; nothing in flight is dropped.
+  // By name: a new actor of a registered policy (actors/policy_registry.hpp).
+  // By handle: any actor of the protocol (actors/policy_actors.hpp), which
+  // from now on belongs to the engine: it is stopped when the engine stops,
+  // or when it fails (dies, errs, or answers later than
+  // EngineConfig::policy_timeout_seconds) and the built-in of the configured
+  // mode replaces it, with a warning in the log. Errors: an unknown name, a
+  // null handle. Takes effect at the scheduler's next question.
   Status set_admission_policy(const std::string& name);
   Status set_preemption_policy(const std::string& name);
+  Status set_admission_policy(admission_actor policy);
+  Status set_preemption_policy(preemption_actor policy);
 
   // Blocks for the answer (for tools and tests, not for actor threads).
   Expected<EngineStats> stats();

@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 namespace conveyor {
 namespace {
 
@@ -174,6 +176,67 @@ auto ask(self_ptr self, const Handle& dest, Ts&&... xs) {
   return self->request(dest, caf::infinite, std::forward<Ts>(xs)...);
 }
 
+// ---- policies ------------------------------------------------------------------
+// A policy is asked with a time limit when it has a fallback; when it fails
+// (a late answer, an error, its death) the built-in takes its place for good
+// and is asked the same question (actors/policy_actors.hpp).
+
+bool has_fallback(self_ptr self) {
+  const PolicyFallback& f = self->state.actors.fallback;
+  return f.admission && f.preemption;
+}
+
+caf::duration policy_timeout(self_ptr self) {
+  if (!has_fallback(self)) return caf::infinite;
+  return caf::duration{self->state.actors.fallback.timeout};
+}
+
+std::string why_failed(self_ptr self, const caf::error& err) {
+  if (err == caf::sec::request_timeout) {
+    const auto us = self->state.actors.fallback.timeout.count();
+    return "no answer within " + (us % 1000 == 0 ? std::to_string(us / 1000) + " ms" : std::to_string(us) + " us");
+  }
+  if (err == caf::sec::request_receiver_down) return "it is down";
+  return from_caf_error(err).message;
+}
+
+// Replaces `current` by its built-in when it is still the policy that failed
+// (its death and an ask's error may both report one failure): logs why, stops it.
+template <class Handle>
+void replace_policy(self_ptr self, Handle& current, const caf::actor_addr& failed,
+                    const std::function<Handle()>& builtin, const char* kind, const std::string& builtin_name,
+                    const std::string& reason) {
+  if (!builtin || !current || current.address() != failed) return;
+  spdlog::warn("{} policy (actor {}) failed: {}; the built-in {} policy answers from now on", kind,
+               failed.id(), reason, builtin_name);
+  self->demonitor(failed);
+  self->send_exit(current, caf::exit_reason::user_shutdown);
+  current = builtin();
+  self->monitor(current);
+  remember_owned(self);
+}
+
+void replace_admission(self_ptr self, const caf::actor_addr& failed, const std::string& reason) {
+  auto& st = self->state;
+  replace_policy(self, st.actors.admission, failed, st.actors.fallback.admission, "admission",
+                 st.actors.fallback.admission_name, reason);
+}
+
+void replace_preemption(self_ptr self, const caf::actor_addr& failed, const std::string& reason) {
+  auto& st = self->state;
+  replace_policy(self, st.actors.preemption, failed, st.actors.fallback.preemption, "preemption",
+                 st.actors.fallback.preemption_name, reason);
+}
+
+// A policy plugged in: watched from now on; the one it replaces no longer is.
+template <class Handle>
+void plug_in(self_ptr self, Handle& current, Handle next) {
+  if (current) self->demonitor(current.address());
+  current = std::move(next);
+  if (current) self->monitor(current);
+  remember_owned(self);
+}
+
 // Starts building an iteration if the core allows one now.
 void wake(self_ptr self) { iterate(self); }
 
@@ -304,6 +367,27 @@ void on_result(self_ptr self, const StepResult& result, int32_t tokens, int64_t 
   if (!st.building) deliver_events(self);  // nothing was dispatched: send them now
 }
 
+void allocate(self_ptr self, AllocationBatch batch);
+
+// Asks the preemption policy (a copy of the query is kept to ask again).
+void ask_preemption(self_ptr self, PreemptionQuery query) {
+  auto& st = self->state;
+  const caf::actor_addr asked = st.actors.preemption.address();
+  ++st.replies_owed;
+  self->request(st.actors.preemption, policy_timeout(self), preempt_atom_v, query)
+      .then(
+          [self](const PreemptionDecision& decision) {
+            if (!reply_in(self)) return;
+            allocate(self, self->state.core->apply_preemption(decision));
+          },
+          [self, asked, query](caf::error& err) mutable {
+            if (!has_fallback(self)) return on_fault(self, err);
+            if (!reply_in(self)) return;
+            replace_preemption(self, asked, why_failed(self, err));
+            ask_preemption(self, std::move(query));
+          });
+}
+
 void allocate(self_ptr self, AllocationBatch batch) {
   auto& st = self->state;
   const auto sent = clock_type::now();
@@ -320,16 +404,12 @@ void allocate(self_ptr self, AllocationBatch batch) {
               run_step(self);
               return;
             }
-            ask(self, st.actors.preemption, preempt_atom_v, std::move(*query))
-                .then(
-                    [self](const PreemptionDecision& decision) {
-                      if (!reply_in(self)) return;
-                      allocate(self, self->state.core->apply_preemption(decision));
-                    },
-                    [self](caf::error& err) { on_fault(self, err); });
+            ask_preemption(self, std::move(*query));
           },
           [self](caf::error& err) { on_fault(self, err); });
 }
+
+void ask_admission(self_ptr self, AdmissionQuery query);
 
 void iterate(self_ptr self) {
   auto& st = self->state;
@@ -349,7 +429,15 @@ void iterate(self_ptr self) {
     allocate(self, st.core->build_allocation());
     return;
   }
-  ask(self, st.actors.admission, admit_atom_v, std::move(*query))
+  ask_admission(self, std::move(*query));
+}
+
+// Asks the admission policy (a copy of the query is kept to ask again).
+void ask_admission(self_ptr self, AdmissionQuery query) {
+  auto& st = self->state;
+  const caf::actor_addr asked = st.actors.admission.address();
+  ++st.replies_owed;
+  self->request(st.actors.admission, policy_timeout(self), admit_atom_v, query)
       .then(
           [self](const AdmissionDecision& decision) {
             if (!reply_in(self)) return;
@@ -357,7 +445,12 @@ void iterate(self_ptr self) {
             self->state.core->apply_admission(decision);
             allocate(self, self->state.core->build_allocation());
           },
-          [self](caf::error& err) { on_fault(self, err); });
+          [self, asked, query](caf::error& err) mutable {
+            if (!has_fallback(self)) return on_fault(self, err);
+            if (!reply_in(self)) return;
+            replace_admission(self, asked, why_failed(self, err));
+            ask_admission(self, std::move(query));
+          });
 }
 
 scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
@@ -366,11 +459,17 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
   st.core = std::make_unique<SchedulerCore>(std::move(config));
   st.actors = std::move(actors);
   remember_owned(self);
+  if (st.actors.admission) self->monitor(st.actors.admission);
+  if (st.actors.preemption) self->monitor(st.actors.preemption);
   self->attach_functor([owned = st.owned](const caf::error&) {
     for (const caf::actor_addr& a : *owned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   });
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
+    // A policy that died is replaced now, before the next question.
+    const std::string reason = down.reason ? "it stopped (" + to_string(down.reason) + ")" : "it stopped";
+    if (down.source == st.actors.admission.address()) return replace_admission(self, down.source, reason);
+    if (down.source == st.actors.preemption.address()) return replace_preemption(self, down.source, reason);
     auto it = st.sink_ids.find(down.source);
     if (it == st.sink_ids.end()) return;
     st.core->cancel(it->second);
@@ -402,14 +501,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         self->state.core->cancel_sample(id, index);
         wake(self);
       },
-      [self](policy_atom, admission_actor& a) {
-        self->state.actors.admission = std::move(a);
-        remember_owned(self);
-      },
-      [self](policy_atom, preemption_actor& p) {
-        self->state.actors.preemption = std::move(p);
-        remember_owned(self);
-      },
+      [self](policy_atom, admission_actor& a) { plug_in(self, self->state.actors.admission, std::move(a)); },
+      [self](policy_atom, preemption_actor& p) { plug_in(self, self->state.actors.preemption, std::move(p)); },
       [self](wake_atom) {
         // The two delayed wakes are one message: this is the expiry's if
         // its time has come, else the safety net's.

@@ -27,18 +27,37 @@
 // and the scheduler stops. EngineMetrics counts restarts and says while one
 // is under way. When the scheduler stops, its workers stop with it.
 //
+// Policies: the scheduler monitors its admission and preemption actors and
+// asks them with a time limit; one that fails is replaced by its built-in
+// fallback (PolicyFallback), logged, and the question asked again, so no
+// request is lost and no worker restarts for it.
+//
 // Receives (actors/messages.hpp, scheduler_actor): submit, cancel, policy
 // replacements, wake, stats. Sends: alloc, admit, preempt, swap, step, and
 // TokenEvents to each request's sink. A sink that dies cancels its request.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <string>
 
 #include "actors/messages.hpp"
 #include "engine/metrics.hpp"
 #include "engine/scheduler_core.hpp"
 
 namespace conveyor {
+
+// What stands in for a policy actor that fails the scheduler (it dies,
+// answers with an error, or does not answer within `timeout`): the built-in
+// of the configured mode, spawned on demand (actors/policy_actors.hpp says
+// what the scheduler then does). Null functions: such a failure is a fault,
+// as a worker's is.
+struct PolicyFallback {
+  std::chrono::microseconds timeout{100'000};
+  std::function<admission_actor()> admission;
+  std::function<preemption_actor()> preemption;
+  std::string admission_name, preemption_name;  // the built-ins', for the log
+};
 
 struct SchedulerActors {
   block_manager_actor block_manager;
@@ -50,6 +69,7 @@ struct SchedulerActors {
   // Replaces block_manager, executor and swap with fresh actors (null: no
   // restarts). Engine::create spawns the first ones with it too.
   std::function<void(SchedulerActors&)> respawn_workers;
+  PolicyFallback fallback;
 };
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, SchedulerConfig config,

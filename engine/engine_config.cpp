@@ -97,6 +97,8 @@ Status validate(const EngineConfig& c) {
   if (!(c.session_ttl_seconds > 0)) return bad("session-ttl", "must be > 0 seconds");
   if (!(c.session_max_share >= 0 && c.session_max_share <= 1))
     return bad("session-max-share", "must be in [0, 1]");
+  if (!(c.policy_timeout_seconds > 0 && c.policy_timeout_seconds <= 3600))
+    return bad("policy-timeout", "must be more than 0 and at most 3600 seconds");
   if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();
   return Status::ok();
 }

@@ -100,8 +100,17 @@ struct EngineConfig {
   int32_t max_batched_tokens = engine_defaults::max_batched_tokens;  // tokens per iteration
   int32_t prefill_chunk = engine_defaults::prefill_chunk;  // longest prefill span per sequence per iteration
   int32_t max_waiting = engine_defaults::max_waiting;  // waiting-queue bound; past it submit fails (429)
+  // The built-in policies; each is also the fallback of a policy actor that
+  // fails (actors/policy_actors.hpp).
   PreemptionMode preemption = PreemptionMode::recompute;
   AdmissionMode admission = AdmissionMode::watermark;
+  // A policy registered by name (actors/policy_registry.hpp) to run in place
+  // of the built-in above; "": the built-in.
+  std::string admission_policy;
+  std::string preemption_policy;
+  // How long the scheduler waits for a policy's answer before it gives up
+  // on that policy and asks the built-in instead.
+  double policy_timeout_seconds = 0.1;
   BatchingMode batching = BatchingMode::continuous;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::fcfs;
   bool prefix_caching = true;
