@@ -73,6 +73,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_batched_tokens = config.max_batched_tokens;
   sc.prefill_chunk = config.prefill_chunk;
+  sc.target_itl_seconds = config.target_itl_ms / 1e3;
   sc.max_waiting = config.max_waiting;
   sc.context_length = mc.context_length;
   sc.vocab_size = mc.vocab_size;

@@ -92,6 +92,7 @@ Status validate(const EngineConfig& c) {
   if (c.max_num_seqs < 1) return bad("max-num-seqs", "must be >= 1");
   if (c.max_batched_tokens < 1) return bad("max-batched-tokens", "must be >= 1");
   if (c.prefill_chunk < 1) return bad("prefill-chunk", "must be >= 1");
+  if (!(c.target_itl_ms >= 0) || c.target_itl_ms > 1e6) return bad("target-itl-ms", "must be between 0 and 1e6");
   if (c.max_waiting < 0) return bad("max-waiting", "must be >= 0");
   if (c.max_fault_retries < 0) return bad("max-fault-retries", "must be >= 0");
   if (!(c.session_ttl_seconds > 0)) return bad("session-ttl", "must be > 0 seconds");

@@ -99,6 +99,12 @@ struct EngineConfig {
   int32_t max_num_seqs = engine_defaults::max_num_seqs;              // running sequences at once
   int32_t max_batched_tokens = engine_defaults::max_batched_tokens;  // tokens per iteration
   int32_t prefill_chunk = engine_defaults::prefill_chunk;  // longest prefill span per sequence per iteration
+  // A target for decoding streams' inter-token gap, ms (0: none): each
+  // iteration's token budget and prefill chunks are sized from the measured
+  // cost of the engine's own steps so that a step stays near it while long
+  // prompts arrive (engine/step_cost.hpp); max_batched_tokens and
+  // prefill_chunk stay upper bounds.
+  double target_itl_ms = 0.0;
   int32_t max_waiting = engine_defaults::max_waiting;  // waiting-queue bound; past it submit fails (429)
   // The built-in policies; each is also the fallback of a policy actor that
   // fails (actors/policy_actors.hpp).

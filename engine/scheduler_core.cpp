@@ -447,8 +447,20 @@ AllocationBatch SchedulerCore::build_allocation() {
   batch.swap_in = pending_swap_in_;
 
   // Token budget: running sequences first (decodes before prefill chunks,
-  // in admission order), then the newly admitted ones.
+  // in admission order), then the newly admitted ones. Under a latency
+  // target the prefill share is what the measured step costs leave.
   int32_t budget = config_.max_batched_tokens;
+  int32_t chunk = config_.prefill_chunk;
+  if (config_.target_itl_seconds > 0) {
+    int32_t decodes = 0;
+    for (seq_id id : running_) {
+      const Sequence& s = seqs_.at(id);
+      decodes += s.in_batch() && s.length() - s.scheduled == 1 ? 1 : 0;
+    }
+    const int32_t allowance = cost_.prefill_allowance(decodes, config_.target_itl_seconds, config_.block_size);
+    budget = std::min<int64_t>(budget, int64_t(decodes) + allowance);
+    chunk = std::min(chunk, allowance);
+  }
   std::vector<Planned> admitted = std::move(plan_);
   plan_.clear();
   auto schedule = [&](Sequence& s, bool is_new) {
@@ -460,7 +472,7 @@ AllocationBatch SchedulerCore::build_allocation() {
                               s.length() >= config_.context_length))
       return false;
     const int32_t remaining = s.length() - s.scheduled;
-    const int32_t n = std::min({remaining, config_.prefill_chunk, budget});
+    const int32_t n = std::min({remaining, chunk, budget});
     if (n <= 0) return false;
     budget -= n;
     const bool needs_slots = is_new || s.slots < s.scheduled + n;
@@ -840,6 +852,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
   Flight flight = std::move(flights_.front());
   flights_.erase(flights_.begin());
   last_applied_ = flight.iteration;
+  observe_cost(flight, result.forward_seconds);
   for (const Planned& p : flight.planned) {
     if (!p.granted || p.dropped) continue;
     Sequence* s = find(p.id);
@@ -898,6 +911,18 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     pending_free_blocks_ += d.blocks;
     return true;
   });
+}
+
+// What the step cost, for the latency target's model: a decode is a running
+// sequence's one token that it samples from.
+void SchedulerCore::observe_cost(const Flight& flight, double seconds) {
+  if (config_.target_itl_seconds <= 0) return;
+  int32_t decode = 0, prefill = 0;
+  for (const Planned& p : flight.planned) {
+    if (!p.granted || p.dropped) continue;
+    (p.max_new == 1 && p.samples && !p.is_new ? decode : prefill) += p.max_new;
+  }
+  cost_.observe(decode, prefill, seconds);
 }
 
 // ---- prompt logprobs ------------------------------------------------------------

@@ -52,6 +52,7 @@
 #include "engine/prefix_claims.hpp"
 #include "engine/sequence.hpp"
 #include "engine/session_store.hpp"
+#include "engine/step_cost.hpp"
 #include "base/status.hpp"
 #include "policies/admission.hpp"
 #include "policies/preemption.hpp"
@@ -69,6 +70,10 @@ struct SchedulerConfig {
   int32_t max_num_seqs = engine_defaults::max_num_seqs;
   int32_t max_batched_tokens = engine_defaults::max_batched_tokens;
   int32_t prefill_chunk = engine_defaults::prefill_chunk;
+  // A latency target (EngineConfig::target_itl_ms), seconds; 0: none. Each
+  // iteration's token budget and prefill chunks then come from the measured
+  // cost of the steps (StepCostModel), capped by the two above.
+  double target_itl_seconds = 0.0;
   int32_t max_waiting = engine_defaults::max_waiting;  // past it, submit fails
   int32_t context_length = 0;       // the model's
   int32_t vocab_size = 0;           // the model's
@@ -295,6 +300,8 @@ class SchedulerCore {
   };
   std::vector<DeferredFree> deferred_frees_;
   std::vector<int32_t> scratch_tokens_;      // a span with a placeholder
+  StepCostModel cost_;                       // with a latency target
+  void observe_cost(const Flight& flight, double seconds);
   // The priority policy: the most urgent waiting request when this
   // iteration found no room for it (no slot, admission said no, or its
   // blocks were not granted); 0 otherwise.

@@ -299,6 +299,10 @@ std::vector<Setting> make_table() {
   t.push_back(integer({"prefill-chunk", "engine", "prefill_chunk",
                        "longest prefill span per sequence per iteration"},
                       FIELD(engine.prefill_chunk), 1, kInt32Max));
+  t.push_back(number({"target-itl-ms", "engine", "target_itl_ms",
+                      "inter-token gap to aim for, ms (0: off): iteration budgets and prefill chunks are sized "
+                      "from the measured step costs; the two settings above stay upper bounds"},
+                     FIELD(engine.target_itl_ms), any_number, "a number"));
   t.push_back(choice({"preemption", "engine", "preemption", "recompute | swap | cost"}, FIELD(engine.preemption),
                      parse_preemption_mode));
   t.push_back(choice({"admission", "engine", "admission", "conservative | watermark | profiled"},

@@ -54,8 +54,20 @@ struct SimOptions {
   bool prefix_wait = true;  // wait for a shared prefix another request computes
   bool overlap = false;  // plan the next step while one is outstanding
   SchedulingPolicy scheduling = SchedulingPolicy::fcfs;
+  double target_itl = 0;  // seconds; then steps take a synthetic time (step_seconds)
   std::vector<int32_t> eos = {0};
 };
+
+// The synthetic machine of the latency-target tests: 2 ms + 0.1 ms per
+// decode token + 0.4 ms per prefill token.
+double step_seconds(const StepPlan& plan) {
+  int32_t decode = 0, prefill = 0;
+  for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
+    const int32_t n = plan.batch.seq_token_begin[size_t(s) + 1] - plan.batch.seq_token_begin[size_t(s)];
+    (n == 1 && plan.batch.want_logits[size_t(s)] ? decode : prefill) += n;
+  }
+  return 2e-3 + 1e-4 * decode + 4e-4 * prefill;
+}
 
 class Simulation {
  public:
@@ -84,6 +96,7 @@ class Simulation {
     c.eos_ids = o.eos;
     c.batching = o.batching;
     c.scheduling_policy = o.scheduling;
+    c.target_itl_seconds = o.target_itl;
     c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
     c.overlap = o.overlap;
     c.prefix_wait = o.prefix_caching && o.prefix_wait;
@@ -146,6 +159,10 @@ class Simulation {
 
   StepResult execute(StepPlan plan) {
     StepResult r = runner_.run(plan);  // fills the plan's placeholders first
+    if (options_.target_itl > 0) {
+      r.forward_seconds = step_seconds(plan);
+      step_times_.push_back(r.forward_seconds);
+    }
     for (int32_t token : plan.batch.tokens) EXPECT_GE(token, 0) << "a placeholder left unfilled";
     ++steps_run_;
     return r;
@@ -250,6 +267,7 @@ class Simulation {
   int64_t steps_run() const { return steps_run_; }
   int64_t placeholders() const { return placeholders_; }
   int64_t computed_tokens() const { return computed_tokens_; }
+  const std::vector<double>& step_times() const { return step_times_; }
   std::mt19937_64& rng() { return rng_; }
 
  private:
@@ -265,6 +283,7 @@ class Simulation {
   int64_t steps_run_ = 0;
   int64_t placeholders_ = 0;
   int64_t computed_tokens_ = 0;
+  std::vector<double> step_times_;  // synthetic, with a latency target
   std::mt19937_64 rng_;
   std::deque<std::pair<int64_t, SwapOrder>> in_flight_;
   std::map<request_id, Record> records_;
@@ -589,6 +608,40 @@ TEST(SchedulerCore, AgingLetsALessUrgentRequestThrough) {
   EXPECT_LE(admitted_at, 160);
   ASSERT_TRUE(sim.run_until_idle(2000));
   sim.check_outputs();
+}
+
+// A latency target: 8 streams decode while 6 prompts of 200 tokens arrive.
+// With the default budget (512-token chunks) a step that takes a prompt
+// whole would cost ~83 ms on the synthetic machine; with a 20 ms target the
+// core learns the costs and sizes chunks so that steps stay near the target
+// once it has seen a few, and every output is exact.
+TEST(SchedulerCore, ALatencyTargetSizesThePrefillChunks) {
+  SimOptions o;
+  o.num_blocks = 512;
+  o.max_num_seqs = 16;
+  o.max_batched_tokens = 2048;
+  o.prefill_chunk = 512;
+  o.eos = {};
+  o.target_itl = 0.02;
+  Simulation sim(o, 9);
+  for (request_id id = 1; id <= 8; ++id) ASSERT_TRUE(sim.submit(id, random_prompt(sim.rng(), 4, 8), 150).is_ok());
+  for (int i = 0; i < 10; ++i) sim.iterate();
+  for (request_id id = 100; id < 106; ++id) {
+    ASSERT_TRUE(sim.submit(id, random_prompt(sim.rng(), 200, 200), 4).is_ok());
+    for (int i = 0; i < 3; ++i) sim.iterate();
+  }
+  ASSERT_TRUE(sim.run_until_idle(5000));
+  sim.check_outputs();
+  const std::vector<double>& t = sim.step_times();
+  ASSERT_GT(t.size(), 40u);
+  double worst = 0, prefill_steps = 0;
+  for (size_t i = 20; i < t.size(); ++i) {
+    worst = std::max(worst, t[i]);
+    prefill_steps += t[i] > 4e-3 ? 1 : 0;  // more than the decodes alone
+  }
+  EXPECT_LE(worst, 1.25 * o.target_itl) << "a step overshot the target";
+  EXPECT_GE(worst, 0.6 * o.target_itl) << "the target left prefill nearly idle";
+  EXPECT_GT(prefill_steps, 10);
 }
 
 TEST(SchedulerCore, SamplesShareThePromptBlocksUntilTheyDiverge) {
