@@ -419,8 +419,12 @@ void HttpSession::run_job(std::unique_ptr<ClientJob> job, const RequestPlan& pla
   job_ = std::move(job);
   ++serial_;
   sse_started_ = false;
-  for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p)
-    cancels_.push_back(state_->engine().submit(plan.request_for(p), plan.stop, make_sink(p * plan.n)));
+  const std::string tenant = tenant_of(key_);
+  for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p) {
+    GenerateRequest request = plan.request_for(p);
+    request.tenant = tenant;  // admission policies may share the KV cache by key
+    cancels_.push_back(state_->engine().submit(std::move(request), plan.stop, make_sink(p * plan.n)));
+  }
   start_probe();
 }
 

@@ -51,6 +51,12 @@ std::string scoped_session(const KeyRef& key, std::string_view session) {
   return "key:" + key->scope + "/" + std::string(session);
 }
 
+std::string tenant_of(const KeyRef& key) {
+  if (!key) return {};
+  std::lock_guard lock(key->mutex);
+  return key->name;
+}
+
 // ---- KeyLease ------------------------------------------------------------------------
 
 KeyLease& KeyLease::operator=(KeyLease&& other) noexcept {

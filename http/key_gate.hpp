@@ -14,12 +14,13 @@
 // now), this gate (429 rate_limit_error), and then the engine, whose waiting
 // queue bound (429 queue_full) and admission policy (policies/admission.hpp,
 // run by its policy actor) decide when it runs, as they always did. The
-// engine's policy decides *when* waiting work fits in KV memory, for every
-// client alike, and knows nothing of who sent it; a key's limits decide
-// *whether* a client may add work at all, and a refusal must be an answer
-// before anything reaches the engine's queue. So the gate is in the HTTP
-// layer, in front of the engine port, and the two compose without knowing of
-// each other; nothing in actors/ changes.
+// engine's policy decides *when* waiting work fits in KV memory; the built-in
+// ones treat every client alike, and a policy of a program's own may share
+// the cache among keys, as each request carries its key's name as its
+// tenant (tenant_of). A key's limits decide *whether* a client may add work
+// at all, and a refusal must be an answer before anything reaches the
+// engine's queue. So the gate is in the HTTP layer, in front of the engine
+// port, and the two compose without knowing of each other.
 //
 // The limits (http/api_key_file.hpp gives their syntax; left out: none)
 // apply to completions, over HTTP and WebSocket, and to embeddings (their
@@ -82,6 +83,12 @@ using KeyRef = std::shared_ptr<KeyAccount>;  // null: the server needs no key
 // continue nor release one of the same name. "" stays "" (no session); with
 // no key the name is the client's.
 std::string scoped_session(const KeyRef& key, std::string_view session);
+
+// The engine's tenant for a request under `key` (GenerateRequest::tenant,
+// which admission policies may share the KV cache by): the key's name, ""
+// when no key is needed. A reload that renames a key renames its tenant for
+// later requests.
+std::string tenant_of(const KeyRef& key);
 
 // A request's place under its key's limits, held until the request ends.
 class KeyLease {

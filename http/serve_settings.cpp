@@ -7,6 +7,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "actors/policy_names.hpp"
 #include "base/bytes.hpp"
 #include "http/origin_policy.hpp"
 #include "http/server_log.hpp"
@@ -124,6 +125,36 @@ Setting choice(const Names& n, Field field, Parse parse) {
   s.show = [field](const ServeSettings& st) {
     using conveyor::to_string;  // the engine's enums; http's by argument-dependent lookup
     return std::string(to_string(field(st)));
+  };
+  return s;
+}
+
+// A policy: a built-in mode, set in `mode` (with `name` cleared), or the name
+// of one a program registered (actors/policy_names.hpp), set in `name`; the
+// mode stays as the fallback of a registered policy that fails.
+template <class ModeField, class NameField, class Parse>
+Setting policy(const Names& n, const char* kind, ModeField mode, NameField name, Parse parse,
+               bool (*registered)(std::string_view), std::vector<std::string> (*names)()) {
+  Setting s = with(n, Kind::text);
+  s.assign = [kind, mode, name, parse, registered, names](ServeSettings& st, const SettingValue& v) -> Status {
+    const auto* str = std::get_if<std::string>(&v);
+    if (str == nullptr) return must_be("a string");
+    if (auto builtin = parse(*str)) {
+      mode(st) = *builtin;
+      name(st).clear();
+      return Status::ok();
+    }
+    if (!registered(*str)) {
+      std::string choices;
+      for (const std::string& c : names()) choices += (choices.empty() ? "" : ", ") + c;
+      return make_error(Errc::invalid_argument,
+                        "unknown " + std::string(kind) + " policy '" + *str + "' (expected one of " + choices + ")");
+    }
+    name(st) = *str;
+    return Status::ok();
+  };
+  s.show = [mode, name](const ServeSettings& st) {
+    return name(st).empty() ? std::string(conveyor::to_string(mode(st))) : name(st);
   };
   return s;
 }
@@ -303,10 +334,19 @@ std::vector<Setting> make_table() {
                       "inter-token gap to aim for, ms (0: off): iteration budgets and prefill chunks are sized "
                       "from the measured step costs; the two settings above stay upper bounds"},
                      FIELD(engine.target_itl_ms), any_number, "a number"));
-  t.push_back(choice({"preemption", "engine", "preemption", "recompute | swap | cost"}, FIELD(engine.preemption),
-                     parse_preemption_mode));
-  t.push_back(choice({"admission", "engine", "admission", "conservative | watermark | profiled"},
-                     FIELD(engine.admission), parse_admission_mode));
+  t.push_back(policy({"preemption", "engine", "preemption",
+                      "recompute | swap | cost, or a policy the program registered (the built-in "
+                      "recompute stands in if it fails or answers late)"},
+                     "preemption", FIELD(engine.preemption), FIELD(engine.preemption_policy), parse_preemption_mode,
+                     has_preemption_policy, preemption_policy_names));
+  t.push_back(policy({"admission", "engine", "admission",
+                      "conservative | watermark | profiled, or a policy the program registered (the built-in "
+                      "watermark stands in if it fails or answers late)"},
+                     "admission", FIELD(engine.admission), FIELD(engine.admission_policy), parse_admission_mode,
+                     has_admission_policy, admission_policy_names));
+  t.push_back(number({"policy-timeout", "engine", "policy_timeout_seconds",
+                      "seconds the scheduler waits for a policy's answer before the built-in stands in"},
+                     FIELD(engine.policy_timeout_seconds), positive, "a number of seconds more than 0"));
   t.push_back(choice({"batching", "engine", "batching",
                       "continuous | static | static-padded (static-padded keeps a finished request's row "
                       "computing until its batch ends)"},
