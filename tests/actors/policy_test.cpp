@@ -80,6 +80,24 @@ admission_actor::behavior_type silent_policy(admission_actor::stateful_pointer<s
   };
 }
 
+// Answers its first `answers` questions as one_at_a_time does, then keeps
+// the next one unanswered: killed then, it dies with a question pending.
+struct stalling_state {
+  std::vector<caf::typed_response_promise<AdmissionDecision>> kept;
+};
+admission_actor::behavior_type stalling_policy(admission_actor::stateful_pointer<stalling_state> self, int answers,
+                                               std::shared_ptr<Answered> asked) {
+  return {
+      [self, answers, asked](admit_atom, const AdmissionQuery& q) -> caf::result<AdmissionDecision> {
+        if (++asked->count <= answers) return one_at_a_time(q);
+        auto promise = self->make_response_promise<AdmissionDecision>();
+        self->state.kept.push_back(promise);
+        return promise;
+      },
+      [](finished_atom, int32_t) {},
+  };
+}
+
 // Answers every preemption question with an error.
 preemption_actor::behavior_type failing_preemption(preemption_actor::pointer, std::shared_ptr<Answered> asked) {
   return {
@@ -192,20 +210,20 @@ TEST(UserPolicy, KilledMidRunFallsBackToTheBuiltinAndEveryStreamCompletes) {
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
   auto engine = make_fake_engine(sys, busy_config());
-  auto answered = std::make_shared<Answered>();
-  admission_actor policy = sys.spawn(one_at_a_time_policy, answered);
+  auto asked = std::make_shared<Answered>();
+  admission_actor policy = sys.spawn(stalling_policy, 3, asked);
   ASSERT_TRUE(engine->set_admission_policy(policy));
   Collector collector;
   const auto ps = prompts(24);
   for (size_t i = 0; i < ps.size(); ++i)
     engine->submit(greedy_spec(i + 1, ps[i], kMaxTokens, true), collector.callback_for(i + 1));
-  // Killed once it has admitted a few: most requests are still waiting.
-  for (int i = 0; i < 2000 && answered->count.load() < 3; ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_GE(answered->count.load(), 3);
+  // Killed with its fourth question pending: three requests admitted, 21 waiting.
+  for (int i = 0; i < 5000 && asked->count.load() < 4; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(asked->count.load(), 4);
   caf::anon_send_exit(policy, caf::exit_reason::kill);
   ASSERT_TRUE(collector.wait_for(ps.size()));
   expect_same_outcomes(collector.outcomes(), want);
-  EXPECT_LT(answered->count.load(), 24) << "the policy was meant to die before admitting everything";
+  EXPECT_EQ(asked->count.load(), 4) << "asked nothing after its death";
   const auto lines = log_lines()->take();
   EXPECT_EQ(count_containing(lines, "admission policy", "the built-in watermark policy answers"), 1)
       << (lines.empty() ? "no log line" : lines.front());
@@ -255,10 +273,14 @@ TEST(UserPolicy, APreemptionPolicyThatErrsIsReplacedAndNothingIsLost) {
 // ---- the registry ------------------------------------------------------------------
 
 TEST(PolicyRegistry, ARegisteredNameIsUsableByConfigAndAtRunTime) {
-  auto answered = std::make_shared<Answered>();
-  ASSERT_TRUE(register_admission_policy("test-one-at-a-time", [answered](caf::actor_system& sys, const EngineConfig&) {
-    return sys.spawn(one_at_a_time_policy, answered);
-  }));
+  // The registry is the process's: registered once, whatever --gtest_repeat says.
+  static auto answered = std::make_shared<Answered>();
+  static const Status registered =
+      register_admission_policy("test-one-at-a-time", [](caf::actor_system& sys, const EngineConfig&) {
+        return sys.spawn(one_at_a_time_policy, answered);
+      });
+  ASSERT_TRUE(registered) << registered.error().message;
+  answered->count = 0;
   EXPECT_TRUE(has_admission_policy("test-one-at-a-time"));
   const auto names = admission_policy_names();
   ASSERT_GE(names.size(), 4u);
