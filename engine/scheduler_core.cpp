@@ -377,9 +377,14 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
     waiting_.remove(id);
     finish(*s, FinishReason::error, reason);
   }
+  // Whatever the policy says (a user's may say anything), no more than
+  // max_num_seqs sequences run, a request counting as its samples.
+  int32_t slots = config_.max_num_seqs - int32_t(pending_swap_in_.size());
+  for (seq_id id : running_) slots -= seqs_.at(id).samples;
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
     if (s == nullptr || s->state() != SeqState::waiting || is_cancelled(id)) continue;
+    if (s->samples > slots) break;
     // It is not held back for want of room (preemption by priority would
     // not help): it runs now, or it waits for a prefix being computed.
     if (id == blocked_head_) blocked_head_ = 0;
@@ -387,6 +392,7 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
     if (config_.prefix_wait && !s->prompt_scoring.pending() && waits_for_shared_prefix(*s)) continue;
     waiting_.remove(id);
     plan(*s, 0, /*is_new=*/true, false);
+    slots -= s->samples;
   }
 }
 

@@ -519,6 +519,34 @@ TEST(SchedulerCore, ALowerPriorityValueRunsFirst) {
   sim.check_outputs();
 }
 
+// A user's admission policy may admit anything: the core still runs no more
+// than max_num_seqs sequences, a request counting as its samples.
+TEST(SchedulerCore, AdmissionBeyondMaxNumSeqsIsCapped) {
+  SimOptions o;
+  o.max_num_seqs = 3;
+  o.num_blocks = 64;
+  SchedulerCore core(Simulation::config(o));
+  GenerateRequest r;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 4;
+  r.prompt = {1, 2, 3};
+  for (request_id id = 1; id <= 5; ++id) {
+    r.id = id;
+    r.n = id == 2 ? 2 : 1;
+    ASSERT_TRUE(core.submit(r, 0.0).is_ok());
+  }
+  auto q = core.begin_iteration(0.0);
+  ASSERT_TRUE(q.has_value());
+  AdmissionDecision everyone;
+  everyone.admitted = {1, 2, 3, 4, 5};
+  core.apply_admission(everyone);
+  const AllocationBatch batch = core.build_allocation();
+  ASSERT_EQ(batch.requests.size(), 2u) << "1 and 2 (two samples) fill the three slots";
+  EXPECT_EQ(batch.requests[0].seq, 1u);
+  EXPECT_EQ(batch.requests[1].seq, 2u);
+  EXPECT_EQ(core.num_waiting(), 3u);
+}
+
 TEST(SchedulerCore, FcfsRefusesAPriority) {
   SimOptions o;
   Simulation sim(o);
