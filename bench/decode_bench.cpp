@@ -26,6 +26,7 @@
 // products of the quantized types. `kv_roof` adds the KV-cache bytes a
 // step reads to the weight bytes: attention at long contexts is memory-bound
 // too, and the plain roofline does not count it.
+#include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
 
@@ -122,6 +123,61 @@ std::pair<double, double> measure_peak() {
           flops / *std::min_element(own.begin(), own.end())};
 }
 
+// The integer peak of the quantized products' inner instruction, in int8
+// multiply-adds x 2 per second over the OpenMP team: vpdpbusd on zmm where
+// the kernels run AVX-512 VNNI, else AVX2's vpmaddubsw + vpmaddwd + vpaddd
+// (the kernels' AVX2 dot). 24 independent accumulators per thread: fewer do
+// not reach the throughput (12 gave 55% of it on an AMD EPYC).
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) double int8_ops_vnni(long iters) {
+  double ops = 0;
+#pragma omp parallel reduction(+ : ops)
+  {
+    __m512i acc[24];
+    for (int j = 0; j < 24; ++j) acc[j] = _mm512_set1_epi32(j);
+    __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(1);
+    for (long i = 0; i < iters; ++i) {
+      for (int j = 0; j < 24; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], w, x);
+      asm volatile("" : "+v"(w), "+v"(x));
+    }
+    int sink = 0;
+    for (int j = 0; j < 24; ++j) sink += _mm512_reduce_add_epi32(acc[j]);
+    ops = 2.0 * 64 * 24 * double(iters) + (sink == 42 ? 1 : 0);
+  }
+  return ops;
+}
+
+__attribute__((target("avx2"))) double int8_ops_avx2(long iters) {
+  double ops = 0;
+#pragma omp parallel reduction(+ : ops)
+  {
+    __m256i acc[12];
+    for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_epi32(j);
+    __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(1);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (long i = 0; i < iters; ++i) {
+      for (int j = 0; j < 12; ++j)
+        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
+      asm volatile("" : "+x"(w), "+x"(x));
+    }
+    int sink = 0;
+    for (int j = 0; j < 12; ++j) sink += _mm256_extract_epi32(acc[j], 0);
+    ops = 2.0 * 32 * 12 * double(iters) + (sink == 42 ? 1 : 0);
+  }
+  return ops;
+}
+
+// Integer ops/s of the instruction set the kernels run (the best of 3 runs).
+double measure_int8_peak() {
+  const bool vnni = kernels::active_isa() == kernels::Isa::avx512;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = now_s();
+    const double ops = vnni ? int8_ops_vnni(400000) : int8_ops_avx2(400000);
+    best = std::max(best, ops / (now_s() - t0));
+  }
+  return best;
+}
+
 // The machine's limits. The memory bandwidth this VM gets from its host moves
 // between ~33 and ~62 GB/s over minutes, so each batch size is compared with
 // the limits measured right before and right after its timing (the better of
@@ -130,16 +186,19 @@ struct Roofline {
   double bandwidth = 0.0;    // bytes/s
   double blas_peak = 0.0;    // flop/s, the peak the roofline uses
   double packed_peak = 0.0;  // flop/s, for comparison
+  double int8_peak = 0.0;    // int ops/s of the quantized products' instruction
   static Roofline measure() {
     Roofline r;
     r.bandwidth = measure_read_bandwidth();
     std::tie(r.blas_peak, r.packed_peak) = measure_peak();
+    r.int8_peak = measure_int8_peak();
     return r;
   }
   void keep_best(const Roofline& o) {
     bandwidth = std::max(bandwidth, o.bandwidth);
     blas_peak = std::max(blas_peak, o.blas_peak);
     packed_peak = std::max(packed_peak, o.packed_peak);
+    int8_peak = std::max(int8_peak, o.int8_peak);
   }
 };
 
@@ -289,11 +348,15 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
               spec.c_str(), type.c_str(), params / 1e6, weight_bytes / 1e6,
               kernels::isa_name(kernels::active_isa()), o.context, o.block_size);
   std::printf("best in this run: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed "
-              "kernel %.1f)\n",
-              best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9);
-  std::printf("%5s %10s %10s %6s %6s %9s %8s %10s %8s %8s %8s %10s   %s\n", "batch", "step_ms",
+              "kernel %.1f), int8 peak %.1f GOP/s (%s)\n",
+              best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9, best.int8_peak / 1e9,
+              kernels::active_isa() == kernels::Isa::avx512 ? "vpdpbusd zmm" : "vpmaddubsw ymm");
+  // mm_GOP/s: the layers' products (the classifier apart) in the median
+  // step; of_i8: that over the int8 peak measured around this batch size
+  // (for the integer types; the float and half types do not use it).
+  std::printf("%5s %10s %10s %6s %6s %9s %8s %10s %8s %8s %8s %10s %9s %6s   %s\n", "batch", "step_ms",
               "tok/s", "GB/s", "GF/s", "floor_ms", "x_floor", "roof_ms", "bound", "of_roof",
-              "kv_roof", "prefill/s", "median step, ms: matmul attn logits other");
+              "kv_roof", "prefill/s", "mm_GOP/s", "of_i8", "median step, ms: matmul attn logits other");
   for (const Result& r : results) {
     const Roofline& roof = r.roof;
     const double memory_s = weight_bytes / roof.bandwidth, compute_s = r.flops / roof.blas_peak;
@@ -301,13 +364,16 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
     const double kv_roof_s = std::max((weight_bytes + r.kv_bytes) / roof.bandwidth, compute_s);
     const ForwardProfile& p = r.profile;
     const double per_call = 1e3 / double(std::max<int64_t>(p.calls, 1));
+    const double layer_ops = 2.0 * double(params - int64_t(config.vocab_size) * config.dim) * r.batch_size;
+    const double mm_ops = p.matmul > 0 ? layer_ops / (p.matmul * per_call / 1e3) : 0;
     std::printf(
-        "%5d %10.3f %10.1f %6.1f %6.0f %9.3f %7.2fx %10.3f %8s %7.0f%% %7.0f%% %10.0f   %5.2f %5.2f "
-        "%5.2f %5.2f\n",
+        "%5d %10.3f %10.1f %6.1f %6.0f %9.3f %7.2fx %10.3f %8s %7.0f%% %7.0f%% %10.0f %9.0f %5.0f%%   %5.2f "
+        "%5.2f %5.2f %5.2f\n",
                 r.batch_size, r.step_s * 1e3, r.batch_size / r.step_s, roof.bandwidth / 1e9,
                 roof.blas_peak / 1e9, memory_s * 1e3, r.step_s / memory_s, roof_s * 1e3,
                 memory_s > compute_s ? "memory" : "compute", 100.0 * roof_s / r.step_s,
-                100.0 * kv_roof_s / r.step_s, r.prefill_tokens_per_s, p.matmul * per_call,
+                100.0 * kv_roof_s / r.step_s, r.prefill_tokens_per_s, mm_ops / 1e9,
+                100.0 * mm_ops / roof.int8_peak, p.matmul * per_call,
                 p.attention * per_call, p.logits * per_call, (p.norms + p.embed) * per_call);
   }
   std::fflush(stdout);
