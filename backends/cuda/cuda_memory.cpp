@@ -14,7 +14,11 @@ class DeviceAllocator final : public KvAllocator {
     if (cudaSetDevice(device_) != cudaSuccess) return nullptr;
     void* p = nullptr;
     if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+    // cudaMemset runs on the legacy default stream, with which the
+    // runner's and the swap engine's non-blocking streams do not
+    // synchronize: wait for it here, so that no later work on them can
+    // overtake it (once, at start-up).
+    if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
       cudaFree(p);
       return nullptr;
     }

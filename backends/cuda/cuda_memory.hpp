@@ -13,7 +13,9 @@
 
 namespace conveyor {
 
-// cudaMalloc on device `device` (zeroed with cudaMemset); null where it fails.
+// cudaMalloc on device `device`, zeroed with cudaMemset and waited for (it
+// runs on the default stream, which the non-blocking streams that use the
+// pool do not wait for); null where it fails.
 std::shared_ptr<KvAllocator> cuda_device_allocator(int32_t device);
 
 // cudaHostAlloc (portable, page-locked; zeroed); null where it fails.
