@@ -98,12 +98,27 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   std::shared_ptr<FaultInjector> faults = config.fault_injection.empty()
                                               ? nullptr
                                               : *FaultInjector::parse(config.fault_injection);
-  a.respawn_workers = [&sys, bm, runner = std::move(runner), swap = std::move(swap),
-                       faults](SchedulerActors& w) {
-    runner->reset();
-    w.block_manager = spawn_block_manager(sys, bm, faults);
-    w.executor = spawn_executor(sys, runner, faults);
-    w.swap = spawn_swap(sys, swap, faults);
+  // A runner that cannot run again after the reset (a lost CUDA context)
+  // gets no more restarts: the workers are spawned once more, the next step
+  // fails with the runner's reason, and the scheduler, finding no
+  // respawn_workers, ends every request with it and stops (instead of
+  // restarting into the same failure). The workers live in a shared object
+  // because clearing w.respawn_workers destroys the closure that runs.
+  struct Workers {
+    caf::actor_system& sys;
+    BlockManagerOptions bm;
+    std::shared_ptr<StepRunner> runner;
+    std::shared_ptr<SwapEngine> swap;
+    std::shared_ptr<FaultInjector> faults;
+  };
+  auto workers = std::make_shared<Workers>(Workers{sys, bm, std::move(runner), std::move(swap), faults});
+  a.respawn_workers = [workers](SchedulerActors& w) {
+    const std::shared_ptr<Workers> keep = workers;  // outlives the closure
+    keep->runner->reset();
+    if (!keep->runner->usable()) w.respawn_workers = nullptr;
+    w.block_manager = spawn_block_manager(keep->sys, keep->bm, keep->faults);
+    w.executor = spawn_executor(keep->sys, keep->runner, keep->faults);
+    w.swap = spawn_swap(keep->sys, keep->swap, keep->faults);
   };
   a.respawn_workers(a);
   a.admission = std::move(admission).value();

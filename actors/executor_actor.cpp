@@ -21,6 +21,9 @@ struct executor_state {
   };
   std::deque<Launched> launched;
   bool polling = false;  // a poll is in the mailbox
+  // The runner sends a poll when each launched step's work is done
+  // (StepRunner::set_ready_callback), so nothing polls in between.
+  bool notified = false;
   static inline const char* name = "executor";
 };
 
@@ -58,10 +61,11 @@ void finish_oldest(executor_state& st) {
 }
 
 // Checks the oldest launched step without blocking, through the mailbox, so
-// that a plan that arrives meanwhile is launched behind it first.
+// that a plan that arrives meanwhile is launched behind it first. A runner
+// that notifies sends the poll itself when the step's work is done.
 void poll_later(self_ptr self) {
   auto& st = self->state;
-  if (st.launched.empty() || st.polling) return;
+  if (st.notified || st.launched.empty() || st.polling) return;
   st.polling = true;
   self->send(self, poll_atom_v);
 }
@@ -70,6 +74,14 @@ executor_actor::behavior_type executor(self_ptr self, std::shared_ptr<StepRunner
                                        std::shared_ptr<FaultInjector> faults) {
   self->state.runner = std::move(runner);
   self->state.faults = std::move(faults);
+  // A notification may come for a step finish() already took, or after
+  // this executor was replaced by a restart's: a poll that finds nothing
+  // ready does nothing (the oldest step's own notification is still to come).
+  self->state.notified = self->state.runner->pipelined() &&
+                         self->state.runner->set_ready_callback(
+                             [me = caf::actor_cast<caf::weak_actor_ptr>(self->ctrl())] {
+                               if (auto strong = me.lock()) caf::anon_send(caf::actor_cast<executor_actor>(strong), poll_atom_v);
+                             });
   return {
       [self](step_atom, StepPlan& plan) -> caf::result<StepResult> {
         auto& st = self->state;
@@ -116,8 +128,8 @@ executor_actor::behavior_type executor(self_ptr self, std::shared_ptr<StepRunner
         }
         if (ready)
           finish_oldest(st);
-        else
-          std::this_thread::yield();
+        else if (!st.notified)
+          std::this_thread::yield();  // polling: a runner that cannot notify
         poll_later(self);
       },
   };

@@ -9,6 +9,9 @@
 // fake. A runner is used from one thread at a time (the executor actor's).
 #pragma once
 
+#include <functional>
+
+#include "base/status.hpp"
 #include "engine/engine_types.hpp"
 
 namespace conveyor {
@@ -28,6 +31,11 @@ class StepRunner {
   // (StepPlan::new_sampler_history). Called only while no step runs; run()
   // or launch() may have thrown half-way through the last one.
   virtual void reset() = 0;
+  // After reset(): ok when the runner can run steps again; an error when it
+  // never can in this process (a CUDA context lost to a sticky error,
+  // backends/cuda/cuda_sticky.hpp). The engine then stops with this error
+  // rather than restarting into the same failure.
+  virtual Status usable() const { return Status::ok(); }
   // Whether run() scores the prompt positions a plan asks for
   // (StepPlan::score, for prompt logprobs). A runner that does not is never
   // given such a plan: the scheduler refuses those requests at submit.
@@ -46,6 +54,15 @@ class StepRunner {
   // Whether finish() would return without waiting.
   virtual bool ready() { return true; }
   virtual StepResult finish();
+  // A pipelined runner that can say when a launched step's work is done
+  // calls `callback` then, once per step, from any thread (it must not
+  // block), and returns true; the executor then waits for that call
+  // instead of polling ready() (which spins a core). It replaces any
+  // earlier callback. Runners that cannot return false (the default).
+  virtual bool set_ready_callback(std::function<void()> callback) {
+    (void)callback;
+    return false;
+  }
 };
 
 }  // namespace conveyor

@@ -52,7 +52,9 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
   CudaStepLimits limits;
   limits.max_tokens = config.max_batched_tokens;
   limits.max_rows = std::min(config.max_num_seqs, config.max_batched_tokens);  // a row needs a token of the step
-  limits.max_context = std::min(model.config.context_length, 8192);
+  limits.max_seqs = config.max_num_seqs;
+  limits.max_context = model.config.context_length;
+  limits.block_size = config.block_size;
   auto runner = CudaStepRunner::create(device, model.config, std::move(model.weights), limits);
   if (!runner) return runner.error();
   b.weights_description = format_bytes((*runner)->weight_bytes()) + " as BF16 on " + prop.name +

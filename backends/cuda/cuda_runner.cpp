@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 
+#include "backends/cuda/cuda_sticky.hpp"
 #include "backends/cuda/cuda_util.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cuda/kernels.hpp"
@@ -22,10 +25,37 @@ using cuda::PinnedBuffer;
 
 namespace {
 
+// cuda_sticky.hpp lists plain codes: they are these.
+static_assert(cudaErrorContained == 226 && cudaErrorIllegalAddress == 700 && cudaErrorLaunchTimeout == 702 &&
+              cudaErrorAssert == 710 && cudaErrorHardwareStackError == 714 && cudaErrorIllegalInstruction == 715 &&
+              cudaErrorMisalignedAddress == 716 && cudaErrorInvalidAddressSpace == 717 &&
+              cudaErrorInvalidPc == 718 && cudaErrorLaunchFailure == 719 && cudaErrorTensorMemoryLeak == 721 &&
+              cudaErrorMpsClientTerminated == 810 && cudaErrorExternalDevice == 911);
+
 template <class T>
 void upload(DeviceBuffer& dst, const std::vector<T>& host) {
   dst.reserve(std::max<size_t>(host.size() * sizeof(T), 16));
   if (!host.empty()) check(cudaMemcpy(dst.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+}
+
+// The most int32s a step's plan uploads (StepInts below) for `limits`:
+// tokens and positions 2T, logits rows R, per sequence its token_begin,
+// start_pos, table_begin (3S + 2), its block table (at most a context's
+// blocks), a copy-on-write pair and a placeholder fill (2 + 2 each).
+size_t max_step_ints(const CudaStepLimits& limits, int32_t context) {
+  const size_t t = size_t(std::max(limits.max_tokens, 1)), r = size_t(std::max(limits.max_rows, 1));
+  const size_t s = size_t(std::max(limits.max_seqs, 1));
+  const size_t blocks = size_t((context + std::max(limits.block_size, 1) - 1) / std::max(limits.block_size, 1));
+  return 2 * t + r + 3 * s + 2 + s * blocks + 4 * s;
+}
+
+// The most bytes of sampling inputs (sample_on_device's layout) for `rows`
+// rows: per row a uniform, six floats and four ints, and its penalty lists
+// (seen tokens; generated tokens and their counts), each at most a context.
+// 12 bytes a row a position: 25 MB for 256 rows of 8192 positions.
+size_t max_sampling_input_bytes(int32_t rows, int32_t context) {
+  const size_t r = size_t(std::max(rows, 1)), c = size_t(std::max(context, 1));
+  return r * sizeof(double) + 6 * r * sizeof(float) + (4 * r + 2 + 3 * r * c) * sizeof(int32_t);
 }
 
 struct DeviceLayer {
@@ -82,6 +112,24 @@ struct CudaStepRunner::Impl {
 
   std::shared_ptr<KvCache> kv;
   HostSampling sampling;
+  std::string lost;  // set by reset() once a sticky error has lost the context: why
+  // The executor's ready callback (set_ready_callback), called from CUDA's
+  // callback thread after each step's work: the mutex orders a replacement
+  // (an engine restart's new executor) with a call in progress.
+  std::mutex ready_mutex;
+  std::function<void()> on_ready;
+  // Queued behind each step's end event. cudaStreamAddCallback, not
+  // cudaLaunchHostFunc: it runs (with the error) after a device error too,
+  // so the executor hears of a failed step instead of waiting for ever.
+  static void CUDART_CB step_done(cudaStream_t, cudaError_t, void* impl) {
+    Impl& m = *static_cast<Impl*>(impl);
+    std::function<void()> call;
+    {
+      std::lock_guard lock(m.ready_mutex);
+      call = m.on_ready;
+    }
+    if (call) call();
+  }
   std::shared_ptr<cuda::Timeline> timeline;  // null unless a benchmark asks
 
   ~Impl() {
@@ -337,11 +385,25 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
     check(cublasSetStream(m->blas, m->stream), "cublasSetStream");
     for (Impl::Slot& slot : m->slots) {
       check(cudaEventCreate(&slot.begin), "cudaEventCreate");
-      check(cudaEventCreate(&slot.end), "cudaEventCreate");
+      // Blocking sync: complete() sleeps in cudaEventSynchronize until the
+      // step's work is done instead of spinning a core for the whole step.
+      // The driver's wake-up adds some microseconds to each wait (its cost
+      // against spinning has not been measured: no GPU was at hand).
+      check(cudaEventCreateWithFlags(&slot.end, cudaEventBlockingSync), "cudaEventCreate");
     }
     m->upload_weights(weights);
-    m->reserve(std::max(limits.max_tokens, limits.max_rows), limits.max_rows,
-               std::min(limits.max_context, std::max(config.context_length, 1)));
+    // Everything a step can need, before the caller measures what is left
+    // for the KV pool: attention's workspace has a bound whatever the
+    // context (kernels/cuda/attention_math.hpp), the ints and sampling
+    // inputs are sized for the longest context.
+    const int32_t context = std::clamp(limits.max_context, 1, std::max(config.context_length, 1));
+    m->reserve(std::max(limits.max_tokens, limits.max_rows), limits.max_rows, context);
+    m->grow(m->ints, max_step_ints(limits, context) * sizeof(int32_t));
+    m->grow(m->sampling_in, max_sampling_input_bytes(limits.max_rows, context));
+    // The uploads (cudaMemcpy from pageable memory) ran on the legacy
+    // default stream, which the runner's non-blocking stream does not wait
+    // for, and may still be landing when cudaMemcpy returns: wait for them.
+    check(cudaDeviceSynchronize(), "weight upload");
     // One product of the largest batch, so that cuBLAS has made its own
     // workspace before the caller measures the memory left for the KV pool.
     m->gemm(m->classifier, config.vocab_size, config.dim, m->xb.get<uint16_t>(), std::max(limits.max_rows, 1),
@@ -360,14 +422,38 @@ int64_t CudaStepRunner::weight_bytes() const { return impl_->weight_bytes; }
 void CudaStepRunner::reset() {
   Impl& m = *impl_;
   cudaSetDevice(m.device);
-  cudaStreamSynchronize(m.stream);  // its error, if any, was the fault's
+  // Their errors, if any, were the fault's. A sticky one shows in both (and
+  // in every call from now on); any other is cleared by reading it.
+  const cudaError_t synced = cudaStreamSynchronize(m.stream), last = cudaGetLastError();
+  for (const cudaError_t e : {synced, last})
+    if (m.lost.empty() && sticky_cuda_error(e))
+      m.lost = "--device cuda:" + std::to_string(m.device) + ": the CUDA context is lost (" + cudaGetErrorString(e) +
+               ", error " + std::to_string(int(e)) +
+               "): CUDA allows no recovery in this process, every later call fails the same way; "
+               "the engine stops, restart conveyor";
   m.flights.clear();
   m.sampling.clear();
+}
+
+Status CudaStepRunner::usable() const {
+  if (impl_->lost.empty()) return Status::ok();
+  return make_error(Errc::internal, impl_->lost);
 }
 
 void CudaStepRunner::set_timeline(std::shared_ptr<cuda::Timeline> timeline) { impl_->timeline = std::move(timeline); }
 
 bool CudaStepRunner::pipelined() const { return true; }
+
+// The executor then sleeps between steps instead of polling ready() in a
+// loop. Expected cost: the callback holds the stream for as long as it
+// takes (a CAF message send, microseconds), and CUDA's callback thread
+// wakes once per step; against a polling loop that kept a core busy. Not
+// measured: no GPU was at hand (gpu-check.sh's runner_bench would show it).
+bool CudaStepRunner::set_ready_callback(std::function<void()> callback) {
+  std::lock_guard lock(impl_->ready_mutex);
+  impl_->on_ready = std::move(callback);
+  return true;
+}
 
 StepResult CudaStepRunner::run(StepPlan& plan) {
   launch(plan);
@@ -375,6 +461,7 @@ StepResult CudaStepRunner::run(StepPlan& plan) {
 }
 
 void CudaStepRunner::launch(StepPlan& plan) {
+  if (!impl_->lost.empty()) throw std::runtime_error(impl_->lost);
   check(cudaSetDevice(impl_->device), "cudaSetDevice");  // the executor's thread, not the creator's
   impl_->launch(plan);
 }
@@ -519,6 +606,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
           "download logits");
   }
   check(cudaEventRecord(slot.end, stream), "cudaEventRecord");
+  check(cudaStreamAddCallback(stream, &Impl::step_done, this, 0), "cudaStreamAddCallback");
   f.plan = std::move(plan);
   flights.push_back(std::move(f));
 }

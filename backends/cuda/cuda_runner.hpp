@@ -48,12 +48,17 @@ namespace cuda {
 class Timeline;  // backends/cuda/cuda_util.hpp
 }
 
-// The largest step the runner's activation memory is allocated for at
-// start-up (a larger one grows it, which may fail for want of memory).
+// The largest step the runner's memory is allocated for at start-up, before
+// the KV pool is sized from what is left: the activations, attention's
+// workspace, the plan's ints and the sampling inputs at their maximum for
+// these limits, so that no step grows them after the pool took its share
+// (a step past them would grow them, which may fail for want of memory).
 struct CudaStepLimits {
-  int32_t max_tokens = 2048;   // tokens in one step
+  int32_t max_tokens = 2048;   // tokens in one step (--max-batched-tokens)
   int32_t max_rows = 256;      // logits rows in one step
-  int32_t max_context = 4096;  // the longest context attention's scratch is sized for
+  int32_t max_seqs = 256;      // sequences in one step (--max-num-seqs)
+  int32_t max_context = 4096;  // the longest context (the model's context length)
+  int32_t block_size = 16;     // KV positions a block (block tables' length)
 };
 
 class CudaStepRunner final : public StepRunner {
@@ -70,11 +75,16 @@ class CudaStepRunner final : public StepRunner {
   int64_t weight_bytes() const;
 
   StepResult run(StepPlan& plan) override;  // only with no step launched and unfinished
+  // Also finds whether the fault lost the CUDA context (a sticky error,
+  // cuda_sticky.hpp): then usable() says so and every later step throws it.
   void reset() override;
+  Status usable() const override;
   bool pipelined() const override;
   void launch(StepPlan& plan) override;
   bool ready() override;
   StepResult finish() override;
+  // Called after each launched step's work, from CUDA's callback thread.
+  bool set_ready_callback(std::function<void()> callback) override;
   // Records each step's device work from now on (benchmarks; null: stop).
   void set_timeline(std::shared_ptr<cuda::Timeline> timeline);
 
