@@ -1,5 +1,7 @@
 #include "backends/host_sampling.hpp"
 
+#include "backends/mask_prefetch.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -44,13 +46,36 @@ void SampleMemory::drop(std::span<const seq_id> ids) {
   for (seq_id id : ids) last_.erase(id);
 }
 
+HostSampling::HostSampling() = default;
+HostSampling::~HostSampling() = default;
+
+void HostSampling::prefetch_masks(bool on) {
+  if (!on) prefetch_.reset();  // its destructor lets the worker finish
+  else if (!prefetch_) prefetch_ = std::make_unique<MaskPrefetch>();
+}
+
+uint64_t HostSampling::masks_prepared_ahead() const {
+  return prefetch_ ? prefetch_->prepared_by_worker() : 0;
+}
+
+void HostSampling::settle() {
+  if (prefetch_) prefetch_->finish();
+}
+
+SamplerTable& HostSampling::samplers() {
+  settle();
+  return samplers_;
+}
+
 void HostSampling::begin(StepPlan& plan) {
+  settle();
   pending_rows_.clear();
   samples_.prepare(plan);
   samplers_.apply(plan);
 }
 
 void HostSampling::begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills) {
+  settle();
   fills.clear();
   pending_rows_.clear();
   const ForwardBatch& p = pending.batch;
@@ -88,6 +113,7 @@ void HostSampling::recorded() {
 }
 
 void HostSampling::clear() {
+  settle();
   samplers_.clear();
   samples_.clear();
   retire_after_accept_.clear();
@@ -95,6 +121,7 @@ void HostSampling::clear() {
 }
 
 void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t vocab, StepResult& result) {
+  settle();
   rows_.clear();
   int32_t row = 0;
   size_t next_fork = 0;
@@ -127,6 +154,12 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
     result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
   samples_.record(result);
   recorded();
+  if (prefetch_) {  // the constrained samplers' next masks, while the next forward pass runs
+    std::vector<Sampler*> constrained;
+    for (const SampledToken& t : result.tokens)
+      if (Sampler* s = samplers_.find(t.seq); s != nullptr && s->params().grammar.compiled) constrained.push_back(s);
+    prefetch_->start(std::move(constrained));
+  }
 }
 
 void HostSampling::DeviceInputs::clear() {
@@ -138,6 +171,7 @@ void HostSampling::DeviceInputs::clear() {
 }
 
 bool HostSampling::device_inputs(const StepPlan& plan, DeviceInputs& in) {
+  settle();
   if (!plan.forks.empty()) return false;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
     if (!plan.batch.want_logits[s]) continue;
@@ -187,6 +221,7 @@ bool HostSampling::device_inputs(const StepPlan& plan, DeviceInputs& in) {
 }
 
 void HostSampling::accept(const StepPlan& plan, const int32_t* tokens, StepResult& result) {
+  settle();
   int32_t row = 0;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
     if (!plan.batch.want_logits[s]) continue;

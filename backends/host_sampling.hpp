@@ -49,8 +49,20 @@ class SampleMemory {
 // when a plan starts a sequence, dropped when it retires) and each
 // sequence's last sample (SampleMemory). Rows whose samples fork are sampled
 // in order; the others, each with a sampler of its own, in parallel.
+class MaskPrefetch;
+
 class HostSampling {
  public:
+  HostSampling();
+  ~HostSampling();
+  // Grammar masks off the critical path (backends/mask_prefetch.hpp): after
+  // sample(), a worker thread computes the constrained samplers' next masks
+  // while the caller runs the next forward pass. Off by default (the CPU
+  // runner's forward pass keeps every core busy); the CUDA runner turns it on.
+  void prefetch_masks(bool on);
+  // Masks the worker prepared so far (0 with prefetch off).
+  uint64_t masks_prepared_ahead() const;
+
   // Before the forward pass: fills the plan's placeholders, creates and drops samplers.
   void begin(StepPlan& plan);
   // (placeholder's index in plan.batch.tokens, the logits row of the
@@ -84,10 +96,12 @@ class HostSampling {
   bool device_inputs(const StepPlan& plan, DeviceInputs& in);
   // Records the device's samples (tokens[r] for row r) as sample() would.
   void accept(const StepPlan& plan, const int32_t* tokens, StepResult& result);
-  SamplerTable& samplers() { return samplers_; }
+  SamplerTable& samplers();
   void clear();
 
  private:
+  void settle();  // the mask worker, if any, is done with every sampler
+  std::unique_ptr<MaskPrefetch> prefetch_;
   SamplerTable samplers_;
   SampleMemory samples_;  // fills the placeholders of plans built a step ahead
   std::vector<seq_id> retire_after_accept_;  // begin_ahead's plan's retired sequences

@@ -97,7 +97,14 @@ void Sampler::apply_penalties(std::span<float> logits) const {
 
 int32_t Sampler::sample_constrained(std::span<float> logits) {
   Scratch& s = scratch();
-  const size_t n = fill_grammar_mask(logits.size());
+  size_t n = 0;
+  if (mask_prepared_) {  // computed while the forward pass ran
+    s.mask.swap(prepared_mask_);
+    mask_prepared_ = false;
+    n = std::min(size_t(matcher_->vocab_size()), logits.size());
+  } else {
+    n = fill_grammar_mask(logits.size());
+  }
   size_t allowed = 0;
   for (uint64_t bits : s.mask) allowed += size_t(std::popcount(bits));
   if (allowed == 0 || allowed * 16 >= n) {
@@ -128,6 +135,14 @@ size_t Sampler::fill_grammar_mask(size_t row) const {
   mask.assign((known + 63) / 64, 0);
   matcher_->fill_mask(mask);
   return std::min(known, row);
+}
+
+void Sampler::prepare_mask() {
+  if (!matcher_ || mask_prepared_) return;
+  const auto known = size_t(matcher_->vocab_size());
+  prepared_mask_.assign((known + 63) / 64, 0);
+  matcher_->fill_mask(prepared_mask_);
+  mask_prepared_ = true;
 }
 
 void Sampler::apply_grammar(std::span<float> logits) const {
@@ -259,6 +274,7 @@ void Sampler::record(int32_t token) {
   // replayed history (a router's resume) from another node. The matcher keeps
   // its state then, and the next mask still follows the grammar.
   if (matcher_) (void)matcher_->accept_token(token);
+  mask_prepared_ = false;  // it was the last position's
   const auto count = std::lower_bound(generated_counts_.begin(), generated_counts_.end(),
                                       std::pair<int32_t, int32_t>{token, 0});
   if (count != generated_counts_.end() && count->first == token) {

@@ -145,6 +145,13 @@ class Sampler {
   void accept(int32_t token);
   // Sets every token the grammar refuses next to -inf (no grammar: nothing).
   void apply_grammar(std::span<float> logits) const;
+  // Computes the grammar's mask for the next token now, so that sample()
+  // finds it ready instead of computing it after the logits arrive: another
+  // thread may call this while the next forward pass runs
+  // (backends/mask_prefetch.hpp), never at the same time as any other member
+  // of this sampler. Nothing without a grammar, or when already prepared.
+  void prepare_mask();
+  bool mask_prepared() const { return mask_prepared_; }
   // Step 1 of sample(), exposed so that tests and callers can see it: adds
   // the logit biases, then applies the repetition, frequency and presence
   // penalties to `logits` ([vocab]).
@@ -185,6 +192,8 @@ class Sampler {
   std::vector<std::pair<int32_t, int32_t>> generated_counts_;  // (token, count), by token
   std::vector<int32_t> seen_;  // distinct prompt and generated tokens, sorted; only when repetition_penalty != 1
   std::unique_ptr<grammar::Matcher> matcher_;  // with a compiled grammar: where the text is in it
+  std::vector<uint64_t> prepared_mask_;         // prepare_mask()'s, for the matcher's position now
+  bool mask_prepared_ = false;
 };
 
 }  // namespace conveyor

@@ -3,11 +3,16 @@
 // code of the CUDA backend, tested on every machine.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "backends/host_sampling.hpp"
+#include "grammar/grammar.hpp"
+#include "grammar/matcher.hpp"
+#include "grammar/vocabulary.hpp"
 #include "kernels/cpu/kv_dtype.hpp"
 #include "model/bf16_pack.hpp"
 #include "model/formats/loader.hpp"
@@ -59,6 +64,61 @@ std::vector<int32_t> argmaxes(const std::vector<float>& logits) {
     picks.push_back(int32_t(std::max_element(row, row + kVocab) - row));
   }
   return picks;
+}
+
+// A grammar over kVocab tokens: token t is the text "a" repeated t % 3 + 1
+// times (0: the end token, "" never allowed); the grammar asks for "a"s in
+// runs of exactly 2 or 4 (so the allowed set changes with the position).
+GrammarConstraint pairs_of_a() {
+  std::vector<std::string> texts(kVocab);
+  for (int32_t t = 1; t < kVocab; ++t) texts[size_t(t)] = std::string(size_t(t % 3 + 1), 'a');
+  grammar::GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.byte('a'), b.byte('a'), b.rule_ref(root)});
+  b.add_alternative(root, {b.byte('a'), b.byte('a'), b.byte('a'), b.byte('a')});
+  auto g = std::move(b).build(root);
+  EXPECT_TRUE(g) << g.error().message;
+  auto vocab = grammar::index_vocabulary({texts, {0}});
+  auto compiled = grammar::compile(*g, vocab);
+  EXPECT_TRUE(compiled) << compiled.error().message;
+  return GrammarConstraint{std::make_shared<const grammar::Grammar>(*g), *compiled};
+}
+
+// Masks prepared on the prefetch worker while "the forward pass runs" give
+// exactly the samples of masks computed when the logits arrive (seeded
+// draws, so the generators must stay in step too), and the worker does
+// prepare them.
+TEST(HostSampling, MasksPreparedAheadSampleAlike) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.seed = 5;
+  p.has_seed = true;
+  p.max_tokens = 64;
+  p.grammar = pairs_of_a();
+  HostSampling plain, ahead;
+  ahead.prefetch_masks(true);
+  StepPlan a = first_plan(p), b = first_plan(p);
+  plain.begin(a);
+  ahead.begin(b);
+  for (int step = 0; step < 30; ++step) {
+    std::vector<float> la = random_logits(uint32_t(100 + step)), lb = la;
+    StepResult ra, rb;
+    plain.sample(a, la.data(), kVocab, ra);
+    ahead.sample(b, lb.data(), kVocab, rb);
+    ASSERT_EQ(ra.tokens.size(), rb.tokens.size());
+    for (size_t i = 0; i < ra.tokens.size(); ++i)
+      ASSERT_EQ(ra.tokens[i].result.token, rb.tokens[i].result.token) << "step " << step << ", row " << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the forward pass
+    a = next_plan();
+    b = next_plan();
+    plain.begin(a);
+    ahead.begin(b);
+  }
+  EXPECT_GT(ahead.masks_prepared_ahead(), 30u) << "the worker prepared next to no masks";
+  EXPECT_EQ(plain.masks_prepared_ahead(), 0u);
+  ahead.prefetch_masks(false);
+  plain.clear();
+  ahead.clear();
 }
 
 TEST(HostSampling, GreedyPicksMadeElsewhereRecordAsSampling) {
