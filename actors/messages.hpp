@@ -194,9 +194,11 @@ using block_manager_actor =
 
 // Copies blocks between device and host (detached: copies overlap compute;
 // several orders may be in flight). `landed` is its own SwapEngine's
-// completion callback telling it that order `ticket` is done.
+// completion callback telling it that order `ticket` is done (with the
+// seconds it took) or failed (with why).
 using swap_actor = caf::typed_actor<caf::replies_to<swap_atom, SwapOrder>::with<SwapDone>,
-                                    caf::reacts_to<landed_atom, uint64_t, double>>;
+                                    caf::reacts_to<landed_atom, uint64_t, double>,
+                                    caf::reacts_to<landed_atom, uint64_t, std::string>>;
 
 // Decides which waiting requests start; learns output lengths.
 using admission_actor =

@@ -37,8 +37,11 @@ swap_actor::behavior_type swapper(swap_actor::stateful_pointer<swap_state> self,
         // The callback may run on any thread, even inside submit(): it only
         // sends a message, which this actor handles after this handler.
         try {
-          st.engine->submit(order, [me = caf::actor_cast<swap_actor>(self), ticket](double seconds) {
-            caf::anon_send(me, landed_atom_v, ticket, seconds);
+          st.engine->submit(order, [me = caf::actor_cast<swap_actor>(self), ticket](Expected<double> seconds) {
+            if (seconds)
+              caf::anon_send(me, landed_atom_v, ticket, *seconds);
+            else
+              caf::anon_send(me, landed_atom_v, ticket, seconds.error().message);
           });
         } catch (const std::exception& e) {  // a device engine's copy could not be queued
           st.pending.erase(ticket);
@@ -51,6 +54,15 @@ swap_actor::behavior_type swapper(swap_actor::stateful_pointer<swap_state> self,
         auto it = pending.find(ticket);
         if (it == pending.end()) return;
         it->second.reply.deliver(SwapDone{it->second.seq, it->second.direction, seconds});
+        pending.erase(it);
+      },
+      // The copies failed after submit() returned (a device's copy stream):
+      // an engine fault, as a copy that could not be queued is.
+      [self](landed_atom, uint64_t ticket, const std::string& why) {
+        auto& pending = self->state.pending;
+        auto it = pending.find(ticket);
+        if (it == pending.end()) return;
+        it->second.reply.deliver(make_engine_error(Error{Errc::internal, "swap copy: " + why}));
         pending.erase(it);
       },
   };

@@ -15,7 +15,8 @@
 // pass. CudaSwapEngine (backends/cuda/cuda_runner.hpp) enqueues
 // cudaMemcpyAsync between the device pool and a pinned host pool on a copy
 // stream per direction and returns; a waiter thread calls `done` once the
-// order's end event has fired, with the time the events measured. The
+// order's end event has fired, with the time the events measured, or with
+// the stream's error when the copies failed. The
 // compute stream never waits for a copy: a swapped-in sequence is planned
 // only after its order is reported done.
 //
@@ -26,6 +27,7 @@
 #include <functional>
 #include <memory>
 
+#include "base/status.hpp"
 #include "engine/engine_types.hpp"
 
 namespace conveyor {
@@ -33,16 +35,20 @@ namespace conveyor {
 class SwapEngine {
  public:
   // Called once per order, with the seconds its copies took (for the cost
-  // policy: copy time, not time spent queued behind other orders). It may
+  // policy: copy time, not time spent queued behind other orders), or with
+  // an error when they failed after submit() returned (a copy that cannot
+  // be queued throws from submit() instead). The swap actor reports either
+  // failure to the scheduler, which restarts the engine's workers. It may
   // run on any thread, before submit() returns or after; it must not block.
-  using Done = std::function<void(double seconds)>;
+  using Done = std::function<void(Expected<double> seconds)>;
 
   virtual ~SwapEngine() = default;
   // Starts copying the order's blocks; `done` says when they have landed.
   virtual void submit(const SwapOrder& order, Done done) = 0;
 };
 
-// Submits `order` and waits for it (tests, tools; never an actor thread).
+// Submits `order` and waits for it (tests, tools; never an actor thread);
+// throws std::runtime_error when the copies failed.
 void copy_and_wait(SwapEngine& engine, const SwapOrder& order);
 
 }  // namespace conveyor

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/actors/engine_test_util.hpp"
@@ -39,6 +41,21 @@ class HeldSwapEngine final : public SwapEngine {
     }
     ASSERT_TRUE(done) << "no order for sequence " << seq;
     done(seconds);
+  }
+  // Fails the order of sequence `seq`, as a device's copy stream would.
+  void fail(seq_id seq, const std::string& why) {
+    Done done;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto it = held_.begin(); it != held_.end(); ++it)
+        if (it->first == seq) {
+          done = std::move(it->second);
+          held_.erase(it);
+          break;
+        }
+    }
+    ASSERT_TRUE(done) << "no order for sequence " << seq;
+    done(make_error(Errc::internal, why));
   }
 
  private:
@@ -77,6 +94,32 @@ TEST(SwapActor, OrdersOverlapAndAnswerAsTheyLand) {
   EXPECT_EQ(answers[2].seq, 2u);
   EXPECT_EQ(answers[2].direction, SwapDirection::in);
   EXPECT_EQ(answers[2].seconds, 0.75);
+  caf::anon_send_exit(swap, caf::exit_reason::user_shutdown);
+}
+
+// A copy that fails after submit() returned is answered with an error (the
+// scheduler then restarts the workers), not with SwapDone; the other order
+// in flight still lands.
+TEST(SwapActor, ACopyThatFailsOnTheStreamIsAnErrorNotDone) {
+  testing::EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = std::make_shared<HeldSwapEngine>();
+  swap_actor swap = spawn_swap(sys, engine);
+  caf::scoped_actor self{sys};
+  for (seq_id seq : {1, 2}) self->send(swap, swap_atom_v, SwapOrder{seq, SwapDirection::out, {{0, 0}}});
+  for (int i = 0; i < 2000 && engine->in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(engine->in_flight(), 2u);
+  engine->fail(1, "the copy stream: an illegal memory access was encountered");
+  std::string error;
+  self->receive([&](const SwapDone& d) { ADD_FAILURE() << "order " << d.seq << " reported done"; },
+                [&](caf::error& e) { error = from_caf_error(e).message; },
+                caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no answer"; });
+  EXPECT_NE(error.find("swap copy: the copy stream: an illegal memory access"), std::string::npos) << error;
+  engine->land(2, 0.5);
+  bool landed = false;
+  self->receive([&](const SwapDone& d) { landed = d.seq == 2; },
+                caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no SwapDone"; });
+  EXPECT_TRUE(landed);
   caf::anon_send_exit(swap, caf::exit_reason::user_shutdown);
 }
 
