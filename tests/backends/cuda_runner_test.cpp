@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "backends/backend.hpp"
 #include "actors/engine.hpp"
+#include "kernels/cpu/kv_dtype.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/cuda_device.hpp"
 
@@ -64,56 +67,140 @@ struct Plans {
   }
 };
 
-// Teacher-forced: both runners see the CPU's greedy tokens, and each step's
-// raw top-5 logprobs are compared. bf16 weights and activations (the CPU
-// runs float32, or the quantized files with int8 activations) move them: on
-// the CUDA emulator, which rounds as the device does, by up to 0.6 on
-// stories260K (whose greedy output bf16 weights alone change on the CPU)
-// and 0.4 on the tiny Q4_K_M files (either summation order), with the top
-// token the same in 89% to 100% of steps. So, leaving room for the
-// device's order of float32 sums: differences below 1, the top token the
-// same wherever the CPU's top two are more than twice that apart, and in
-// 85% of steps.
+// The model's matrices decoded to float32 for the CPU runner, each value
+// first rounded to bf16 as the CUDA runner uploads it (model/bf16_pack.hpp)
+// when `bf16`: the CPU then computes in float32 on the device's weights.
+LoadedModel with_f32_matrices(LoadedModel m, bool bf16) {
+  const ModelConfig& c = m.config;
+  auto decode = [bf16](WeightMatrix& w, int64_t in) {
+    if (w.empty()) return;
+    const int64_t rows = int64_t(w.elements(in)) / in;
+    WeightMatrix out;
+    out.type = WeightType::f32;
+    out.values.resize(size_t(rows * in));
+    for (int64_t r = 0; r < rows; ++r) w.decode_row(r, in, out.values.data() + r * in);
+    if (bf16)
+      for (float& v : out.values) v = kernels::kv_half::bf16_to_f32(kernels::kv_half::f32_to_bf16(v));
+    w = std::move(out);
+  };
+  decode(m.weights.token_embedding, c.dim);
+  decode(m.weights.classifier, c.dim);
+  for (LayerWeights& l : m.weights.layers) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.w1, &l.w3}) decode(*w, c.dim);
+    decode(l.wo, c.q_dim());
+    decode(l.w2, c.hidden_dim);
+  }
+  return m;
+}
+
+Backend make_from(const std::string& device, LoadedModel m, int64_t kv_tokens) {
+  EngineConfig c;
+  c.device = *parse_device(device);
+  c.kv_cache_tokens = kv_tokens;
+  c.kv_cache_dtype = KvDtype::bf16;
+  c.threads = 2;
+  auto b = backend_factory(c.device)(c, std::move(m));
+  EXPECT_TRUE(b.has_value()) << device << ": " << (b ? "" : b.error().message);
+  return b ? std::move(b).value() : Backend{};
+}
+
+// |a - b| over the tokens both top-5 lists hold.
+double logprob_difference(const SampleResult& a, const SampleResult& b) {
+  double worst = 0;
+  for (const TokenLogprob& t : a.top)
+    for (const TokenLogprob& u : b.top)
+      if (t.token == u.token) worst = std::max(worst, double(std::fabs(t.logprob - u.logprob)));
+  return worst;
+}
+
+// Teacher-forced, each step's raw top-5 logprobs from three runners: the
+// CPU on the bf16 weights the device holds, in float32 (the reference, whose
+// greedy tokens all three are fed); the CPU on the unrounded float32 weights;
+// the CUDA runner. The tolerance comes from the arithmetic:
+//
+// - The device and the reference share the weights (bf16 values) and the KV
+//   cache's rounding (bf16 here, bit for bit: kernels/cuda's write_kv). The
+//   device also rounds each product's input activations to bf16 (to_bf16
+//   before each cuBLAS product) and sums in another order.
+// - A product y = sum_{i<k} w_i x_i with inputs rounded to bf16 (unit
+//   roundoff u = 2^-8) moves by sum w_i x_i d_i, |d_i| <= u. Summation order
+//   in float32 moves it by at most k 2^-24 sum |w_i x_i| (about sqrt(k) 2^-24
+//   for rounding errors of random sign): for these models' k <= 1024, at
+//   most 2^-14 against the input rounding's 2^-8 (typically 2^-19), so it is
+//   left inside the margin below.
+// - Rounding the weights w_i instead of the inputs x_i perturbs the same
+//   terms by the same relative amount: so the float32 CPU against the
+//   reference shows, on this model and these tokens, how far a 2^-8 relative
+//   rounding at every product moves the logprobs: d_w (its largest value).
+//   The device's input rounding is another draw of that size; twice d_w,
+//   tau = 2 d_w, bounds its logprobs' distance from the reference, and a
+//   floor of u (logprob units) covers weights bf16 holds exactly.
+// - Greedy ids: a logit moving by tau can swap the top two only where the
+//   reference's top-2 gap is below 2 tau. Those positions are near ties: the
+//   test names each, and requires the same id everywhere else.
 void compare_with_cpu(const std::string& model) {
   if (model.find('/') != std::string::npos && !std::filesystem::exists(model)) GTEST_SKIP() << model << " not found";
-  Backend cpu = make("cpu", model, 4 * 8 * kBlock), gpu = make("cuda", model, 4 * 8 * kBlock);
-  ASSERT_TRUE(cpu.runner && gpu.runner);
+  auto loaded = [&](bool bf16) -> LoadedModel {
+    auto m = load_model(model);
+    EXPECT_TRUE(m.has_value()) << model << ": " << (m ? "" : m.error().message);
+    return m ? with_f32_matrices(std::move(m).value(), bf16) : LoadedModel{};
+  };
+  const int64_t kv_tokens = 4 * 8 * kBlock;
+  Backend reference = make_from("cpu", loaded(true), kv_tokens), f32 = make_from("cpu", loaded(false), kv_tokens);
+  Backend gpu = make("cuda", model, kv_tokens);
+  ASSERT_TRUE(reference.runner && f32.runner && gpu.runner);
   SamplingParams p;
   p.temperature = 0.0f;
   p.logprobs = 5;
   p.max_tokens = 1000;
-  Plans cp{8}, gp{8};
+  Plans rp{8}, fp{8}, gp{8};
   const std::vector<seq_id> ids = {1, 2, 3, 4};
   std::vector<std::vector<int32_t>> tokens = {{1, 5, 9, 30, 31, 40}, {1, 7}, {1, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116}, {1, 3, 3, 3}};
   std::vector<int32_t> pos = {0, 0, 0, 0};
-  int compared = 0, agreed = 0;
-  double worst = 0;
+  struct Position {
+    int step;
+    size_t seq;
+    double gap;  // the reference's top-2 logprob gap
+    bool same;   // the device's greedy id is the reference's
+  };
+  std::vector<Position> positions;
+  double d_w = 0, d_device = 0;
   for (int step = 0; step < 40; ++step) {
-    StepPlan a = cp.step(ids, tokens, pos, step == 0 ? &p : nullptr);
-    StepPlan b = gp.step(ids, tokens, pos, step == 0 ? &p : nullptr);
-    const StepResult rc = cpu.runner->run(a), rg = gpu.runner->run(b);
-    ASSERT_EQ(rc.tokens.size(), ids.size());
+    StepPlan a = rp.step(ids, tokens, pos, step == 0 ? &p : nullptr);
+    StepPlan b = fp.step(ids, tokens, pos, step == 0 ? &p : nullptr);
+    StepPlan g = gp.step(ids, tokens, pos, step == 0 ? &p : nullptr);
+    const StepResult rr = reference.runner->run(a), rf = f32.runner->run(b), rg = gpu.runner->run(g);
+    ASSERT_EQ(rr.tokens.size(), ids.size());
+    ASSERT_EQ(rf.tokens.size(), ids.size());
     ASSERT_EQ(rg.tokens.size(), ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {
-      const SampleResult &c = rc.tokens[i].result, &g = rg.tokens[i].result;
-      ASSERT_EQ(c.top.size(), 5u);
-      ASSERT_EQ(g.top.size(), 5u);
-      ++compared;
-      agreed += c.token == g.token;
-      if (c.top[0].logprob - c.top[1].logprob > 2.0f) {
-        EXPECT_EQ(g.token, c.token) << model << " step " << step << " seq " << i;
-      }
-      for (const TokenLogprob& t : c.top)
-        for (const TokenLogprob& u : g.top)
-          if (t.token == u.token) worst = std::max(worst, double(std::fabs(t.logprob - u.logprob)));
+      const SampleResult &r = rr.tokens[i].result, &f = rf.tokens[i].result, &d = rg.tokens[i].result;
+      ASSERT_EQ(r.top.size(), 5u);
+      ASSERT_EQ(d.top.size(), 5u);
+      d_w = std::max(d_w, logprob_difference(r, f));
+      d_device = std::max(d_device, logprob_difference(r, d));
+      positions.push_back({step, i, double(r.top[0].logprob - r.top[1].logprob), d.token == r.token});
       pos[i] += int32_t(tokens[i].size());
-      tokens[i] = {c.token};
+      tokens[i] = {r.token};
     }
   }
-  EXPECT_LT(worst, 1.0) << model;
-  EXPECT_GE(agreed, compared * 85 / 100) << model;
-  std::printf("%s: greedy ids agree in %d of %d teacher-forced steps; largest logprob difference %.4f\n",
-              model.c_str(), agreed, compared, worst);
+  const double tau = std::max(2 * d_w, 1.0 / 256);
+  int near_ties = 0, same = 0;
+  for (const Position& at : positions) {
+    same += at.same;
+    if (at.gap < 2 * tau) {  // a near tie: either id may come out
+      ++near_ties;
+      if (!at.same)
+        std::printf("%s: near tie at step %d, sequence %zu (top-2 gap %.5f < 2 tau): the device took the other\n",
+                    model.c_str(), at.step, at.seq, at.gap);
+      continue;
+    }
+    EXPECT_TRUE(at.same) << model << " step " << at.step << " sequence " << at.seq << ": the device's greedy id "
+                         << "differs where the reference's top-2 gap " << at.gap << " is over 2 tau = " << 2 * tau;
+  }
+  EXPECT_LE(d_device, tau) << model << ": the device's logprobs move by more than 2 d_w (d_w " << d_w << ")";
+  std::printf("%s: d_w %.5f, tau %.5f, device %.5f; greedy ids the same at %d of %zu positions, %d near ties\n",
+              model.c_str(), d_w, tau, d_device, same, positions.size(), near_ties);
 }
 
 TEST(CudaRunner, MatchesTheCpuRunnerOnStories260K) {
@@ -342,6 +429,8 @@ struct EngineRun {
   std::map<request_id, testing::Outcome> outcomes;
   EngineStats stats;
 };
+// On the CPU, the engine runs the device's bf16 weights in float32 (the
+// reference of compare_with_cpu).
 EngineRun run_engine(const std::string& model, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {
   testing::EngineSystemConfig cfg;
@@ -350,7 +439,9 @@ EngineRun run_engine(const std::string& model, const EngineConfig& config,
   auto m = load_model(model);
   EXPECT_TRUE(m.has_value());
   if (!m) return run;
-  auto engine = Engine::create(sys, config, std::move(m).value());
+  LoadedModel loaded = std::move(m).value();
+  if (config.device.kind == DeviceKind::cpu) loaded = with_f32_matrices(std::move(loaded), true);
+  auto engine = Engine::create(sys, config, std::move(loaded));
   EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
   if (!engine) return run;
   run.outcomes = testing::run_greedy(**engine, prompts, max_tokens, /*ignore_eos=*/true);
@@ -360,22 +451,65 @@ EngineRun run_engine(const std::string& model, const EngineConfig& config,
   return run;
 }
 
-// How many of `got`'s streams have `want`'s tokens; each must have `tokens`.
-int same_streams(const EngineRun& want, const EngineRun& got, size_t tokens) {
+// The reference's top-2 logprob gap after `tokens`, and tau there
+// (compare_with_cpu's arithmetic on that one position: twice how far the
+// float32 weights move the reference's logprobs, at least 2^-8).
+struct TieCheck {
+  double gap = 0, tau = 0;
+};
+TieCheck tie_check(const std::string& model, const std::vector<int32_t>& tokens) {
+  auto loaded = [&](bool bf16) {
+    auto m = load_model(model);
+    EXPECT_TRUE(m.has_value());
+    return m ? with_f32_matrices(std::move(m).value(), bf16) : LoadedModel{};
+  };
+  const int32_t blocks = int32_t(tokens.size()) / kBlock + 2;
+  Backend reference = make_from("cpu", loaded(true), int64_t(blocks) * kBlock);
+  Backend f32 = make_from("cpu", loaded(false), int64_t(blocks) * kBlock);
+  if (!reference.runner || !f32.runner) return {};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 5;
+  Plans rp{blocks}, fp{blocks};
+  StepPlan a = rp.step({1}, {tokens}, {0}, &p), b = fp.step({1}, {tokens}, {0}, &p);
+  const StepResult r = reference.runner->run(a), f = f32.runner->run(b);
+  if (r.tokens.size() != 1 || f.tokens.size() != 1) return {};
+  const SampleResult& top = r.tokens[0].result;
+  return {double(top.top[0].logprob - top.top[1].logprob),
+          std::max(2 * logprob_difference(top, f.tokens[0].result), 1.0 / 256)};
+}
+
+// `got`'s streams against `want`'s (greedy continuations of `prompts`, ids
+// from 1, `tokens` each): the same, or parting at a near tie, a position
+// where the reference's top-2 gap is below 2 tau, which is named. Returns
+// how many are the same.
+int same_streams(const std::string& model, const std::vector<std::vector<int32_t>>& prompts,
+                 const EngineRun& want, const EngineRun& got, size_t tokens) {
   int same = 0;
   for (const auto& [id, outcome] : got.outcomes) {
     EXPECT_EQ(outcome.tokens.size(), tokens) << outcome.message;
     const auto it = want.outcomes.find(id);
-    same += it != want.outcomes.end() && it->second.tokens == outcome.tokens;
+    if (it == want.outcomes.end() || it->second.tokens.size() != tokens || outcome.tokens.size() != tokens) continue;
+    const std::vector<int32_t>& a = it->second.tokens;
+    const size_t at = size_t(std::mismatch(a.begin(), a.end(), outcome.tokens.begin()).first - a.begin());
+    if (at == tokens) {
+      ++same;
+      continue;
+    }
+    std::vector<int32_t> context = prompts[size_t(id - 1)];
+    context.insert(context.end(), a.begin(), a.begin() + std::ptrdiff_t(at));
+    const TieCheck tie = tie_check(model, context);
+    std::printf("request %llu parts at output token %zu: the reference's top-2 gap %.5f, 2 tau %.5f\n",
+                static_cast<unsigned long long>(id), at, tie.gap, 2 * tie.tau);
+    EXPECT_LT(tie.gap, 2 * tie.tau) << "request " << id << " parts at output token " << at
+                                    << " where the reference's top two are not a near tie";
   }
   return same;
 }
 
 // The whole engine on the device: greedy requests through the actors end
-// as on the CPU engine (bf16 products may turn a near tie: at most one of
-// six streams may differ). On tiny-random-llama-f32, whose logprobs bf16
-// moves by 0.01 at most (stories260K's greedy output changes with bf16
-// weights alone).
+// as on the CPU engine running the same bf16 weights in float32, each
+// stream the same or parting only at a near tie (same_streams).
 TEST(CudaEngine, GreedyRequestsThroughTheActors) {
   SKIP_WITHOUT_DEVICE();
   std::vector<std::vector<int32_t>> prompts;
@@ -389,9 +523,8 @@ TEST(CudaEngine, GreedyRequestsThroughTheActors) {
   };
   const EngineRun cpu = run("cpu"), gpu = run("cuda");
   ASSERT_EQ(gpu.outcomes.size(), prompts.size());
-  const int same = same_streams(cpu, gpu, 24);
+  const int same = same_streams(shared("tiny-random-llama-f32.gguf"), prompts, cpu, gpu, 24);
   std::printf("greedy streams equal to the CPU engine's: %d of %zu\n", same, prompts.size());
-  EXPECT_GE(same, int(prompts.size()) - 1);
 }
 
 // Long prompts through the actors, on the embedded default model (context
@@ -399,8 +532,7 @@ TEST(CudaEngine, GreedyRequestsThroughTheActors) {
 // 64-token chunks (their last chunks, past position 256, attend over two
 // partitions each: twice the attention workspace of one), and a third
 // prompt extending the first, which finds its blocks in the prefix cache.
-// The streams end as on the CPU engine (at most one may differ: bf16
-// products may turn a near tie).
+// The streams end as on the CPU engine (or part at a named near tie).
 TEST(CudaEngine, ChunkedLongPromptsWithACachedPrefixEndAsOnTheCpu) {
   SKIP_WITHOUT_DEVICE();
   std::vector<std::vector<int32_t>> prompts(2);
@@ -421,19 +553,18 @@ TEST(CudaEngine, ChunkedLongPromptsWithACachedPrefixEndAsOnTheCpu) {
   };
   const EngineRun cpu = run("cpu"), gpu = run("cuda");
   ASSERT_EQ(gpu.outcomes.size(), prompts.size());
-  const int same = same_streams(cpu, gpu, 16);
+  const int same = same_streams("", prompts, cpu, gpu, 16);
   const uint64_t hits = gpu.stats.blocks.prefix_hit_tokens;
   std::printf("streams equal to the CPU engine's: %d of %zu (%llu prompt tokens from the prefix cache)\n", same,
               prompts.size(), static_cast<unsigned long long>(hits));
   EXPECT_GT(hits, 0u) << "the third request was meant to find the first's prompt cached";
-  EXPECT_GE(same, int(prompts.size()) - 1);
 }
 
 // Preemption by swap on the device, through the actors: with a pool too
 // small for the batch, sequences are swapped out to pinned memory and back
 // (CudaSwapEngine's streams) while the pipelined executor runs the others,
-// and every stream ends as in a pool with room for all (bf16 products in
-// other batch shapes may turn a near tie: at most one may differ).
+// and every stream ends as in a pool with room for all (or parts at a
+// named near tie: other batch shapes sum the products in another order).
 TEST(CudaEngine, SwapUnderMemoryPressureEndsAsWithRoomToSpare) {
   SKIP_WITHOUT_DEVICE();
   std::vector<std::vector<int32_t>> prompts;
@@ -453,10 +584,9 @@ TEST(CudaEngine, SwapUnderMemoryPressureEndsAsWithRoomToSpare) {
   EXPECT_EQ(roomy.stats.preemptions_swap, 0u);
   EXPECT_GT(swaps, 0u) << "the pool was meant to force swapping";
   ASSERT_EQ(tight.outcomes.size(), prompts.size());
-  const int same = same_streams(roomy, tight, 40);
+  const int same = same_streams(shared("tiny-random-llama-f32.gguf"), prompts, roomy, tight, 40);
   std::printf("streams equal with and without swapping: %d of %zu (%llu swaps)\n", same, prompts.size(),
               static_cast<unsigned long long>(swaps));
-  EXPECT_GE(same, int(prompts.size()) - 1);
 }
 
 }  // namespace
