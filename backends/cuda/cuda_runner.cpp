@@ -378,6 +378,9 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
   auto m = std::make_unique<Impl>();
   m->device = device;
   m->c = config;
+  // The device runs the forward pass while the host thread waits: constrained
+  // rows' next masks are computed then (HostSampling::prefetch_masks).
+  m->sampling.prefetch_masks(true);
   try {
     check(cudaSetDevice(device), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate");
