@@ -5,7 +5,7 @@
 //
 //   itl_bench [--model dummy:llama-110m] [--decoders 8] [--prompts 6]
 //             [--prompt-len 900] [--interval-ms 400] [--targets 0,50,100]
-//             [--threads 0]
+//             [--threads 0] [--trace FILE]
 //
 // For each target (0: the defaults, max_batched_tokens 2048 and
 // prefill_chunk 512), a fresh engine: `decoders` streams of 16-token prompts
@@ -48,6 +48,7 @@ struct Options {
   std::string model = "dummy:llama-110m";
   int decoders = 8, prompts = 6, prompt_len = 900, interval_ms = 400, threads = 0;
   std::vector<double> targets = {0, 50, 100};
+  std::string trace;  // --trace FILE: every gap of the window, and the prompts' times
 };
 
 struct Figures {
@@ -119,12 +120,24 @@ Figures run(caf::actor_system& sys, const LoadedModel& model, const Options& o, 
     }
     std::vector<double> gaps;
     int64_t tokens = 0;
-    for (const auto& times : token_times)
+    FILE* trace = o.trace.empty() ? nullptr : std::fopen(o.trace.c_str(), "a");
+    if (trace != nullptr) {
+      std::fprintf(trace, "# target %.0f ms: prompt submitted_s first_token_s\n", target_ms);
+      for (int p = 0; p < o.prompts; ++p)
+        std::fprintf(trace, "prompt %d %.4f %.4f\n", p, seconds_since(window_start, submitted[size_t(p)]),
+                     seconds_since(window_start, first_token[size_t(p)]));
+    }
+    for (size_t d = 0; d < token_times.size(); ++d) {
+      const auto& times = token_times[d];
       for (size_t i = 1; i < times.size(); ++i) {
         if (times[i] < window_start || times[i] > window_end) continue;
         gaps.push_back(seconds_since(times[i - 1], times[i]));
         ++tokens;
+        if (trace != nullptr)
+          std::fprintf(trace, "gap %zu %.4f %.2f\n", d, seconds_since(window_start, times[i]), gaps.back() * 1e3);
       }
+    }
+    if (trace != nullptr) std::fclose(trace);
     f.worst = gaps.empty() ? 0 : *std::max_element(gaps.begin(), gaps.end());
     f.p99 = percentile(gaps, 0.99);
     f.p50 = percentile(gaps, 0.5);
@@ -161,10 +174,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--interval-ms")) o.interval_ms = std::atoi(next());
     else if (!std::strcmp(argv[i], "--targets")) o.targets = parse_list(next());
     else if (!std::strcmp(argv[i], "--threads")) o.threads = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--trace")) o.trace = next();
     else {
       std::fprintf(stderr,
                    "usage: itl_bench [--model M] [--decoders N] [--prompts N] [--prompt-len N] "
-                   "[--interval-ms N] [--targets 0,50,100] [--threads N]\n");
+                   "[--interval-ms N] [--targets 0,50,100] [--threads N] [--trace FILE]\n");
       return 2;
     }
   }
