@@ -31,19 +31,32 @@ class Priority : public testing::StoriesTest {
     return s;
   }
 
-  // Each prompt alone (nothing to preempt): the reference tokens.
-  std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int32_t max_tokens) {
-    EngineSystemConfig cfg;
-    caf::actor_system sys{cfg};
+  // An engine on stories260K with one compute thread and `policy`, in this
+  // test's actor system.
+  std::unique_ptr<Engine> engine(SchedulingPolicy policy, int32_t max_num_seqs = 256,
+                                 PreemptionMode mode = PreemptionMode::recompute) {
     EngineConfig config;
     config.threads = 1;
-    auto engine = Engine::create(sys, config, *model_);
-    EXPECT_TRUE(engine.has_value());
+    config.scheduling_policy = policy;
+    config.max_num_seqs = max_num_seqs;
+    config.preemption = mode;
+    config.swap_space_tokens = 16 * 64;
+    auto e = Engine::create(sys_, config, *model_);
+    EXPECT_TRUE(e.has_value()) << e.error().message;
+    return e ? std::move(*e) : nullptr;
+  }
+
+  // Each prompt alone (nothing to preempt): the reference tokens.
+  std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    auto e = engine(SchedulingPolicy::fcfs);
     Collector c;
-    (*engine)->submit(testing::greedy_spec(1, prompt, max_tokens, true), c.callback_for(1));
+    e->submit(testing::greedy_spec(1, prompt, max_tokens, true), c.callback_for(1));
     EXPECT_TRUE(c.wait_for(1));
     return c.outcomes().at(1).tokens;
   }
+
+  EngineSystemConfig cfg_;
+  caf::actor_system sys_{cfg_};
 };
 
 const std::vector<int32_t> kLongA = {1, 400, 300, 20, 7};
@@ -54,19 +67,11 @@ TEST_F(Priority, AnUrgentRequestPreemptsALessUrgentStreamAndNobodyLosesAToken) {
   const std::vector<int32_t> ref_a = alone(kLongA, kLong), ref_b = alone(kLongB, kLong),
                              ref_urgent = alone(kUrgent, kShort);
   for (PreemptionMode mode : {PreemptionMode::recompute, PreemptionMode::swap}) {
-    EngineSystemConfig cfg;
-    caf::actor_system sys{cfg};
-    EngineConfig config;
-    config.threads = 1;
-    config.max_num_seqs = 2;  // both slots go to the long streams
-    config.scheduling_policy = SchedulingPolicy::priority;
-    config.preemption = mode;
-    config.swap_space_tokens = 16 * 64;
-    auto engine = Engine::create(sys, config, *model_);
-    ASSERT_TRUE(engine.has_value()) << engine.error().message;
+    auto engine = this->engine(SchedulingPolicy::priority, /*max_num_seqs=*/2, mode);  // both slots: the streams
+    ASSERT_NE(engine, nullptr);
     Collector streams;
-    (*engine)->submit(spec(1, kLongA, kLong, 5), streams.callback_for(1));
-    (*engine)->submit(spec(2, kLongB, kLong, 5), streams.callback_for(2));
+    engine->submit(spec(1, kLongA, kLong, 5), streams.callback_for(1));
+    engine->submit(spec(2, kLongB, kLong, 5), streams.callback_for(2));
     // Wait until both stream (they hold both slots).
     for (int i = 0; i < 2000; ++i) {
       const auto o = streams.outcomes();
@@ -79,7 +84,7 @@ TEST_F(Priority, AnUrgentRequestPreemptsALessUrgentStreamAndNobodyLosesAToken) {
     std::atomic<int> a_done_at_end{-1}, b_done_at_end{-1};
     Collector urgent;
     EventCallback inner = urgent.callback_for(3);
-    (*engine)->submit(spec(3, kUrgent, kShort, 0), [&](const StreamEvent& e) {
+    engine->submit(spec(3, kUrgent, kShort, 0), [&](const StreamEvent& e) {
       if (e.last()) {
         const auto o = streams.outcomes();
         a_at_end = o.at(1).tokens.size();
@@ -94,7 +99,7 @@ TEST_F(Priority, AnUrgentRequestPreemptsALessUrgentStreamAndNobodyLosesAToken) {
     EXPECT_EQ(a_done_at_end.load(), 0) << to_string(mode) << ": the urgent request waited for a stream to end";
     EXPECT_EQ(b_done_at_end.load(), 0) << to_string(mode) << ": the urgent request waited for a stream to end";
     EXPECT_LT(a_at_end.load() + b_at_end.load(), size_t(2 * kLong));
-    auto stats = (*engine)->stats();
+    auto stats = engine->stats();
     ASSERT_TRUE(stats.has_value());
     EXPECT_GE(mode == PreemptionMode::swap ? stats->preemptions_swap : stats->preemptions_recompute, 1u)
         << to_string(mode);
@@ -103,21 +108,15 @@ TEST_F(Priority, AnUrgentRequestPreemptsALessUrgentStreamAndNobodyLosesAToken) {
     EXPECT_EQ(u.tokens, ref_urgent) << to_string(mode);
     EXPECT_EQ(streams.outcomes().at(1).tokens, ref_a) << to_string(mode);
     EXPECT_EQ(streams.outcomes().at(2).tokens, ref_b) << to_string(mode);
-    testing::expect_all_blocks_free(**engine);
+    testing::expect_all_blocks_free(*engine);
   }
 }
 
 // vLLM's direction in the queue: with one slot busy, of two waiting
 // requests the one with the lower value runs first.
 TEST_F(Priority, TheLowerValueRunsFirst) {
-  EngineSystemConfig cfg;
-  caf::actor_system sys{cfg};
-  EngineConfig config;
-  config.threads = 1;
-  config.max_num_seqs = 1;
-  config.scheduling_policy = SchedulingPolicy::priority;
-  auto engine = Engine::create(sys, config, *model_);
-  ASSERT_TRUE(engine.has_value());
+  auto engine = this->engine(SchedulingPolicy::priority, /*max_num_seqs=*/1);
+  ASSERT_NE(engine, nullptr);
   std::mutex mutex;
   std::vector<request_id> finished;
   Collector all;
@@ -133,24 +132,20 @@ TEST_F(Priority, TheLowerValueRunsFirst) {
   };
   // The first holds the slot (it is the most urgent, so nothing preempts
   // it) while the other two queue.
-  (*engine)->submit(spec(1, kLongA, 200, -10), record(1));
-  (*engine)->submit(spec(2, kLongB, 8, 7), record(2));
-  (*engine)->submit(spec(3, kUrgent, 8, -3), record(3));
+  engine->submit(spec(1, kLongA, 200, -10), record(1));
+  engine->submit(spec(2, kLongB, 8, 7), record(2));
+  engine->submit(spec(3, kUrgent, 8, -3), record(3));
   ASSERT_TRUE(all.wait_for(3));
   ASSERT_EQ(finished.size(), 3u);
   EXPECT_EQ(finished, (std::vector<request_id>{1, 3, 2}));
 }
 
 TEST_F(Priority, FcfsRefusesAPriorityNamingTheFlag) {
-  EngineSystemConfig cfg;
-  caf::actor_system sys{cfg};
-  EngineConfig config;
-  config.threads = 1;
-  auto engine = Engine::create(sys, config, *model_);
-  ASSERT_TRUE(engine.has_value());
+  auto engine = this->engine(SchedulingPolicy::fcfs);
+  ASSERT_NE(engine, nullptr);
   Collector c;
-  (*engine)->submit(spec(1, kUrgent, 4, 1), c.callback_for(1));
-  (*engine)->submit(spec(2, kUrgent, 4, 0), c.callback_for(2));
+  engine->submit(spec(1, kUrgent, 4, 1), c.callback_for(1));
+  engine->submit(spec(2, kUrgent, 4, 0), c.callback_for(2));
   ASSERT_TRUE(c.wait_for(2));
   const Outcome refused = c.outcomes().at(1);
   EXPECT_EQ(refused.finish, FinishReason::error);
