@@ -170,8 +170,10 @@ TEST(Examples, TenantShareCapsEachTenantsShare) {
   ASSERT_EQ(open.size(), 2u) << r.output;
   EXPECT_EQ(capped[0][1], "alice");
   EXPECT_GT(2 * num(open[0][2]), num(open[0][3])) << open[0][0];  // alice, uncapped: over half
-  // bob's first tokens come sooner under the cap than without it.
-  EXPECT_LT(std::stod(capped[1][4]), std::stod(open[1][4])) << r.output;
+  // The times to first token are the example's printout, not checked here:
+  // they depend on the machine's load (a shared CI machine once gave bob
+  // 22.4 ms with and without the cap). The cap's rule itself is tested on
+  // AdmissionQuery values in tests/actors/policy_test.cpp.
   find(r.output, "all 24 requests completed");
 }
 
