@@ -678,7 +678,7 @@ PreemptionQuery SchedulerCore::preemption_query(int32_t shortfall) const {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (s.state() != SeqState::running) continue;
-    q.running.push_back(PreemptionCandidate{s.id, int32_t(rank(s)), s.arrival, s.blocks_held,
+    q.running.push_back(PreemptionCandidate{s.id, rank32(s), s.arrival, s.blocks_held,
                                             s.num_computed, s.blocks_held});
   }
   return q;

@@ -247,6 +247,7 @@ class SchedulerCore {
   // nobody waiting), and the preemption that makes room for that request
   // when it found none.
   int64_t rank(const Sequence& s) const;
+  int32_t rank32(const Sequence& s) const;  // clamped, for PreemptionCandidate::priority
   std::optional<int64_t> waiting_head_rank(double now) const;
   std::optional<PreemptionQuery> priority_preemption();
   void take_pending_updates(AllocationBatch& batch);

@@ -14,6 +14,7 @@
 // request that waits long enough still passes newer urgent ones (nobody
 // starves).
 #include <algorithm>
+#include <cstdint>
 
 #include "engine/scheduler_core.hpp"
 
@@ -21,6 +22,11 @@ namespace conveyor {
 
 int64_t SchedulerCore::rank(const Sequence& s) const {
   return WaitingQueue::aged_priority(s.priority, s.arrival_time, now_, waiting_.aging_interval());
+}
+
+int32_t SchedulerCore::rank32(const Sequence& s) const {
+  // A priority near INT32_MIN that has aged would wrap in int32_t.
+  return int32_t(std::clamp<int64_t>(rank(s), INT32_MIN, INT32_MAX));
 }
 
 std::optional<int64_t> SchedulerCore::waiting_head_rank(double now) const {
@@ -48,7 +54,7 @@ std::optional<PreemptionQuery> SchedulerCore::priority_preemption() {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (s.state() != SeqState::running || rank(s) <= head_rank) continue;
-    q.running.push_back(PreemptionCandidate{s.id, int32_t(rank(s)), s.arrival, s.blocks_held,
+    q.running.push_back(PreemptionCandidate{s.id, rank32(s), s.arrival, s.blocks_held,
                                             s.num_computed, s.blocks_held});
     victim_blocks += s.blocks_held;
   }
