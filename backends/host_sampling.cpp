@@ -47,7 +47,9 @@ void SampleMemory::drop(std::span<const seq_id> ids) {
 }
 
 HostSampling::HostSampling() = default;
-HostSampling::~HostSampling() = default;
+// The worker may be preparing a sampler's mask: it finishes (and stops)
+// before the samplers go.
+HostSampling::~HostSampling() { prefetch_.reset(); }
 
 void HostSampling::prefetch_masks(bool on) {
   if (!on) prefetch_.reset();  // its destructor lets the worker finish

@@ -119,6 +119,17 @@ TEST(HostSampling, MasksPreparedAheadSampleAlike) {
   ahead.prefetch_masks(false);
   plain.clear();
   ahead.clear();
+  // Destroyed while the worker prepares the masks of the step just sampled:
+  // it finishes before the samplers go (ASan would see a freed sampler).
+  for (int i = 0; i < 20; ++i) {
+    HostSampling gone;
+    gone.prefetch_masks(true);
+    StepPlan c = first_plan(p);
+    gone.begin(c);
+    std::vector<float> logits = random_logits(uint32_t(i));
+    StepResult r;
+    gone.sample(c, logits.data(), kVocab, r);
+  }
 }
 
 TEST(HostSampling, GreedyPicksMadeElsewhereRecordAsSampling) {
