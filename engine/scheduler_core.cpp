@@ -314,9 +314,7 @@ std::optional<AdmissionQuery> SchedulerCore::begin_iteration(double now) {
     pending_swap_in_.push_back(id);
   }
 
-  // A running request that has not forked yet will be `samples` sequences.
-  int32_t running = int32_t(running_.size());
-  for (seq_id id : running_) running += seqs_.at(id).samples - 1;
+  int32_t running = running_sequences();
   // Swapped sequences come back before anything new is admitted, but for a
   // waiting request more urgent than all of them (the priority policy).
   const bool swapped_first = std::any_of(swapped_.begin(), swapped_.end(), [&](seq_id id) {
@@ -379,8 +377,7 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
   }
   // Whatever the policy says (a user's may say anything), no more than
   // max_num_seqs sequences run, a request counting as its samples.
-  int32_t slots = config_.max_num_seqs - int32_t(pending_swap_in_.size());
-  for (seq_id id : running_) slots -= seqs_.at(id).samples;
+  int32_t slots = config_.max_num_seqs - int32_t(pending_swap_in_.size()) - running_sequences();
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
     if (s == nullptr || s->state() != SeqState::waiting || is_cancelled(id)) continue;
@@ -678,10 +675,19 @@ PreemptionQuery SchedulerCore::preemption_query(int32_t shortfall) const {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (s.state() != SeqState::running) continue;
-    q.running.push_back(PreemptionCandidate{s.id, rank32(s), s.arrival, s.blocks_held,
-                                            s.num_computed, s.blocks_held});
+    q.running.push_back(candidate(s));
   }
   return q;
+}
+
+PreemptionCandidate SchedulerCore::candidate(const Sequence& s) const {
+  return PreemptionCandidate{s.id, rank32(s), s.arrival, s.blocks_held, s.num_computed, s.blocks_held};
+}
+
+int32_t SchedulerCore::running_sequences() const {
+  int32_t n = 0;
+  for (seq_id id : running_) n += seqs_.at(id).samples;  // one not forked yet will be `samples`
+  return n;
 }
 
 // A block this iteration's allocation gave s is still to be filled by a

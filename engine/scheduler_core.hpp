@@ -241,6 +241,10 @@ class SchedulerCore {
   // outstanding, the preemption policy is asked.
   std::optional<PreemptionQuery> settle_shortfall(Shortfall short_of);
   PreemptionQuery preemption_query(int32_t shortfall) const;
+  PreemptionCandidate candidate(const Sequence& s) const;  // as the preemption policy sees it
+  // Sequences the running requests are, a request that has not forked yet
+  // counting as its samples.
+  int32_t running_sequences() const;
   // The priority policy (scheduler_priority.cpp): a sequence's effective
   // priority now (lower runs sooner; aged since its arrival, running or
   // not), the most urgent waiting request's (nullopt under fcfs or with

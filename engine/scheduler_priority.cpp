@@ -54,16 +54,12 @@ std::optional<PreemptionQuery> SchedulerCore::priority_preemption() {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (s.state() != SeqState::running || rank(s) <= head_rank) continue;
-    q.running.push_back(PreemptionCandidate{s.id, rank32(s), s.arrival, s.blocks_held,
-                                            s.num_computed, s.blocks_held});
+    q.running.push_back(candidate(s));
     victim_blocks += s.blocks_held;
   }
   if (q.running.empty()) return std::nullopt;
 
-  // Slots: a running request that has not forked yet will be `samples`.
-  int32_t running = 0;
-  for (seq_id id : running_) running += seqs_.at(id).samples;
-  const int32_t slots_short = running + head->samples - config_.max_num_seqs;
+  const int32_t slots_short = running_sequences() + head->samples - config_.max_num_seqs;
   const int32_t need = blocks_for(int32_t(head->tokens.size()) + 1) * head->samples;
   const int32_t blocks_short = need - free_estimate();
   // Nothing to gain when even every candidate would not make room.

@@ -29,33 +29,26 @@ class HeldSwapEngine final : public SwapEngine {
   // Completes the order of sequence `seq` (from this thread, as a copy
   // stream's callback thread would).
   void land(seq_id seq, double seconds) {
-    Done done;
-    {
-      std::lock_guard lock(mutex_);
-      for (auto it = held_.begin(); it != held_.end(); ++it)
-        if (it->first == seq) {
-          done = std::move(it->second);
-          held_.erase(it);
-          break;
-        }
-    }
+    Done done = take(seq);
     ASSERT_TRUE(done) << "no order for sequence " << seq;
     done(seconds);
   }
   // Fails the order of sequence `seq`, as a device's copy stream would.
   void fail(seq_id seq, const std::string& why) {
-    Done done;
-    {
-      std::lock_guard lock(mutex_);
-      for (auto it = held_.begin(); it != held_.end(); ++it)
-        if (it->first == seq) {
-          done = std::move(it->second);
-          held_.erase(it);
-          break;
-        }
-    }
+    Done done = take(seq);
     ASSERT_TRUE(done) << "no order for sequence " << seq;
     done(make_error(Errc::internal, why));
+  }
+  // The held order of sequence `seq` (empty when there is none).
+  Done take(seq_id seq) {
+    std::lock_guard lock(mutex_);
+    for (auto it = held_.begin(); it != held_.end(); ++it)
+      if (it->first == seq) {
+        Done done = std::move(it->second);
+        held_.erase(it);
+        return done;
+      }
+    return {};
   }
 
  private:
