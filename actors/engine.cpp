@@ -52,6 +52,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   if (config.kv_cache_tokens == 0)
     return make_error(Errc::invalid_argument,
                       "--kv-cache-tokens: an engine on its own runner needs its capacity in tokens");
+  if (config.speculative.enabled() && !runner->verifies_drafts())
+    return make_error(Errc::invalid_argument, "--speculative: this backend's runner verifies no drafts");
   auto admission = configured_admission_actor(sys, config);
   if (!admission) return admission.error();
   auto preemption = configured_preemption_actor(sys, config);
@@ -80,7 +82,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.eos_ids = engine->info_.eos_ids;
   sc.batching = config.batching;
   sc.scheduling_policy = config.scheduling_policy;
-  sc.overlap = config.overlap;
+  sc.overlap = config.overlap && !config.speculative.enabled();  // a verify step needs the last token
+  sc.speculative = config.speculative;
   sc.aging_interval_seconds = config.aging_interval_seconds;
   sc.recompute_after_fault = config.fault_recovery == FaultRecovery::recompute;
   sc.prefix_wait = config.prefix_caching && config.prefix_wait;

@@ -114,7 +114,8 @@ CONVEYOR_INSPECT(PreemptionQuery, shortfall, min_victims, free_host_blocks, runn
 CONVEYOR_INSPECT(Victim, seq, mode)
 CONVEYOR_INSPECT(PreemptionDecision, victims, blocks_released, covers_shortfall)
 CONVEYOR_INSPECT(EngineStats, num_waiting, num_running, num_swapped, iterations,
-                 preemptions_recompute, preemptions_swap, prefix_waits, sessions_held,
+                 preemptions_recompute, preemptions_swap, prefix_waits, spec_drafts,
+                 spec_draft_tokens, spec_accepted_tokens, sessions_held,
                  session_blocks, prompt_tokens, computed_tokens, generated_tokens, forward_seconds,
                  iteration_seconds, scheduler_seconds, delivery_seconds, critical_seconds,
                  block_manager_seconds, plan_hop_seconds, result_hop_seconds,

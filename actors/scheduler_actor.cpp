@@ -529,6 +529,9 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         stats.preemptions_recompute = st.core->preemptions(PreemptionMode::recompute);
         stats.preemptions_swap = st.core->preemptions(PreemptionMode::swap);
         stats.prefix_waits = st.core->prefix_waits();
+        stats.spec_drafts = st.core->speculation().drafts;
+        stats.spec_draft_tokens = st.core->speculation().draft_tokens;
+        stats.spec_accepted_tokens = st.core->speculation().accepted_tokens;
         stats.sessions_held = st.core->sessions_held();
         stats.session_blocks = st.core->session_blocks();
         stats.kv_live_token_ratio = st.core->kv_live_token_ratio();

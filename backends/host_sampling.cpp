@@ -128,16 +128,21 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
   int32_t row = 0;
   size_t next_fork = 0;
   for (int32_t s = 0; s < plan.batch.num_seqs(); ++s) {
-    if (!plan.batch.want_logits[s]) continue;
-    std::span<float> logits(logits_data + size_t(row) * vocab, size_t(vocab));
-    ++row;
+    const int32_t count = plan.batch.want_logits[s];
+    if (count == 0) continue;
+    std::span<float> logits(logits_data + size_t(row) * vocab, size_t(vocab) * size_t(count));
+    row += count;
     const seq_id seq = plan.seq_ids[s];
     Sampler* sampler = samplers_.find(seq);  // null: retired while the plan was built
     const bool forking = next_fork < plan.forks.size() && plan.forks[next_fork].first == seq;
     if (!forking) {
-      if (sampler != nullptr) rows_.push_back(Row{seq, sampler, logits});
+      // A verify step's drafts: the span's tokens after the first row's.
+      const std::span<const int32_t> tokens = plan.batch.seq_tokens(s);
+      const auto drafts = tokens.subspan(tokens.size() - size_t(count) + 1);
+      if (sampler != nullptr) rows_.push_back(Row{seq, sampler, logits, drafts, {}});
       continue;
     }
+    logits = logits.last(size_t(vocab));  // a first token: one row
     // Forked samples draw from this row too; sampling overwrites it, so each
     // takes a copy of the raw logits.
     raw_.assign(logits.begin(), logits.end());
@@ -152,8 +157,21 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
   const size_t first = result.tokens.size();
   result.tokens.resize(first + rows_.size());
 #pragma omp parallel for schedule(dynamic, 4) if (rows_.size() > 8)
-  for (size_t i = 0; i < rows_.size(); ++i)
-    result.tokens[first + i] = SampledToken{rows_[i].seq, rows_[i].sampler->sample(rows_[i].logits)};
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    Row& r = rows_[i];
+    const auto row_logits = [&](size_t k) { return r.logits.subspan(k * size_t(vocab), size_t(vocab)); };
+    result.tokens[first + i] = SampledToken{r.seq, r.sampler->sample(row_logits(0))};
+    // Verifying drafts: row k + 1 saw draft k as its input, so while the
+    // sample equals it the next row is this sequence's next distribution.
+    r.verified.clear();
+    for (size_t k = 0; k < r.drafts.size(); ++k) {
+      const int32_t sampled = k == 0 ? result.tokens[first + i].result.token : r.verified.back().result.token;
+      if (sampled != r.drafts[k]) break;
+      r.verified.push_back(SampledToken{r.seq, r.sampler->sample(row_logits(k + 1))});
+    }
+  }
+  for (Row& r : rows_)  // after every sequence's first: each sequence's tokens stay in order
+    for (SampledToken& t : r.verified) result.tokens.push_back(std::move(t));
   samples_.record(result);
   recorded();
   if (prefetch_) {  // the constrained samplers' next masks, while the next forward pass runs

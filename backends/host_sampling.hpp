@@ -76,8 +76,12 @@ class HostSampling {
   // penalties count that sample on the device), and the sequences the plan
   // retires are dropped only after accept() has recorded pending's samples.
   void begin_ahead(StepPlan& plan, const StepPlan& pending, Fills& fills);
-  // Samples the rows of `logits` ([rows, vocab], one per want_logits
-  // sequence, in batch order; overwritten) into result.tokens, and records them.
+  // Samples the rows of `logits` ([rows, vocab], as ForwardBatch::want_logits
+  // counts them, in batch order; overwritten) into result.tokens, and
+  // records them. A span with k + 1 rows is a verify step: its tokens after
+  // the first row's are drafts, and its rows are sampled in order while the
+  // samples equal them (engine/speculation.hpp), each sequence's tokens
+  // in result.tokens in order.
   void sample(const StepPlan& plan, float* logits, int32_t vocab, StepResult& result);
   // What a device needs to sample a step's logits rows with kernels/cuda's
   // apply_penalties and sample_rows: one entry per row, in row order.
@@ -113,7 +117,9 @@ class HostSampling {
   struct Row {
     seq_id seq;
     Sampler* sampler;
-    std::span<float> logits;
+    std::span<float> logits;             // its rows: 1, or 1 + drafts.size()
+    std::span<const int32_t> drafts;     // a verify step's (engine/speculation.hpp)
+    std::vector<SampledToken> verified;  // the samples after the first, while drafts matched
   };
   std::vector<Row> rows_;  // rows sampled in parallel
 };

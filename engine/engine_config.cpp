@@ -101,6 +101,9 @@ Status validate(const EngineConfig& c) {
   if (!(c.policy_timeout_seconds > 0 && c.policy_timeout_seconds <= 3600))
     return bad("policy-timeout", "must be more than 0 and at most 3600 seconds");
   if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();
+  if (Status st = validate(c.speculative); !st) return st;
+  if (c.speculative.enabled() && c.device.kind == DeviceKind::cuda)
+    return bad("speculative", "not supported with --device cuda yet (the CUDA runner verifies no drafts)");
   return Status::ok();
 }
 

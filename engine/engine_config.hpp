@@ -16,6 +16,7 @@
 #include "model/kv_cache.hpp"
 #include "policies/admission.hpp"
 #include "policies/preemption.hpp"
+#include "engine/speculation.hpp"
 
 namespace conveyor {
 
@@ -131,6 +132,10 @@ struct EngineConfig {
   double session_ttl_seconds = engine_defaults::session_ttl_seconds;
   double session_max_share = 0.25;
   bool overlap = engine_defaults::overlap;  // plan the next step while one runs (false: one at a time)
+  // Speculative decoding (engine/speculation.hpp): drafts proposed from the
+  // sequence's own tokens, verified k + 1 positions at a time. A verify
+  // step needs its sequence's last token, so it turns overlap off. CPU only.
+  SpeculativeConfig speculative;
   // Under the priority policy a request gains one priority level per
   // interval since it arrived (waiting or running).
   double aging_interval_seconds = engine_defaults::aging_interval_seconds;

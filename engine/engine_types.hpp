@@ -289,6 +289,11 @@ struct EngineStats {
   uint64_t preemptions_recompute = 0;
   uint64_t preemptions_swap = 0;
   uint64_t prefix_waits = 0;         // requests that waited for a shared prefix another was computing
+  // Speculative decoding (engine/speculation.hpp): verify steps (one per
+  // sequence), drafts they verified, drafts accepted.
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
   int32_t sessions_held = 0;         // sessions whose KV blocks are kept
   int32_t session_blocks = 0;        // device blocks they hold (some may be shared)
   uint64_t prompt_tokens = 0;        // prompt tokens of the requests the scheduler accepted,

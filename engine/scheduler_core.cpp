@@ -475,14 +475,25 @@ AllocationBatch SchedulerCore::build_allocation() {
                               s.length() >= config_.context_length))
       return false;
     const int32_t remaining = s.length() - s.scheduled;
-    const int32_t n = std::min({remaining, chunk, budget});
+    int32_t n = std::min({remaining, chunk, budget});
     if (n <= 0) return false;
+    const int32_t drafts = speculate_ && !is_new && remaining == 1 ? propose_drafts(s, std::min(chunk, budget) - 1) : 0;
+    n += drafts;
     budget -= n;
     const bool needs_slots = is_new || s.slots < s.scheduled + n;
     plan(s, n, is_new, /*granted=*/!needs_slots);
+    plan_.back().drafts = drafts;
     if (needs_slots) request_slots(batch, s, is_new, s.scheduled + n);
     return true;
   };
+  if (config_.speculative.enabled()) {
+    int32_t decodes = 0;
+    for (seq_id id : running_) {
+      const Sequence& s = seqs_.at(id);
+      decodes += s.in_batch() && s.length() - s.scheduled == 1 ? 1 : 0;
+    }
+    speculate_ = decodes <= config_.speculative.disable_batch;
+  }
   for (int pass = 0; pass < 2; ++pass) {
     for (seq_id id : running_) {
       Sequence& s = seqs_.at(id);
@@ -496,6 +507,33 @@ AllocationBatch SchedulerCore::build_allocation() {
     if (!schedule(s, true)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
   }
   return batch;
+}
+
+int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
+  s.drafts.clear();
+  // Its last token must be known (no step outstanding samples it), and the
+  // step may emit all its drafts and one more within max_tokens and the context.
+  if (s.state() != SeqState::running || s.unconfirmed > 0 || s.scheduled + 1 != int32_t(s.tokens.size()))
+    return 0;
+  const SpeculativeConfig& c = config_.speculative;
+  if (s.draft_length.next == 0) s.draft_length.next = c.num_tokens;
+  const int32_t k = std::min({s.draft_length.next, room, s.sampling.max_tokens - s.generated() - 1,
+                              config_.context_length - int32_t(s.tokens.size()) - 1});
+  if (k <= 0) return 0;
+  propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
+  return int32_t(s.drafts.size());
+}
+
+void SchedulerCore::apply_verified(Sequence& s, const Planned& p, int32_t emitted) {
+  const int32_t accepted = std::clamp(emitted - 1, 0, p.drafts);
+  // The rejected drafts' positions were computed for nothing: they are
+  // scheduled again with the tokens that replace them.
+  s.num_computed += 1 + accepted;
+  s.scheduled -= p.drafts - accepted;
+  s.draft_length.update(p.drafts, accepted, config_.speculative.num_tokens);
+  speculation_.drafts += 1;
+  speculation_.draft_tokens += uint64_t(p.drafts);
+  speculation_.accepted_tokens += uint64_t(accepted);
 }
 
 void SchedulerCore::plan(Sequence& s, int32_t max_new, bool is_new, bool granted) {
@@ -747,23 +785,28 @@ StepPlan SchedulerCore::build_step() {
     if (!p.granted || p.dropped) continue;
     Sequence& s = seqs_.at(p.id);
     const int32_t len = s.length();
-    const int32_t n = std::min(p.max_new, len - s.scheduled);
+    if (p.drafts > 0 && (len - s.scheduled != 1 || int32_t(s.drafts.size()) != p.drafts)) p.drafts = 0;
+    const int32_t n = std::min(p.max_new, len - s.scheduled + p.drafts);
     if (n <= 0) {
       p.dropped = true;
       continue;
     }
     p.max_new = n;
-    const bool last = s.scheduled + n == len;
+    const bool last = s.scheduled + n - p.drafts == len;
     p.samples = last;
     std::span<const int32_t> span(s.tokens);
-    if (s.scheduled + n <= int32_t(s.tokens.size())) {
+    if (p.drafts > 0) {  // its last token, then the drafts this step verifies
+      scratch_tokens_.assign(1, s.tokens.back());
+      scratch_tokens_.insert(scratch_tokens_.end(), s.drafts.begin(), s.drafts.end());
+      span = scratch_tokens_;
+    } else if (s.scheduled + n <= int32_t(s.tokens.size())) {
       span = span.subspan(size_t(s.scheduled), size_t(n));
     } else {  // ends with the token an outstanding step samples
       scratch_tokens_.assign(s.tokens.begin() + std::min(s.scheduled, int32_t(s.tokens.size())), s.tokens.end());
       scratch_tokens_.resize(size_t(n), -1);
       span = scratch_tokens_;
     }
-    plan.batch.add_sequence(span, s.scheduled, s.block_table, last);
+    plan.batch.add_sequence(span, s.scheduled, s.block_table, last ? 1 + p.drafts : 0);
     plan.seq_ids.push_back(s.id);
     if (s.prompt_scoring.pending()) plan_scoring(s, s.scheduled, n, plan);
     s.scheduled += n;
@@ -869,7 +912,13 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     if (!p.granted || p.dropped) continue;
     Sequence* s = find(p.id);
     if (s == nullptr) continue;
-    s->num_computed += p.max_new;
+    if (p.drafts > 0) {
+      const auto emitted = std::count_if(result.tokens.begin(), result.tokens.end(),
+                                         [&](const SampledToken& t) { return t.seq == p.id; });
+      apply_verified(*s, p, int32_t(emitted));
+    } else {
+      s->num_computed += p.max_new;
+    }
     if (p.samples) --s->unconfirmed;
     pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
   }

@@ -52,6 +52,7 @@
 #include "engine/prefix_claims.hpp"
 #include "engine/sequence.hpp"
 #include "engine/session_store.hpp"
+#include "engine/speculation.hpp"
 #include "engine/step_cost.hpp"
 #include "base/status.hpp"
 #include "policies/admission.hpp"
@@ -99,6 +100,8 @@ struct SchedulerConfig {
   // The runner scores prompt positions (StepRunner::scores_prompts); without
   // it, requests that ask for prompt_logprobs are refused at submit.
   bool prompt_logprobs = false;
+  // Speculative decoding (engine/speculation.hpp); needs overlap off.
+  SpeculativeConfig speculative;
 };
 
 struct FinishedSequence {
@@ -180,6 +183,13 @@ class SchedulerCore {
   bool has_runnable_work() const;
   uint64_t iteration() const { return iteration_; }
   uint64_t preemptions(PreemptionMode mode) const;
+  // Speculative decoding: verify steps of one sequence, the drafts they
+  // verified, and those accepted (vLLM's num_drafts, num_draft_tokens and
+  // num_accepted_tokens).
+  struct SpeculationCounts {
+    uint64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
+  };
+  const SpeculationCounts& speculation() const { return speculation_; }
   // Requests that waited at least once for a shared prefix being computed.
   uint64_t prefix_waits() const { return prefix_waits_; }
   // Share of the slots of allocated blocks that held live tokens, averaged
@@ -197,6 +207,7 @@ class SchedulerCore {
     bool granted = false;
     bool dropped = false;  // left this iteration (not admitted after all, short of blocks, victim)
     bool samples = false;  // the step samples its next token
+    int32_t drafts = 0;    // of max_new, drafts the step verifies (Sequence::drafts)
   };
 
   // The sequences of a request with n > 1, by sample index (forked ones
@@ -225,6 +236,12 @@ class SchedulerCore {
   // uses it has completed.
   void release_blocks(const Sequence& s);
   void plan(Sequence& s, int32_t max_new, bool is_new, bool granted);
+  // Speculative decoding: proposes s's drafts for this iteration (at most
+  // `room`, in Sequence::drafts) and returns how many.
+  int32_t propose_drafts(Sequence& s, int32_t room);
+  // A verify step's outcome: it sampled `emitted` tokens for s (its drafts
+  // accepted, then one more), so that many positions have their KV.
+  void apply_verified(Sequence& s, const Planned& p, int32_t emitted);
   Planned* planned_for(const Sequence& s);
   void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
   void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
@@ -352,6 +369,8 @@ class SchedulerCore {
   uint64_t next_arrival_ = 0;
   uint64_t preemptions_recompute_ = 0;
   uint64_t preemptions_swap_ = 0;
+  SpeculationCounts speculation_;
+  bool speculate_ = false;                   // this iteration drafts (few enough sequences decode)
 };
 
 }  // namespace conveyor

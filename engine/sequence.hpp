@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "engine/engine_types.hpp"
+#include "engine/speculation.hpp"
 
 namespace conveyor {
 
@@ -74,6 +75,10 @@ struct Sequence {
   // ---- its KV blocks ---------------------------------------------------------
   std::vector<int32_t> block_table;
   int32_t blocks_held = 0;
+
+  // ---- speculative decoding (engine/speculation.hpp) -------------------------
+  std::vector<int32_t> drafts;      // proposed for the step being planned, which verifies them
+  DraftLength draft_length;         // how many to propose next
 
   // ---- its part in the steps -------------------------------------------------
   uint64_t last_plan = 0;           // the last step that included it

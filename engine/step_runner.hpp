@@ -40,6 +40,11 @@ class StepRunner {
   // (StepPlan::score, for prompt logprobs). A runner that does not is never
   // given such a plan: the scheduler refuses those requests at submit.
   virtual bool scores_prompts() const { return false; }
+  // Whether run() verifies drafts (engine/speculation.hpp): a span whose
+  // want_logits counts k + 1 rows is sampled row by row while the samples
+  // equal the span's next tokens, so its sequence gets 1 to k + 1 tokens.
+  // The engine refuses speculative decoding with a runner that does not.
+  virtual bool verifies_drafts() const { return false; }
 
   // A pipelined runner (the CUDA runner) also takes a step in two halves, so
   // that the executor can queue the next step's device work before it

@@ -88,6 +88,10 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
   w.header("num_preemptions_total", "counter", "Preemptions, by mode.");
   w.sample("num_preemptions_total", "mode=\"recompute\"", std::to_string(stats.preemptions_recompute));
   w.sample("num_preemptions_total", "mode=\"swap\"", std::to_string(stats.preemptions_swap));
+  w.counter("spec_decode_num_drafts_total", "Speculative verify steps, one per sequence and step.",
+            stats.spec_drafts);
+  w.counter("spec_decode_num_draft_tokens_total", "Draft tokens verified.", stats.spec_draft_tokens);
+  w.counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", stats.spec_accepted_tokens);
   w.counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             stats.blocks.prefix_query_tokens);
   w.counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",

@@ -357,6 +357,23 @@ std::vector<Setting> make_table() {
                      FIELD(engine.scheduling_policy), parse_scheduling_policy));
   t.push_back(boolean({"overlap", "engine", "overlap", "true | false: plan the next step while one runs"},
                       FIELD(engine.overlap)));
+  t.push_back(choice({"speculative", "engine", "speculative",
+                      "none | ngram: speculative decoding (ngram: drafts from earlier occurrences of the last "
+                      "tokens in the prompt and output, verified in one step; output unchanged; CPU only, "
+                      "turns --overlap off)"},
+                     FIELD(engine.speculative.method), parse_speculative_method));
+  t.push_back(integer({"speculative-tokens", "engine", "speculative_tokens",
+                       "the most drafts a sequence verifies per step (vLLM's num_speculative_tokens)"},
+                      FIELD(engine.speculative.num_tokens), 0, 16));
+  t.push_back(integer({"speculative-ngram-min", "engine", "speculative_ngram_min",
+                       "the shortest suffix the ngram proposer matches"},
+                      FIELD(engine.speculative.ngram_min), 1, 16));
+  t.push_back(integer({"speculative-ngram-max", "engine", "speculative_ngram_max",
+                       "the longest suffix the ngram proposer matches"},
+                      FIELD(engine.speculative.ngram_max), 1, 16));
+  t.push_back(integer({"speculative-disable-batch", "engine", "speculative_disable_batch",
+                       "no drafts while more sequences than this decode in one step"},
+                      FIELD(engine.speculative.disable_batch), 1, kInt32Max));
   t.push_back(boolean({"", "engine", "prefix_caching", "reuse the KV blocks of identical prompt prefixes"},
                       FIELD(engine.prefix_caching)));
   t.push_back(boolean({"prefix-wait", "engine", "prefix_wait",

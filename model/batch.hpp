@@ -9,6 +9,7 @@
 // into those slots before attending.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -21,7 +22,9 @@ struct ForwardBatch {
   std::vector<int32_t> seq_start_pos;      // [n_seqs] position of each span's first token
   std::vector<int32_t> block_tables;       // concatenated block tables
   std::vector<int32_t> block_table_begin{0};  // [n_seqs + 1] offsets into block_tables
-  std::vector<uint8_t> want_logits;        // [n_seqs] 1: logits for the span's last token
+  // [n_seqs] how many of the span's last tokens want logits: 0, 1 (the
+  // token sampled next), or more (a verify step, engine/speculation.hpp).
+  std::vector<uint8_t> want_logits;
 
   int32_t num_seqs() const { return int32_t(seq_start_pos.size()); }
   int32_t num_tokens() const { return int32_t(tokens.size()); }
@@ -36,24 +39,24 @@ struct ForwardBatch {
   }
 
   void add_sequence(std::span<const int32_t> new_tokens, int32_t start_pos,
-                    std::span<const int32_t> table, bool logits);
+                    std::span<const int32_t> table, int32_t logits);
   void clear();
 };
 
 inline int32_t ForwardBatch::num_logit_rows() const {
   int32_t n = 0;
-  for (uint8_t w : want_logits) n += w ? 1 : 0;
+  for (uint8_t w : want_logits) n += w;
   return n;
 }
 
 inline void ForwardBatch::add_sequence(std::span<const int32_t> new_tokens, int32_t start_pos,
-                                       std::span<const int32_t> table, bool logits) {
+                                       std::span<const int32_t> table, int32_t logits) {
   tokens.insert(tokens.end(), new_tokens.begin(), new_tokens.end());
   seq_token_begin.push_back(int32_t(tokens.size()));
   seq_start_pos.push_back(start_pos);
   block_tables.insert(block_tables.end(), table.begin(), table.end());
   block_table_begin.push_back(int32_t(block_tables.size()));
-  want_logits.push_back(logits ? 1 : 0);
+  want_logits.push_back(uint8_t(std::min<int32_t>(logits, int32_t(new_tokens.size()))));
 }
 
 inline void ForwardBatch::clear() {

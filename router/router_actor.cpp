@@ -529,6 +529,9 @@ EngineStats total_stats(self_ptr self) {
     t.preemptions_recompute += s.preemptions_recompute;
     t.preemptions_swap += s.preemptions_swap;
     t.prefix_waits += s.prefix_waits;
+    t.spec_drafts += s.spec_drafts;
+    t.spec_draft_tokens += s.spec_draft_tokens;
+    t.spec_accepted_tokens += s.spec_accepted_tokens;
     t.sessions_held += s.sessions_held;
     t.session_blocks += s.session_blocks;
     t.prompt_tokens += s.prompt_tokens;

@@ -23,6 +23,7 @@ class CpuStepRunner final : public StepRunner {
   StepResult run(StepPlan& plan) override;
   void reset() override;
   bool scores_prompts() const override { return true; }
+  bool verifies_drafts() const override { return true; }
 
  private:
   std::shared_ptr<Transformer> transformer_;

@@ -201,7 +201,7 @@ void Transformer::forward(const ForwardBatch& batch, KvCache& kv, std::vector<fl
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int32_t begin = batch.seq_token_begin[s], end = batch.seq_token_begin[s + 1];
     if (end > begin) max_pos = std::max(max_pos, batch.seq_start_pos[s] + (end - 1 - begin));
-    if (batch.want_logits[s] && end > begin) m.logit_rows.push_back(end - 1);
+    for (int32_t r = std::max(begin, end - int32_t(batch.want_logits[s])); r < end; ++r) m.logit_rows.push_back(r);
   }
   m.ensure_rope_table(c, max_pos + 1);
   run_layers(batch, kv, m.scratch, m.profile);

@@ -49,8 +49,9 @@ class Transformer {
   size_t weight_bytes() const;
 
   // Runs `batch`, writing its keys and values into `kv`, and fills `logits`
-  // with one row of vocab_size floats for each sequence whose want_logits is
-  // set, in batch order: logits is resized to [num_logit_rows, vocab_size].
+  // with one row of vocab_size floats for each of the span rows that
+  // want_logits asks for (a span's last ones), in batch order: logits is
+  // resized to [num_logit_rows, vocab_size].
   // The caller guarantees that positions are < context_length and block
   // tables cover every position.
   void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits);

@@ -38,13 +38,28 @@ inline int32_t fake_next_token(std::span<const int32_t> tokens, int32_t vocab, u
   return int32_t(h % uint64_t(vocab));
 }
 
+// A fake model whose output falls into short cycles, as a small model's
+// greedy output does (speculative decoding's drafts then hit, and a match
+// of one token only sometimes): the next token depends on the first 8
+// tokens, the last one, and the one before it modulo 3.
+inline int32_t fake_next_token_cyclic(std::span<const int32_t> tokens, int32_t vocab, uint64_t seed = 0) {
+  uint64_t h = 1099511628211ULL;
+  if (seed != 0) h = mix(h, seed);
+  const size_t n = tokens.size();
+  for (size_t i = 0; i < std::min<size_t>(8, n); ++i) h = mix(h, uint64_t(uint32_t(tokens[i])));
+  if (n >= 1) h = mix(h, uint64_t(uint32_t(tokens[n - 1])));
+  if (n >= 2) h = mix(h, uint64_t(uint32_t(tokens[n - 2])) % 3);
+  return int32_t(h % uint64_t(vocab));
+}
+
 // What a request must produce: tokens until a stop token or max_tokens.
 inline std::vector<int32_t> expected_tokens(std::vector<int32_t> tokens, int32_t vocab,
                                             int32_t max_tokens, std::span<const int32_t> eos,
-                                            int32_t context_length, uint64_t seed = 0) {
+                                            int32_t context_length, uint64_t seed = 0,
+                                            bool cyclic = false) {
   std::vector<int32_t> out;
   while (int32_t(out.size()) < max_tokens && int32_t(tokens.size()) < context_length) {
-    const int32_t t = fake_next_token(tokens, vocab, seed);
+    const int32_t t = cyclic ? fake_next_token_cyclic(tokens, vocab, seed) : fake_next_token(tokens, vocab, seed);
     if (std::find(eos.begin(), eos.end(), t) != eos.end()) break;
     out.push_back(t);
     tokens.push_back(t);
@@ -73,6 +88,9 @@ class FakeRunner final : public StepRunner {
       : kv_(std::move(kv)), vocab_(vocab), pipelined_(pipelined) {}
 
   bool pipelined() const override { return pipelined_; }
+  bool verifies_drafts() const override { return true; }
+  // The fake model (fake_next_token_cyclic when set); before any request.
+  void set_cyclic(bool cyclic) { cyclic_ = cyclic; }
   void launch(StepPlan& plan) override {
     launched_.push_back(std::move(plan));
     polls_ = 0;
@@ -108,18 +126,27 @@ class FakeRunner final : public StepRunner {
         const int32_t pos = start + int32_t(j);
         d[size_t(table[pos / bs]) * bs + pos % bs] = tokens[j];
       }
-      if (!b.want_logits[s]) continue;
-      const int32_t len = start + int32_t(tokens.size());
-      read_.resize(size_t(len));
-      for (int32_t pos = 0; pos < len; ++pos) read_[pos] = d[size_t(table[pos / bs]) * bs + pos % bs];
-      // The sequence, then the samples forked from it (listed in plan order).
-      for (seq_id seq = plan.seq_ids[s];;) {
-        SampledToken t;
-        t.seq = seq;
-        t.result.token = fake_next_token(read_, vocab_, seeds_[seq]);
-        result.tokens.push_back(t);
-        if (next_fork == plan.forks.size() || plan.forks[next_fork].first != plan.seq_ids[s]) break;
-        seq = plan.forks[next_fork++].second;
+      const int32_t rows = b.want_logits[s];
+      if (rows == 0) continue;
+      const int32_t end = start + int32_t(tokens.size());
+      // A verify step (rows > 1): row i reads the KV up to its own position,
+      // drafts included, and the rows go on while the samples equal the drafts.
+      for (int32_t row = 0; row < rows; ++row) {
+        const int32_t len = end - rows + 1 + row;
+        read_.resize(size_t(len));
+        for (int32_t pos = 0; pos < len; ++pos) read_[pos] = d[size_t(table[pos / bs]) * bs + pos % bs];
+        // The sequence, then the samples forked from it (listed in plan order).
+        for (seq_id seq = plan.seq_ids[s];;) {
+          SampledToken t;
+          t.seq = seq;
+          t.result.token = cyclic_ ? fake_next_token_cyclic(read_, vocab_, seeds_[seq])
+                                   : fake_next_token(read_, vocab_, seeds_[seq]);
+          result.tokens.push_back(t);
+          if (next_fork == plan.forks.size() || plan.forks[next_fork].first != plan.seq_ids[s]) break;
+          seq = plan.forks[next_fork++].second;
+        }
+        if (row + 1 < rows && result.tokens.back().result.token != tokens[tokens.size() - size_t(rows - 1 - row)])
+          break;
       }
     }
     samples_.record(result);
@@ -143,6 +170,7 @@ class FakeRunner final : public StepRunner {
   SampleMemory samples_;  // fills the placeholders of plans built a step ahead
   int64_t steps_ = 0;
   bool pipelined_ = false;
+  bool cyclic_ = false;
   std::deque<StepPlan> launched_;
   size_t max_launched_ = 0;
   int polls_ = 0;

@@ -1,0 +1,57 @@
+#include "engine/speculation.hpp"
+
+#include <algorithm>
+
+namespace conveyor {
+
+Expected<SpeculativeMethod> parse_speculative_method(std::string_view text) {
+  if (text == "none" || text.empty()) return SpeculativeMethod::none;
+  if (text == "ngram") return SpeculativeMethod::ngram;
+  return make_error(Errc::invalid_argument,
+                    "unknown speculative method '" + std::string(text) + "' (expected none or ngram)");
+}
+
+const char* to_string(SpeculativeMethod method) {
+  return method == SpeculativeMethod::ngram ? "ngram" : "none";
+}
+
+Status validate(const SpeculativeConfig& c) {
+  auto bad = [](const char* flag, const std::string& what) {
+    return make_error(Errc::invalid_argument, std::string("--") + flag + ": " + what);
+  };
+  if (c.num_tokens < 0 || c.num_tokens > 16) return bad("speculative-tokens", "must be between 0 and 16");
+  if (c.ngram_min < 1 || c.ngram_min > 16) return bad("speculative-ngram-min", "must be between 1 and 16");
+  if (c.ngram_max < c.ngram_min || c.ngram_max > 16)
+    return bad("speculative-ngram-max", "must be between --speculative-ngram-min and 16");
+  if (c.disable_batch < 1) return bad("speculative-disable-batch", "must be at least 1");
+  return Status::ok();
+}
+
+void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                   std::vector<int32_t>& drafts) {
+  drafts.clear();
+  const auto len = int64_t(tokens.size());
+  if (k <= 0) return;
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
+    const std::span<const int32_t> suffix = tokens.subspan(size_t(len - n));
+    // The latest occurrence that ends before the suffix itself does.
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (tokens[size_t(start)] != suffix[0] ||
+          !std::equal(suffix.begin(), suffix.end(), tokens.begin() + start))
+        continue;
+      // What followed it; past the end of `tokens`, the drafts themselves
+      // (a cycle shorter than k repeats).
+      const int64_t from = start + n;
+      for (int64_t i = from; i < from + k; ++i)
+        drafts.push_back(i < len ? tokens[size_t(i)] : drafts[size_t(i - len)]);
+      return;
+    }
+  }
+}
+
+void DraftLength::update(int32_t drafted, int32_t accepted, int32_t most) {
+  if (drafted <= 0) return;
+  next = accepted == drafted ? std::min(most, drafted + 1) : std::min(most, accepted + 1);
+}
+
+}  // namespace conveyor

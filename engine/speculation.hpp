@@ -1,0 +1,76 @@
+// Speculative decoding without draft weights: the scheduler proposes a few
+// tokens that a decoding sequence is likely to write next, and one step
+// verifies them all.
+//
+// A verify step feeds a sequence's last token and its k drafts as one span
+// of k + 1 positions through the paged KV cache and asks for the logits of
+// every position (ForwardBatch::want_logits counts them). The runner samples
+// row 0 with the sequence's own sampler, exactly as a plain decode would;
+// while the sampled token equals the next draft it samples the next row
+// (whose logits saw that draft, now a real token), and it stops at the
+// first mismatch. So a step emits between 1 and k + 1 tokens, and each one
+// is the token the sampler would have drawn without speculation: the same
+// generator draw, the same penalties and grammar state. Greedy output is
+// unchanged, and so is a seeded sampled stream; an unseeded stream keeps the
+// target distribution, since every emitted token is a draw from it. (With a
+// proposer that names one token per position, "draw from the target and
+// compare" accepts a draft with probability p(draft), which is what the
+// rejection sampling of Leviathan et al. gives for such a proposal.) The KV
+// of rejected positions stays in slots the sequence holds and is overwritten
+// when those positions are computed again; the block manager only hashes
+// positions whose tokens it has been told (TokenFill).
+//
+// Proposers: ngram (prompt lookup): the continuation of the latest earlier
+// occurrence of the last n tokens (n from ngram_max down to ngram_min) in
+// the sequence's prompt and output.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.hpp"
+
+namespace conveyor {
+
+enum class SpeculativeMethod : uint8_t { none, ngram };
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::none;
+  int32_t num_tokens = 5;     // the most drafts per step (vLLM's num_speculative_tokens)
+  int32_t ngram_min = 1;      // the shortest suffix matched (vLLM's prompt_lookup_min)
+  int32_t ngram_max = 4;      // the longest (prompt_lookup_max)
+  // No drafts while more sequences than this decode in one step: a large
+  // batch keeps the machine busy already, and verifying rows costs more
+  // than the steps it saves (vLLM's disable_by_batch_size).
+  int32_t disable_batch = 4;
+  bool enabled() const { return method != SpeculativeMethod::none && num_tokens > 0; }
+};
+
+// "none", "ngram".
+Expected<SpeculativeMethod> parse_speculative_method(std::string_view text);
+const char* to_string(SpeculativeMethod method);
+// Ranges (num_tokens 0..16, 1 <= ngram_min <= ngram_max <= 16,
+// disable_batch >= 1); the message names the flag.
+Status validate(const SpeculativeConfig& config);
+
+// Prompt lookup: appends to `drafts` (cleared first) the up to `k` tokens
+// that followed the latest earlier occurrence of the last n tokens of
+// `tokens`, trying n from max_n down to min_n; none when nothing matches.
+// A continuation that reaches the end of `tokens` goes on with the drafts
+// themselves (a cycle shorter than k repeats).
+void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                   std::vector<int32_t>& drafts);
+
+// A sequence's draft length, adapted to how many of its drafts are
+// accepted: after a step that accepted all it drafted the next may draft one
+// more (up to the configured most), after one that accepted a of them it
+// drafts a + 1.
+struct DraftLength {
+  int32_t next = 0;           // drafts to ask the proposer for (0: not set yet)
+  void update(int32_t drafted, int32_t accepted, int32_t most);
+};
+
+}  // namespace conveyor

@@ -1,0 +1,204 @@
+// Speculative decoding through the whole actor engine (engine/speculation.hpp):
+// verify steps on the fake backend, whose cyclic model makes the ngram
+// drafts hit and miss and whose tokens read back every KV slot they depend
+// on (so a rejected draft's KV that was read, or a position not rewritten,
+// changes the output), under swap and recompute preemption and with n > 1;
+// then stories260K, greedy and seeded sampling, the same ids with and
+// without speculation.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/actors/engine_test_util.hpp"
+#include "tests/actors/fake_backend.hpp"
+#include "tests/actors/fake_engine.hpp"
+#include "tests/actors/stories_fixture.hpp"
+
+namespace conveyor {
+namespace {
+
+using testing::Collector;
+using testing::EngineSystemConfig;
+using testing::expect_all_blocks_free;
+using testing::kFakeContext;
+using testing::kFakeVocab;
+
+std::vector<std::vector<int32_t>> random_prompts(size_t n, int32_t vocab, uint64_t seed, int32_t min_len,
+                                                 int32_t max_len) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> prompts(n);
+  for (auto& p : prompts) {
+    p.resize(size_t(min_len + int32_t(rng() % uint64_t(max_len - min_len + 1))));
+    for (int32_t& t : p) t = 1 + int32_t(rng() % uint64_t(vocab - 1));
+  }
+  return prompts;
+}
+
+EngineConfig speculative(EngineConfig c, int32_t tokens = 4) {
+  c.speculative.method = SpeculativeMethod::ngram;
+  c.speculative.num_tokens = tokens;
+  c.speculative.disable_batch = 1024;  // every decoding sequence drafts
+  return c;
+}
+
+// Runs `prompts` (seed 0: greedy; else seeded, n samples) on the cyclic fake
+// model and checks every sample's tokens against the model run one token at a time.
+EngineStats expect_fake_outputs(EngineConfig config, const std::vector<std::vector<int32_t>>& prompts,
+                                int32_t max_tokens, int32_t n = 1) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<testing::FakeRunner> runner;
+  auto engine = testing::make_fake_engine(sys, config, false, &runner);
+  if (engine == nullptr) return {};
+  runner->set_cyclic(true);
+  Collector collector;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec = testing::greedy_spec(0, prompts[i], max_tokens);
+    spec.request.n = n;
+    if (n > 1) {
+      spec.request.sampling.has_seed = true;
+      spec.request.sampling.seed = 1000 + i;
+    }
+    engine->submit(spec, collector.callback_for(100 * (i + 1)));
+  }
+  EXPECT_TRUE(collector.wait_for(prompts.size() * size_t(n)));
+  const auto outcomes = collector.outcomes();
+  const std::vector<int32_t> eos = {0};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (int32_t k = 0; k < n; ++k) {
+      const testing::Outcome& o = outcomes.at(100 * (i + 1) + uint64_t(k));
+      EXPECT_EQ(o.finals, 1);
+      EXPECT_NE(o.finish, FinishReason::error) << o.message;
+      const uint64_t seed = n > 1 ? 1000 + i + uint64_t(k) : 0;
+      EXPECT_EQ(o.tokens, testing::expected_tokens(prompts[i], kFakeVocab, max_tokens, eos, kFakeContext, seed,
+                                                   /*cyclic=*/true))
+          << "request " << i << " sample " << k;
+    }
+  }
+  expect_all_blocks_free(*engine);
+  return *engine->stats();
+}
+
+TEST(SpeculativeFake, VerifiedDraftsGiveTheModelsOwnTokens) {
+  const auto prompts = random_prompts(24, kFakeVocab, 3, 1, 30);
+  EngineConfig config;
+  config.block_size = 4;  // drafts cross block boundaries often
+  const EngineStats plain = expect_fake_outputs(config, prompts, 80);
+  EXPECT_EQ(plain.spec_draft_tokens, 0u);
+  const EngineStats spec = expect_fake_outputs(speculative(config), prompts, 80);
+  // The cycles make most drafts hit; the ones before a cycle closes miss.
+  EXPECT_GT(spec.spec_drafts, 0u);
+  EXPECT_GT(spec.spec_accepted_tokens, spec.spec_draft_tokens / 4);
+  EXPECT_LT(spec.spec_accepted_tokens, spec.spec_draft_tokens);
+  EXPECT_EQ(spec.generated_tokens, plain.generated_tokens);
+  // Each accepted draft saved an iteration.
+  EXPECT_LT(spec.iterations, plain.iterations);
+}
+
+TEST(SpeculativeFake, SurvivesPreemptionBySwapAndRecompute) {
+  const auto prompts = random_prompts(16, kFakeVocab, 9, 1, 30);
+  for (PreemptionMode mode : {PreemptionMode::swap, PreemptionMode::recompute}) {
+    EngineConfig config = testing::swap_pressure_config();
+    config.preemption = mode;
+    const EngineStats stats = expect_fake_outputs(speculative(config, 6), prompts, 60);
+    EXPECT_GT(stats.preemptions_swap + stats.preemptions_recompute, 0u);
+    EXPECT_GT(stats.spec_accepted_tokens, 0u);
+  }
+}
+
+TEST(SpeculativeFake, SamplesOfOnePromptDraftAlone) {
+  const auto prompts = random_prompts(6, kFakeVocab, 21, 3, 20);
+  EngineConfig config;
+  config.block_size = 4;
+  const EngineStats stats = expect_fake_outputs(speculative(config), prompts, 50, /*n=*/3);
+  EXPECT_GT(stats.spec_accepted_tokens, 0u);
+}
+
+// Past disable_batch decoding sequences, nobody drafts.
+TEST(SpeculativeFake, LargeBatchesDraftNothing) {
+  const auto prompts = random_prompts(24, kFakeVocab, 5, 1, 10);
+  EngineConfig config = speculative(EngineConfig{});
+  config.speculative.disable_batch = 1;
+  config.max_num_seqs = 24;
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<testing::FakeRunner> runner;
+  auto engine = testing::make_fake_engine(sys, config, false, &runner);
+  ASSERT_NE(engine, nullptr);
+  runner->set_cyclic(true);
+  Collector collector;
+  // All admitted in the first iteration, they decode together to the end.
+  for (size_t i = 0; i < prompts.size(); ++i)
+    engine->submit(testing::greedy_spec(i + 1, prompts[i], 30, /*ignore_eos=*/true), collector.callback_for(i + 1));
+  ASSERT_TRUE(collector.wait_for(prompts.size()));
+  EXPECT_LT(engine->stats()->spec_drafts, 24u);  // only while a few stragglers were left, if ever
+}
+
+// ---- stories260K ---------------------------------------------------------------
+
+class SpeculativeStories : public testing::StoriesTest {
+ protected:
+  std::map<request_id, testing::Outcome> run(EngineConfig config, const std::vector<RequestSpec>& specs,
+                                             EngineStats* stats = nullptr) {
+    EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    config.threads = 1;
+    auto engine = Engine::create(sys, config, *model_);
+    EXPECT_TRUE(engine.has_value()) << engine.error().message;
+    Collector collector;
+    size_t samples = 0;
+    for (const RequestSpec& spec : specs) {
+      (*engine)->submit(spec, collector.callback_for(spec.request.id * 16));
+      samples += size_t(spec.request.n);
+    }
+    EXPECT_TRUE(collector.wait_for(samples));
+    if (stats != nullptr) *stats = *(*engine)->stats();
+    expect_all_blocks_free(**engine);
+    return collector.outcomes();
+  }
+
+  static std::vector<RequestSpec> specs(bool sampled) {
+    std::vector<RequestSpec> out;
+    auto prompts = random_prompts(8, 512, 17, 2, 40);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      prompts[i][0] = 1;  // BOS
+      RequestSpec spec = testing::greedy_spec(i + 1, prompts[i], 120, /*ignore_eos=*/true);
+      if (sampled) {
+        spec.request.sampling.temperature = 0.8f;
+        spec.request.sampling.top_p = 0.95f;
+        spec.request.sampling.frequency_penalty = 0.3f;
+        spec.request.sampling.has_seed = true;
+        spec.request.sampling.seed = 7 + i;
+        spec.request.n = i % 3 == 0 ? 2 : 1;
+      }
+      out.push_back(std::move(spec));
+    }
+    return out;
+  }
+};
+
+// Greedy and seeded sampled outputs are the same ids with and without
+// speculation: every emitted token is the sampler's own draw.
+TEST_F(SpeculativeStories, OutputsAreThoseOfPlainDecoding) {
+  for (bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    EngineConfig config;
+    config.kv_cache_dtype = KvDtype::f32;
+    EngineStats plain_stats, spec_stats;
+    const auto plain = run(config, specs(sampled), &plain_stats);
+    const auto spec = run(speculative(config), specs(sampled), &spec_stats);
+    ASSERT_EQ(plain.size(), spec.size());
+    for (const auto& [id, o] : plain) {
+      EXPECT_EQ(spec.at(id).tokens, o.tokens) << "request " << id / 16 << " sample " << id % 16;
+      EXPECT_EQ(spec.at(id).finish, FinishReason::length);
+    }
+    EXPECT_GT(spec_stats.spec_draft_tokens, 0u);
+    if (!sampled) {  // a small model's greedy output repeats itself: drafts hit
+      EXPECT_GT(spec_stats.spec_accepted_tokens, 0u);
+      EXPECT_LT(spec_stats.iterations, plain_stats.iterations);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,80 @@
+// The ngram proposer, the adaptive draft length and the settings' ranges of
+// speculative decoding (engine/speculation.hpp). The verify steps themselves
+// run through the engine in tests/actors/speculative_test.cpp.
+#include <gtest/gtest.h>
+
+#include "engine/engine_config.hpp"
+#include "engine/speculation.hpp"
+
+namespace conveyor {
+namespace {
+
+std::vector<int32_t> propose(std::vector<int32_t> tokens, int32_t k, int32_t min_n = 1, int32_t max_n = 4) {
+  std::vector<int32_t> drafts{99};  // cleared by the proposer
+  propose_ngram(tokens, min_n, max_n, k, drafts);
+  return drafts;
+}
+
+TEST(Ngram, ProposesWhatFollowedTheLatestEarlierOccurrence) {
+  // "5 6" occurred twice before; the latest is followed by 9 8.
+  EXPECT_EQ(propose({5, 6, 7, 1, 5, 6, 9, 8, 2, 5, 6}, 2), (std::vector<int32_t>{9, 8}));
+  // The longest suffix that matches wins: "3 5 6" matches the first occurrence only.
+  EXPECT_EQ(propose({3, 5, 6, 7, 1, 5, 6, 9, 8, 3, 5, 6}, 2), (std::vector<int32_t>{7, 1}));
+  // Fewer than k tokens follow it: a continuation that reaches the end goes
+  // on with the drafts (a cycle repeats).
+  EXPECT_EQ(propose({1, 2, 3, 1, 2, 3, 1, 2}, 5), (std::vector<int32_t>{3, 1, 2, 3, 1}));
+  EXPECT_EQ(propose({4, 4, 4}, 3), (std::vector<int32_t>{4, 4, 4}));
+}
+
+TEST(Ngram, ProposesNothingWithoutAMatch) {
+  EXPECT_TRUE(propose({1, 2, 3, 4}, 4).empty());
+  EXPECT_TRUE(propose({7}, 4).empty());
+  EXPECT_TRUE(propose({}, 4).empty());
+  EXPECT_TRUE(propose({1, 2, 1}, 0).empty());
+  // A suffix shorter than min_n is never tried.
+  EXPECT_TRUE(propose({1, 2, 9, 1}, 4, 2, 4).empty());
+  EXPECT_EQ(propose({1, 2, 9, 1}, 4, 1, 4), (std::vector<int32_t>{2, 9, 1, 2}));
+}
+
+TEST(DraftLength, GrowsWhileAllAreAcceptedAndShrinksToWhatWas) {
+  DraftLength d{5};
+  d.update(5, 5, 5);
+  EXPECT_EQ(d.next, 5);  // at the most already
+  d.update(5, 1, 5);
+  EXPECT_EQ(d.next, 2);
+  d.update(2, 2, 5);
+  EXPECT_EQ(d.next, 3);
+  d.update(3, 0, 5);
+  EXPECT_EQ(d.next, 1);
+  d.update(0, 0, 5);  // no drafts: nothing learned
+  EXPECT_EQ(d.next, 1);
+}
+
+TEST(SpeculativeConfig, RangesAndTheDeviceAreChecked) {
+  EXPECT_EQ(*parse_speculative_method("ngram"), SpeculativeMethod::ngram);
+  EXPECT_EQ(*parse_speculative_method("none"), SpeculativeMethod::none);
+  auto bad = parse_speculative_method("eagle");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("ngram"), std::string::npos);
+
+  SpeculativeConfig c;
+  c.method = SpeculativeMethod::ngram;
+  EXPECT_TRUE(validate(c).is_ok());
+  c.num_tokens = 17;
+  EXPECT_NE(validate(c).error().message.find("--speculative-tokens"), std::string::npos);
+  c.num_tokens = 4;
+  c.ngram_min = 3;
+  c.ngram_max = 2;
+  EXPECT_NE(validate(c).error().message.find("--speculative-ngram-max"), std::string::npos);
+
+  EngineConfig e;
+  e.speculative.method = SpeculativeMethod::ngram;
+  EXPECT_TRUE(validate(e).is_ok());
+  e.device = DeviceSpec{DeviceKind::cuda, 0};
+  const Status cuda = validate(e);
+  ASSERT_FALSE(cuda.is_ok());
+  EXPECT_NE(cuda.error().message.find("--speculative"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conveyor
