@@ -82,7 +82,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.eos_ids = engine->info_.eos_ids;
   sc.batching = config.batching;
   sc.scheduling_policy = config.scheduling_policy;
-  sc.overlap = config.overlap && !config.speculative.enabled();  // a verify step needs the last token
+  sc.overlap = config.overlap;
   sc.speculative = config.speculative;
   sc.aging_interval_seconds = config.aging_interval_seconds;
   sc.recompute_after_fault = config.fault_recovery == FaultRecovery::recompute;

@@ -134,7 +134,8 @@ struct EngineConfig {
   bool overlap = engine_defaults::overlap;  // plan the next step while one runs (false: one at a time)
   // Speculative decoding (engine/speculation.hpp): drafts proposed from the
   // sequence's own tokens, verified k + 1 positions at a time. A verify
-  // step needs its sequence's last token, so it turns overlap off. CPU only.
+  // step needs its sequence's last token, so no step is planned ahead while
+  // a sequence may draft. CPU only.
   SpeculativeConfig speculative;
   // Under the priority policy a request gains one priority level per
   // interval since it arrived (waiting or running).

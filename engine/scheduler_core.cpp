@@ -477,7 +477,10 @@ AllocationBatch SchedulerCore::build_allocation() {
     const int32_t remaining = s.length() - s.scheduled;
     int32_t n = std::min({remaining, chunk, budget});
     if (n <= 0) return false;
-    const int32_t drafts = speculate_ && !is_new && remaining == 1 ? propose_drafts(s, std::min(chunk, budget) - 1) : 0;
+    const bool decoding = !is_new && remaining == 1;
+    const int32_t drafts = speculate_ && decoding && s.draft_length.may_draft()
+                               ? propose_drafts(s, std::min(chunk, budget) - 1)
+                               : 0;
     n += drafts;
     budget -= n;
     const bool needs_slots = is_new || s.slots < s.scheduled + n;
@@ -849,7 +852,23 @@ StepPlan SchedulerCore::build_step() {
 }
 
 bool SchedulerCore::can_build() const {
-  return flights_.empty() || (config_.overlap && flights_.size() == 1 && !drain_requested_);
+  return flights_.empty() || (config_.overlap && flights_.size() == 1 && !drain_requested_ && !wants_drafts());
+}
+
+// A verify step needs its sequence's last token, which a plan built while
+// the step that samples it runs cannot have: while some sequence may draft,
+// the next plan waits for the outstanding step.
+bool SchedulerCore::wants_drafts() const {
+  if (!config_.speculative.enabled()) return false;
+  int32_t decodes = 0;
+  bool drafting = false;
+  for (seq_id id : running_) {
+    const Sequence& s = seqs_.at(id);
+    if (!s.in_batch() || s.length() - s.scheduled > 1) continue;
+    ++decodes;
+    drafting = drafting || (s.state() == SeqState::running && s.draft_length.pause == 0);
+  }
+  return drafting && decodes <= config_.speculative.disable_batch;
 }
 
 // The step that samples a parent's first token samples its other n - 1

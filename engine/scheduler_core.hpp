@@ -100,7 +100,8 @@ struct SchedulerConfig {
   // The runner scores prompt positions (StepRunner::scores_prompts); without
   // it, requests that ask for prompt_logprobs are refused at submit.
   bool prompt_logprobs = false;
-  // Speculative decoding (engine/speculation.hpp); needs overlap off.
+  // Speculative decoding (engine/speculation.hpp). With overlap, plans are
+  // built ahead only while no sequence may draft (can_build()).
   SpeculativeConfig speculative;
 };
 
@@ -137,6 +138,7 @@ class SchedulerCore {
   // Whether a new iteration may be built now: nothing outstanding, or (with
   // overlap) one step outstanding and no drain requested.
   bool can_build() const;
+  bool wants_drafts() const;  // some decoding sequence may draft this iteration
   size_t outstanding_steps() const { return flights_.size(); }
 
   // ---- sessions ----------------------------------------------------------

@@ -52,6 +52,14 @@ void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n
 void DraftLength::update(int32_t drafted, int32_t accepted, int32_t most) {
   if (drafted <= 0) return;
   next = accepted == drafted ? std::min(most, drafted + 1) : std::min(most, accepted + 1);
+  misses = accepted == 0 ? misses + 1 : 0;
+  if (misses >= 2) pause = std::min(32, 1 << std::min(misses - 1, 5));
+}
+
+bool DraftLength::may_draft() {
+  if (pause == 0) return true;
+  --pause;
+  return false;
 }
 
 }  // namespace conveyor

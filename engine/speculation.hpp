@@ -67,10 +67,16 @@ void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n
 // A sequence's draft length, adapted to how many of its drafts are
 // accepted: after a step that accepted all it drafted the next may draft one
 // more (up to the configured most), after one that accepted a of them it
-// drafts a + 1.
+// drafts a + 1. After verify steps that accepted nothing twice in a row it
+// drafts nothing for 2, 4, ... up to 32 of its steps, so that text the
+// proposer cannot predict costs no verify rows.
 struct DraftLength {
   int32_t next = 0;           // drafts to ask the proposer for (0: not set yet)
+  int32_t misses = 0;         // verify steps in a row that accepted nothing
+  int32_t pause = 0;          // steps left without drafts
   void update(int32_t drafted, int32_t accepted, int32_t most);
+  // Whether this step may draft (counts a paused step down).
+  bool may_draft();
 };
 
 }  // namespace conveyor

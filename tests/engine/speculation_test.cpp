@@ -48,6 +48,26 @@ TEST(DraftLength, GrowsWhileAllAreAcceptedAndShrinksToWhatWas) {
   EXPECT_EQ(d.next, 1);
   d.update(0, 0, 5);  // no drafts: nothing learned
   EXPECT_EQ(d.next, 1);
+  EXPECT_TRUE(d.may_draft());
+}
+
+TEST(DraftLength, PausesAfterMissesAndBacksOff) {
+  DraftLength d{3};
+  d.update(3, 0, 5);
+  EXPECT_TRUE(d.may_draft());  // one miss: try again
+  d.update(1, 0, 5);           // two: pause 2 steps
+  EXPECT_FALSE(d.may_draft());
+  EXPECT_FALSE(d.may_draft());
+  EXPECT_TRUE(d.may_draft());
+  d.update(1, 0, 5);  // three: 4 steps
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(d.may_draft());
+  EXPECT_TRUE(d.may_draft());
+  for (int i = 0; i < 10; ++i) d.update(1, 0, 5);
+  EXPECT_EQ(d.pause, 32);  // at most
+  d.pause = 0;
+  d.update(1, 1, 5);  // a hit ends the misses
+  EXPECT_EQ(d.misses, 0);
+  EXPECT_EQ(d.pause, 0);
 }
 
 TEST(SpeculativeConfig, RangesAndTheDeviceAreChecked) {
