@@ -84,6 +84,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   sc.scheduling_policy = config.scheduling_policy;
   sc.overlap = config.overlap;
   sc.speculative = config.speculative;
+  sc.speculative.jump_forward = config.speculative.jump_forward && runner->verifies_drafts();
   sc.aging_interval_seconds = config.aging_interval_seconds;
   sc.recompute_after_fault = config.fault_recovery == FaultRecovery::recompute;
   sc.prefix_wait = config.prefix_caching && config.prefix_wait;

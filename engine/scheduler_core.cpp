@@ -1,5 +1,7 @@
 #include "engine/scheduler_core.hpp"
 
+#include "grammar/matcher.hpp"
+
 #include <algorithm>
 #include <span>
 #include <string>
@@ -489,7 +491,7 @@ AllocationBatch SchedulerCore::build_allocation() {
     if (needs_slots) request_slots(batch, s, is_new, s.scheduled + n);
     return true;
   };
-  if (config_.speculative.enabled()) {
+  if (config_.speculative.drafts()) {
     int32_t decodes = 0;
     for (seq_id id : running_) {
       const Sequence& s = seqs_.at(id);
@@ -522,9 +524,35 @@ int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
   if (s.draft_length.next == 0) s.draft_length.next = c.num_tokens;
   const int32_t k = std::min({s.draft_length.next, room, s.sampling.max_tokens - s.generated() - 1,
                               config_.context_length - int32_t(s.tokens.size()) - 1});
-  if (k <= 0) return 0;
-  propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
+  if (k <= 0 || !proposes(s)) return 0;
+  if (c.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost) {
+    if (grammar::Matcher* m = synced_matcher(s)) {
+      propose_forced(*s.sampling.grammar.compiled, *m, k, s.drafts);
+      if (!s.drafts.empty()) return int32_t(s.drafts.size());
+    }
+  }
+  if (c.enabled()) propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
   return int32_t(s.drafts.size());
+}
+
+bool SchedulerCore::proposes(const Sequence& s) const {
+  const SpeculativeConfig& c = config_.speculative;
+  return c.enabled() || (c.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost);
+}
+
+grammar::Matcher* SchedulerCore::synced_matcher(Sequence& s) {
+  if (!s.grammar_matcher || s.grammar_fed > s.generated()) {
+    s.grammar_matcher = std::make_shared<grammar::Matcher>(s.sampling.grammar.compiled);
+    s.grammar_fed = 0;
+  }
+  for (; s.grammar_fed < s.generated(); ++s.grammar_fed) {
+    if (!s.grammar_matcher->accept_token(s.tokens[size_t(s.prompt_len + s.grammar_fed)])) {
+      s.grammar_lost = true;  // not the sampler's grammar state: leave it alone
+      s.grammar_matcher.reset();
+      return nullptr;
+    }
+  }
+  return s.grammar_matcher.get();
 }
 
 void SchedulerCore::apply_verified(Sequence& s, const Planned& p, int32_t emitted) {
@@ -859,14 +887,14 @@ bool SchedulerCore::can_build() const {
 // the step that samples it runs cannot have: while some sequence may draft,
 // the next plan waits for the outstanding step.
 bool SchedulerCore::wants_drafts() const {
-  if (!config_.speculative.enabled()) return false;
+  if (!config_.speculative.drafts()) return false;
   int32_t decodes = 0;
   bool drafting = false;
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (!s.in_batch() || s.length() - s.scheduled > 1) continue;
     ++decodes;
-    drafting = drafting || (s.state() == SeqState::running && s.draft_length.pause == 0);
+    drafting = drafting || (s.state() == SeqState::running && s.draft_length.pause == 0 && proposes(s));
   }
   return drafting && decodes <= config_.speculative.disable_batch;
 }
@@ -909,6 +937,10 @@ void SchedulerCore::apply_forks(const std::vector<Fork>& forks) {
     child.num_computed = child.scheduled = child.slots = parent->prompt_len;
     child.unconfirmed = 0;
     child.last_plan = 0;
+    child.drafts.clear();
+    child.draft_length = {};
+    child.grammar_matcher.reset();  // the parent's: the child feeds one of its own
+    child.grammar_fed = 0;
     child.block_table.resize(size_t(blocks_for(parent->prompt_len)));
     child.blocks_held = int32_t(child.block_table.size());
     if (child.sampling.has_seed) child.sampling.seed += uint64_t(f.index);

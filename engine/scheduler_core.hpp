@@ -241,6 +241,10 @@ class SchedulerCore {
   // Speculative decoding: proposes s's drafts for this iteration (at most
   // `room`, in Sequence::drafts) and returns how many.
   int32_t propose_drafts(Sequence& s, int32_t room);
+  bool proposes(const Sequence& s) const;  // some proposer may draft for s
+  // Jump-forward: s's scheduler-side grammar matcher, fed its generated
+  // tokens so far; null when the grammar refused one.
+  grammar::Matcher* synced_matcher(Sequence& s);
   // A verify step's outcome: it sampled `emitted` tokens for s (its drafts
   // accepted, then one more), so that many positions have their KV.
   void apply_verified(Sequence& s, const Planned& p, int32_t emitted);

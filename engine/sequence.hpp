@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,13 @@ struct Sequence {
   // ---- speculative decoding (engine/speculation.hpp) -------------------------
   std::vector<int32_t> drafts;      // proposed for the step being planned, which verifies them
   DraftLength draft_length;         // how many to propose next
+  // Jump-forward under a grammar: where its generated tokens (the first
+  // `grammar_fed` of them) put the grammar. Made when first needed; a fork
+  // starts its own. Null also once the grammar refused a token (then no
+  // jump-forward for it).
+  std::shared_ptr<grammar::Matcher> grammar_matcher;
+  int32_t grammar_fed = 0;
+  bool grammar_lost = false;
 
   // ---- its part in the steps -------------------------------------------------
   uint64_t last_plan = 0;           // the last step that included it

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "grammar/matcher.hpp"
+
 namespace conveyor {
 
 Expected<SpeculativeMethod> parse_speculative_method(std::string_view text) {
@@ -47,6 +49,21 @@ void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n
       return;
     }
   }
+}
+
+void propose_forced(const grammar::CompiledGrammar& grammar, grammar::Matcher& matcher, int32_t k,
+                    std::vector<int32_t>& drafts) {
+  drafts.clear();
+  if (k <= 0 || matcher.is_terminated()) return;
+  const std::string forced = matcher.forced_bytes(256);
+  std::string_view rest = forced;
+  while (int32_t(drafts.size()) < k && !rest.empty()) {
+    const auto [token, length] = grammar.vocabulary().longest_prefix(rest);
+    if (token < 0 || !matcher.accept_token(token)) break;
+    drafts.push_back(token);
+    rest.remove_prefix(length);
+  }
+  matcher.rollback(int32_t(drafts.size()));
 }
 
 void DraftLength::update(int32_t drafted, int32_t accepted, int32_t most) {

@@ -22,7 +22,12 @@
 //
 // Proposers: ngram (prompt lookup): the continuation of the latest earlier
 // occurrence of the last n tokens (n from ngram_max down to ngram_min) in
-// the sequence's prompt and output.
+// the sequence's prompt and output. Jump-forward, for a sequence under a
+// grammar (structured outputs, tool calls): the bytes the grammar forces
+// next (`{"name": "` after `{` in a schema), as the longest tokens that
+// spell them. Verified like any draft, a forced token costs a row of the
+// step instead of a step of its own; where the grammar allows several
+// tokenizations of the forced bytes, the model's choice stands.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,10 @@
 #include "base/status.hpp"
 
 namespace conveyor {
+namespace grammar {
+class CompiledGrammar;
+class Matcher;
+}  // namespace grammar
 
 enum class SpeculativeMethod : uint8_t { none, ngram };
 
@@ -46,7 +55,13 @@ struct SpeculativeConfig {
   // batch keeps the machine busy already, and verifying rows costs more
   // than the steps it saves (vLLM's disable_by_batch_size).
   int32_t disable_batch = 4;
+  // Jump-forward drafts for sequences under a grammar, with or without a
+  // method (on where the runner verifies drafts).
+  bool jump_forward = true;
+  // A proposer is configured (the method; jump_forward is not counted).
   bool enabled() const { return method != SpeculativeMethod::none && num_tokens > 0; }
+  // Some sequence may get drafts.
+  bool drafts() const { return num_tokens > 0 && (method != SpeculativeMethod::none || jump_forward); }
 };
 
 // "none", "ngram".
@@ -63,6 +78,13 @@ Status validate(const SpeculativeConfig& config);
 // themselves (a cycle shorter than k repeats).
 void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
                    std::vector<int32_t>& drafts);
+
+// Jump-forward: appends to `drafts` (cleared first) up to `k` tokens that
+// spell the bytes `matcher` (at the sequence's position in `grammar`) forces
+// next, each the longest token that the forced bytes start with and the
+// grammar accepts there. The matcher is left where it was.
+void propose_forced(const grammar::CompiledGrammar& grammar, grammar::Matcher& matcher, int32_t k,
+                    std::vector<int32_t>& drafts);
 
 // A sequence's draft length, adapted to how many of its drafts are
 // accepted: after a step that accepted all it drafted the next may draft one

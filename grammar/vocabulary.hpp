@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "grammar/token_trie.hpp"
@@ -43,6 +44,10 @@ class TokenIndex {
   // The text tokens longer than kShortToken bytes (a few percent of a vocabulary).
   static constexpr size_t kShortToken = 16;
   std::span<const int32_t> long_tokens() const { return long_tokens_; }
+
+  // The text token with the longest bytes that `text` starts with (ties:
+  // the lowest id), and that length; {-1, 0} when none does.
+  std::pair<int32_t, size_t> longest_prefix(std::string_view text) const;
 
   // Every token with bytes that is not an end token (the ones a grammar can
   // allow as text), in a trie. For grammar/ itself.

@@ -373,6 +373,10 @@ std::vector<Setting> make_table() {
   t.push_back(integer({"speculative-disable-batch", "engine", "speculative_disable_batch",
                        "no drafts while more sequences than this decode in one step"},
                       FIELD(engine.speculative.disable_batch), 1, kInt32Max));
+  t.push_back(boolean({"jump-forward", "engine", "jump_forward",
+                       "true | false: under a grammar, the bytes it forces next are verified as drafts in one "
+                       "step (CPU)"},
+                      FIELD(engine.speculative.jump_forward)));
   t.push_back(boolean({"", "engine", "prefix_caching", "reuse the KV blocks of identical prompt prefixes"},
                       FIELD(engine.prefix_caching)));
   t.push_back(boolean({"prefix-wait", "engine", "prefix_wait",

@@ -5,6 +5,8 @@
 
 #include "engine/engine_config.hpp"
 #include "engine/speculation.hpp"
+#include "grammar/json_schema.hpp"
+#include "grammar/matcher.hpp"
 
 namespace conveyor {
 namespace {
@@ -34,6 +36,34 @@ TEST(Ngram, ProposesNothingWithoutAMatch) {
   // A suffix shorter than min_n is never tried.
   EXPECT_TRUE(propose({1, 2, 9, 1}, 4, 2, 4).empty());
   EXPECT_EQ(propose({1, 2, 9, 1}, 4, 1, 4), (std::vector<int32_t>{2, 9, 1, 2}));
+}
+
+// Jump-forward: the bytes a schema forces, as the longest tokens that spell
+// them; the matcher is left where it was.
+TEST(JumpForward, ProposesTheLongestTokensOfTheForcedBytes) {
+  grammar::VocabularyBytes v;
+  v.tokens = {"", "{", "\"", "\"na", "\"name", "me", "\":", " ", "1", "2", "}", "a", "n"};
+  v.end_ids = {0};
+  auto index = grammar::index_vocabulary(v);
+  EXPECT_EQ(index->longest_prefix("\"name\":"), (std::pair<int32_t, size_t>{4, 5}));
+  EXPECT_EQ(index->longest_prefix("xyz"), (std::pair<int32_t, size_t>{-1, 0}));
+  auto g = grammar::grammar_from_json_schema(
+      R"({"type":"object","properties":{"name":{"type":"integer"}},"required":["name"]})");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  auto compiled = grammar::compile(std::move(g).value(), index);
+  ASSERT_TRUE(compiled.has_value()) << compiled.error().message;
+  grammar::Matcher m(*compiled);
+  std::vector<int32_t> drafts;
+  propose_forced(**compiled, m, 8, drafts);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{1, 4, 6}));  // {  "name  ":
+  EXPECT_EQ(m.accepted_steps(), 0);
+  propose_forced(**compiled, m, 2, drafts);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{1, 4}));
+  ASSERT_TRUE(m.accept_token(1));
+  ASSERT_TRUE(m.accept_token(3));  // "na: the rest of the name is forced
+  propose_forced(**compiled, m, 8, drafts);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(m.accepted_steps(), 2);
 }
 
 TEST(DraftLength, GrowsWhileAllAreAcceptedAndShrinksToWhatWas) {
