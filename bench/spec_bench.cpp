@@ -1,15 +1,17 @@
 // spec_bench: speculative decoding (`--speculative ngram`) against plain
 // decoding, the actor engine in-process on one model.
 //
-//   spec_bench [--model dummy:llama-110m] [--streams 1,32] [--temperatures 0,1]
-//              [--tokens 256] [--prompt-len 32] [--spec-tokens 5]
-//              [--disable-batch 4] [--repeats 2] [--threads 0]
+//   spec_bench [--model dummy:llama-110m] [--method ngram|suffix] [--streams 1,32]
+//              [--temperatures 0,1] [--tokens 256] [--prompt-len 32] [--spec-tokens 5]
+//              [--disable-batch 4] [--waves 1] [--repeats 2] [--threads 0]
 //
 // For each number of streams and temperature: `repeats` pairs of runs, plain
 // then speculative, each on a fresh engine: every stream gets its own random
 // prompt of `prompt-len` tokens (BOS first) and generates `tokens` tokens
-// (EOS ignored; at temperature > 0 seeded per stream, so both runs sample
-// the same ids). Printed per pair: generated tokens per second of each run
+// (EOS ignored; at temperature > 0 seeded per stream and wave, so both runs
+// sample the same ids). With --waves W the streams send their prompts W
+// times, one wave after the other (an agent calling again: the suffix
+// method finds the earlier waves' outputs). Printed per pair: generated tokens per second of each run
 // and their ratio, the share of drafts accepted, and the tokens a verify
 // step emitted on average. The streams' ids are compared between the two
 // runs ("same" column): speculation must not change them.
@@ -32,6 +34,8 @@ struct Options {
   std::string model = "dummy:llama-110m";
   std::vector<int> streams = {1, 32};
   std::vector<double> temperatures = {0, 1};
+  SpeculativeMethod method = SpeculativeMethod::ngram;
+  int waves = 1;
   int tokens = 256, prompt_len = 32, spec_tokens = 5, disable_batch = 4, repeats = 2, threads = 0;
 };
 
@@ -49,7 +53,7 @@ Run run(caf::actor_system& sys, const LoadedModel& model, const Options& o, int 
   config.max_num_seqs = std::max(streams, 1);
   config.kv_cache_tokens = int64_t(streams) * (o.prompt_len + o.tokens + 64);
   if (speculate) {
-    config.speculative.method = SpeculativeMethod::ngram;
+    config.speculative.method = o.method;
     config.speculative.num_tokens = o.spec_tokens;
     config.speculative.disable_batch = o.disable_batch;
   }
@@ -59,28 +63,32 @@ Run run(caf::actor_system& sys, const LoadedModel& model, const Options& o, int 
     std::exit(1);
   }
   std::mt19937_64 rng(12345);
-  testing::Collector collector;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int s = 0; s < streams; ++s) {
-    std::vector<int32_t> prompt(size_t(o.prompt_len));
+  std::vector<std::vector<int32_t>> prompts(size_t(streams), std::vector<int32_t>(size_t(o.prompt_len)));
+  for (auto& prompt : prompts) {
     for (int32_t& t : prompt) t = 3 + int32_t(rng() % uint64_t(model.config.vocab_size - 3));
     prompt[0] = 1;
-    RequestSpec spec = testing::greedy_spec(uint64_t(s) + 1, prompt, o.tokens, /*ignore_eos=*/true);
-    spec.request.sampling.temperature = float(temperature);
-    spec.request.sampling.has_seed = true;
-    spec.request.sampling.seed = uint64_t(s) * 7919 + 1;
-    (*engine)->submit(spec, collector.callback_for(uint64_t(s) + 1));
-  }
-  if (!collector.wait_for(size_t(streams), std::chrono::seconds(3600))) {
-    std::fprintf(stderr, "spec_bench: timed out\n");
-    std::exit(1);
   }
   Run r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const auto& [id, outcome] : collector.outcomes()) {
-    r.generated += outcome.tokens.size();
-    r.ids.push_back(outcome.tokens);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int wave = 0; wave < o.waves; ++wave) {
+    testing::Collector collector;
+    for (int s = 0; s < streams; ++s) {
+      RequestSpec spec = testing::greedy_spec(uint64_t(s) + 1, prompts[size_t(s)], o.tokens, /*ignore_eos=*/true);
+      spec.request.sampling.temperature = float(temperature);
+      spec.request.sampling.has_seed = true;
+      spec.request.sampling.seed = uint64_t(s) * 7919 + uint64_t(wave) * 104729 + 1;
+      (*engine)->submit(spec, collector.callback_for(uint64_t(s) + 1));
+    }
+    if (!collector.wait_for(size_t(streams), std::chrono::seconds(3600))) {
+      std::fprintf(stderr, "spec_bench: timed out\n");
+      std::exit(1);
+    }
+    for (const auto& [id, outcome] : collector.outcomes()) {
+      r.generated += outcome.tokens.size();
+      r.ids.push_back(outcome.tokens);
+    }
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.stats = *(*engine)->stats();
   return r;
 }
@@ -109,6 +117,14 @@ int main(int argc, char** argv) {
     };
     if (!std::strcmp(argv[i], "--model")) o.model = next();
     else if (!std::strcmp(argv[i], "--streams")) o.streams = parse_list<int>(next());
+    else if (!std::strcmp(argv[i], "--method")) {
+      auto m = parse_speculative_method(next());
+      if (!m || *m == SpeculativeMethod::none) {
+        std::fprintf(stderr, "spec_bench: --method is ngram or suffix\n");
+        return 2;
+      }
+      o.method = *m;
+    } else if (!std::strcmp(argv[i], "--waves")) o.waves = std::atoi(next());
     else if (!std::strcmp(argv[i], "--temperatures")) o.temperatures = parse_list<double>(next());
     else if (!std::strcmp(argv[i], "--tokens")) o.tokens = std::atoi(next());
     else if (!std::strcmp(argv[i], "--prompt-len")) o.prompt_len = std::atoi(next());
@@ -118,12 +134,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--threads")) o.threads = std::atoi(next());
     else {
       std::fprintf(stderr,
-                   "usage: spec_bench [--model M] [--streams 1,32] [--temperatures 0,1] [--tokens N] "
-                   "[--prompt-len N] [--spec-tokens N] [--disable-batch N] [--repeats N] [--threads N]\n");
+                   "usage: spec_bench [--model M] [--method ngram|suffix] [--streams 1,32] [--temperatures 0,1] "
+                   "[--tokens N] [--prompt-len N] [--spec-tokens N] [--disable-batch N] [--waves N] [--repeats N] "
+                   "[--threads N]\n");
       return 2;
     }
   }
-  if (o.tokens < 1 || o.prompt_len < 2 || o.repeats < 1 || o.streams.empty()) {
+  if (o.tokens < 1 || o.prompt_len < 2 || o.repeats < 1 || o.waves < 1 || o.streams.empty()) {
     std::fprintf(stderr, "spec_bench: counts must be positive (--prompt-len at least 2)\n");
     return 2;
   }
@@ -138,9 +155,9 @@ int main(int argc, char** argv) {
                  model.config.context_length);
     return 2;
   }
-  std::printf("model %s; %d-token prompts, %d new tokens; ngram, %d drafts at most, none past %d decoding; "
-              "%u hardware threads\n",
-              o.model.c_str(), o.prompt_len, o.tokens, o.spec_tokens, o.disable_batch,
+  std::printf("model %s; %d-token prompts, %d new tokens, %d wave(s); %s, %d drafts at most, none past %d "
+              "decoding; %u hardware threads\n",
+              o.model.c_str(), o.prompt_len, o.tokens, o.waves, to_string(o.method), o.spec_tokens, o.disable_batch,
               std::thread::hardware_concurrency());
   std::printf("%8s %6s %12s %12s %8s %10s %12s %6s\n", "streams", "temp", "plain_tok/s", "spec_tok/s", "ratio",
               "accepted", "tok/verify", "same");

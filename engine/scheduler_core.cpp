@@ -25,7 +25,11 @@ SchedulerCore::SchedulerCore(SchedulerConfig config)
     : config_(std::move(config)),
       waiting_(config_.aging_interval_seconds),
       free_blocks_(config_.num_blocks),
-      free_host_blocks_(config_.num_host_blocks) {}
+      free_host_blocks_(config_.num_host_blocks) {
+  if (config_.speculative.method == SpeculativeMethod::suffix && config_.speculative.num_tokens > 0)
+    suffix_store_ = std::make_unique<SuffixStore>(kSuffixStoreTokens, config_.speculative.ngram_min,
+                                                  config_.speculative.ngram_max);
+}
 
 int32_t SchedulerCore::blocks_for(int32_t tokens) const {
   return (tokens + config_.block_size - 1) / config_.block_size;
@@ -179,6 +183,7 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
   emit_final(s, reason, message, code);
   release_claims(s);
   if ((reason == FinishReason::stop || reason == FinishReason::length) && !s.session.empty()) keep_for_session(s);
+  if ((reason == FinishReason::stop || reason == FinishReason::length) && suffix_store_) suffix_store_->add(s.tokens);
   if (s.runner_has_sampler) retired_samplers_.push_back(s.id);
   release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
@@ -531,7 +536,11 @@ int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
       if (!s.drafts.empty()) return int32_t(s.drafts.size());
     }
   }
-  if (c.enabled()) propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
+  if (!c.enabled()) return 0;
+  const int32_t own = propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
+  if (suffix_store_ && own < c.ngram_max) {  // recent requests may hold a longer match
+    if (suffix_store_->propose(s.tokens, k, scratch_drafts_) > own) s.drafts.swap(scratch_drafts_);
+  }
   return int32_t(s.drafts.size());
 }
 

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -53,6 +54,7 @@
 #include "engine/sequence.hpp"
 #include "engine/session_store.hpp"
 #include "engine/speculation.hpp"
+#include "engine/suffix_store.hpp"
 #include "engine/step_cost.hpp"
 #include "base/status.hpp"
 #include "policies/admission.hpp"
@@ -376,6 +378,10 @@ class SchedulerCore {
   uint64_t preemptions_recompute_ = 0;
   uint64_t preemptions_swap_ = 0;
   SpeculationCounts speculation_;
+  // --speculative suffix: recent requests' tokens (the last this many).
+  static constexpr int32_t kSuffixStoreTokens = 1 << 17;
+  std::unique_ptr<SuffixStore> suffix_store_;
+  std::vector<int32_t> scratch_drafts_;
   bool speculate_ = false;                   // this iteration drafts (few enough sequences decode)
 };
 

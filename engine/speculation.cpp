@@ -9,12 +9,18 @@ namespace conveyor {
 Expected<SpeculativeMethod> parse_speculative_method(std::string_view text) {
   if (text == "none" || text.empty()) return SpeculativeMethod::none;
   if (text == "ngram") return SpeculativeMethod::ngram;
+  if (text == "suffix") return SpeculativeMethod::suffix;
   return make_error(Errc::invalid_argument,
-                    "unknown speculative method '" + std::string(text) + "' (expected none or ngram)");
+                    "unknown speculative method '" + std::string(text) + "' (expected none, ngram or suffix)");
 }
 
 const char* to_string(SpeculativeMethod method) {
-  return method == SpeculativeMethod::ngram ? "ngram" : "none";
+  switch (method) {
+    case SpeculativeMethod::ngram: return "ngram";
+    case SpeculativeMethod::suffix: return "suffix";
+    case SpeculativeMethod::none: break;
+  }
+  return "none";
 }
 
 Status validate(const SpeculativeConfig& c) {
@@ -29,11 +35,11 @@ Status validate(const SpeculativeConfig& c) {
   return Status::ok();
 }
 
-void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
-                   std::vector<int32_t>& drafts) {
+int32_t propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                      std::vector<int32_t>& drafts) {
   drafts.clear();
   const auto len = int64_t(tokens.size());
-  if (k <= 0) return;
+  if (k <= 0) return 0;
   for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
     const std::span<const int32_t> suffix = tokens.subspan(size_t(len - n));
     // The latest occurrence that ends before the suffix itself does.
@@ -46,9 +52,10 @@ void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n
       const int64_t from = start + n;
       for (int64_t i = from; i < from + k; ++i)
         drafts.push_back(i < len ? tokens[size_t(i)] : drafts[size_t(i - len)]);
-      return;
+      return int32_t(n);
     }
   }
+  return 0;
 }
 
 void propose_forced(const grammar::CompiledGrammar& grammar, grammar::Matcher& matcher, int32_t k,

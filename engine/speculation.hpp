@@ -22,7 +22,9 @@
 //
 // Proposers: ngram (prompt lookup): the continuation of the latest earlier
 // occurrence of the last n tokens (n from ngram_max down to ngram_min) in
-// the sequence's prompt and output. Jump-forward, for a sequence under a
+// the sequence's prompt and output. suffix: the same, and in the tokens of
+// recently finished requests (engine/suffix_store.hpp), where an agent's
+// earlier calls often wrote what it writes now; the longer match wins. Jump-forward, for a sequence under a
 // grammar (structured outputs, tool calls): the bytes the grammar forces
 // next (`{"name": "` after `{` in a schema), as the longest tokens that
 // spell them. Verified like any draft, a forced token costs a row of the
@@ -44,7 +46,11 @@ class CompiledGrammar;
 class Matcher;
 }  // namespace grammar
 
-enum class SpeculativeMethod : uint8_t { none, ngram };
+enum class SpeculativeMethod : uint8_t {
+  none,
+  ngram,   // prompt lookup in the sequence's own tokens
+  suffix,  // the same, and in recent requests' tokens (SuffixStore): the longer match wins
+};
 
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::none;
@@ -64,7 +70,7 @@ struct SpeculativeConfig {
   bool drafts() const { return num_tokens > 0 && (method != SpeculativeMethod::none || jump_forward); }
 };
 
-// "none", "ngram".
+// "none", "ngram", "suffix".
 Expected<SpeculativeMethod> parse_speculative_method(std::string_view text);
 const char* to_string(SpeculativeMethod method);
 // Ranges (num_tokens 0..16, 1 <= ngram_min <= ngram_max <= 16,
@@ -75,8 +81,8 @@ Status validate(const SpeculativeConfig& config);
 // that followed the latest earlier occurrence of the last n tokens of
 // `tokens`, trying n from max_n down to min_n; none when nothing matches.
 // A continuation that reaches the end of `tokens` goes on with the drafts
-// themselves (a cycle shorter than k repeats).
-void propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
+// themselves (a cycle shorter than k repeats). Returns n (0: no match).
+int32_t propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
                    std::vector<int32_t>& drafts);
 
 // Jump-forward: appends to `drafts` (cleared first) up to `k` tokens that

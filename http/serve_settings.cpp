@@ -358,8 +358,9 @@ std::vector<Setting> make_table() {
   t.push_back(boolean({"overlap", "engine", "overlap", "true | false: plan the next step while one runs"},
                       FIELD(engine.overlap)));
   t.push_back(choice({"speculative", "engine", "speculative",
-                      "none | ngram: speculative decoding (ngram: drafts from earlier occurrences of the last "
-                      "tokens in the prompt and output, verified in one step; output unchanged; CPU only)"},
+                      "none | ngram | suffix: speculative decoding (ngram: drafts from earlier occurrences of "
+                      "the last tokens in the prompt and output; suffix: in recent requests' too; verified in one "
+                      "step; output unchanged; CPU only)"},
                      FIELD(engine.speculative.method), parse_speculative_method));
   t.push_back(integer({"speculative-tokens", "engine", "speculative_tokens",
                        "the most drafts a sequence verifies per step (vLLM's num_speculative_tokens)"},

@@ -117,6 +117,38 @@ TEST(SpeculativeFake, SamplesOfOnePromptDraftAlone) {
   EXPECT_GT(stats.spec_accepted_tokens, 0u);
 }
 
+// --speculative suffix: a request whose prompt an earlier request had
+// drafts from that request's output at once (an agent's repeated calls);
+// ngram alone only once its own output repeats.
+TEST(SpeculativeFake, SuffixDraftsFromRecentRequests) {
+  const auto prompts = random_prompts(8, kFakeVocab, 33, 5, 20);
+  auto second_wave_accepted = [&](SpeculativeMethod method) {
+    EngineConfig config = speculative(EngineConfig{});
+    config.speculative.method = method;
+    EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    std::shared_ptr<testing::FakeRunner> runner;
+    auto engine = testing::make_fake_engine(sys, config, false, &runner);
+    runner->set_cyclic(true);
+    uint64_t accepted_before = 0;
+    for (int wave = 0; wave < 2; ++wave) {
+      Collector collector;
+      for (size_t i = 0; i < prompts.size(); ++i)
+        engine->submit(testing::greedy_spec(i + 1, prompts[i], 40), collector.callback_for(i + 1));
+      EXPECT_TRUE(collector.wait_for(prompts.size()));
+      const std::vector<int32_t> eos = {0};
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_EQ(collector.outcomes().at(i + 1).tokens,
+                  testing::expected_tokens(prompts[i], kFakeVocab, 40, eos, kFakeContext, 0, true));
+      if (wave == 0) accepted_before = engine->stats()->spec_accepted_tokens;
+    }
+    return engine->stats()->spec_accepted_tokens - accepted_before;
+  };
+  const uint64_t ngram = second_wave_accepted(SpeculativeMethod::ngram);
+  const uint64_t suffix = second_wave_accepted(SpeculativeMethod::suffix);
+  EXPECT_GT(suffix, ngram + 20) << "ngram " << ngram << ", suffix " << suffix;
+}
+
 // Past disable_batch decoding sequences, nobody drafts.
 TEST(SpeculativeFake, LargeBatchesDraftNothing) {
   const auto prompts = random_prompts(24, kFakeVocab, 5, 1, 10);

@@ -5,6 +5,7 @@
 
 #include "engine/engine_config.hpp"
 #include "engine/speculation.hpp"
+#include "engine/suffix_store.hpp"
 #include "grammar/json_schema.hpp"
 #include "grammar/matcher.hpp"
 
@@ -66,6 +67,39 @@ TEST(JumpForward, ProposesTheLongestTokensOfTheForcedBytes) {
   EXPECT_EQ(m.accepted_steps(), 2);
 }
 
+TEST(SuffixStore, ProposesFromTheLatestSequenceWithTheLongestTail) {
+  SuffixStore store(64, 1, 3);
+  store.add(std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+  store.add(std::vector<int32_t>{9, 3, 4, 7, 8});
+  std::vector<int32_t> drafts;
+  // "2 3 4" occurred in the first only; "3 4" in both, the latest in the second.
+  EXPECT_EQ(store.propose(std::vector<int32_t>{0, 2, 3, 4}, 4, drafts), 3);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{5, 6}));  // a continuation stops at its sequence's end
+  EXPECT_EQ(store.propose(std::vector<int32_t>{0, 3, 4}, 4, drafts), 2);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(store.propose(std::vector<int32_t>{42}, 4, drafts), 0);
+  EXPECT_TRUE(drafts.empty());
+  // Nothing follows a sequence's last token, and no n-gram spans two sequences.
+  EXPECT_EQ(store.propose(std::vector<int32_t>{6, 9}, 4, drafts), 1);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{3, 4, 7, 8}));
+  EXPECT_EQ(store.propose(std::vector<int32_t>{8}, 4, drafts), 0);
+}
+
+TEST(SuffixStore, DropsTheOlderHalfWhenFull) {
+  SuffixStore store(20, 1, 2);
+  for (int32_t i = 0; i < 10; ++i) store.add(std::vector<int32_t>{100 + i, 200 + i, 300 + i});
+  EXPECT_LE(store.size(), 20u);
+  std::vector<int32_t> drafts;
+  EXPECT_EQ(store.propose(std::vector<int32_t>{109}, 4, drafts), 1);  // the latest is kept
+  EXPECT_EQ(drafts, (std::vector<int32_t>{209, 309}));
+  EXPECT_EQ(store.propose(std::vector<int32_t>{100}, 4, drafts), 0);  // the first is gone
+  store.add(std::vector<int32_t>(40, 5));  // longer than the store: its tail is kept
+  EXPECT_LE(store.size(), 20u);
+  // The latest "5 5" with something after it is the one before the last.
+  EXPECT_EQ(store.propose(std::vector<int32_t>{5, 5}, 3, drafts), 2);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{5}));
+}
+
 TEST(DraftLength, GrowsWhileAllAreAcceptedAndShrinksToWhatWas) {
   DraftLength d{5};
   d.update(5, 5, 5);
@@ -103,6 +137,7 @@ TEST(DraftLength, PausesAfterMissesAndBacksOff) {
 TEST(SpeculativeConfig, RangesAndTheDeviceAreChecked) {
   EXPECT_EQ(*parse_speculative_method("ngram"), SpeculativeMethod::ngram);
   EXPECT_EQ(*parse_speculative_method("none"), SpeculativeMethod::none);
+  EXPECT_EQ(*parse_speculative_method("suffix"), SpeculativeMethod::suffix);
   auto bad = parse_speculative_method("eagle");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message.find("ngram"), std::string::npos);
