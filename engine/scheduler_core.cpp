@@ -1035,13 +1035,14 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
 }
 
 // What the step cost, for the latency target's model: a decode is a running
-// sequence's one token that it samples from.
+// sequence's one token that it samples from (or a verify span's tokens).
 void SchedulerCore::observe_cost(const Flight& flight, double seconds) {
   if (config_.target_itl_seconds <= 0) return;
   int32_t decode = 0, prefill = 0;
   for (const Planned& p : flight.planned) {
     if (!p.granted || p.dropped) continue;
-    (p.max_new == 1 && p.samples && !p.is_new ? decode : prefill) += p.max_new;
+    // A verify span (its last token and drafts) costs what as many decodes do.
+    (p.samples && !p.is_new && p.max_new == 1 + p.drafts ? decode : prefill) += p.max_new;
   }
   cost_.observe(decode, prefill, seconds);
 }

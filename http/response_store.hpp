@@ -52,6 +52,9 @@ struct StoredResponse {
   std::vector<ChatMessage> conversation;  // everything before it and its output
   std::string session;                    // the engine session of its conversation
   std::vector<int32_t> tokens;            // its prompt and answer as the engine computed them
+  // Still running: GET shows it (status in_progress) and its input items;
+  // nothing can continue it yet. The finished response replaces it.
+  bool in_progress = false;
 };
 
 struct ResponseStoreLimits {

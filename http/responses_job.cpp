@@ -9,6 +9,12 @@ namespace conveyor::http {
 
 ResponsesJob::ResponsesJob(ResponsesJobSpec spec) : spec_(std::move(spec)) {
   if (spec_.stream && spec_.tool_format) calls_ = std::make_unique<ToolCallStream>(*spec_.tool_format);
+  if (spec_.store != nullptr) {  // GET shows it while it runs
+    StoredResponse running{spec_.response.id, response_json(spec_.response), spec_.input_items_json, {}, {}, {}};
+    running.in_progress = true;
+    spec_.store->put(spec_.scope, std::move(running));
+    placed_ = true;
+  }
 }
 
 ResponsesJob::~ResponsesJob() = default;
@@ -132,6 +138,7 @@ void ResponsesJob::fail(const ApiError& error, std::vector<std::string>& out) {
   error_ = error;
   if (!spec_.stream || !started_) {
     failure_ = error;
+    if (placed_) spec_.store->erase(spec_.scope, spec_.response.id);  // an error answers it, nothing is stored
     return;
   }
   ResponseState& r = spec_.response;

@@ -81,6 +81,7 @@ class ResponsesJob final : public ClientJob {
   std::vector<int32_t> generated_;         // the answer's token ids
   FinishReason finish_ = FinishReason::none;
   bool started_ = false;
+  bool placed_ = false;  // an in-progress entry is in the store
   bool done_ = false;
   std::optional<ApiError> failure_;
   std::optional<ApiError> error_;

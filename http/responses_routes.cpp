@@ -46,6 +46,9 @@ std::variant<PreparedResponse, ApiError> prepare_response(std::string_view body,
     previous = store.get(scope, request.previous_response_id);
     if (!previous)
       return not_found(request.previous_response_id, "previous_response_id", "previous_response_not_found");
+    if (previous->in_progress)
+      return bad_request("response '" + request.previous_response_id + "' is still in progress; continue it once it "
+                         "has completed", "previous_response_id");
     job.conversation = previous->conversation;
     job.session = previous->session;
   } else if (request.echo.store) {

@@ -440,6 +440,37 @@ TEST(ResponsesJob, ABodyIsTheResponseObjectAndIsStored) {
   EXPECT_EQ(kept->conversation[1].content, "All done");
 }
 
+// While it runs, a stored response is there for GET, in progress; a
+// failure answered with an error status leaves nothing stored.
+TEST(ResponsesJob, ARunningResponseIsStoredInProgress) {
+  ResponseStore store;
+  ResponsesJobSpec spec = job_spec(true, &store);
+  spec.input_items_json = R"([{"type":"message","role":"user","content":"Hi"}])";
+  ResponsesJob job(spec);
+  auto running = store.get({}, "resp_test");
+  ASSERT_NE(running, nullptr);
+  EXPECT_TRUE(running->in_progress);
+  EXPECT_EQ(json::parse(running->json).at("status"), "in_progress");
+  EXPECT_EQ(running->input_items_json, spec.input_items_json);
+  EXPECT_TRUE(running->session.empty());  // its going releases no session
+  std::vector<std::string> out;
+  job.on_event(0, piece("Hi", FinishReason::stop), out);
+  auto done = store.get({}, "resp_test");
+  ASSERT_NE(done, nullptr);
+  EXPECT_FALSE(done->in_progress);
+  EXPECT_EQ(json::parse(done->json).at("status"), "completed");
+
+  StreamEvent refused;
+  refused.finish = FinishReason::error;
+  refused.error_code = Errc::resource_exhausted;
+  ResponseStore other;
+  ResponsesJob early(job_spec(false, &other));
+  ASSERT_NE(other.get({}, "resp_test"), nullptr);
+  early.on_event(0, refused, out);
+  ASSERT_TRUE(early.failure());
+  EXPECT_EQ(other.get({}, "resp_test"), nullptr);
+}
+
 TEST(ResponsesJob, FailuresBeforeAndAfterOutput) {
   StreamEvent error;
   error.finish = FinishReason::error;
