@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_swap_engine.hpp"
 #include "backends/cpu/transformer.hpp"
 #include "backends/cuda/cuda_backend.hpp"
+#include "kernels/cpu/omp_threads.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
 
 namespace conveyor {
@@ -59,6 +60,9 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   b.runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
   if (config.swap_space_tokens >= config.block_size)
     b.swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
+  // The weights were packed in parallel on this thread: its OpenMP team goes,
+  // so that the executor's spins between regions (kernels/cpu/omp_threads.hpp).
+  kernels::release_openmp_threads();
   return b;
 }
 

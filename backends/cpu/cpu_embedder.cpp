@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_embedder.hpp"
 
+#include "kernels/cpu/omp_threads.hpp"
+
 #include <numeric>
 #include <string>
 
@@ -40,6 +42,9 @@ Expected<std::vector<std::vector<float>>> CpuEmbedder::embed(const std::vector<s
     run_batch(inputs, first, last, pooling, out);
     first = last;
   }
+  // This thread's OpenMP team would keep the step runner's from spinning
+  // between regions (kernels/cpu/omp_threads.hpp): it goes until the next call.
+  kernels::release_openmp_threads();
   return out;
 }
 
