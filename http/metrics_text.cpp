@@ -92,6 +92,8 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
             stats.spec_drafts);
   w.counter("spec_decode_num_draft_tokens_total", "Draft tokens verified.", stats.spec_draft_tokens);
   w.counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", stats.spec_accepted_tokens);
+  w.gauge("spec_decode_draft_acceptance_rate", "Share of the draft tokens verified so far that were accepted.",
+          stats.spec_draft_tokens ? double(stats.spec_accepted_tokens) / double(stats.spec_draft_tokens) : 0.0);
   w.counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             stats.blocks.prefix_query_tokens);
   w.counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",

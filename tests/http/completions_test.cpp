@@ -332,3 +332,31 @@ TEST_F(Completions, SessionIdKeepsTheConversationForTheNextTurn) {
 }  // namespace
 }  // namespace conveyor::http::testing
 
+
+namespace conveyor::http::testing {
+namespace {
+
+// A server with --speculative ngram answers greedy requests with the text
+// the plain server gives, and /metrics counts its drafts.
+TEST(SpeculativeServer, SameTextAndDraftsCounted) {
+  EngineConfig speculative = small_engine();
+  speculative.speculative.method = SpeculativeMethod::ngram;
+  TestServer plain;
+  TestServer spec(speculative);
+  const json::object body{{"model", plain.model_name()}, {"prompt", "Once upon a time"}, {"max_tokens", 64},
+                          {"temperature", 0}, {"ignore_eos", true}};
+  const Response a = http_request(plain.port(), "POST", "/v1/completions", body_of(body));
+  json::object spec_body = body;
+  spec_body["model"] = spec.model_name();
+  const Response b = http_request(spec.port(), "POST", "/v1/completions", body_of(spec_body));
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(json::parse(a.body).at("choices").at(0).at("text"), json::parse(b.body).at("choices").at(0).at("text"));
+  const std::string metrics = http_request(spec.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("conveyor:spec_decode_num_draft_tokens_total "), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("conveyor:spec_decode_num_draft_tokens_total 0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("conveyor:spec_decode_draft_acceptance_rate "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conveyor::http::testing
