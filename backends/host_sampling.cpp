@@ -142,7 +142,7 @@ void HostSampling::sample(const StepPlan& plan, float* logits_data, int32_t voca
       if (sampler != nullptr) rows_.push_back(Row{seq, sampler, logits, drafts, {}});
       continue;
     }
-    logits = logits.last(size_t(vocab));  // a first token: one row
+    logits = logits.first(size_t(vocab));  // a first token: no drafts to verify (the scheduler plans none)
     // Forked samples draw from this row too; sampling overwrites it, so each
     // takes a copy of the raw logits.
     raw_.assign(logits.begin(), logits.end());

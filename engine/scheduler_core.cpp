@@ -522,8 +522,11 @@ AllocationBatch SchedulerCore::build_allocation() {
 int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
   s.drafts.clear();
   // Its last token must be known (no step outstanding samples it), and the
-  // step may emit all its drafts and one more within max_tokens and the context.
-  if (s.state() != SeqState::running || s.unconfirmed > 0 || s.scheduled + 1 != int32_t(s.tokens.size()))
+  // step may emit all its drafts and one more within max_tokens and the
+  // context. Its first token comes from a plain step: that is where a
+  // request with n > 1 forks, every sample from the same row.
+  if (s.state() != SeqState::running || s.unconfirmed > 0 || s.scheduled + 1 != int32_t(s.tokens.size()) ||
+      s.generated() < 1 || s.samples > 1)
     return 0;
   const SpeculativeConfig& c = config_.speculative;
   if (s.draft_length.next == 0) s.draft_length.next = c.num_tokens;
@@ -540,6 +543,16 @@ int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
   const int32_t own = propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
   if (suffix_store_ && own < c.ngram_max) {  // recent requests may hold a longer match
     if (suffix_store_->propose(s.tokens, k, scratch_drafts_) > own) s.drafts.swap(scratch_drafts_);
+  }
+  // Under a grammar, drafts stop at the first one it refuses there: its
+  // row could only be rejected.
+  if (!s.drafts.empty() && s.sampling.grammar.compiled && !s.grammar_lost) {
+    if (grammar::Matcher* m = synced_matcher(s)) {
+      size_t valid = 0;
+      while (valid < s.drafts.size() && m->accept_token(s.drafts[valid])) ++valid;
+      m->rollback(int32_t(valid));
+      s.drafts.resize(valid);
+    }
   }
   return int32_t(s.drafts.size());
 }
@@ -803,9 +816,11 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
   for (const Short& f : failed_) {
     Sequence& s = seqs_.at(f.id);
     const int32_t remaining = s.length() - s.scheduled;
-    const int32_t n = std::min(remaining, f.budget);
-    plan(s, n, false, false);
-    request_slots(retry, s, false, s.scheduled + n);
+    const int32_t n = std::min(remaining, f.budget);  // no drafts this time
+    // A verify step's rejected drafts may have left it the slots it needs now.
+    const bool needs_slots = s.slots < s.scheduled + n;
+    plan(s, n, false, /*granted=*/!needs_slots);
+    if (needs_slots) request_slots(retry, s, false, s.scheduled + n);
   }
   failed_.clear();
   return retry;

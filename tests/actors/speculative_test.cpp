@@ -101,6 +101,7 @@ TEST(SpeculativeFake, VerifiedDraftsGiveTheModelsOwnTokens) {
 TEST(SpeculativeFake, SurvivesPreemptionBySwapAndRecompute) {
   const auto prompts = random_prompts(16, kFakeVocab, 9, 1, 30);
   for (PreemptionMode mode : {PreemptionMode::swap, PreemptionMode::recompute}) {
+    SCOPED_TRACE(mode == PreemptionMode::swap ? "swap" : "recompute");
     EngineConfig config = testing::swap_pressure_config();
     config.preemption = mode;
     const EngineStats stats = expect_fake_outputs(speculative(config, 6), prompts, 60);
@@ -256,12 +257,14 @@ TEST(JumpForward, ForcedBytesAreVerifiedInOneStepAndChangeNothing) {
   const auto ir = std::make_shared<const grammar::Grammar>(std::move(schema).value());
   const std::vector<int32_t> prompt = model.tokenizer->encode("Give me a record:", /*add_bos=*/true);
 
-  auto run = [&](bool jump_forward, float temperature, EngineStats& stats) {
+  auto run = [&](bool jump_forward, float temperature, EngineStats& stats,
+                 SpeculativeMethod method = SpeculativeMethod::none) {
     EngineSystemConfig cfg;
     caf::actor_system sys{cfg};
     EngineConfig config;
     config.threads = 1;
     config.speculative.jump_forward = jump_forward;
+    config.speculative.method = method;
     auto engine = Engine::create(sys, config, model);
     EXPECT_TRUE(engine.has_value()) << engine.error().message;
     Collector collector;
@@ -280,13 +283,16 @@ TEST(JumpForward, ForcedBytesAreVerifiedInOneStepAndChangeNothing) {
   };
   for (float temperature : {0.0f, 1.0f}) {
     SCOPED_TRACE(temperature);
-    EngineStats plain_stats, jump_stats;
+    EngineStats plain_stats, jump_stats, ngram_stats;
     const auto plain = run(false, temperature, plain_stats);
     const auto jumped = run(true, temperature, jump_stats);
+    // ngram drafts too, cut at the first token the grammar refuses.
+    const auto both = run(true, temperature, ngram_stats, SpeculativeMethod::ngram);
     EXPECT_EQ(plain_stats.spec_drafts, 0u);
     for (const auto& [id, o] : plain) {
       EXPECT_EQ(o.finish, FinishReason::stop) << o.message;
       EXPECT_EQ(jumped.at(id).tokens, o.tokens) << "request " << id;
+      EXPECT_EQ(both.at(id).tokens, o.tokens) << "request " << id;
       boost::system::error_code ec;
       const boost::json::value v = boost::json::parse(o.text, ec);
       ASSERT_FALSE(ec) << o.text;

@@ -56,6 +56,9 @@ struct SimOptions {
   SchedulingPolicy scheduling = SchedulingPolicy::fcfs;
   double target_itl = 0;  // seconds; then steps take a synthetic time (step_seconds)
   std::vector<int32_t> eos = {0};
+  // Speculative decoding (ngram, 4 drafts, every decoding sequence): the
+  // fake model is then the cyclic one, whose drafts hit and miss.
+  bool speculate = false;
 };
 
 // The synthetic machine of the latency-target tests: 2 ms + 0.1 ms per
@@ -80,7 +83,9 @@ class Simulation {
         kv_(std::make_shared<FakeKv>(o.block_size, o.num_blocks, o.num_host_blocks)),
         runner_(kv_, kVocab),
         swap_(kv_),
-        rng_(seed) {}
+        rng_(seed) {
+    runner_.set_cyclic(o.speculate);
+  }
 
   static SchedulerConfig config(const SimOptions& o) {
     SchedulerConfig c;
@@ -100,6 +105,11 @@ class Simulation {
     c.aging_interval_seconds = 50.0;  // in simulated seconds (one per iteration)
     c.overlap = o.overlap;
     c.prefix_wait = o.prefix_caching && o.prefix_wait;
+    if (o.speculate) {
+      c.speculative.method = SpeculativeMethod::ngram;
+      c.speculative.num_tokens = 4;
+      c.speculative.disable_batch = 1000;
+    }
     return c;
   }
 
@@ -246,7 +256,7 @@ class Simulation {
         ASSERT_NE(sample.finish, FinishReason::error) << "request " << id << "." << i;
         const uint64_t seed = r.seed == 0 ? 0 : r.seed + i;
         EXPECT_EQ(sample.tokens, testing::expected_tokens(r.prompt, kVocab, r.max_tokens, options_.eos,
-                                                          kContext, seed))
+                                                          kContext, seed, options_.speculate))
             << "request " << id << "." << i;
       }
     }
@@ -759,6 +769,7 @@ struct Workload {
   int32_t num_host_blocks;
   bool overlap = false;
   SchedulingPolicy scheduling = SchedulingPolicy::fcfs;  // priority: random priorities
+  bool speculate = false;
 };
 
 class RandomizedWorkload : public ::testing::TestWithParam<Workload> {};
@@ -783,6 +794,7 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   o.num_host_blocks = w.num_host_blocks;
   o.overlap = w.overlap;
   o.scheduling = w.scheduling;
+  o.speculate = w.speculate;
   o.max_batched_tokens = 13;  // below max_num_seqs x prefill_chunk: chunks get cut short
   Simulation sim(o, seed_from_env());
   auto& rng = sim.rng();
@@ -819,6 +831,11 @@ TEST_P(RandomizedWorkload, EveryRequestFinishesOnceWithItsTokens) {
   if (w.preemption != PreemptionMode::cost && w.num_blocks < 64) {
     EXPECT_GT(sim.core().preemptions(w.preemption), 0u) << "the pool was meant to force preemption";
   }
+  if (w.speculate) {
+    const auto& spec = sim.core().speculation();
+    EXPECT_GT(spec.accepted_tokens, 0u);
+    EXPECT_LT(spec.accepted_tokens, spec.draft_tokens) << "drafts were meant to miss too";
+  }
   EXPECT_GT(sim.bm().stats().cow_copies, 0u) << "samples of one prompt never diverged in a shared block";
 }
 
@@ -839,11 +856,21 @@ std::vector<Workload> workloads() {
   };
   std::vector<Workload> all = base;
   static std::vector<std::string> names;  // the names outlive the test parameters
-  names.reserve(base.size());
+  names.reserve(base.size() + 4);  // no reallocation: the names' c_str() must stay put
   for (Workload w : base) {
     names.push_back(std::string(w.name) + "_overlap");
     w.name = names.back().c_str();
     w.overlap = true;
+    all.push_back(w);
+  }
+  // Speculative decoding's verify steps under preemption, samples, padding
+  // and priorities, planned ahead or not.
+  for (size_t i : {size_t(0), size_t(1), size_t(7), size_t(9)}) {
+    Workload w = base[i];
+    w.overlap = i % 2 == 1;
+    names.push_back(std::string(w.name) + (w.overlap ? "_overlap" : "") + "_speculative");
+    w.name = names.back().c_str();
+    w.speculate = true;
     all.push_back(w);
   }
   return all;
