@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <vector>
 
 // Seconds on the steady clock.
@@ -14,4 +15,18 @@ inline double now_s() {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// A comma-separated list of numbers ("0,50,100"), as T; stops at the first
+// text that is not a number.
+template <class T = double>
+std::vector<T> parse_list(const char* s) {
+  std::vector<T> out;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    out.push_back(T(std::strtod(p, &end)));
+    if (end == p) break;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return out;
 }

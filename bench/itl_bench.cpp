@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "bench/bench_util.hpp"
 #include "tests/actors/engine_test_util.hpp"
 
 namespace conveyor {
@@ -146,17 +147,6 @@ Figures run(caf::actor_system& sys, const LoadedModel& model, const Options& o, 
   for (const RequestHandle& h : decoders) h.cancel();
   done.wait_for(size_t(o.decoders), std::chrono::seconds(600));
   return f;
-}
-
-std::vector<double> parse_list(const char* s) {
-  std::vector<double> out;
-  for (const char* p = s; *p;) {
-    char* end = nullptr;
-    out.push_back(std::strtod(p, &end));
-    if (end == p) break;
-    p = *end == ',' ? end + 1 : end;
-  }
-  return out;
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "bench/bench_util.hpp"
 #include "tests/actors/engine_test_util.hpp"
 
 namespace conveyor {
@@ -91,18 +92,6 @@ Run run(caf::actor_system& sys, const LoadedModel& model, const Options& o, int 
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.stats = *(*engine)->stats();
   return r;
-}
-
-template <class T>
-std::vector<T> parse_list(const char* s) {
-  std::vector<T> out;
-  for (const char* p = s; *p;) {
-    char* end = nullptr;
-    out.push_back(T(std::strtod(p, &end)));
-    if (end == p) break;
-    p = *end == ',' ? end + 1 : end;
-  }
-  return out;
 }
 
 }  // namespace

@@ -26,16 +26,6 @@ constexpr int32_t kVocab = testing::kFakeVocab;
 constexpr int32_t kContext = testing::kFakeContext;
 using testing::make_fake_engine;
 
-std::vector<std::vector<int32_t>> random_prompts(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<int32_t>> prompts(n);
-  for (auto& p : prompts) {
-    p.resize(size_t(1 + rng() % 30));
-    for (int32_t& t : p) t = 1 + int32_t(rng() % uint64_t(kVocab - 1));
-  }
-  return prompts;
-}
-
 // A pool small enough that swapping happens.
 EngineConfig pressured(const std::string& faults) {
   EngineConfig c = testing::swap_pressure_config();
@@ -53,7 +43,7 @@ void expect_recovered(const std::string& faults, uint64_t min_restarts, bool pip
   EngineConfig config = pressured(faults);
   config.max_fault_retries = int32_t(min_restarts);
   auto engine = make_fake_engine(sys, config, pipelined);
-  const auto prompts = random_prompts(120, 5);
+  const auto prompts = testing::random_prompts(120, kVocab, 5);
   auto outcomes = testing::run_greedy(*engine, prompts, 30);
   ASSERT_EQ(outcomes.size(), prompts.size()) << faults;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -98,7 +88,7 @@ TEST(EngineFaults, PersistentFaultEndsRequestsWithAnEngineError) {
   EngineConfig config = pressured("executor=1+");
   config.max_fault_retries = 2;
   auto engine = make_fake_engine(sys, config);
-  const auto prompts = random_prompts(20, 9);
+  const auto prompts = testing::random_prompts(20, kVocab, 9);
   auto outcomes = testing::run_greedy(*engine, prompts, 10);
   ASSERT_EQ(outcomes.size(), prompts.size());
   for (const auto& [id, o] : outcomes) {
@@ -122,7 +112,7 @@ TEST(EngineFaults, FailModeEndsRunningRequestsOnly) {
   config.fault_recovery = FaultRecovery::fail;
   config.max_num_seqs = 4;
   auto engine = make_fake_engine(sys, config);
-  const auto prompts = random_prompts(12, 13);
+  const auto prompts = testing::random_prompts(12, kVocab, 13);
   auto outcomes = testing::run_greedy(*engine, prompts, 20);
   ASSERT_EQ(outcomes.size(), prompts.size());
   int failed = 0;
@@ -151,7 +141,7 @@ TEST(EngineFaults, CancellingDuringRestartsEndsEachRequestOnce) {
   auto good = make_fake_engine(sys, config);
   Collector collector;
   std::vector<RequestHandle> handles;
-  const auto prompts = random_prompts(100, 17);
+  const auto prompts = testing::random_prompts(100, kVocab, 17);
   std::mt19937_64 rng(1);
   for (size_t i = 0; i < prompts.size(); ++i) {
     handles.push_back(good->submit(testing::greedy_spec(i + 1, prompts[i], 60, true), collector.callback_for(i + 1)));

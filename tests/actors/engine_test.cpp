@@ -24,21 +24,12 @@ namespace {
 using testing::Collector;
 using testing::EngineSystemConfig;
 using testing::Outcome;
+using testing::random_prompts;
 
 using testing::kFakeContext;
 using testing::kFakeVocab;
 using testing::make_fake_engine;
 
-std::vector<std::vector<int32_t>> random_prompts(size_t n, int32_t vocab, uint64_t seed,
-                                                 int32_t min_len = 1, int32_t max_len = 30) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<int32_t>> prompts(n);
-  for (auto& p : prompts) {
-    p.resize(size_t(min_len + int32_t(rng() % uint64_t(max_len - min_len + 1))));
-    for (int32_t& t : p) t = 1 + int32_t(rng() % uint64_t(vocab - 1));
-  }
-  return prompts;
-}
 
 void expect_fake_outputs(const std::map<request_id, Outcome>& outcomes,
                          const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens) {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,19 @@ class Collector {
   std::map<request_id, Outcome> outcomes_;
   size_t finished_ = 0;
 };
+
+// `n` prompts of min_len..max_len tokens drawn from 1..vocab-1 (0 is the
+// fake model's end token), the same for the same seed.
+inline std::vector<std::vector<int32_t>> random_prompts(size_t n, int32_t vocab, uint64_t seed,
+                                                        int32_t min_len = 1, int32_t max_len = 30) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> prompts(n);
+  for (auto& p : prompts) {
+    p.resize(size_t(min_len + int32_t(rng() % uint64_t(max_len - min_len + 1))));
+    for (int32_t& t : p) t = 1 + int32_t(rng() % uint64_t(vocab - 1));
+  }
+  return prompts;
+}
 
 // A greedy request.
 inline RequestSpec greedy_spec(request_id id, std::vector<int32_t> prompt, int32_t max_tokens,

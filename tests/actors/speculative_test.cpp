@@ -27,17 +27,8 @@ using testing::EngineSystemConfig;
 using testing::expect_all_blocks_free;
 using testing::kFakeContext;
 using testing::kFakeVocab;
+using testing::random_prompts;
 
-std::vector<std::vector<int32_t>> random_prompts(size_t n, int32_t vocab, uint64_t seed, int32_t min_len,
-                                                 int32_t max_len) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<int32_t>> prompts(n);
-  for (auto& p : prompts) {
-    p.resize(size_t(min_len + int32_t(rng() % uint64_t(max_len - min_len + 1))));
-    for (int32_t& t : p) t = 1 + int32_t(rng() % uint64_t(vocab - 1));
-  }
-  return prompts;
-}
 
 EngineConfig speculative(EngineConfig c, int32_t tokens = 4) {
   c.speculative.method = SpeculativeMethod::ngram;
