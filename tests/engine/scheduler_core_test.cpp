@@ -637,7 +637,9 @@ TEST(SchedulerCore, AgingLetsALessUrgentRequestThrough) {
   request_id next = 1;
   int admitted_at = -1;
   for (int it = 0; it < 400 && admitted_at < 0; ++it) {
-    if (it % 2 == 0) ASSERT_TRUE(sim.submit(next++, {3, 4}, 2, -3).is_ok());
+    if (it % 2 == 0) {
+      ASSERT_TRUE(sim.submit(next++, {3, 4}, 2, -3).is_ok());
+    }
     sim.iterate();
     if (!sim.records().at(1000).samples[0].tokens.empty()) admitted_at = it;
   }
