@@ -15,7 +15,8 @@ namespace conveyor::kernels {
 
 // Ends the calling thread's OpenMP team (its worker threads exit); the
 // next parallel region on this thread starts a new one. Call outside any
-// parallel region.
+// parallel region. With libgomp (GCC builds) only; a no-op with LLVM's
+// libomp (clang builds, the sanitizer ones), whose pause is global.
 void release_openmp_threads();
 
 }  // namespace conveyor::kernels
