@@ -15,8 +15,10 @@ caf::error make_engine_error(const Error& error) {
                     caf::make_message(error.message));
 }
 
+bool is_engine_error(const caf::error& error) { return error.category() == kCategory && error.code() > 0; }
+
 Error from_caf_error(const caf::error& error) {
-  if (error.category() == kCategory && error.code() > 0) {
+  if (is_engine_error(error)) {
     std::string message;
     if (error.context().match_elements<std::string>()) message = error.context().get_as<std::string>(0);
     return Error{static_cast<Errc>(error.code() - 1), std::move(message)};

@@ -176,6 +176,8 @@ caf::error make_engine_error(const Error& error);
 // Back to an Error; errors of other categories become Errc::io_error ("the
 // engine is unavailable") with CAF's rendering as the message.
 Error from_caf_error(const caf::error& error);
+// Whether `error` was made by make_engine_error.
+bool is_engine_error(const caf::error& error);
 // Registers the message types and the error category with a config, and
 // picks CAF's "sharing" scheduler and its number of workers (see
 // messages.cpp for why); a caller may override either afterwards.

@@ -179,12 +179,16 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
     if (!spec.stop.empty()) sample.stops.emplace(spec.stop);
   }
   self->monitor(st.scheduler);
-  self->set_down_handler([self](const caf::down_msg&) {
+  self->set_down_handler([self](const caf::down_msg& down) {
+    // A scheduler that stopped on purpose (a lost device) names why in its
+    // exit reason; a request still in its mailbox then learns the same reason
+    // as those it ended itself.
     StreamEvent e;
     e.id = self->state.id;
     e.finish = FinishReason::error;
     e.error_code = Errc::io_error;
     e.message = "the engine stopped";
+    if (is_engine_error(down.reason)) e.message = "the engine failed: " + from_caf_error(down.reason).message;
     fail_open_samples(self, e);
   });
   self->request(st.scheduler, caf::infinite, submit_atom_v, std::move(spec.request),
@@ -192,6 +196,9 @@ request_actor::behavior_type request(self_ptr self, scheduler_actor scheduler, R
       .then(
           [self](request_id id) { self->state.id = id; },
           [self](caf::error& err) {
+            // The scheduler stopped with our submit in its mailbox: its
+            // down message, which names why, ends the samples.
+            if (err == caf::sec::request_receiver_down) return;
             const Error error = from_caf_error(err);
             StreamEvent e;
             e.id = self->state.id;
