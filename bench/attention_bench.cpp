@@ -1,5 +1,5 @@
 // attention_bench: paged attention's decode step with the KV cache in f32,
-// f16 and bf16, for the attention shapes of llama-15m (6 heads of 48) and
+// f16, bf16 and q8_0 (not for heads of 48), for the attention shapes of llama-15m (6 heads of 48) and
 // llama-110m (12 heads of 64), at several batch sizes and contexts. Each
 // sequence's blocks are scattered over the pool, as the block manager leaves
 // them. Prints the median time of one layer's call and the KV bytes it read
@@ -34,8 +34,7 @@ double time_decode(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, in
   const int32_t per_seq = (ctx + bs - 1) / bs, n_blocks = batch * per_seq;
   // One layer's keys and values per block (the other layers only stride past).
   const int64_t block_stride = int64_t(2) * n_kv * bs * hd;
-  const size_t eb = kv_dtype_bytes(dtype);
-  std::vector<std::byte> pool(size_t(n_blocks) * size_t(block_stride) * eb);
+  std::vector<std::byte> pool(kv_bytes(dtype, int64_t(n_blocks) * block_stride));
   {
     std::vector<float> values(size_t(block_stride) * n_blocks);
     std::mt19937 rng(1);
@@ -54,7 +53,8 @@ double time_decode(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, in
     if (b < batch) start_pos[size_t(b)] = ctx - 1;
   }
   const SpanTable spans{batch, token_begin.data(), start_pos.data(), ids.data(), table_begin.data()};
-  const PagedKvView view{pool.data(), pool.data() + size_t(n_kv) * bs * hd * eb, block_stride, n_kv, bs, hd, dtype};
+  const PagedKvView view{pool.data(), pool.data() + kv_bytes(dtype, int64_t(n_kv) * bs * hd), block_stride, n_kv,
+                         bs, hd, dtype};
   const int64_t width = int64_t(s.n_heads) * hd;
   std::vector<float> q(size_t(batch) * width, 0.1f), out(size_t(batch) * width);
   AttentionWorkspace ws;
@@ -82,15 +82,19 @@ int main(int argc, char** argv) {
   }
   std::printf("paged attention, one decode token per sequence, one layer; median of %d calls, %d threads\n",
               reps, omp_get_max_threads());
-  std::printf("%-10s %5s %5s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)", "f16 us (GB/s)",
-              "bf16 us (GB/s)");
+  std::printf("%-10s %5s %5s | %20s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)",
+              "f16 us (GB/s)", "bf16 us (GB/s)", "q8_0 us (GB/s)");
   for (const Shape& s : {Shape{"15m", 6, 48}, Shape{"110m", 12, 64}})
     for (int32_t batch : {1, 8, 32})
       for (int32_t ctx : {256, 1024}) {
         std::printf("%-10s %5d %5d", s.name, batch, ctx);
-        for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16}) {
+        for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0}) {
+          if (!kv_dtype_fits(dtype, s.head_dim)) {  // q8_0 needs heads of whole 32-blocks
+            std::printf(" | %20s", "-");
+            continue;
+          }
           const double t = time_decode(s, dtype, batch, ctx, reps);
-          const double bytes = 2.0 * batch * ctx * s.n_heads * s.head_dim * double(kv_dtype_bytes(dtype));
+          const double bytes = 2.0 * batch * ctx * double(kv_bytes(dtype, int64_t(s.n_heads) * s.head_dim));
           std::printf(" | %9.1f (%6.1f)   ", t * 1e6, bytes / t * 1e-9);
         }
         std::printf("\n");

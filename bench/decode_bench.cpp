@@ -2,7 +2,7 @@
 //
 //   decode_bench [--models dummy:llama-15m,dummy:llama-110m] [--batches 1,8,16,32,64]
 //                [--types f32,bf16,q8_0,q4_k_m] [--steps 16] [--repeats 3] [--context 128]
-//                [--threads 2] [--block-size 16]
+//                [--threads 2] [--block-size 16] [--kv-cache-dtype f32|f16|bf16|q8_0]
 //
 // --types runs each model with its matrices stored as each of these GGUF file
 // types (conveyor convert's names): the float32 weights are written as a GGUF
@@ -25,7 +25,8 @@
 // compute roof uses the float32 sgemm peak, which does not bound the int8
 // products of the quantized types. `kv_roof` adds the KV-cache bytes a
 // step reads to the weight bytes: attention at long contexts is memory-bound
-// too, and the plain roofline does not count it.
+// too, and the plain roofline does not count it. The KV cache is float32
+// unless --kv-cache-dtype says otherwise (the server's default is bf16 or f16).
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
@@ -220,6 +221,7 @@ struct Options {
   std::vector<std::string> types = {"f32"};
   std::vector<int> batches = {1, 8, 16, 32, 64};
   int steps = 16, repeats = 3, context = 128, threads = 2, block_size = 16;
+  KvDtype kv_dtype = KvDtype::f32;
 };
 
 [[noreturn]] void fail(const std::string& what, const Error& e) {
@@ -259,7 +261,7 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
   for (int batch_size : o.batches) {
     const int32_t max_len = o.context + 1;
     const int32_t blocks_per_seq = (max_len + o.block_size - 1) / o.block_size;
-    KvCache cache(KvCacheShape::for_model(config, o.block_size, blocks_per_seq * batch_size));
+    KvCache cache(KvCacheShape::for_model(config, o.block_size, blocks_per_seq * batch_size, o.kv_dtype));
     // Prompts of context-16 .. context tokens; blocks handed out in order.
     std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(batch_size)),
         tables(static_cast<size_t>(batch_size));
@@ -312,7 +314,7 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
         batch.add_sequence({&next, 1}, pos, tables[s], true);
         // Scores and weighted values: 2 flops per head dimension per position, each.
         attn_flops += 4.0 * config.n_layers * config.n_heads * config.head_dim() * (pos + 1);
-        kv_bytes += 2.0 * 4.0 * config.n_layers * config.kv_dim() * (pos + 1);
+        kv_bytes += 2.0 * double(kernels::kv_bytes(o.kv_dtype, int64_t(config.n_layers) * config.kv_dim())) * (pos + 1);
       }
       ForwardProfile profile;
       model.set_profile(&profile);
@@ -344,9 +346,9 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
   }
 
   std::printf("\n%s as %s: %.1fM parameters in matrix products (%.0f MB read per step, %s "
-              "kernels), context ~%d, block size %d\n",
+              "kernels), context ~%d, block size %d, KV cache %s\n",
               spec.c_str(), type.c_str(), params / 1e6, weight_bytes / 1e6,
-              kernels::isa_name(kernels::active_isa()), o.context, o.block_size);
+              kernels::isa_name(kernels::active_isa()), o.context, o.block_size, to_string(o.kv_dtype));
   std::printf("best in this run: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed "
               "kernel %.1f), int8 peak %.1f GOP/s (%s)\n",
               best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9, best.int8_peak / 1e9,
@@ -396,7 +398,14 @@ int main(int argc, char** argv) {
     else if (flag == "--context") o.context = std::max(17, std::atoi(value.c_str()));
     else if (flag == "--threads") o.threads = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--block-size") o.block_size = std::max(1, std::atoi(value.c_str()));
-    else {
+    else if (flag == "--kv-cache-dtype") {
+      const auto d = conveyor::parse_kv_dtype(value);
+      if (!d) {
+        std::fprintf(stderr, "--kv-cache-dtype must be f32, f16, bf16 or q8_0, not '%s'\n", value.c_str());
+        return 2;
+      }
+      o.kv_dtype = *d;
+    } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }

@@ -11,7 +11,7 @@
 //   4. throughput under memory pressure with recompute, swap and cost.
 //
 // usage: engine_bench [--model dummy:llama-15m] [--requests 256] [--quick]
-//                     [--kv-cache-dtype auto|f32|f16|bf16]
+//                     [--kv-cache-dtype auto|f32|f16|bf16|q8_0]
 // The dummy model's context is raised to 2048 so that 1024-token outputs
 // fit (random weights do not care where RoPE positions end).
 #include <algorithm>

@@ -318,8 +318,9 @@ std::vector<Setting> make_table() {
                       "gets what the weights and workspace leave of it"},
                      FIELD(engine.gpu_memory_utilization), any_number, "a number"));
   t.push_back(choice({"kv-cache-dtype", "engine", "kv_cache_dtype",
-                      "f32 | f16 | bf16 | auto: the KV cache's element type (auto: on CUDA bf16; on the CPU "
-                      "bf16 where it has AVX512-BF16, else f16)"},
+                      "f32 | f16 | bf16 | q8_0 | auto: the KV cache's element type (auto: on CUDA bf16; on the "
+                      "CPU bf16 where it has AVX512-BF16, else f16). q8_0 (CPU only, heads of a multiple of 32) "
+                      "keeps 8-bit values with a scale per 32, about half the bytes of f16"},
                      FIELD(engine.kv_cache_dtype), parse_kv_cache_dtype));
   t.push_back(integer({"swap-space-tokens", "engine", "swap_space_tokens", "host swap capacity in tokens"},
                       FIELD(engine.swap_space_tokens), 0, kInt64Max));

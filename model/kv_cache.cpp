@@ -13,6 +13,7 @@ std::optional<KvDtype> parse_kv_dtype(std::string_view name) {
   if (name == "f32") return KvDtype::f32;
   if (name == "f16") return KvDtype::f16;
   if (name == "bf16") return KvDtype::bf16;
+  if (name == "q8_0") return KvDtype::q8_0;
   return std::nullopt;
 }
 

@@ -3,8 +3,10 @@
 // Layout: block b is one contiguous region holding, for every layer, the keys
 // and then the values of `block_size` token slots:
 //   [n_blocks][n_layers][2 (K, V)][n_kv_heads][block_size][head_dim]  of dtype
-// The element type is float32, f16 or bf16 (kernels/cpu/kv_dtype.hpp); the
-// layout is the same for each, only the element size changes. Keeping a block
+// The element type is float32, f16, bf16 or q8_0 (kernels/cpu/kv_dtype.hpp);
+// the layout is the same for each, only the bytes per element change (q8_0's
+// blocks of 32 elements never straddle two head rows, since head_dim is a
+// multiple of 32 where it is used). Keeping a block
 // contiguous makes a swap to host memory, or a copy-on-write copy, one memcpy
 // of block_bytes() per block; keeping a head's slots contiguous inside it
 // makes attention's dot products run over contiguous memory.
@@ -39,7 +41,7 @@ namespace conveyor {
 
 using kernels::KvDtype;
 
-// "f32" | "f16" | "bf16"; nullopt for anything else.
+// "f32" | "f16" | "bf16" | "q8_0"; nullopt for anything else.
 std::optional<KvDtype> parse_kv_dtype(std::string_view name);
 inline const char* to_string(KvDtype d) { return kernels::kv_dtype_name(d); }
 // bf16 where this CPU has AVX512-BF16 (checked at run time), else f16.
@@ -59,11 +61,9 @@ struct KvCacheShape {
   size_t block_elems() const {
     return size_t(n_layers) * 2 * n_kv_heads * block_size * head_dim;
   }
-  size_t block_bytes() const { return block_elems() * kernels::kv_dtype_bytes(dtype); }
+  size_t block_bytes() const { return kernels::kv_bytes(dtype, int64_t(block_elems())); }
   // Bytes of one token's keys and values in all layers.
-  size_t token_bytes() const {
-    return size_t(n_layers) * 2 * n_kv_heads * head_dim * kernels::kv_dtype_bytes(dtype);
-  }
+  size_t token_bytes() const { return kernels::kv_bytes(dtype, int64_t(n_layers) * 2 * n_kv_heads * head_dim); }
   // Elements of one head's K (or V) in one block: [block_size][head_dim].
   size_t head_elems() const { return size_t(block_size) * head_dim; }
 };
@@ -116,8 +116,7 @@ class KvCache {
  private:
   std::byte* slot(int32_t block, int32_t layer, int kv) const {
     return data_.get() + size_t(block) * shape_.block_bytes() +
-           (size_t(layer) * 2 + kv) * shape_.n_kv_heads * shape_.head_elems() *
-               kernels::kv_dtype_bytes(shape_.dtype);
+           kernels::kv_bytes(shape_.dtype, (int64_t(layer) * 2 + kv) * shape_.n_kv_heads * int64_t(shape_.head_elems()));
   }
 
   KvCache(const KvCacheShape& shape, std::shared_ptr<KvAllocator> allocator);

@@ -1,6 +1,13 @@
 // The element type of the paged KV cache, and scalar conversions between
 // float32 and the two half-size types.
 //
+// q8_0 stores elements in blocks of 32 as llama.cpp's block_q8_0 does: an f16
+// scale d and 32 signed bytes q, the value being d·q (34 bytes for 32
+// elements, 1.0625 bytes each). A row of the cache (one head's head_dim
+// elements) is head_dim / 32 such blocks, so a head size that is not a
+// multiple of 32 cannot use it. Writing a block takes d = max|x| / 127 and
+// q = x / d rounded to nearest even; reading widens d·q exactly.
+//
 // f32 keeps keys and values as computed. f16 (IEEE binary16: 10-bit mantissa,
 // largest finite value 65504) and bf16 (the top half of a float32: 7-bit
 // mantissa, float32's range) halve the cache's bytes, and so the bytes that
@@ -20,13 +27,33 @@
 
 namespace conveyor::kernels {
 
-enum class KvDtype : uint8_t { f32, f16, bf16 };
+enum class KvDtype : uint8_t { f32, f16, bf16, q8_0 };
 
-// Bytes per element.
-constexpr size_t kv_dtype_bytes(KvDtype d) { return d == KvDtype::f32 ? 4 : 2; }
+// q8_0's block: elements per block and bytes per block.
+constexpr int64_t kQ8Block = 32;
+constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;
+
+// Bytes of n consecutive elements (for q8_0, n a multiple of kQ8Block).
+constexpr size_t kv_bytes(KvDtype d, int64_t n) {
+  switch (d) {
+    case KvDtype::f32: return size_t(n) * 4;
+    case KvDtype::q8_0: return size_t(n / kQ8Block * kQ8BlockBytes);
+    default: return size_t(n) * 2;
+  }
+}
+
+// Whether rows of `head_dim` elements can be stored as `d`.
+constexpr bool kv_dtype_fits(KvDtype d, int64_t head_dim) {
+  return d != KvDtype::q8_0 || head_dim % kQ8Block == 0;
+}
 
 constexpr const char* kv_dtype_name(KvDtype d) {
-  return d == KvDtype::f32 ? "f32" : d == KvDtype::f16 ? "f16" : "bf16";
+  switch (d) {
+    case KvDtype::f32: return "f32";
+    case KvDtype::f16: return "f16";
+    case KvDtype::bf16: return "bf16";
+    default: return "q8_0";
+  }
 }
 
 namespace kv_half {

@@ -76,14 +76,27 @@ template <>
 struct ElemOf<KvDtype::f32> {
   using type = float;
 };
+template <>
+struct ElemOf<KvDtype::q8_0> {
+  using type = uint8_t;  // the bytes of blocks of 32 elements
+};
 template <KvDtype D>
 using elem_t = typename ElemOf<D>::type;
+
+// elem_t<D>s that `elems` elements take (a multiple of 32 for q8_0): offsets
+// into the cache are counted in elements and moved to pointers with this.
+template <KvDtype D>
+constexpr int64_t units(int64_t elems) {
+  if constexpr (D == KvDtype::q8_0) return elems / kQ8Block * kQ8BlockBytes;
+  else return elems;
+}
 
 using simd::f32x16;
 typedef float f32x8v __attribute__((vector_size(32)));
 typedef uint16_t u16x16u __attribute__((vector_size(32), aligned(2), may_alias));
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
 typedef uint32_t u32x16 __attribute__((vector_size(64)));
+typedef int8_t i8x16u __attribute__((vector_size(16), aligned(1), may_alias));
 
 // 16 elements, widened to float (exact).
 template <KvDtype D>
@@ -187,23 +200,88 @@ inline elem_t<D> store1(float x) {
 #endif
 }
 
+// q8_0: a block's scale, and the 16 elements [16·half, 16·half + 16) of it.
+inline float q8_scale(const uint8_t* block) {
+  uint16_t d;
+  std::memcpy(&d, block, sizeof d);
+  return load1<KvDtype::f16>(&d);
+}
+
+inline f32x16 q8_load16(const uint8_t* block, int half) {
+  const uint8_t* q = block + 2 + 16 * half;
+#if defined(__AVX512F__)
+  // The all-lanes masked forms, as in load16 (GCC 12's -Wmaybe-uninitialized).
+  const __mmask16 all = 0xffff;
+  const __m512 v = _mm512_maskz_cvtepi32_ps(
+      all, _mm512_maskz_cvtepi8_epi32(all, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+  return std::bit_cast<f32x16>(v) * q8_scale(block);
+#else
+  return __builtin_convertvector(*reinterpret_cast<const i8x16u*>(q), f32x16) * q8_scale(block);
+#endif
+}
+
+// 32 floats to one block: d = max|x| / 127 (stored as f16), q = x / d
+// rounded to nearest even. A NaN becomes -127.
+inline void q8_store_block(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const uint16_t dh = store1<KvDtype::f16>(d);
+  std::memcpy(block, &dh, sizeof dh);
+  for (int i = 0; i < kQ8Block; ++i) {
+    const float v = std::nearbyint(x[i] * id);
+    block[2 + i] = uint8_t(int8_t(v > 127.0f ? 127.0f : v >= -127.0f ? v : -127.0f));
+  }
+}
+
+// The 16 elements [16·c, 16·c + 16) of a row, widened to float.
+template <KvDtype D>
+inline f32x16 chunk16(const elem_t<D>* row, int c) {
+  if constexpr (D == KvDtype::q8_0) return q8_load16(row + (c / 2) * kQ8BlockBytes, c % 2);
+  else return load16<D>(row + 16 * c);
+}
+
+// Element i of a row, widened to float.
+template <KvDtype D>
+inline float elem1(const elem_t<D>* row, int64_t i) {
+  if constexpr (D == KvDtype::q8_0) {
+    const uint8_t* block = row + i / kQ8Block * kQ8BlockBytes;
+    return q8_scale(block) * float(int8_t(block[2 + i % kQ8Block]));
+  } else {
+    return load1<D>(row + i);
+  }
+}
+
 template <KvDtype D>
 void store_row(const float* src, elem_t<D>* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) store16<D>(dst + i, simd::load(src + i));
-  for (; i < n; ++i) dst[i] = store1<D>(src[i]);
+  if constexpr (D == KvDtype::q8_0) {
+    for (int64_t i = 0; i < n; i += kQ8Block) q8_store_block(src + i, dst + units<D>(i));
+  } else {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) store16<D>(dst + i, simd::load(src + i));
+    for (; i < n; ++i) dst[i] = store1<D>(src[i]);
+  }
 }
 
 template <KvDtype D>
 void load_row(const elem_t<D>* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) simd::store(dst + i, load16<D>(src + i));
-  for (; i < n; ++i) dst[i] = load1<D>(src + i);
+  if constexpr (D == KvDtype::q8_0) {
+    for (int64_t i = 0; i < n; i += 16) simd::store(dst + i, chunk16<D>(src, int(i / 16)));
+  } else {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) simd::store(dst + i, load16<D>(src + i));
+    for (; i < n; ++i) dst[i] = load1<D>(src + i);
+  }
 }
 
-// Cache lines hold 64 bytes: 16 floats or 32 halves.
+// Asks for the cache lines of one row of hd elements (a hint: a row that
+// straddles one more line than its size needs may miss its last).
 template <KvDtype D>
-constexpr int kVectorsPerLine = int(64 / (16 * sizeof(elem_t<D>)));
+inline void prefetch_row(const elem_t<D>* row, int32_t hd) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (size_t b = 0; b < kv_bytes(D, hd); b += 64) __builtin_prefetch(p + b, 0, 2);
+}
 
 // ---- attention ---------------------------------------------------------------
 
@@ -211,7 +289,7 @@ template <KvDtype D>
 inline float dot(const float* a, const elem_t<D>* b, int32_t n) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int32_t i = 0; i < n; ++i) sum += a[i] * load1<D>(b + i);
+  for (int32_t i = 0; i < n; ++i) sum += a[i] * elem1<D>(b, i);
   return sum;
 }
 
@@ -227,7 +305,7 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
   for (int32_t j = 0, begin = 0; begin < t.n_ctx; ++j, begin += bs) {
     const int32_t n = std::min(bs, t.n_ctx - begin);
     for (int32_t h = t.head_begin; h < t.head_end; ++h) {
-      const int64_t base = int64_t(seq.table[j]) * kv.block_stride + int64_t(h) * bs * hd;
+      const int64_t base = units<D>(int64_t(seq.table[j]) * kv.block_stride + int64_t(h) * bs * hd);
       const elem_t<D>* keys = static_cast<const elem_t<D>*>(kv.keys) + base;
       const elem_t<D>* values = static_cast<const elem_t<D>*>(kv.values) + base;
       for (int32_t g = 0; g < t.group; ++g) {
@@ -237,7 +315,7 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
         float* acc = st.acc + int64_t(qh) * hd;
         float block_max = kNegInf;
         for (int32_t s = 0; s < n; ++s) {
-          sc[s] = dot<D>(q, keys + int64_t(s) * hd, hd) * scale;
+          sc[s] = dot<D>(q, keys + units<D>(int64_t(s) * hd), hd) * scale;
           block_max = std::max(block_max, sc[s]);
         }
         if (block_max > st.max[qh]) {
@@ -258,9 +336,9 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
         st.sum[qh] += block_sum;
         for (int32_t s = 0; s < n; ++s) {
           const float p = sc[s];
-          const elem_t<D>* v = values + int64_t(s) * hd;
+          const elem_t<D>* v = values + units<D>(int64_t(s) * hd);
 #pragma omp simd
-          for (int32_t d = 0; d < hd; ++d) acc[d] += p * load1<D>(v + d);
+          for (int32_t d = 0; d < hd; ++d) acc[d] += p * elem1<D>(v, d);
         }
       }
     }
@@ -284,7 +362,7 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
                 const SoftmaxState& st) {
   using E = elem_t<D>;
   constexpr int32_t hd = 16 * V;
-  constexpr int kLine = kVectorsPerLine<D>;
+  constexpr int64_t row = units<D>(hd);
   const int32_t bs = kv.block_size, bs16 = (bs + 15) / 16 * 16;
   const int32_t n_q = (t.head_end - t.head_begin) * t.group;
   f32x16 lane;
@@ -300,22 +378,21 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
         begin + bs < t.n_ctx ? int64_t(seq.table[j + 1]) * kv.block_stride : block;
     for (int32_t h = t.head_begin; h < t.head_end; ++h) {
       const int64_t head = int64_t(h) * bs * hd;
-      const E* keys = static_cast<const E*>(kv.keys) + block + head;
-      const E* values = static_cast<const E*>(kv.values) + block + head;
-      const E* next_keys = static_cast<const E*>(kv.keys) + next_block + head;
-      const E* next_values = static_cast<const E*>(kv.values) + next_block + head;
+      const E* keys = static_cast<const E*>(kv.keys) + units<D>(block + head);
+      const E* values = static_cast<const E*>(kv.values) + units<D>(block + head);
+      const E* next_keys = static_cast<const E*>(kv.keys) + units<D>(next_block + head);
+      const E* next_values = static_cast<const E*>(kv.values) + units<D>(next_block + head);
       for (int32_t g = 0; g < t.group; ++g) {
         const int32_t qh = (h - t.head_begin) * t.group + g;
         f32x16 qv[V];
         for (int c = 0; c < V; ++c) qv[c] = simd::load(t.q + int64_t(qh) * hd + 16 * c) * scale;
         float* sc = st.scores + int64_t(qh) * bs16;
         for (int32_t s = 0; s < n; ++s) {
-          const E* k = keys + int64_t(s) * hd;
-          f32x16 a = load16<D>(k) * qv[0];
-          for (int c = 1; c < V; ++c) a += load16<D>(k + 16 * c) * qv[c];
+          const E* k = keys + s * row;
+          f32x16 a = chunk16<D>(k, 0) * qv[0];
+          for (int c = 1; c < V; ++c) a += chunk16<D>(k, c) * qv[c];
           sc[s] = simd::hsum(a);
-          if (g == 0)
-            for (int c = 0; c < V; c += kLine) __builtin_prefetch(next_keys + int64_t(s) * hd + 16 * c, 0, 2);
+          if (g == 0) prefetch_row<D>(next_keys + s * row, hd);
         }
         f32x16 vmax = f32x16{} + kNegInf;
         for (int32_t c0 = 0; c0 < n; c0 += 16)
@@ -343,11 +420,9 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
         st.sum[qh] += simd::hsum(vsum);
         for (int32_t s = 0; s < n; ++s) {
           const float p = sc[s];
-          const E* v = values + int64_t(s) * hd;
-          for (int c = 0; c < V; ++c) acc[c] += load16<D>(v + 16 * c) * p;
-          if (g == 0)
-            for (int c = 0; c < V; c += kLine)
-              __builtin_prefetch(next_values + int64_t(s) * hd + 16 * c, 0, 2);
+          const E* v = values + s * row;
+          for (int c = 0; c < V; ++c) acc[c] += chunk16<D>(v, c) * p;
+          if (g == 0) prefetch_row<D>(next_values + s * row, hd);
         }
         for (int c = 0; c < V; ++c) simd::store(acc_mem + 16 * c, acc[c]);
       }
@@ -383,6 +458,7 @@ AttendFn pick_attend(int32_t head_dim, KvDtype dtype) {
   switch (dtype) {
     case KvDtype::f16: return pick_attend<KvDtype::f16>(head_dim);
     case KvDtype::bf16: return pick_attend<KvDtype::bf16>(head_dim);
+    case KvDtype::q8_0: return pick_attend<KvDtype::q8_0>(head_dim);
     default: return pick_attend<KvDtype::f32>(head_dim);
   }
 }
@@ -399,7 +475,7 @@ void write_kv_as(const float* k, const float* v, int64_t ld, const SpanTable& sp
       const int32_t pos = seq.start_pos + i, t = seq.first_token + i;
       const int64_t slot = int64_t(seq.table[pos / bs]) * kv.block_stride + (pos % bs) * hd;
       for (int32_t h = 0; h < kv.n_kv_heads; ++h) {
-        const int64_t dst = slot + int64_t(h) * bs * hd;
+        const int64_t dst = units<D>(slot + int64_t(h) * bs * hd);
         if constexpr (D == KvDtype::f32) {
           std::memcpy(keys + dst, k + t * ld + int64_t(h) * hd, sizeof(float) * size_t(hd));
           std::memcpy(values + dst, v + t * ld + int64_t(h) * hd, sizeof(float) * size_t(hd));
@@ -418,6 +494,7 @@ void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n) {
   switch (dtype) {
     case KvDtype::f16: return store_row<KvDtype::f16>(src, static_cast<uint16_t*>(dst), n);
     case KvDtype::bf16: return store_row<KvDtype::bf16>(src, static_cast<uint16_t*>(dst), n);
+    case KvDtype::q8_0: return store_row<KvDtype::q8_0>(src, static_cast<uint8_t*>(dst), n);
     default: std::memcpy(dst, src, sizeof(float) * size_t(n));
   }
 }
@@ -426,6 +503,7 @@ void kv_load(KvDtype dtype, const void* src, float* dst, int64_t n) {
   switch (dtype) {
     case KvDtype::f16: return load_row<KvDtype::f16>(static_cast<const uint16_t*>(src), dst, n);
     case KvDtype::bf16: return load_row<KvDtype::bf16>(static_cast<const uint16_t*>(src), dst, n);
+    case KvDtype::q8_0: return load_row<KvDtype::q8_0>(static_cast<const uint8_t*>(src), dst, n);
     default: std::memcpy(dst, src, sizeof(float) * size_t(n));
   }
 }
@@ -435,6 +513,7 @@ void write_kv(const float* k, const float* v, int64_t ld, const SpanTable& spans
   switch (kv.dtype) {
     case KvDtype::f16: return write_kv_as<KvDtype::f16>(k, v, ld, spans, kv);
     case KvDtype::bf16: return write_kv_as<KvDtype::bf16>(k, v, ld, spans, kv);
+    case KvDtype::q8_0: return write_kv_as<KvDtype::q8_0>(k, v, ld, spans, kv);
     default: return write_kv_as<KvDtype::f32>(k, v, ld, spans, kv);
   }
 }

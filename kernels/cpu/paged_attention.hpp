@@ -4,9 +4,10 @@
 // The cache layout is model/kv_cache.hpp's: inside one block, one layer's keys
 // are [n_kv_heads][block_size][head_dim], and its values follow. PagedKvView
 // points at that layer's keys and values in block 0; block b is block_stride
-// elements further on. Elements are `dtype` (kv_dtype.hpp): float32, or f16
-// or bf16, which write_kv rounds to and attention widens back to float in
-// registers; every product and sum is computed in float.
+// elements further on (kv_bytes(dtype, block_stride) bytes). Elements are
+// `dtype` (kv_dtype.hpp): float32, or f16, bf16 or q8_0, which write_kv
+// rounds to and attention widens back to float in registers; every product
+// and sum is computed in float. q8_0 needs a head_dim that is a multiple of 32.
 //
 // A batch is a list of sequence spans (model/batch.hpp): sequence s brings the
 // tokens [token_begin[s], token_begin[s + 1]) of the flattened batch, at the
@@ -64,6 +65,7 @@ void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim pe
 
 // n floats to n elements of `dtype` (rounded to nearest even), and back
 // (exact): the conversions write_kv and paged_attention use, row by row.
+// For q8_0, n is a multiple of 32.
 void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n);
 void kv_load(KvDtype dtype, const void* src, float* dst, int64_t n);
 

@@ -220,10 +220,11 @@ TEST_F(SpeculativeStories, OutputsAreThoseOfPlainDecoding) {
       EXPECT_EQ(spec.at(id).finish, FinishReason::length);
     }
     EXPECT_GT(spec_stats.spec_draft_tokens, 0u);
-    if (!sampled) {  // a small model's greedy output repeats itself: drafts hit
-      EXPECT_GT(spec_stats.spec_accepted_tokens, 0u);
-      EXPECT_LT(spec_stats.iterations, plain_stats.iterations);
-    }
+    // A small model's greedy output repeats itself: drafts hit. (Not the
+    // iteration count: how the requests' arrivals fall into batches moves it
+    // by more than this batch's drafting saves, and drafting stops once 4
+    // sequences run; the fake model's tests count the steps saved.)
+    if (!sampled) EXPECT_GT(spec_stats.spec_accepted_tokens, 0u);
   }
 }
 

@@ -54,6 +54,23 @@ TEST(CpuBackend, ResolvesCapacityAndDtype) {
   EXPECT_FALSE(b->weights_description.empty());
 }
 
+// q8_0 keeps blocks of 32 values: a model whose heads are 8 wide is refused
+// with a message that says so, before anything is allocated.
+TEST(CpuBackend, RefusesQ8KvForHeadsThatAreNotWholeBlocks) {
+  auto model = load_model("dummy:tiny");  // heads of 8
+  ASSERT_TRUE(model.has_value()) << model.error().message;
+  EngineConfig c;
+  c.kv_cache_tokens = 64;
+  c.kv_cache_dtype = KvDtype::q8_0;
+  c.threads = 1;
+  auto b = backend_factory(DeviceSpec{})(c, std::move(model).value());
+  ASSERT_FALSE(b.has_value());
+  EXPECT_NE(b.error().message.find("--kv-cache-dtype q8_0: stores each head in blocks of 32 values, and this "
+                                   "model's heads have 8"),
+            std::string::npos)
+      << b.error().message;
+}
+
 // Without CUDA compiled in, or on a machine without a device (every CI
 // machine), --device cuda is an error with a message, not a crash.
 TEST(CudaBackend, UnusableDeviceIsAnErrorBeforeLoading) {

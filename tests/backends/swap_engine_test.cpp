@@ -16,11 +16,11 @@
 namespace conveyor {
 namespace {
 
-constexpr KvDtype kAllDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16};
+constexpr KvDtype kAllDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0};
 
 ModelConfig small_config() {
   ModelConfig c;
-  c.dim = 64;
+  c.dim = 128;  // head_dim 32: q8_0's block
   c.hidden_dim = 96;
   c.n_layers = 3;
   c.n_heads = 4;
@@ -49,18 +49,19 @@ std::vector<std::byte> block_bytes(const KvCache& kv, int32_t b) {
 TEST(KvCacheLayout, SizesFollowTheDtype) {
   for (KvDtype dtype : kAllDtypes) {
     const KvCacheShape s = KvCacheShape::for_model(small_config(), 16, 5, dtype);
-    const size_t elem = kernels::kv_dtype_bytes(dtype);
-    EXPECT_EQ(s.block_elems(), size_t(3 * 2 * 2 * 16 * 16));
-    EXPECT_EQ(s.block_bytes(), s.block_elems() * elem);
+    const auto bytes = [&](size_t elems) { return kernels::kv_bytes(dtype, int64_t(elems)); };
+    EXPECT_EQ(s.block_elems(), size_t(3 * 2 * 2 * 16 * 32));
+    EXPECT_EQ(s.block_bytes(), bytes(s.block_elems()));
+    EXPECT_EQ(s.block_bytes(), dtype == KvDtype::q8_0 ? s.block_elems() / 32 * 34 : s.block_elems() * (dtype == KvDtype::f32 ? 4 : 2));
     EXPECT_EQ(s.token_bytes() * 16, s.block_bytes());
     KvCache kv(s);
     EXPECT_EQ(kv.dtype(), dtype);
     // The same layout in every dtype: one layer's keys, then its values, then the next layer.
     const auto offset = [&](const void* p) { return size_t(static_cast<const std::byte*>(p) - kv.block_data(0)); };
     EXPECT_EQ(offset(kv.keys(0, 0)), 0u);
-    EXPECT_EQ(offset(kv.values(0, 0)), s.n_kv_heads * s.head_elems() * elem);
-    EXPECT_EQ(offset(kv.keys(0, 2)), 4 * s.n_kv_heads * s.head_elems() * elem);
-    EXPECT_EQ(offset(kv.keys(3, 1)), 3 * s.block_bytes() + 2 * s.n_kv_heads * s.head_elems() * elem);
+    EXPECT_EQ(offset(kv.values(0, 0)), bytes(s.n_kv_heads * s.head_elems()));
+    EXPECT_EQ(offset(kv.keys(0, 2)), bytes(4 * s.n_kv_heads * s.head_elems()));
+    EXPECT_EQ(offset(kv.keys(3, 1)), 3 * s.block_bytes() + bytes(2 * s.n_kv_heads * s.head_elems()));
   }
 }
 

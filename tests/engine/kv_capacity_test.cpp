@@ -129,11 +129,17 @@ TEST(EngineConfigValidation, CapacityAndDtypeFlags) {
   EXPECT_FALSE(validate(c).is_ok());
   c = EngineConfig{};
   EXPECT_FALSE(parse_kv_cache_dtype("f8"));
-  for (const char* d : {"f32", "f16", "bf16"}) {
+  for (const char* d : {"f32", "f16", "bf16", "q8_0"}) {
     c.kv_cache_dtype = *parse_kv_cache_dtype(d);
     EXPECT_TRUE(validate(c).is_ok());
     EXPECT_EQ(to_string(kv_dtype_of(c)), std::string(d));
   }
+  c.device = DeviceSpec{DeviceKind::cuda, 0};  // q8_0 is the CPU's alone
+  ASSERT_FALSE(validate(c).is_ok());
+  EXPECT_NE(validate(c).error().message.find("--kv-cache-dtype: q8_0 is not supported with --device cuda"),
+            std::string::npos)
+      << validate(c).error().message;
+  c.device = DeviceSpec{};
   c.kv_cache_dtype = *parse_kv_cache_dtype("auto");
   EXPECT_FALSE(c.kv_cache_dtype.has_value());
   EXPECT_EQ(kv_dtype_of(c), __builtin_cpu_supports("avx512bf16") ? KvDtype::bf16 : KvDtype::f16);

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -26,10 +28,60 @@ using kv_half::f32_to_f16;
 float bits(uint32_t b) { return std::bit_cast<float>(b); }
 
 TEST(KvDtype, SizesAndNames) {
-  EXPECT_EQ(kv_dtype_bytes(KvDtype::f32), 4u);
-  EXPECT_EQ(kv_dtype_bytes(KvDtype::f16), 2u);
-  EXPECT_EQ(kv_dtype_bytes(KvDtype::bf16), 2u);
+  EXPECT_EQ(kv_bytes(KvDtype::f32, 3), 12u);
+  EXPECT_EQ(kv_bytes(KvDtype::f16, 3), 6u);
+  EXPECT_EQ(kv_bytes(KvDtype::bf16, 3), 6u);
+  EXPECT_EQ(kv_bytes(KvDtype::q8_0, 64), 68u);  // two blocks of an f16 scale and 32 bytes
   EXPECT_STREQ(kv_dtype_name(KvDtype::bf16), "bf16");
+  EXPECT_STREQ(kv_dtype_name(KvDtype::q8_0), "q8_0");
+  EXPECT_TRUE(kv_dtype_fits(KvDtype::q8_0, 128));
+  EXPECT_FALSE(kv_dtype_fits(KvDtype::q8_0, 48));
+  EXPECT_TRUE(kv_dtype_fits(KvDtype::f16, 48));
+}
+
+// q8_0 against llama.cpp's block_q8_0 rule, written out: d = max|x| / 127 as
+// an f16, q = x / d rounded (to nearest even), values d·q.
+TEST(KvDtype, Q8BlocksHoldAScaleAndRoundedBytes) {
+  std::vector<float> x(64);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = float(i - 16) * 0.25f;  // max |x| = 4
+  for (int i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;                  // an all-zero block
+  x[40] = -1e-3f;
+  std::vector<uint8_t> q(kv_bytes(KvDtype::q8_0, 64));
+  kv_store(KvDtype::q8_0, x.data(), q.data(), 64);
+  uint16_t d0;
+  std::memcpy(&d0, q.data(), 2);
+  EXPECT_EQ(d0, f32_to_f16(4.0f / 127.0f));
+  EXPECT_EQ(int8_t(q[2 + 0]), -127);  // -4
+  EXPECT_EQ(int8_t(q[2 + 16]), 0);
+  EXPECT_EQ(int8_t(q[2 + 17]), 8);  // 0.25 · 127 / 4 = 7.94
+  std::vector<float> back(64);
+  kv_load(KvDtype::q8_0, q.data(), back.data(), 64);
+  const float d = f16_to_f32(d0);
+  for (int i = 0; i < 32; ++i) {
+    const float want = d * float(int8_t(q[size_t(2 + i)]));
+    EXPECT_EQ(back[size_t(i)], want) << i;
+    EXPECT_LE(std::fabs(back[size_t(i)] - x[size_t(i)]), 0.51f * d + 1e-3f * 4.0f) << i;
+  }
+  // The second block: the one non-zero value sets its own scale.
+  EXPECT_NEAR(back[40], -1e-3f, 1e-5f);
+  EXPECT_EQ(back[41], 0.0f);
+}
+
+TEST(KvDtype, Q8RoundTripErrorIsHalfAStep) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  std::vector<float> x(32 * 257), back(x.size());
+  for (float& v : x) v = dist(rng);
+  std::vector<uint8_t> q(kv_bytes(KvDtype::q8_0, int64_t(x.size())));
+  kv_store(KvDtype::q8_0, x.data(), q.data(), int64_t(x.size()));
+  kv_load(KvDtype::q8_0, q.data(), back.data(), int64_t(x.size()));
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+    const float step = amax / 127.0f;
+    for (size_t i = 0; i < 32; ++i)  // half a step, and the f16 scale's rounding at 127 steps
+      ASSERT_LE(std::fabs(back[b * 32 + i] - x[b * 32 + i]), step * (0.5f + 127.0f * 0x1p-11f)) << b << " " << i;
+  }
 }
 
 TEST(KvDtype, F16KnownValues) {

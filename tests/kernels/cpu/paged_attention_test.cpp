@@ -14,15 +14,29 @@
 namespace conveyor::kernels {
 namespace {
 
-constexpr KvDtype kAllDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16};
+constexpr KvDtype kAllDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0};
 
-// x as the cache of `dtype` holds it (kv_dtype.hpp's scalar conversions).
-float rounded(KvDtype dtype, float x) {
+// A row of n values as the cache of `dtype` holds them. For f16 and bf16 that
+// is each value rounded by kv_dtype.hpp's scalar conversions (which
+// kv_dtype_test checks kv_store against); q8_0 rounds a block of 32 at once.
+std::vector<float> rounded_row(KvDtype dtype, const float* x, int32_t n) {
+  std::vector<float> out(x, x + n);
   switch (dtype) {
-    case KvDtype::f16: return kv_half::f16_to_f32(kv_half::f32_to_f16(x));
-    case KvDtype::bf16: return kv_half::bf16_to_f32(kv_half::f32_to_bf16(x));
-    default: return x;
+    case KvDtype::f16:
+      for (float& v : out) v = kv_half::f16_to_f32(kv_half::f32_to_f16(v));
+      break;
+    case KvDtype::bf16:
+      for (float& v : out) v = kv_half::bf16_to_f32(kv_half::f32_to_bf16(v));
+      break;
+    case KvDtype::q8_0: {
+      std::vector<std::byte> q(kv_bytes(dtype, n));
+      kv_store(dtype, x, q.data(), n);
+      kv_load(dtype, q.data(), out.data(), n);
+      break;
+    }
+    default: break;
   }
+  return out;
 }
 
 // A batch of sequence spans over a block pool, with every sequence's keys and
@@ -36,9 +50,9 @@ struct Fixture {
   std::vector<std::vector<float>> dense_k, dense_v;  // per sequence [pos][n_kv][hd]
   int64_t block_stride = 0;                    // elements
 
-  size_t elem_bytes() const { return kv_dtype_bytes(dtype); }
+  size_t bytes(int64_t elems) const { return kv_bytes(dtype, elems); }
   PagedKvView view() {
-    const int64_t layer_bytes = int64_t(n_kv_heads) * block_size * head_dim * int64_t(elem_bytes());
+    const int64_t layer_bytes = int64_t(bytes(int64_t(n_kv_heads) * block_size * head_dim));
     return {pool.data() + layer * 2 * layer_bytes, pool.data() + (layer * 2 + 1) * layer_bytes,
             block_stride, n_kv_heads, block_size, head_dim, dtype};
   }
@@ -72,7 +86,7 @@ struct Fixture {
     // Garbage in every slot, so a read of a wrong slot shows.
     const std::vector<float> garbage =
         testing::random_vector(size_t(n_blocks) * block_stride, seed + 1, -9.0f, 9.0f);
-    pool.resize(garbage.size() * elem_bytes());
+    pool.resize(bytes(int64_t(garbage.size())));
     kv_store(dtype, garbage.data(), pool.data(), int64_t(garbage.size()));
     for (size_t s = 0; s < start_pos.size(); ++s) {
       const int32_t total = start_pos[s] + span_len[s];
@@ -86,8 +100,7 @@ struct Fixture {
     const int32_t block = block_tables[table_begin[s] + pos / block_size];
     const PagedKvView v = view();
     return static_cast<std::byte*>(value ? v.values : v.keys) +
-           (block * block_stride + (int64_t(h) * block_size + pos % block_size) * head_dim) *
-               int64_t(elem_bytes());
+           bytes(block * block_stride + (int64_t(h) * block_size + pos % block_size) * head_dim);
   }
   // That slot's contents, as floats.
   std::vector<float> read_slot(int32_t s, int32_t pos, int32_t h, bool value) {
@@ -108,12 +121,15 @@ struct Fixture {
         }
   }
 
-  // The keys and values as the cache holds them: every value rounded to dtype.
+  // The keys and values as the cache holds them: every row rounded to dtype.
   Fixture rounded_copy() const {
     Fixture r = *this;
     for (auto* dense : {&r.dense_k, &r.dense_v})
       for (auto& seq : *dense)
-        for (float& x : seq) x = rounded(dtype, x);
+        for (size_t row = 0; row < seq.size(); row += size_t(head_dim)) {
+          const std::vector<float> x = rounded_row(dtype, &seq[row], head_dim);
+          std::copy(x.begin(), x.end(), seq.begin() + int64_t(row));
+        }
     return r;
   }
 
@@ -149,7 +165,8 @@ Fixture make_fixture(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int3
 // Every dtype, head sizes with and without a 16-wide vector path and a tail.
 TEST(WriteKv, PutsEachTokenInItsPositionsSlot) {
   for (KvDtype dtype : kAllDtypes)
-    for (int32_t head_dim : {8, 32, 20}) {
+    for (int32_t head_dim : {8, 32, 20, 96}) {
+      if (!kv_dtype_fits(dtype, head_dim)) continue;
       SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + ", head_dim " + std::to_string(head_dim));
       Fixture f = make_fixture(4, 2, head_dim, 4, {0, 5, 3}, {6, 1, 9}, 1, dtype);
       const std::vector<std::byte> pool_before = f.pool;
@@ -161,22 +178,22 @@ TEST(WriteKv, PutsEachTokenInItsPositionsSlot) {
           const int32_t pos = f.start_pos[s] + i;
           for (int32_t h = 0; h < f.n_kv_heads; ++h) {
             const std::vector<float> k = f.read_slot(s, pos, h, false), v = f.read_slot(s, pos, h, true);
-            for (int32_t d = 0; d < f.head_dim; ++d) {
-              const size_t src = (size_t(pos) * f.n_kv_heads + h) * f.head_dim + d;
-              ASSERT_EQ(k[size_t(d)], rounded(dtype, f.dense_k[s][src]));
-              ASSERT_EQ(v[size_t(d)], rounded(dtype, f.dense_v[s][src]));
-              written += 2;
-            }
+            const size_t src = (size_t(pos) * f.n_kv_heads + h) * f.head_dim;
+            ASSERT_EQ(k, rounded_row(dtype, &f.dense_k[s][src], f.head_dim));
+            ASSERT_EQ(v, rounded_row(dtype, &f.dense_v[s][src], f.head_dim));
+            written += 2 * size_t(f.head_dim);
           }
         }
-      // Nothing else changed: at most `written` elements differ from before
-      // (fewer only where a new value rounds to the garbage that was there).
+      // Nothing else changed: at most the written elements (q8_0: bytes)
+      // differ from before (fewer only where a new value rounds to the
+      // garbage that was there).
       size_t changed = 0;
-      const size_t eb = f.elem_bytes();
-      for (size_t i = 0; i < f.pool.size(); i += eb)
-        changed += std::memcmp(&f.pool[i], &pool_before[i], eb) != 0;
+      const size_t unit = dtype == KvDtype::q8_0 ? 1 : f.bytes(1);
+      written = f.bytes(int64_t(written)) / unit;
+      for (size_t i = 0; i < f.pool.size(); i += unit)
+        changed += std::memcmp(&f.pool[i], &pool_before[i], unit) != 0;
       EXPECT_LE(changed, written);
-      EXPECT_GE(changed, written * 99 / 100);
+      EXPECT_GE(changed, written * 98 / 100);
     }
 }
 
@@ -247,15 +264,22 @@ double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) 
 
 // Bound on the error against exact keys and values (relative to the output's
 // scale) that rounding the cache brings: about 4x the worst measured over
-// these tests (f16 7.9e-4, bf16 5.2e-3: a 10-bit and a 7-bit mantissa).
-double dtype_tolerance(KvDtype dtype) { return dtype == KvDtype::bf16 ? 2e-2 : 3e-3; }
+// these tests (f16 7.9e-4, bf16 5.2e-3: a 10-bit and a 7-bit mantissa;
+// q8_0 1.3e-2: 8 bits against the block's largest value).
+double dtype_tolerance(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::bf16: return 2e-2;
+    case KvDtype::q8_0: return 5e-2;
+    default: return 3e-3;
+  }
+}
 
 // Keeps the worst error of each dtype, recorded as a test property.
 struct WorstError {
-  double by_dtype[3] = {0, 0, 0};
+  double by_dtype[4] = {0, 0, 0, 0};
   void add(KvDtype d, double e) { by_dtype[int(d)] = std::max(by_dtype[int(d)], e); }
   ~WorstError() {
-    for (KvDtype d : {KvDtype::f16, KvDtype::bf16})
+    for (KvDtype d : {KvDtype::f16, KvDtype::bf16, KvDtype::q8_0})
       ::testing::Test::RecordProperty(std::string("worst_error_") + kv_dtype_name(d),
                                       std::to_string(by_dtype[int(d)]));
   }
@@ -269,7 +293,8 @@ TEST(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
       for (auto [heads, kv_heads] : {std::pair{4, 4}, std::pair{8, 2}, std::pair{6, 1}}) {
         // Decode tokens after long contexts, a fresh prompt, a prefill chunk that
         // continues a cached prefix, and a span longer than one token tile.
-        Fixture f = make_fixture(heads, kv_heads, 16, block_size, {40, 0, 0, 23, 7, 100},
+        const int32_t head_dim = dtype == KvDtype::q8_0 ? 32 : 16;  // q8_0: one block per row
+        Fixture f = make_fixture(heads, kv_heads, head_dim, block_size, {40, 0, 0, 23, 7, 100},
                                  {1, 13, 1, 9, 40, 1}, ++seed, dtype);
         worst.add(dtype, check_attention(f, ++seed, dtype_tolerance(dtype)));
       }
@@ -281,12 +306,14 @@ TEST(PagedAttention, EveryVectorHeadSize) {
   WorstError worst;
   for (KvDtype dtype : kAllDtypes)
     for (int32_t head_dim = 16; head_dim <= 128; head_dim += 16) {
+      if (!kv_dtype_fits(dtype, head_dim)) continue;
       SCOPED_TRACE("head_dim " + std::to_string(head_dim));
       Fixture f = make_fixture(4, 2, head_dim, 16, {30, 0}, {1, 20}, uint32_t(head_dim), dtype);
       worst.add(dtype, check_attention(f, uint32_t(head_dim) + 1, dtype_tolerance(dtype)));
     }
 }
 
+// The generic path (a head size with no vector path), many sequences.
 TEST(PagedAttention, OddHeadDimAndManySequences) {
   std::vector<int32_t> start, len;
   for (int i = 0; i < 40; ++i) {
@@ -295,7 +322,8 @@ TEST(PagedAttention, OddHeadDimAndManySequences) {
   }
   WorstError worst;
   for (KvDtype dtype : kAllDtypes) {
-    Fixture f = make_fixture(6, 3, 12, 16, start, len, 7, dtype);
+    // q8_0 needs whole blocks of 32: 160 has no vector path either.
+    Fixture f = make_fixture(6, 3, dtype == KvDtype::q8_0 ? 160 : 12, 16, start, len, 7, dtype);
     worst.add(dtype, check_attention(f, 8, dtype_tolerance(dtype)));
   }
 }

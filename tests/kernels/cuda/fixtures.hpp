@@ -36,7 +36,7 @@ struct Batch {
   int32_t n_tokens() const { return token_begin.back(); }
   int32_t kv_width() const { return n_kv_heads * head_dim; }
   int32_t q_width() const { return n_heads * head_dim; }
-  int64_t layer_bytes() const { return int64_t(n_kv_heads) * block_size * head_dim * int64_t(kv_dtype_bytes(dtype)); }
+  int64_t layer_bytes() const { return int64_t(kv_bytes(dtype, int64_t(n_kv_heads) * block_size * head_dim)); }
   int64_t keys_offset() const { return layer * 2 * layer_bytes(); }  // bytes into the pool
   int64_t values_offset() const { return (layer * 2 + 1) * layer_bytes(); }
   int32_t max_context() const {
@@ -83,7 +83,7 @@ inline Batch make_batch(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, i
   }
   b.block_stride = int64_t(b.n_layers) * 2 * n_kv_heads * block_size * head_dim;
   const std::vector<float> garbage = random_vector(size_t(b.n_blocks) * b.block_stride, seed + 1, -3.0f, 3.0f);
-  b.pool.resize(garbage.size() * kv_dtype_bytes(dtype));
+  b.pool.resize(kv_bytes(dtype, int64_t(garbage.size())));
   kv_store(dtype, garbage.data(), b.pool.data(), int64_t(garbage.size()));
   b.q = random_vector(size_t(b.n_tokens()) * b.q_width(), seed + 2);
   b.k = random_vector(size_t(b.n_tokens()) * b.kv_width(), seed + 3);
