@@ -207,18 +207,20 @@ inline float q8_scale(const uint8_t* block) {
   return load1<KvDtype::f16>(&d);
 }
 
-inline f32x16 q8_load16(const uint8_t* block, int half) {
+// The 16 bytes q of one half of a block, as floats (unscaled).
+inline f32x16 q8_raw16(const uint8_t* block, int half) {
   const uint8_t* q = block + 2 + 16 * half;
 #if defined(__AVX512F__)
   // The all-lanes masked forms, as in load16 (GCC 12's -Wmaybe-uninitialized).
   const __mmask16 all = 0xffff;
-  const __m512 v = _mm512_maskz_cvtepi32_ps(
-      all, _mm512_maskz_cvtepi8_epi32(all, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-  return std::bit_cast<f32x16>(v) * q8_scale(block);
+  return std::bit_cast<f32x16>(_mm512_maskz_cvtepi32_ps(
+      all, _mm512_maskz_cvtepi8_epi32(all, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))));
 #else
-  return __builtin_convertvector(*reinterpret_cast<const i8x16u*>(q), f32x16) * q8_scale(block);
+  return __builtin_convertvector(*reinterpret_cast<const i8x16u*>(q), f32x16);
 #endif
 }
+
+inline f32x16 q8_load16(const uint8_t* block, int half) { return q8_raw16(block, half) * q8_scale(block); }
 
 // 32 floats to one block: d = max|x| / 127 (stored as f16), q = x / d
 // rounded to nearest even. A NaN becomes -127.
@@ -389,8 +391,18 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
         float* sc = st.scores + int64_t(qh) * bs16;
         for (int32_t s = 0; s < n; ++s) {
           const E* k = keys + s * row;
-          f32x16 a = chunk16<D>(k, 0) * qv[0];
-          for (int c = 1; c < V; ++c) a += chunk16<D>(k, c) * qv[c];
+          f32x16 a;
+          if constexpr (D == KvDtype::q8_0 && V % 2 == 0) {
+            // A block's two halves against the query, then its scale once.
+            a = (q8_raw16(k, 0) * qv[0] + q8_raw16(k, 1) * qv[1]) * q8_scale(k);
+            for (int c = 2; c < V; c += 2) {
+              const E* b = k + (c / 2) * kQ8BlockBytes;
+              a += (q8_raw16(b, 0) * qv[c] + q8_raw16(b, 1) * qv[c + 1]) * q8_scale(b);
+            }
+          } else {
+            a = chunk16<D>(k, 0) * qv[0];
+            for (int c = 1; c < V; ++c) a += chunk16<D>(k, c) * qv[c];
+          }
           sc[s] = simd::hsum(a);
           if (g == 0) prefetch_row<D>(next_keys + s * row, hd);
         }
@@ -421,7 +433,16 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
         for (int32_t s = 0; s < n; ++s) {
           const float p = sc[s];
           const E* v = values + s * row;
-          for (int c = 0; c < V; ++c) acc[c] += chunk16<D>(v, c) * p;
+          if constexpr (D == KvDtype::q8_0 && V % 2 == 0) {
+            for (int c = 0; c < V; c += 2) {  // the weight times the block's scale, once
+              const E* b = v + (c / 2) * kQ8BlockBytes;
+              const float pd = p * q8_scale(b);
+              acc[c] += q8_raw16(b, 0) * pd;
+              acc[c + 1] += q8_raw16(b, 1) * pd;
+            }
+          } else {
+            for (int c = 0; c < V; ++c) acc[c] += chunk16<D>(v, c) * p;
+          }
           if (g == 0) prefetch_row<D>(next_values + s * row, hd);
         }
         for (int c = 0; c < V; ++c) simd::store(acc_mem + 16 * c, acc[c]);

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "actors/engine.hpp"
 #include "tests/actors/engine_test_util.hpp"
 
@@ -178,6 +183,41 @@ TEST(EngineKvCapacity, MemoryFlagGivesTheExpectedTokens) {
   EXPECT_GE((*engine)->kv_capacity().tokens, model->config.context_length);
   EXPECT_LE((*engine)->kv_capacity().tokens, int64_t(model->config.context_length) * 4);
   EXPECT_TRUE((*engine)->config().kv_cache_dtype.has_value());  // "auto" resolved
+}
+
+// q8_0 on a file whose heads are 32 wide: the cache holds 34 bytes per 32
+// values, and requests decode through it. Where the blocks lie does not
+// matter: a pool eight times larger, whose free list hands out other block
+// ids, gives the same tokens.
+TEST(EngineKvCapacity, Q8CacheHoldsBlocksOf34BytesAndServes) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama2-q4_0.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
+  auto model = load_model(path);
+  ASSERT_TRUE(model.has_value()) << model.error().message;
+  const ModelConfig& m = model->config;
+  const int64_t token_bytes = int64_t(m.n_layers) * 2 * m.kv_dim() / 32 * 34;
+  testing::EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < 6; ++i) prompts.push_back({1, 300 + 7 * i, 1200 + i, 40 + 3 * i, 999});
+  std::vector<std::map<request_id, testing::Outcome>> runs;
+  for (int64_t memory : {int64_t(1) << 20, int64_t(8) << 20}) {
+    EngineConfig c;
+    c.threads = 1;
+    c.kv_cache_dtype = KvDtype::q8_0;
+    c.kv_cache_memory = memory;
+    auto engine = Engine::create(sys, c, *model);
+    ASSERT_TRUE(engine.has_value()) << engine.error().message;
+    const int64_t tokens = memory / (16 * token_bytes) * 16;
+    EXPECT_EQ((*engine)->kv_capacity().tokens, tokens);
+    EXPECT_EQ((*engine)->kv_capacity().bytes, tokens * token_bytes);
+    runs.push_back(testing::run_greedy(**engine, prompts, 24, /*ignore_eos=*/true));
+    for (const auto& [id, o] : runs.back()) {
+      EXPECT_EQ(o.finish, FinishReason::length) << o.message;
+      EXPECT_EQ(o.tokens.size(), 24u);
+    }
+  }
+  for (const auto& [id, o] : runs[0]) EXPECT_EQ(runs[1].at(id).tokens, o.tokens) << id;
 }
 
 }  // namespace
