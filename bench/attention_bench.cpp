@@ -1,6 +1,7 @@
 // attention_bench: paged attention's decode step with the KV cache in f32,
-// f16, bf16 and q8_0 (not for heads of 48), for the attention shapes of llama-15m (6 heads of 48) and
-// llama-110m (12 heads of 64), at several batch sizes and contexts. Each
+// f16, bf16 and q8_0 (not for heads of 48), for the attention shapes of
+// llama-15m (6 heads of 48), llama-110m (12 heads of 64) and llama-0.8b (32
+// query heads of 64 over 4 kv heads), at several batch sizes and contexts. Each
 // sequence's blocks are scattered over the pool, as the block manager leaves
 // them. Prints the median time of one layer's call and the KV bytes it read
 // per second.
@@ -24,13 +25,13 @@ namespace {
 
 struct Shape {
   const char* name;
-  int32_t n_heads, head_dim;
+  int32_t n_heads, head_dim, n_kv_heads;
 };
 
 // Median seconds of one decode call: `batch` sequences, each one token at
 // position ctx - 1 over ctx cached positions.
 double time_decode(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, int reps) {
-  const int32_t bs = 16, n_kv = s.n_heads, hd = s.head_dim;
+  const int32_t bs = 16, n_kv = s.n_kv_heads, hd = s.head_dim;
   const int32_t per_seq = (ctx + bs - 1) / bs, n_blocks = batch * per_seq;
   // One layer's keys and values per block (the other layers only stride past).
   const int64_t block_stride = int64_t(2) * n_kv * bs * hd;
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
               reps, omp_get_max_threads());
   std::printf("%-10s %5s %5s | %20s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)",
               "f16 us (GB/s)", "bf16 us (GB/s)", "q8_0 us (GB/s)");
-  for (const Shape& s : {Shape{"15m", 6, 48}, Shape{"110m", 12, 64}})
+  for (const Shape& s : {Shape{"15m", 6, 48, 6}, Shape{"110m", 12, 64, 12}, Shape{"0.8b", 32, 64, 4}})
     for (int32_t batch : {1, 8, 32})
       for (int32_t ctx : {256, 1024}) {
         std::printf("%-10s %5d %5d", s.name, batch, ctx);
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
             continue;
           }
           const double t = time_decode(s, dtype, batch, ctx, reps);
-          const double bytes = 2.0 * batch * ctx * double(kv_bytes(dtype, int64_t(s.n_heads) * s.head_dim));
+          const double bytes = 2.0 * batch * ctx * double(kv_bytes(dtype, int64_t(s.n_kv_heads) * s.head_dim));
           std::printf(" | %9.1f (%6.1f)   ", t * 1e6, bytes / t * 1e-9);
         }
         std::printf("\n");

@@ -351,9 +351,118 @@ void attend_generic(const TokenHeads& t, const SequenceView& seq, const PagedKvV
   }
 }
 
-// head_dim = 16·V: a head's query and output accumulator live in V vector
-// registers, and scores are reduced and exponentiated 16 at a time. Keys and
-// values are widened to float 16 at a time as they are loaded.
+// One row of head_dim = 16·V elements widened to float in V vectors. For
+// q8_0 the vectors hold the bytes unscaled and `scale` each block's scale
+// (applied once per block by the dot product and the weighted sum below).
+template <int V, KvDtype D>
+struct WideRow {
+  static constexpr bool kBlocks = D == KvDtype::q8_0 && V % 2 == 0;
+  f32x16 x[V];
+  float scale[kBlocks ? V / 2 : 1];
+
+  explicit WideRow(const elem_t<D>* row) {
+    if constexpr (kBlocks) {
+      for (int b = 0; b < V / 2; ++b) {
+        const elem_t<D>* block = row + b * kQ8BlockBytes;
+        x[2 * b] = q8_raw16(block, 0);
+        x[2 * b + 1] = q8_raw16(block, 1);
+        scale[b] = q8_scale(block);
+      }
+    } else {
+      for (int c = 0; c < V; ++c) x[c] = chunk16<D>(row, c);
+    }
+  }
+  // Lanes of q·row (their sum is the dot product).
+  f32x16 dot(const f32x16* q) const {
+    if constexpr (kBlocks) {
+      f32x16 a = (x[0] * q[0] + x[1] * q[1]) * scale[0];
+      for (int b = 1; b < V / 2; ++b) a += (x[2 * b] * q[2 * b] + x[2 * b + 1] * q[2 * b + 1]) * scale[b];
+      return a;
+    } else {
+      f32x16 a = x[0] * q[0];
+      for (int c = 1; c < V; ++c) a += x[c] * q[c];
+      return a;
+    }
+  }
+  // acc += p · row.
+  void add_to(f32x16* acc, float p) const {
+    if constexpr (kBlocks) {
+      for (int b = 0; b < V / 2; ++b) {
+        const float pd = p * scale[b];
+        acc[2 * b] += x[2 * b] * pd;
+        acc[2 * b + 1] += x[2 * b + 1] * pd;
+      }
+    } else {
+      for (int c = 0; c < V; ++c) acc[c] += x[c] * p;
+    }
+  }
+};
+
+// Query heads that share a key row per pass: each key and value row is
+// widened once for all of them, and their queries (and then their output
+// accumulators) stay in G·V of the 32 vector registers.
+template <int V>
+constexpr int kGroupTile = V <= 2 ? 8 : V <= 4 ? 4 : 2;
+
+// One block of one kv head for G of its query heads, starting at query head
+// qh0 (the item's numbering): scores, the online softmax update, and the
+// weighted sum of the values.
+template <int V, KvDtype D, int G>
+inline void attend_block(const TokenHeads& t, int32_t qh0, float scale, const elem_t<D>* keys,
+                         const elem_t<D>* values, const elem_t<D>* next_keys, const elem_t<D>* next_values,
+                         bool prefetch, int32_t n, int32_t bs16, const SoftmaxState& st) {
+  constexpr int32_t hd = 16 * V;
+  constexpr int64_t row = units<D>(hd);
+  f32x16 lane;
+  for (int i = 0; i < 16; ++i) lane[i] = float(i);
+  f32x16 qv[G][V];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < V; ++c) qv[g][c] = simd::load(t.q + int64_t(qh0 + g) * hd + 16 * c) * scale;
+  for (int32_t s = 0; s < n; ++s) {
+    const WideRow<V, D> k(keys + s * row);
+    for (int g = 0; g < G; ++g) st.scores[int64_t(qh0 + g) * bs16 + s] = simd::hsum(k.dot(qv[g]));
+    if (prefetch) prefetch_row<D>(next_keys + s * row, hd);
+  }
+  f32x16 acc[G][V];
+  for (int g = 0; g < G; ++g) {
+    const int32_t qh = qh0 + g;
+    float* sc = st.scores + int64_t(qh) * bs16;
+    f32x16 vmax = f32x16{} + kNegInf;
+    for (int32_t c0 = 0; c0 < n; c0 += 16)
+      vmax = simd::max16(vmax, lane < float(n - c0) ? simd::load(sc + c0) : vmax);
+    const float block_max = simd::hmax(vmax);
+    const float* acc_mem = st.acc + int64_t(qh) * hd;
+    for (int c = 0; c < V; ++c) acc[g][c] = simd::load(acc_mem + 16 * c);
+    if (block_max > st.max[qh]) {
+      // Rescale what was summed under the old maximum (nothing, the first time).
+      const float correction = st.max[qh] == kNegInf ? 0.0f : simd::exp_fast(st.max[qh] - block_max);
+      st.sum[qh] *= correction;
+      for (int c = 0; c < V; ++c) acc[g][c] *= correction;
+      st.max[qh] = block_max;
+    }
+    const float m = st.max[qh];
+    f32x16 vsum{};
+    for (int32_t c0 = 0; c0 < n; c0 += 16) {
+      const f32x16 e = simd::exp_fast(simd::load(sc + c0) - m);
+      const f32x16 kept = lane < float(n - c0) ? e : f32x16{};
+      simd::store(sc + c0, kept);
+      vsum += kept;
+    }
+    st.sum[qh] += simd::hsum(vsum);
+  }
+  for (int32_t s = 0; s < n; ++s) {
+    const WideRow<V, D> v(values + s * row);
+    for (int g = 0; g < G; ++g) v.add_to(acc[g], st.scores[int64_t(qh0 + g) * bs16 + s]);
+    if (prefetch) prefetch_row<D>(next_values + s * row, hd);
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < V; ++c) simd::store(st.acc + int64_t(qh0 + g) * hd + 16 * c, acc[g][c]);
+}
+
+// head_dim = 16·V: queries and output accumulators live in vector registers,
+// and scores are reduced and exponentiated 16 at a time. Keys and values are
+// widened to float 16 at a time as they are loaded, once for a tile of the
+// query heads that share them (grouped-query attention).
 //
 // Blocks sit anywhere in the pool, so the hardware prefetchers cannot run
 // ahead from one block to the next: while block j is computed, its loops pull
@@ -364,11 +473,9 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
                 const SoftmaxState& st) {
   using E = elem_t<D>;
   constexpr int32_t hd = 16 * V;
-  constexpr int64_t row = units<D>(hd);
+  constexpr int G = kGroupTile<V>;
   const int32_t bs = kv.block_size, bs16 = (bs + 15) / 16 * 16;
   const int32_t n_q = (t.head_end - t.head_begin) * t.group;
-  f32x16 lane;
-  for (int i = 0; i < 16; ++i) lane[i] = float(i);
   std::fill_n(st.max, n_q, kNegInf);
   std::fill_n(st.sum, n_q, 0.0f);
   std::fill_n(st.acc, int64_t(n_q) * hd, 0.0f);
@@ -384,69 +491,12 @@ void attend_vec(const TokenHeads& t, const SequenceView& seq, const PagedKvView&
       const E* values = static_cast<const E*>(kv.values) + units<D>(block + head);
       const E* next_keys = static_cast<const E*>(kv.keys) + units<D>(next_block + head);
       const E* next_values = static_cast<const E*>(kv.values) + units<D>(next_block + head);
-      for (int32_t g = 0; g < t.group; ++g) {
-        const int32_t qh = (h - t.head_begin) * t.group + g;
-        f32x16 qv[V];
-        for (int c = 0; c < V; ++c) qv[c] = simd::load(t.q + int64_t(qh) * hd + 16 * c) * scale;
-        float* sc = st.scores + int64_t(qh) * bs16;
-        for (int32_t s = 0; s < n; ++s) {
-          const E* k = keys + s * row;
-          f32x16 a;
-          if constexpr (D == KvDtype::q8_0 && V % 2 == 0) {
-            // A block's two halves against the query, then its scale once.
-            a = (q8_raw16(k, 0) * qv[0] + q8_raw16(k, 1) * qv[1]) * q8_scale(k);
-            for (int c = 2; c < V; c += 2) {
-              const E* b = k + (c / 2) * kQ8BlockBytes;
-              a += (q8_raw16(b, 0) * qv[c] + q8_raw16(b, 1) * qv[c + 1]) * q8_scale(b);
-            }
-          } else {
-            a = chunk16<D>(k, 0) * qv[0];
-            for (int c = 1; c < V; ++c) a += chunk16<D>(k, c) * qv[c];
-          }
-          sc[s] = simd::hsum(a);
-          if (g == 0) prefetch_row<D>(next_keys + s * row, hd);
-        }
-        f32x16 vmax = f32x16{} + kNegInf;
-        for (int32_t c0 = 0; c0 < n; c0 += 16)
-          vmax = simd::max16(vmax, lane < float(n - c0) ? simd::load(sc + c0) : vmax);
-        const float block_max = simd::hmax(vmax);
-        float* acc_mem = st.acc + int64_t(qh) * hd;
-        f32x16 acc[V];
-        for (int c = 0; c < V; ++c) acc[c] = simd::load(acc_mem + 16 * c);
-        if (block_max > st.max[qh]) {
-          // Rescale what was summed under the old maximum (nothing, the first time).
-          const float correction =
-              st.max[qh] == kNegInf ? 0.0f : simd::exp_fast(st.max[qh] - block_max);
-          st.sum[qh] *= correction;
-          for (int c = 0; c < V; ++c) acc[c] *= correction;
-          st.max[qh] = block_max;
-        }
-        const float m = st.max[qh];
-        f32x16 vsum{};
-        for (int32_t c0 = 0; c0 < n; c0 += 16) {
-          const f32x16 e = simd::exp_fast(simd::load(sc + c0) - m);
-          const f32x16 kept = lane < float(n - c0) ? e : f32x16{};
-          simd::store(sc + c0, kept);
-          vsum += kept;
-        }
-        st.sum[qh] += simd::hsum(vsum);
-        for (int32_t s = 0; s < n; ++s) {
-          const float p = sc[s];
-          const E* v = values + s * row;
-          if constexpr (D == KvDtype::q8_0 && V % 2 == 0) {
-            for (int c = 0; c < V; c += 2) {  // the weight times the block's scale, once
-              const E* b = v + (c / 2) * kQ8BlockBytes;
-              const float pd = p * q8_scale(b);
-              acc[c] += q8_raw16(b, 0) * pd;
-              acc[c + 1] += q8_raw16(b, 1) * pd;
-            }
-          } else {
-            for (int c = 0; c < V; ++c) acc[c] += chunk16<D>(v, c) * p;
-          }
-          if (g == 0) prefetch_row<D>(next_values + s * row, hd);
-        }
-        for (int c = 0; c < V; ++c) simd::store(acc_mem + 16 * c, acc[c]);
-      }
+      const int32_t qh_begin = (h - t.head_begin) * t.group;
+      int32_t g = 0;
+      for (; g + G <= t.group; g += G)
+        attend_block<V, D, G>(t, qh_begin + g, scale, keys, values, next_keys, next_values, g == 0, n, bs16, st);
+      for (; g < t.group; ++g)
+        attend_block<V, D, 1>(t, qh_begin + g, scale, keys, values, next_keys, next_values, g == 0, n, bs16, st);
     }
   }
   for (int32_t qh = 0; qh < n_q; ++qh) {

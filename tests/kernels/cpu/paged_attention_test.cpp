@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "tests/kernels/cpu/random.hpp"
 
@@ -310,6 +311,23 @@ TEST(PagedAttention, EveryVectorHeadSize) {
       SCOPED_TRACE("head_dim " + std::to_string(head_dim));
       Fixture f = make_fixture(4, 2, head_dim, 16, {30, 0}, {1, 20}, uint32_t(head_dim), dtype);
       worst.add(dtype, check_attention(f, uint32_t(head_dim) + 1, dtype_tolerance(dtype)));
+    }
+}
+
+// Grouped-query attention where a tile of query heads shares each widened
+// key and value row (kGroupTile: 8 heads for head sizes up to 32, 4 up to 64,
+// else 2), with groups that are whole tiles, tiles and a remainder, and
+// smaller than one tile.
+TEST(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
+  WorstError worst;
+  uint32_t seed = 500;
+  for (KvDtype dtype : kAllDtypes)
+    for (auto [heads, kv_heads, head_dim] : {std::tuple{32, 4, 64}, std::tuple{20, 2, 32}, std::tuple{12, 2, 32},
+                                             std::tuple{6, 2, 128}, std::tuple{10, 1, 16}, std::tuple{9, 1, 64}}) {
+      if (!kv_dtype_fits(dtype, head_dim)) continue;
+      SCOPED_TRACE(std::to_string(heads) + "/" + std::to_string(kv_heads) + " heads of " + std::to_string(head_dim));
+      Fixture f = make_fixture(heads, kv_heads, head_dim, 16, {37, 0, 5}, {1, 18, 3}, ++seed, dtype);
+      worst.add(dtype, check_attention(f, ++seed, dtype_tolerance(dtype)));
     }
 }
 
