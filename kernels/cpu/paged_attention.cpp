@@ -418,10 +418,22 @@ inline void attend_block(const TokenHeads& t, int32_t qh0, float scale, const el
   f32x16 qv[G][V];
   for (int g = 0; g < G; ++g)
     for (int c = 0; c < V; ++c) qv[g][c] = simd::load(t.q + int64_t(qh0 + g) * hd + 16 * c) * scale;
-  for (int32_t s = 0; s < n; ++s) {
-    const WideRow<V, D> k(keys + s * row);
-    for (int g = 0; g < G; ++g) st.scores[int64_t(qh0 + g) * bs16 + s] = simd::hsum(k.dot(qv[g]));
-    if (prefetch) prefetch_row<D>(next_keys + s * row, hd);
+  // Scores 16 slots at a time: each slot's lanes of q·k per query head are
+  // kept, and one butterfly (simd::hsum16) sums sixteen slots' lanes at once.
+  // Slots past n sum zeros; the softmax below masks them anyway.
+  f32x16 lanes[G][16];
+  for (int32_t s0 = 0; s0 < n; s0 += 16) {
+    const int32_t m = std::min<int32_t>(16, n - s0);
+    for (int32_t i = 0; i < m; ++i) {
+      const int32_t s = s0 + i;
+      const WideRow<V, D> k(keys + s * row);
+      for (int g = 0; g < G; ++g) lanes[g][i] = k.dot(qv[g]);
+      if (prefetch) prefetch_row<D>(next_keys + s * row, hd);
+    }
+    for (int g = 0; g < G; ++g) {
+      for (int32_t i = m; i < 16; ++i) lanes[g][i] = f32x16{};
+      simd::store(st.scores + int64_t(qh0 + g) * bs16 + s0, simd::hsum16(lanes[g]));
+    }
   }
   f32x16 acc[G][V];
   for (int g = 0; g < G; ++g) {
