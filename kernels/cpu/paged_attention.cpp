@@ -200,7 +200,7 @@ inline elem_t<D> store1(float x) {
 #endif
 }
 
-// q8_0: a block's scale, and the 16 elements [16·half, 16·half + 16) of it.
+// q8_0: a block's scale (its first two bytes, an f16).
 inline float q8_scale(const uint8_t* block) {
   uint16_t d;
   std::memcpy(&d, block, sizeof d);
