@@ -10,7 +10,7 @@
 //      averaged over the continuous run (target: 95% or more);
 //   4. throughput under memory pressure with recompute, swap and cost.
 //
-// usage: engine_bench [--model dummy:llama-15m] [--requests 256] [--quick]
+// usage: engine_bench [--model dummy:llama-15m] [--requests 256] [--quick] [--overhead] [--zero-cost]
 //                     [--kv-cache-dtype auto|f32|f16|bf16|q8_0]
 // The dummy model's context is raised to 2048 so that 1024-token outputs
 // fit (random weights do not care where RoPE positions end).
@@ -273,12 +273,14 @@ int main(int argc, char** argv) {
   std::string model_name = "dummy:llama-15m";
   int requests = 256;
   bool overhead_only = false;
+  bool zero_cost_only = false;  // --zero-cost: only the zero-cost executor's figure (for profiling)
   int closed = 0;  // --closed-loop C: only the closed-loop figure
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
     else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) requests = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) requests = 64;
     else if (!std::strcmp(argv[i], "--overhead")) overhead_only = true;
+    else if (!std::strcmp(argv[i], "--zero-cost")) overhead_only = zero_cost_only = true;
     else if (!std::strcmp(argv[i], "--core")) {  // only the scheduler core's CPU cost (for profiling)
       for (int k = 0; k < 20; ++k) std::printf("%.1f us\n", core_cpu_us(256, 32000));
       return 0;
@@ -293,7 +295,7 @@ int main(int argc, char** argv) {
       g_kv_dtype = *d;
     }
     else {
-      std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead] [--closed-loop C] "
+      std::fprintf(stderr, "usage: engine_bench [--model M] [--requests N] [--quick] [--overhead] [--zero-cost] [--closed-loop C] "
                    "[--kv-cache-dtype D]\n");
       return 2;
     }
@@ -395,6 +397,7 @@ int main(int argc, char** argv) {
     c.kv_cache_tokens = 256 * 2048;
     // Planning ahead (the default) against one step at a time, interleaved.
     for (bool overlap : {true, false, true, false}) {
+      if (zero_cost_only) break;
       c.overlap = overlap;
       const RunResult real = run_config(sys, model, c, w);
       const double iter_us = real.stats.iteration_seconds / double(real.stats.iterations) * 1e6;
