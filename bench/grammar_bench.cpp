@@ -93,6 +93,13 @@ constexpr const char* kMaxLengthSchema = R"({"type": "object", "properties": {
   "title": {"type": "string", "maxLength": 100}, "summary": {"type": "string", "maxLength": 300}},
   "required": ["title", "summary"]})";
 
+// A format and a pattern held to lengths: each becomes a deterministic
+// automaton times a count of characters (grammar/length_bound.hpp).
+constexpr const char* kBoundedPatternSchema = R"({"type": "object", "properties": {
+  "email": {"type": "string", "format": "email", "maxLength": 64},
+  "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$", "maxLength": 12}},
+  "required": ["email", "code"]})";
+
 // A GBNF-style grammar: arithmetic expressions over numbers and names.
 //   root ::= expr ("\n" expr)*   expr ::= term (ws [-+] ws term)*
 //   term ::= factor (ws [*/] ws factor)*   factor ::= num | name | "(" ws expr ws ")"
@@ -188,6 +195,8 @@ int main(int argc, char** argv) {
       {"nested_schema", [] { return must(grammar_from_json_schema(kNestedSchema), "nested schema"); }},
       {"20_properties", [] { return must(grammar_from_json_schema(twenty_property_schema()), "20 properties"); }},
       {"max_length", [] { return must(grammar_from_json_schema(kMaxLengthSchema), "maxLength schema"); }},
+      {"bounded_pattern",
+       [] { return must(grammar_from_json_schema(kBoundedPatternSchema), "bounded pattern schema"); }},
       {"regex_email", [] { return must(grammar_from_regex(R"([a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6})"), "regex"); }},
       {"regex_bounded",
        [] { return must(grammar_from_regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})? [A-Za-z ,.]{1,80})"), "regex"); }},

@@ -6,6 +6,7 @@
 #include "grammar/expr.hpp"
 #include "grammar/json_number_range.hpp"
 #include "grammar/json_schema_compiler.hpp"
+#include "grammar/length_bound.hpp"
 #include "grammar/regex.hpp"
 
 namespace conveyor::grammar::detail {
@@ -82,14 +83,17 @@ Expected<Element> SchemaCompiler::compile_enum(const json::object& s, uint8_t ty
 Expected<Element> SchemaCompiler::compile_string(const json::object& s, const std::string& path) {
   const json::value* pattern = s.if_contains("pattern");
   const json::value* format = s.if_contains("format");
-  const bool lengths = s.contains("minLength") || s.contains("maxLength");
-  if (int(pattern != nullptr) + int(format != nullptr) + int(lengths) > 1) {
-    return fail(path, "at most one of pattern, format and minLength/maxLength is supported on one string");
-  }
+  if (pattern && format) return fail(path, "'pattern' and 'format' on one string are not supported");
+  auto min = count(s, "minLength", 0, path);
+  if (!min) return min.error();
+  auto max = count(s, "maxLength", -1, path);
+  if (!max) return max.error();
+  if (*max >= 0 && *max < *min) return never();
+  const bool lengths = *min > 0 || *max >= 0;
   const Element quote = b_.byte('"');
   if (pattern || format) {
-    RegexOptions options{RegexOptions::Anchoring::search, TextForm::json_string};
     std::string regex;
+    auto anchoring = RegexOptions::Anchoring::search;
     if (pattern) {
       if (!pattern->is_string()) return fail(path, "'pattern' must be a string");
       regex = std::string(pattern->get_string());
@@ -97,18 +101,22 @@ Expected<Element> SchemaCompiler::compile_string(const json::object& s, const st
       if (!format->is_string()) return fail(path, "'format' must be a string");
       regex = format_regex(format->get_string());
       if (regex.empty()) return fail(path, "format '" + std::string(format->get_string()) + "' is not supported");
-      options.anchoring = RegexOptions::Anchoring::whole_string;
+      anchoring = RegexOptions::Anchoring::whole_string;
     }
-    auto body = add_regex(b_, regex, options);
-    if (!body) return fail(path, "pattern: " + body.error().message);
+    const char* keyword = pattern ? "pattern" : "format";
+    Expected<Element> body = make_error(Errc::internal, "unset");
+    if (lengths) {
+      // The pattern's strings of an allowed length (grammar/length_bound.hpp).
+      auto expr = regex_expr(regex, anchoring);
+      if (!expr) return fail(path, std::string(keyword) + ": " + expr.error().message);
+      body = add_length_bounded(b_, *expr, int32_t(*min), int32_t(*max), TextForm::json_string);
+    } else {
+      body = add_regex(b_, regex, RegexOptions{anchoring, TextForm::json_string});
+    }
+    if (!body) return fail(path, std::string(keyword) + ": " + body.error().message);
     return b_.choice({{quote, *body, quote}}, "string");
   }
   if (!lengths) return syntax_.string();
-  auto min = count(s, "minLength", 0, path);
-  if (!min) return min.error();
-  auto max = count(s, "maxLength", -1, path);
-  if (!max) return max.error();
-  if (*max >= 0 && *max < *min) return never();
   return b_.choice({{quote, b_.repeat({syntax_.string_char()}, int32_t(*min), int32_t(*max)), quote}}, "string");
 }
 

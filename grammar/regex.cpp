@@ -326,10 +326,10 @@ class RegexParser {
 
 }  // namespace
 
-Expected<Element> add_regex(GrammarBuilder& b, std::string_view pattern, const RegexOptions& options) {
+Expected<Expr> regex_expr(std::string_view pattern, RegexOptions::Anchoring anchoring) {
   auto branches = RegexParser(pattern).parse();
   if (!branches) return branches.error();
-  const bool search = options.anchoring == RegexOptions::Anchoring::search;
+  const bool search = anchoring == RegexOptions::Anchoring::search;
   // In search mode the text around a match is anything, line breaks included.
   const Expr any_text = Expr::repeated(Expr::chars_of({}, true), 0, -1);
   std::vector<Expr> alts;
@@ -340,8 +340,14 @@ Expected<Element> add_regex(GrammarBuilder& b, std::string_view pattern, const R
     if (search && !br.ends_anchored) seq.push_back(any_text);
     alts.push_back(Expr::sequence(std::move(seq)));
   }
+  return Expr::alternatives(std::move(alts));
+}
+
+Expected<Element> add_regex(GrammarBuilder& b, std::string_view pattern, const RegexOptions& options) {
+  auto expr = regex_expr(pattern, options.anchoring);
+  if (!expr) return expr.error();
   ExprLowering lowering(b, options.form);
-  auto element = lowering.lower_element(Expr::alternatives(std::move(alts)), "regex");
+  auto element = lowering.lower_element(*expr, "regex");
   if (!element) return make_error(Errc::invalid_argument, "regex: " + element.error().message);
   return element;
 }

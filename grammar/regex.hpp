@@ -38,6 +38,10 @@ struct RegexOptions {
   TextForm form = TextForm::raw;
 };
 
+// The pattern as an expression over code points, with the text around a
+// match that `anchoring` allows. Errors as add_regex's.
+Expected<Expr> regex_expr(std::string_view pattern, RegexOptions::Anchoring anchoring);
+
 // The pattern as an element of `b`. Errors (Errc::invalid_argument) read
 // "regex: <what> at offset N".
 Expected<Element> add_regex(GrammarBuilder& b, std::string_view pattern, const RegexOptions& options = {});

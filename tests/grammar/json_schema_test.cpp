@@ -153,6 +153,29 @@ TEST(JsonSchema, StringsEscapesLengthsPatternsFormats) {
                {R"("256.1.1.1")", R"("01.1.1.1")", R"("1.1.1")"});
 }
 
+TEST(JsonSchema, PatternsAndFormatsWithLengths) {
+  expect_texts(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})", {R"("a")", R"("abc")"},
+               {R"("abcd")", R"("")", R"("ab1")"});
+  // Search mode: the match may sit anywhere in a string of the allowed length.
+  expect_texts(R"({"type": "string", "pattern": "b+c", "minLength": 4})",
+               {R"("xxbc")", R"("bbbc")", R"("bcyy")", R"("abcd")", R"("xbcxxxxxxxxxx")"},
+               {R"("bc")", R"("bbc")", R"("xxxx")"});
+  expect_texts(R"({"type": "string", "pattern": "^a\\d*$", "minLength": 2, "maxLength": 2})", {R"("a1")"},
+               {R"("a")", R"("a12")", R"("b1")"});
+  // Lengths count characters: an escape or a two-byte character is one.
+  expect_texts(R"({"type": "string", "pattern": "^[^x]*$", "maxLength": 2})",
+               {R"("\n\u0001")", "\"\xC3\xA9\xC3\xA9\"", R"("")"}, {R"("abc")", R"("x")", R"("\n\n\n")"});
+  expect_texts(R"({"format": "email", "maxLength": 8})", {R"("a@b.co")"}, {R"("abcd@efgh.com")", R"("a@")"});
+  expect_texts(R"({"format": "uuid", "minLength": 36})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {});
+  expect_texts(R"({"anyOf": [{"format": "date", "maxLength": 9}, {"type": "null"}]})", {"null"},
+               {R"("2024-01-01")"});
+  expect_texts(R"({"type": "string", "format": "email", "maxLength": 254})", {R"("joe.bloggs+x@example.co.uk")"},
+               {R"(".joe@x.com")"});
+  expect_refused(R"({"type": "string", "pattern": "a", "format": "date"})", "'pattern' and 'format' on one string");
+  // Remembering the last 15 characters takes 2^15 states.
+  expect_refused(R"({"type": "string", "pattern": "a[ab]{14}$", "maxLength": 20})", "too large to bound its length");
+}
+
 TEST(JsonSchema, ArraysPrefixItemsAndCounts) {
   expect_texts(R"({"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": false})",
                {"[]", "[1]", R"([1,"a"])"}, {R"(["a"])", R"([1,"a",2])"});

@@ -77,6 +77,14 @@ SCHEMAS = {
         "required": ["day", "at", "id", "clock", "ip"],
         "additionalProperties": False,
     },
+    "bounded_patterns": {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$", "maxLength": 8},
+                       "mail": {"type": "string", "format": "email", "minLength": 6, "maxLength": 24},
+                       "word": {"type": "string", "pattern": "q", "minLength": 3, "maxLength": 5}},
+        "required": ["code", "mail", "word"],
+        "additionalProperties": False,
+    },
     "array_prefix": {
         "type": "array",
         "prefixItems": [{"type": "number", "minimum": 0}, {"type": "string", "maxLength": 5}],

@@ -1,0 +1,261 @@
+#include "grammar/length_bound.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace conveyor::grammar {
+namespace {
+
+Error too_large(const std::string& what) {
+  return make_error(Errc::invalid_argument, "the pattern is too large to bound its length (" + what + ")");
+}
+
+// Thompson's construction: states joined by empty moves and by moves on
+// one code point of a set. Every loop gets a state of its own, so that no
+// loop can re-enter a neighbour's moves.
+class Nfa {
+ public:
+  struct Move {
+    int32_t set;
+    int32_t to;
+  };
+  std::vector<std::vector<int32_t>> empty_moves;
+  std::vector<std::vector<Move>> moves;
+  std::vector<std::vector<CodepointRange>> sets;
+
+  int32_t add_state() {
+    empty_moves.emplace_back();
+    moves.emplace_back();
+    return int32_t(moves.size()) - 1;
+  }
+
+  Status build(const Expr& e, int32_t from, int32_t to) {
+    if (int32_t(moves.size()) > kMaxLengthBoundNfaStates)
+      return too_large("more than " + std::to_string(kMaxLengthBoundNfaStates) + " automaton states");
+    switch (e.kind) {
+      case Expr::Kind::empty:
+        empty_moves[size_t(from)].push_back(to);
+        return {};
+      case Expr::Kind::chars: {
+        auto set = normalize_codepoints(e.ranges, e.negated);
+        if (set.empty()) return {};  // matches nothing
+        sets.push_back(std::move(set));
+        moves[size_t(from)].push_back({int32_t(sets.size()) - 1, to});
+        return {};
+      }
+      case Expr::Kind::seq: {
+        if (e.items.empty()) empty_moves[size_t(from)].push_back(to);
+        int32_t at = from;
+        for (size_t i = 0; i < e.items.size(); ++i) {
+          const int32_t next = i + 1 == e.items.size() ? to : add_state();
+          if (Status s = build(e.items[i], at, next); !s) return s;
+          at = next;
+        }
+        return {};
+      }
+      case Expr::Kind::alt:
+        for (const Expr& item : e.items)
+          if (Status s = build(item, from, to); !s) return s;
+        return {};
+      case Expr::Kind::repeat: {
+        const Expr& item = e.items[0];
+        int32_t at = from;
+        for (int32_t i = 0; i < e.min; ++i) {
+          const int32_t next = add_state();
+          if (Status s = build(item, at, next); !s) return s;
+          at = next;
+        }
+        if (e.max < 0) {
+          const int32_t loop = add_state();
+          empty_moves[size_t(at)].push_back(loop);
+          if (Status s = build(item, loop, loop); !s) return s;
+          empty_moves[size_t(loop)].push_back(to);
+          return {};
+        }
+        for (int32_t i = e.min; i < e.max; ++i) {
+          empty_moves[size_t(at)].push_back(to);
+          const int32_t next = add_state();
+          if (Status s = build(item, at, next); !s) return s;
+          at = next;
+        }
+        empty_moves[size_t(at)].push_back(to);
+        return {};
+      }
+      case Expr::Kind::rule:
+        return make_error(Errc::invalid_argument, "a length bound on a grammar rule is not supported");
+    }
+    return {};
+  }
+
+  // The states reachable from `states` by empty moves, sorted.
+  std::vector<int32_t> closure(std::vector<int32_t> states) const {
+    if (seen_.size() != moves.size()) seen_.assign(moves.size(), 0);
+    ++stamp_;  // marks of earlier calls are other numbers: no clearing
+    std::vector<int32_t> out, stack = std::move(states);
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      if (seen_[size_t(s)] == stamp_) continue;
+      seen_[size_t(s)] = stamp_;
+      out.push_back(s);
+      for (int32_t t : empty_moves[size_t(s)])
+        if (seen_[size_t(t)] != stamp_) stack.push_back(t);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  mutable std::vector<uint32_t> seen_;
+  mutable uint32_t stamp_ = 0;
+};
+
+struct Dfa {
+  struct Move {
+    std::vector<CodepointRange> set;
+    int32_t to;
+  };
+  std::vector<std::vector<Move>> moves;  // state 0 is the start
+  std::vector<char> accepting;
+};
+
+// The subset construction, over the intervals the NFA's sets cut the code
+// points into (each set is a union of them).
+Expected<Dfa> determinize(const Nfa& nfa, int32_t start, int32_t accept) {
+  std::vector<uint32_t> cuts;
+  for (const auto& set : nfa.sets)
+    for (const auto& [lo, hi] : set) {
+      cuts.push_back(lo);
+      cuts.push_back(hi + 1);
+    }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  // covers[set]: the intervals [cuts[i], cuts[i + 1]) the set is made of.
+  std::vector<std::vector<int32_t>> covers(nfa.sets.size());
+  for (size_t s = 0; s < nfa.sets.size(); ++s)
+    for (const auto& [lo, hi] : nfa.sets[s])
+      for (auto i = size_t(std::lower_bound(cuts.begin(), cuts.end(), lo) - cuts.begin());
+           i + 1 < cuts.size() && cuts[i] <= hi; ++i)
+        covers[s].push_back(int32_t(i));
+
+  Dfa dfa;
+  std::map<std::vector<int32_t>, int32_t> ids;
+  std::vector<std::vector<int32_t>> subsets;
+  const auto id_of = [&](std::vector<int32_t> subset) {
+    auto [it, added] = ids.emplace(std::move(subset), int32_t(subsets.size()));
+    if (added) {
+      subsets.push_back(it->first);
+      dfa.accepting.push_back(std::binary_search(it->first.begin(), it->first.end(), accept));
+      dfa.moves.emplace_back();
+    }
+    return it->second;
+  };
+  id_of(nfa.closure({start}));
+  for (size_t d = 0; d < subsets.size(); ++d) {
+    if (int32_t(subsets.size()) > kMaxLengthBoundDfaStates)
+      return too_large("more than " + std::to_string(kMaxLengthBoundDfaStates) + " deterministic states");
+    std::map<int32_t, std::vector<int32_t>> targets;  // interval -> NFA states after it
+    for (int32_t s : subsets[d])
+      for (const Nfa::Move& m : nfa.moves[size_t(s)])
+        for (int32_t i : covers[size_t(m.set)]) targets[i].push_back(m.to);
+    std::map<int32_t, std::vector<CodepointRange>> by_target;
+    for (auto& [interval, states] : targets) {
+      const int32_t to = id_of(nfa.closure(std::move(states)));
+      auto& set = by_target[to];
+      const uint32_t lo = cuts[size_t(interval)], hi = cuts[size_t(interval) + 1] - 1;
+      if (!set.empty() && set.back().second + 1 == lo) set.back().second = hi;
+      else set.emplace_back(lo, hi);
+    }
+    for (auto& [to, set] : by_target) dfa.moves[d].push_back({std::move(set), to});
+  }
+  return dfa;
+}
+
+}  // namespace
+
+Expected<Element> add_length_bounded(GrammarBuilder& b, const Expr& e, int32_t min_length, int32_t max_length,
+                                     TextForm form) {
+  Nfa nfa;
+  const int32_t start = nfa.add_state(), accept = nfa.add_state();
+  if (Status s = nfa.build(e, start, accept); !s) return s.error();
+  auto dfa = determinize(nfa, start, accept);
+  if (!dfa) return dfa.error();
+  const auto states = int32_t(dfa->moves.size());
+  const bool bounded = max_length >= 0;
+  // Counts run 0..cap; without a maximum, minLength stands for "minLength or more".
+  const int32_t cap = bounded ? max_length : min_length;
+  if (int64_t(states) * (cap + 1) > int64_t(40) * kMaxLengthBoundRules)
+    return too_large(std::to_string(states) + " states times " + std::to_string(cap + 1) + " lengths");
+  const auto next = [&](int32_t k) { return bounded ? k + 1 : std::min(k + 1, cap); };
+  const auto at = [&](int32_t d, int32_t k) { return size_t(k) * size_t(states) + size_t(d); };
+  const auto accepts = [&](int32_t d, int32_t k) { return dfa->accepting[size_t(d)] && k >= min_length; };
+
+  // live: the state can still end at an allowed length.
+  std::vector<char> live(size_t(states) * size_t(cap + 1), 0);
+  const auto any_live_move = [&](int32_t d, int32_t k) {
+    if (bounded && k == cap) return false;
+    for (const Dfa::Move& m : dfa->moves[size_t(d)])
+      if (live[at(m.to, next(k))]) return true;
+    return false;
+  };
+  if (!bounded) {  // the top count loops on itself: a fixed point
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int32_t d = 0; d < states; ++d)
+        if (!live[at(d, cap)] && (accepts(d, cap) || any_live_move(d, cap))) {
+          live[at(d, cap)] = 1;
+          changed = true;
+        }
+    }
+  }
+  for (int32_t k = bounded ? cap : cap - 1; k >= 0; --k)
+    for (int32_t d = 0; d < states; ++d) live[at(d, k)] = accepts(d, k) || any_live_move(d, k);
+  if (!live[at(0, 0)]) return b.bytes(ByteSet{});
+
+  // Each move's character class, lowered once.
+  ExprLowering lowering(b, form);
+  std::vector<std::vector<Element>> classes(dfa->moves.size());
+  for (int32_t d = 0; d < states; ++d)
+    for (const Dfa::Move& m : dfa->moves[size_t(d)]) {
+      auto element = lowering.lower_element(Expr::chars_of(m.set), "char");
+      if (!element) return element.error();
+      classes[size_t(d)].push_back(*element);
+    }
+
+  // The rules of the live pairs the start reaches, breadth first.
+  std::vector<int32_t> rule(live.size(), -1);
+  std::deque<std::pair<int32_t, int32_t>> queue;
+  int32_t rules = 0;
+  const auto rule_of = [&](int32_t d, int32_t k) -> Expected<int32_t> {
+    int32_t& r = rule[at(d, k)];
+    if (r < 0) {
+      if (++rules > kMaxLengthBoundRules)
+        return too_large("more than " + std::to_string(kMaxLengthBoundRules) + " rules");
+      r = b.add_rule("bounded");
+      queue.emplace_back(d, k);
+    }
+    return r;
+  };
+  auto root = rule_of(0, 0);
+  if (!root) return root.error();
+  while (!queue.empty()) {
+    const auto [d, k] = queue.front();
+    queue.pop_front();
+    const int32_t r = rule[at(d, k)];
+    if (accepts(d, k)) b.add_alternative(r, {});
+    if (bounded && k == cap) continue;
+    const auto& moves = dfa->moves[size_t(d)];
+    for (size_t i = 0; i < moves.size(); ++i) {
+      if (!live[at(moves[i].to, next(k))]) continue;
+      auto target = rule_of(moves[i].to, next(k));
+      if (!target) return target.error();
+      b.add_alternative(r, {classes[size_t(d)][i], b.rule_ref(*target)});
+    }
+  }
+  return b.rule_ref(*root);
+}
+
+}  // namespace conveyor::grammar
