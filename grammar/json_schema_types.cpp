@@ -83,7 +83,6 @@ Expected<Element> SchemaCompiler::compile_enum(const json::object& s, uint8_t ty
 Expected<Element> SchemaCompiler::compile_string(const json::object& s, const std::string& path) {
   const json::value* pattern = s.if_contains("pattern");
   const json::value* format = s.if_contains("format");
-  if (pattern && format) return fail(path, "'pattern' and 'format' on one string are not supported");
   auto min = count(s, "minLength", 0, path);
   if (!min) return min.error();
   auto max = count(s, "maxLength", -1, path);
@@ -92,28 +91,33 @@ Expected<Element> SchemaCompiler::compile_string(const json::object& s, const st
   const bool lengths = *min > 0 || *max >= 0;
   const Element quote = b_.byte('"');
   if (pattern || format) {
-    std::string regex;
-    auto anchoring = RegexOptions::Anchoring::search;
+    // (regex, anchoring) of each: a pattern may match anywhere, a format is the whole string.
+    std::vector<std::pair<std::string, RegexOptions::Anchoring>> regexes;
     if (pattern) {
       if (!pattern->is_string()) return fail(path, "'pattern' must be a string");
-      regex = std::string(pattern->get_string());
-    } else {
+      regexes.emplace_back(std::string(pattern->get_string()), RegexOptions::Anchoring::search);
+    }
+    if (format) {
       if (!format->is_string()) return fail(path, "'format' must be a string");
-      regex = format_regex(format->get_string());
+      std::string regex = format_regex(format->get_string());
       if (regex.empty()) return fail(path, "format '" + std::string(format->get_string()) + "' is not supported");
-      anchoring = RegexOptions::Anchoring::whole_string;
+      regexes.emplace_back(std::move(regex), RegexOptions::Anchoring::whole_string);
     }
-    const char* keyword = pattern ? "pattern" : "format";
+    const std::string keyword = pattern && format ? "pattern and format" : pattern ? "pattern" : "format";
     Expected<Element> body = make_error(Errc::internal, "unset");
-    if (lengths) {
-      // The pattern's strings of an allowed length (grammar/length_bound.hpp).
-      auto expr = regex_expr(regex, anchoring);
-      if (!expr) return fail(path, std::string(keyword) + ": " + expr.error().message);
-      body = add_length_bounded(b_, *expr, int32_t(*min), int32_t(*max), TextForm::json_string);
+    if (lengths || regexes.size() > 1) {
+      // Their common strings of an allowed length (grammar/length_bound.hpp).
+      std::vector<Expr> exprs;
+      for (const auto& [regex, anchoring] : regexes) {
+        auto expr = regex_expr(regex, anchoring);
+        if (!expr) return fail(path, keyword + ": " + expr.error().message);
+        exprs.push_back(std::move(*expr));
+      }
+      body = add_bounded_regexes(b_, exprs, int32_t(*min), int32_t(*max), TextForm::json_string);
     } else {
-      body = add_regex(b_, regex, RegexOptions{anchoring, TextForm::json_string});
+      body = add_regex(b_, regexes[0].first, RegexOptions{regexes[0].second, TextForm::json_string});
     }
-    if (!body) return fail(path, std::string(keyword) + ": " + body.error().message);
+    if (!body) return fail(path, keyword + ": " + body.error().message);
     return b_.choice({{quote, *body, quote}}, "string");
   }
   if (!lengths) return syntax_.string();

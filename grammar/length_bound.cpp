@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,15 +175,63 @@ Expected<Dfa> determinize(const Nfa& nfa, int32_t start, int32_t accept) {
   return dfa;
 }
 
+// The strings both automata accept: the reachable pairs of their states,
+// moving on the code points both moves allow.
+Expected<Dfa> intersect(const Dfa& x, const Dfa& y) {
+  Dfa out;
+  std::map<std::pair<int32_t, int32_t>, int32_t> ids;
+  std::vector<std::pair<int32_t, int32_t>> pairs;
+  const auto id_of = [&](int32_t a, int32_t c) {
+    auto [it, added] = ids.emplace(std::make_pair(a, c), int32_t(pairs.size()));
+    if (added) {
+      pairs.emplace_back(a, c);
+      out.accepting.push_back(x.accepting[size_t(a)] && y.accepting[size_t(c)]);
+      out.moves.emplace_back();
+    }
+    return it->second;
+  };
+  id_of(0, 0);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    if (int32_t(pairs.size()) > kMaxLengthBoundDfaStates)
+      return too_large("more than " + std::to_string(kMaxLengthBoundDfaStates) + " deterministic states");
+    const auto [a, c] = pairs[p];
+    for (const Dfa::Move& mx : x.moves[size_t(a)])
+      for (const Dfa::Move& my : y.moves[size_t(c)]) {
+        std::vector<CodepointRange> both;  // the sets are sorted and disjoint: merge
+        for (size_t i = 0, j = 0; i < mx.set.size() && j < my.set.size();) {
+          const uint32_t lo = std::max(mx.set[i].first, my.set[j].first);
+          const uint32_t hi = std::min(mx.set[i].second, my.set[j].second);
+          if (lo <= hi) both.emplace_back(lo, hi);
+          if (mx.set[i].second < my.set[j].second) ++i;
+          else ++j;
+        }
+        if (both.empty()) continue;
+        const int32_t to = id_of(mx.to, my.to);  // may grow out.moves: before indexing it
+        out.moves[p].push_back({std::move(both), to});
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
-Expected<Element> add_length_bounded(GrammarBuilder& b, const Expr& e, int32_t min_length, int32_t max_length,
-                                     TextForm form) {
-  Nfa nfa;
-  const int32_t start = nfa.add_state(), accept = nfa.add_state();
-  if (Status s = nfa.build(e, start, accept); !s) return s.error();
-  auto dfa = determinize(nfa, start, accept);
-  if (!dfa) return dfa.error();
+Expected<Element> add_bounded_regexes(GrammarBuilder& b, std::span<const Expr> exprs, int32_t min_length,
+                                      int32_t max_length, TextForm form) {
+  std::optional<Dfa> dfa;
+  for (const Expr& e : exprs) {
+    Nfa nfa;
+    const int32_t start = nfa.add_state(), accept = nfa.add_state();
+    if (Status s = nfa.build(e, start, accept); !s) return s.error();
+    auto one = determinize(nfa, start, accept);
+    if (!one) return one.error();
+    if (dfa) {
+      auto both = intersect(*dfa, *one);
+      if (!both) return both.error();
+      one = std::move(both);
+    }
+    dfa = std::move(*one);
+  }
+  if (!dfa) return make_error(Errc::invalid_argument, "no expression to bound");
   const auto states = int32_t(dfa->moves.size());
   const bool bounded = max_length >= 0;
   // Counts run 0..cap; without a maximum, minLength stands for "minLength or more".

@@ -1,10 +1,11 @@
-// A regular expression held to a length: JSON Schema's "pattern" or
-// "format" with "minLength"/"maxLength" on the same string.
+// Regular expressions held to a length and to each other: JSON Schema's
+// "pattern" and "format" with "minLength"/"maxLength" on the same string.
 //
-// The expression (regex.hpp's tree, over code points) becomes a
+// Each expression (regex.hpp's tree, over code points) becomes a
 // deterministic automaton by the subset construction, over the intervals
-// its character classes split the code points into; its product with a
-// count of the characters read is then written as rules, one for each
+// its character classes split the code points into; several are
+// intersected (pairs of states). The automaton's product with a count of
+// the characters read is then written as rules, one for each
 // (automaton state, count) pair that the start reaches and that can still
 // end at an allowed length:
 //
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/status.hpp"
 #include "grammar/expr.hpp"
@@ -33,11 +35,14 @@ inline constexpr int32_t kMaxLengthBoundNfaStates = 100000;
 inline constexpr int32_t kMaxLengthBoundDfaStates = 4000;
 inline constexpr int32_t kMaxLengthBoundRules = 100000;
 
-// The strings of `e` with min_length to max_length code points (max_length
-// < 0: no upper bound), lowered into `b` in `form`. An element that never
-// matches when there are none. Errors (Errc::invalid_argument) when a limit
-// above is passed, or for rule references (GBNF's, which may recurse).
-Expected<Element> add_length_bounded(GrammarBuilder& b, const Expr& e, int32_t min_length, int32_t max_length,
-                                     TextForm form);
+// The strings that every expression of `exprs` matches and that have
+// min_length to max_length code points (max_length < 0: no upper bound),
+// lowered into `b` in `form`: with several expressions their automata are
+// intersected (pairs of states) before the count is added. An element that
+// never matches when there are no such strings. Errors
+// (Errc::invalid_argument) when a limit above is passed, for rule
+// references (GBNF's, which may recurse) and for an empty `exprs`.
+Expected<Element> add_bounded_regexes(GrammarBuilder& b, std::span<const Expr> exprs, int32_t min_length,
+                                      int32_t max_length, TextForm form);
 
 }  // namespace conveyor::grammar

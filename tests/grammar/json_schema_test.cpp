@@ -171,7 +171,12 @@ TEST(JsonSchema, PatternsAndFormatsWithLengths) {
                {R"("2024-01-01")"});
   expect_texts(R"({"type": "string", "format": "email", "maxLength": 254})", {R"("joe.bloggs+x@example.co.uk")"},
                {R"(".joe@x.com")"});
-  expect_refused(R"({"type": "string", "pattern": "a", "format": "date"})", "'pattern' and 'format' on one string");
+  // A pattern and a format: the strings both allow (their automata intersected).
+  expect_texts(R"({"type": "string", "format": "email", "pattern": "@example\\.com$"})",
+               {R"("joe@example.com")", R"("a.b@example.com")"}, {R"("joe@example.org")", R"("@example.com")"});
+  expect_texts(R"({"type": "string", "format": "date", "pattern": "^2024-", "maxLength": 10})", {R"("2024-02-29")"},
+               {R"("2023-02-28")", R"("2024-02-30")"});
+  expect_texts(R"({"anyOf": [{"format": "ipv4", "pattern": "x"}, {"type": "null"}]})", {"null"}, {R"("1.2.3.4")"});
   // Remembering the last 15 characters takes 2^15 states.
   expect_refused(R"({"type": "string", "pattern": "a[ab]{14}$", "maxLength": 20})", "too large to bound its length");
 }
