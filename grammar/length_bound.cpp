@@ -155,16 +155,24 @@ Expected<Dfa> determinize(const Nfa& nfa, int32_t start, int32_t accept) {
     return it->second;
   };
   id_of(nfa.closure({start}));
+  int64_t work = 0;
   for (size_t d = 0; d < subsets.size(); ++d) {
     if (int32_t(subsets.size()) > kMaxLengthBoundDfaStates)
       return too_large("more than " + std::to_string(kMaxLengthBoundDfaStates) + " deterministic states");
     std::map<int32_t, std::vector<int32_t>> targets;  // interval -> NFA states after it
     for (int32_t s : subsets[d])
-      for (const Nfa::Move& m : nfa.moves[size_t(s)])
+      for (const Nfa::Move& m : nfa.moves[size_t(s)]) {
+        work += int64_t(covers[size_t(m.set)].size());
         for (int32_t i : covers[size_t(m.set)]) targets[i].push_back(m.to);
+      }
+    if ((work += int64_t(subsets[d].size())) > kMaxLengthBoundWork)
+      return too_large("its automaton takes more than " + std::to_string(kMaxLengthBoundWork) + " steps to build");
     std::map<int32_t, std::vector<CodepointRange>> by_target;
     for (auto& [interval, states] : targets) {
-      const int32_t to = id_of(nfa.closure(std::move(states)));
+      std::vector<int32_t> next = nfa.closure(std::move(states));
+      if ((work += int64_t(next.size())) > kMaxLengthBoundWork)
+        return too_large("its automaton takes more than " + std::to_string(kMaxLengthBoundWork) + " steps to build");
+      const int32_t to = id_of(std::move(next));
       auto& set = by_target[to];
       const uint32_t lo = cuts[size_t(interval)], hi = cuts[size_t(interval) + 1] - 1;
       if (!set.empty() && set.back().second + 1 == lo) set.back().second = hi;
@@ -191,10 +199,14 @@ Expected<Dfa> intersect(const Dfa& x, const Dfa& y) {
     return it->second;
   };
   id_of(0, 0);
+  int64_t work = 0;
   for (size_t p = 0; p < pairs.size(); ++p) {
     if (int32_t(pairs.size()) > kMaxLengthBoundDfaStates)
       return too_large("more than " + std::to_string(kMaxLengthBoundDfaStates) + " deterministic states");
     const auto [a, c] = pairs[p];
+    work += int64_t(x.moves[size_t(a)].size()) * int64_t(y.moves[size_t(c)].size());
+    if (work > kMaxLengthBoundWork)
+      return too_large("their intersection takes more than " + std::to_string(kMaxLengthBoundWork) + " steps to build");
     for (const Dfa::Move& mx : x.moves[size_t(a)])
       for (const Dfa::Move& my : y.moves[size_t(c)]) {
         std::vector<CodepointRange> both;  // the sets are sorted and disjoint: merge
@@ -236,8 +248,13 @@ Expected<Element> add_bounded_regexes(GrammarBuilder& b, std::span<const Expr> e
   const bool bounded = max_length >= 0;
   // Counts run 0..cap; without a maximum, minLength stands for "minLength or more".
   const int32_t cap = bounded ? max_length : min_length;
-  if (int64_t(states) * (cap + 1) > int64_t(40) * kMaxLengthBoundRules)
-    return too_large(std::to_string(states) + " states times " + std::to_string(cap + 1) + " lengths");
+  int64_t total_moves = 0;
+  for (const auto& moves : dfa->moves) total_moves += int64_t(moves.size());
+  // The liveness pass below visits every move at every count.
+  if (int64_t(states) * (cap + 1) > int64_t(40) * kMaxLengthBoundRules ||
+      (total_moves + states) * (cap + 1) > 4 * kMaxLengthBoundWork)
+    return too_large(std::to_string(states) + " states and " + std::to_string(total_moves) + " moves times " +
+                     std::to_string(cap + 1) + " lengths");
   const auto next = [&](int32_t k) { return bounded ? k + 1 : std::min(k + 1, cap); };
   const auto at = [&](int32_t d, int32_t k) { return size_t(k) * size_t(states) + size_t(d); };
   const auto accepts = [&](int32_t d, int32_t k) { return dfa->accepting[size_t(d)] && k >= min_length; };
@@ -264,20 +281,25 @@ Expected<Element> add_bounded_regexes(GrammarBuilder& b, std::span<const Expr> e
     for (int32_t d = 0; d < states; ++d) live[at(d, k)] = accepts(d, k) || any_live_move(d, k);
   if (!live[at(0, 0)]) return b.bytes(ByteSet{});
 
-  // Each move's character class, lowered once.
+  // Each move's character class, lowered once, when a rule first uses it.
   ExprLowering lowering(b, form);
-  std::vector<std::vector<Element>> classes(dfa->moves.size());
-  for (int32_t d = 0; d < states; ++d)
-    for (const Dfa::Move& m : dfa->moves[size_t(d)]) {
-      auto element = lowering.lower_element(Expr::chars_of(m.set), "char");
+  std::vector<std::vector<std::optional<Element>>> classes(dfa->moves.size());
+  for (int32_t d = 0; d < states; ++d) classes[size_t(d)].resize(dfa->moves[size_t(d)].size());
+  const auto class_of = [&](int32_t d, size_t i) -> Expected<Element> {
+    std::optional<Element>& c = classes[size_t(d)][i];
+    if (!c) {
+      auto element = lowering.lower_element(Expr::chars_of(dfa->moves[size_t(d)][i].set), "char");
       if (!element) return element.error();
-      classes[size_t(d)].push_back(*element);
+      c = *element;
     }
+    return *c;
+  };
 
   // The rules of the live pairs the start reaches, breadth first.
   std::vector<int32_t> rule(live.size(), -1);
   std::deque<std::pair<int32_t, int32_t>> queue;
   int32_t rules = 0;
+  int64_t alternatives = 0;
   const auto rule_of = [&](int32_t d, int32_t k) -> Expected<int32_t> {
     int32_t& r = rule[at(d, k)];
     if (r < 0) {
@@ -299,9 +321,13 @@ Expected<Element> add_bounded_regexes(GrammarBuilder& b, std::span<const Expr> e
     const auto& moves = dfa->moves[size_t(d)];
     for (size_t i = 0; i < moves.size(); ++i) {
       if (!live[at(moves[i].to, next(k))]) continue;
+      if (++alternatives > kMaxLengthBoundMoves)
+        return too_large("more than " + std::to_string(kMaxLengthBoundMoves) + " alternatives");
       auto target = rule_of(moves[i].to, next(k));
       if (!target) return target.error();
-      b.add_alternative(r, {classes[size_t(d)][i], b.rule_ref(*target)});
+      auto chars = class_of(d, i);
+      if (!chars) return chars.error();
+      b.add_alternative(r, {*chars, b.rule_ref(*target)});
     }
   }
   return b.rule_ref(*root);

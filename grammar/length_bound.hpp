@@ -34,6 +34,12 @@ namespace conveyor::grammar {
 inline constexpr int32_t kMaxLengthBoundNfaStates = 100000;
 inline constexpr int32_t kMaxLengthBoundDfaStates = 4000;
 inline constexpr int32_t kMaxLengthBoundRules = 100000;
+// ... the product's alternatives (moves of the rules above), and the subset
+// construction's steps (NFA states and moves visited): compiling is on a
+// request's path, so a pattern pays at most some tens of milliseconds to be
+// refused.
+inline constexpr int64_t kMaxLengthBoundMoves = 400000;
+inline constexpr int64_t kMaxLengthBoundWork = 4000000;
 
 // The strings that every expression of `exprs` matches and that have
 // min_length to max_length code points (max_length < 0: no upper bound),

@@ -117,6 +117,16 @@ TEST(LengthBound, RefusesAutomataPastItsLimits) {
   ASSERT_FALSE(element);
   EXPECT_NE(element.error().message.find("too large to bound its length"), std::string::npos)
       << element.error().message;
+  // Few states, but each a set of hundreds: refused for the work, in a bounded time.
+  std::string optional_classes;
+  for (int i = 0; i < 300; ++i)
+    optional_classes += "[\\u" + std::to_string(1000 + 3 * i) + "-\\u" + std::to_string(1001 + 3 * i) + "]?";
+  e = regex_expr(optional_classes, Anchoring::search);
+  ASSERT_TRUE(e) << e.error().message;
+  exprs = {*e};
+  element = add_bounded_regexes(b, exprs, 0, 300, TextForm::raw);
+  ASSERT_FALSE(element);
+  EXPECT_NE(element.error().message.find("steps to build"), std::string::npos) << element.error().message;
 }
 
 }  // namespace
