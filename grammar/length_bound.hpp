@@ -36,8 +36,8 @@ inline constexpr int32_t kMaxLengthBoundDfaStates = 4000;
 inline constexpr int32_t kMaxLengthBoundRules = 100000;
 // ... the product's alternatives (moves of the rules above), and the subset
 // construction's steps (NFA states and moves visited): compiling is on a
-// request's path, so a pattern pays at most some tens of milliseconds to be
-// refused.
+// request's path, so refusing a pattern takes about a tenth of a second at
+// most (a 2-core EPYC: 4-122 ms for the hostile patterns tried).
 inline constexpr int64_t kMaxLengthBoundMoves = 400000;
 inline constexpr int64_t kMaxLengthBoundWork = 4000000;
 

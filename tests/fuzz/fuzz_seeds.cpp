@@ -127,6 +127,8 @@ void grammar_seeds(const std::filesystem::path& dir) {
       R"({"type": ["string", "null"], "pattern": "^[a-z]+(\\d{2,3})?$"})",
       R"({"items": [{"format": "email"}, {"format": "ipv4"}], "additionalItems": {"type": "integer",
          "maximum": -5}, "minItems": 1})",
+      R"({"properties": {"mail": {"format": "email", "pattern": "@x\\.org$", "maxLength": 20},
+         "code": {"pattern": "^[A-Z]{2}\\d*$", "minLength": 3, "maxLength": 6}}})",
   };
   const char* regexes[] = {R"(^\d{3}-[A-Z]{2,}(?:x|y)*$)", R"([^\s"\\]+@(\w+\.)+[a-z]{2,6})",
                            R"(\u00e9\x41.?[\b-\u{1F600}]|(a|)*b+?)", R"(a{2}|b{1,}|c{0,3}?)"};
