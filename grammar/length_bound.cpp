@@ -267,13 +267,25 @@ Expected<Element> add_bounded_regexes(GrammarBuilder& b, std::span<const Expr> e
       if (live[at(m.to, next(k))]) return true;
     return false;
   };
-  if (!bounded) {  // the top count loops on itself: a fixed point
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (int32_t d = 0; d < states; ++d)
-        if (!live[at(d, cap)] && (accepts(d, cap) || any_live_move(d, cap))) {
-          live[at(d, cap)] = 1;
-          changed = true;
+  if (!bounded) {
+    // The top count loops on itself: live there are the states that reach an
+    // accepting one, found backwards from those.
+    std::vector<std::vector<int32_t>> into(size_t(states), std::vector<int32_t>{});
+    for (int32_t d = 0; d < states; ++d)
+      for (const Dfa::Move& m : dfa->moves[size_t(d)]) into[size_t(m.to)].push_back(d);
+    std::vector<int32_t> stack;
+    for (int32_t d = 0; d < states; ++d)
+      if (accepts(d, cap)) {
+        live[at(d, cap)] = 1;
+        stack.push_back(d);
+      }
+    while (!stack.empty()) {
+      const int32_t d = stack.back();
+      stack.pop_back();
+      for (int32_t from : into[size_t(d)])
+        if (!live[at(from, cap)]) {
+          live[at(from, cap)] = 1;
+          stack.push_back(from);
         }
     }
   }
