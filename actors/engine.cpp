@@ -54,6 +54,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
                       "--kv-cache-tokens: an engine on its own runner needs its capacity in tokens");
   if (config.speculative.enabled() && !runner->verifies_drafts())
     return make_error(Errc::invalid_argument, "--speculative: this backend's runner verifies no drafts");
+  if (config.speculative.enabled() && config.speculative.method == SpeculativeMethod::draft &&
+      !runner->drafts_with_model())
+    return make_error(Errc::invalid_argument, "--speculative draft: this backend's runner has no draft model");
   auto admission = configured_admission_actor(sys, config);
   if (!admission) return admission.error();
   auto preemption = configured_preemption_actor(sys, config);

@@ -5,10 +5,12 @@
 #include "backends/cpu/cpu_embedder.hpp"
 #include "backends/cpu/cpu_step_runner.hpp"
 #include "backends/cpu/cpu_swap_engine.hpp"
+#include "backends/cpu/draft_model.hpp"
 #include "backends/cpu/transformer.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "kernels/cpu/omp_threads.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
+#include "model/formats/loader.hpp"
 
 namespace conveyor {
 
@@ -51,7 +53,29 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   b.weights_description = format_bytes(int64_t(transformer->weight_bytes())) + " as " + types;
   if (types != "F32")
     b.weights_description += std::string(" (") + kernels::isa_name(kernels::active_isa()) + " products)";
+  // --speculative draft:FILE: the draft model, whose cache has the target's
+  // blocks (backends/cpu/draft_model.hpp), so a token costs both models' bytes.
+  std::shared_ptr<Transformer> draft;
+  if (config.speculative.method == SpeculativeMethod::draft) {
+    const std::string flag = "--speculative draft:" + config.speculative.draft_model;
+    auto loaded = load_model(config.speculative.draft_model);
+    if (!loaded) return make_error(Errc::invalid_argument, flag + ": " + loaded.error().message);
+    if (loaded->config.vocab_size != model.config.vocab_size)
+      return make_error(Errc::invalid_argument,
+                        flag + ": its vocabulary has " + std::to_string(loaded->config.vocab_size) +
+                            " tokens and the model's " + std::to_string(model.config.vocab_size) +
+                            "; a draft model needs the same vocabulary");
+    if (!kernels::kv_dtype_fits(b.kv_dtype, loaded->config.head_dim()))
+      return make_error(Errc::invalid_argument, flag + ": --kv-cache-dtype " + std::string(to_string(b.kv_dtype)) +
+                                                    " does not fit its heads of " +
+                                                    std::to_string(loaded->config.head_dim()));
+    const std::string draft_types = weight_types(loaded->weights);
+    draft = std::make_shared<Transformer>(loaded->config, std::move(loaded->weights), config.threads);
+    b.weights_description += "; draft model " + format_bytes(int64_t(draft->weight_bytes())) + " as " + draft_types;
+  }
   KvCapacityRequest request = kv_capacity_request(config, model.config, b.kv_dtype);
+  if (draft)
+    request.token_bytes += int64_t(KvCacheShape::for_model(draft->config(), 1, 0, b.kv_dtype).token_bytes());
   request.fraction = config.kv_cache_memory_fraction;
   if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = read_mem_available();
   auto capacity = plan_kv_capacity(request);
@@ -62,7 +86,13 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   auto kv = std::make_shared<KvCache>(
       KvCacheShape::for_model(model.config, config.block_size, n_blocks, b.kv_dtype));
   b.embedder = std::make_shared<CpuEmbedder>(transformer, b.kv_dtype);
-  b.runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
+  auto runner = std::make_shared<CpuStepRunner>(std::move(transformer), kv);
+  if (draft) {
+    auto draft_kv = std::make_shared<KvCache>(
+        KvCacheShape::for_model(draft->config(), config.block_size, n_blocks, b.kv_dtype));
+    runner->set_draft_model(std::make_unique<DraftModel>(std::move(draft), std::move(draft_kv)));
+  }
+  b.runner = std::move(runner);
   if (config.swap_space_tokens >= config.block_size)
     b.swap = std::make_shared<CpuSwapEngine>(kv, int32_t(config.swap_space_tokens / config.block_size));
   // The weights were packed in parallel on this thread: its OpenMP team goes,

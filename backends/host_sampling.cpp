@@ -32,7 +32,7 @@ void SampleMemory::prepare(StepPlan& plan) {
   ForwardBatch& b = plan.batch;
   for (int32_t s = 0; s < b.num_seqs(); ++s) {
     int32_t& last = b.tokens[size_t(b.seq_token_begin[s + 1] - 1)];
-    if (last >= 0) continue;
+    if (last != -1) continue;  // a token, or a draft model's (kModelDraft)
     auto it = last_.find(plan.seq_ids[size_t(s)]);
     last = it != last_.end() ? it->second : 0;  // 0: a sequence that is gone anyway
   }

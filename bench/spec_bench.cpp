@@ -1,7 +1,7 @@
 // spec_bench: speculative decoding (`--speculative ngram`) against plain
 // decoding, the actor engine in-process on one model.
 //
-//   spec_bench [--model dummy:llama-110m] [--method ngram|suffix] [--streams 1,32]
+//   spec_bench [--model dummy:llama-110m] [--method ngram|suffix|draft:FILE] [--streams 1,32]
 //              [--temperatures 0,1] [--tokens 256] [--prompt-len 32] [--spec-tokens 5]
 //              [--disable-batch 4] [--waves 1] [--repeats 2] [--threads 0]
 //
@@ -36,6 +36,7 @@ struct Options {
   std::vector<int> streams = {1, 32};
   std::vector<double> temperatures = {0, 1};
   SpeculativeMethod method = SpeculativeMethod::ngram;
+  std::string draft_model;  // --method draft:FILE
   int waves = 1;
   int tokens = 256, prompt_len = 32, spec_tokens = 5, disable_batch = 4, repeats = 2, threads = 0;
 };
@@ -55,6 +56,7 @@ Run run(caf::actor_system& sys, const LoadedModel& model, const Options& o, int 
   config.kv_cache_tokens = int64_t(streams) * (o.prompt_len + o.tokens + 64);
   if (speculate) {
     config.speculative.method = o.method;
+    config.speculative.draft_model = o.draft_model;
     config.speculative.num_tokens = o.spec_tokens;
     config.speculative.disable_batch = o.disable_batch;
   }
@@ -107,12 +109,13 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--model")) o.model = next();
     else if (!std::strcmp(argv[i], "--streams")) o.streams = parse_list<int>(next());
     else if (!std::strcmp(argv[i], "--method")) {
-      auto m = parse_speculative_method(next());
-      if (!m || *m == SpeculativeMethod::none) {
-        std::fprintf(stderr, "spec_bench: --method is ngram or suffix\n");
+      auto m = parse_speculative(next());
+      if (!m || m->method == SpeculativeMethod::none) {
+        std::fprintf(stderr, "spec_bench: --method is ngram, suffix or draft:FILE\n");
         return 2;
       }
-      o.method = *m;
+      o.method = m->method;
+      o.draft_model = m->draft_model;
     } else if (!std::strcmp(argv[i], "--waves")) o.waves = std::atoi(next());
     else if (!std::strcmp(argv[i], "--temperatures")) o.temperatures = parse_list<double>(next());
     else if (!std::strcmp(argv[i], "--tokens")) o.tokens = std::atoi(next());
@@ -123,7 +126,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--threads")) o.threads = std::atoi(next());
     else {
       std::fprintf(stderr,
-                   "usage: spec_bench [--model M] [--method ngram|suffix] [--streams 1,32] [--temperatures 0,1] "
+                   "usage: spec_bench [--model M] [--method ngram|suffix|draft:FILE] [--streams 1,32] [--temperatures 0,1] "
                    "[--tokens N] [--prompt-len N] [--spec-tokens N] [--disable-batch N] [--waves N] [--repeats N] "
                    "[--threads N]\n");
       return 2;

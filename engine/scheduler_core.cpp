@@ -540,6 +540,13 @@ int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
     }
   }
   if (!c.enabled()) return 0;
+  if (c.method == SpeculativeMethod::draft) {
+    // The runner's draft model writes them (kModelDraft); not under a
+    // grammar, which would have to check tokens the scheduler never sees.
+    if (s.sampling.grammar.compiled) return 0;
+    s.drafts.assign(size_t(k), kModelDraft);
+    return k;
+  }
   const int32_t own = propose_ngram(s.tokens, c.ngram_min, c.ngram_max, k, s.drafts);
   if (suffix_store_ && own < c.ngram_max) {  // recent requests may hold a longer match
     if (suffix_store_->propose(s.tokens, k, scratch_drafts_) > own) s.drafts.swap(scratch_drafts_);

@@ -6,21 +6,32 @@
 
 namespace conveyor {
 
-Expected<SpeculativeMethod> parse_speculative_method(std::string_view text) {
-  if (text == "none" || text.empty()) return SpeculativeMethod::none;
-  if (text == "ngram") return SpeculativeMethod::ngram;
-  if (text == "suffix") return SpeculativeMethod::suffix;
-  return make_error(Errc::invalid_argument,
-                    "unknown speculative method '" + std::string(text) + "' (expected none, ngram or suffix)");
+Expected<SpeculativeChoice> parse_speculative(std::string_view text) {
+  if (text == "none" || text.empty()) return SpeculativeChoice{};
+  if (text == "ngram") return SpeculativeChoice{SpeculativeMethod::ngram, {}};
+  if (text == "suffix") return SpeculativeChoice{SpeculativeMethod::suffix, {}};
+  if (text.starts_with("draft:")) {
+    if (text.size() == 6)
+      return make_error(Errc::invalid_argument, "--speculative draft:FILE: the draft model's file is missing");
+    return SpeculativeChoice{SpeculativeMethod::draft, std::string(text.substr(6))};
+  }
+  return make_error(Errc::invalid_argument, "unknown speculative method '" + std::string(text) +
+                                                "' (expected none, ngram, suffix or draft:FILE)");
 }
 
 const char* to_string(SpeculativeMethod method) {
   switch (method) {
     case SpeculativeMethod::ngram: return "ngram";
     case SpeculativeMethod::suffix: return "suffix";
+    case SpeculativeMethod::draft: return "draft";
     case SpeculativeMethod::none: break;
   }
   return "none";
+}
+
+std::string to_string(const SpeculativeChoice& choice) {
+  if (choice.method == SpeculativeMethod::draft) return "draft:" + choice.draft_model;
+  return to_string(choice.method);
 }
 
 Status validate(const SpeculativeConfig& c) {
@@ -32,6 +43,8 @@ Status validate(const SpeculativeConfig& c) {
   if (c.ngram_max < c.ngram_min || c.ngram_max > 16)
     return bad("speculative-ngram-max", "must be between --speculative-ngram-min and 16");
   if (c.disable_batch < 1) return bad("speculative-disable-batch", "must be at least 1");
+  if ((c.method == SpeculativeMethod::draft) != !c.draft_model.empty())
+    return bad("speculative", "a draft model goes with the draft method, as draft:FILE");
   return Status::ok();
 }
 

@@ -50,10 +50,17 @@ enum class SpeculativeMethod : uint8_t {
   none,
   ngram,   // prompt lookup in the sequence's own tokens
   suffix,  // the same, and in recent requests' tokens (SuffixStore): the longer match wins
+  draft,   // a small model with the same vocabulary (SpeculativeConfig::draft_model), run
+           // by the runner: the plan holds kModelDraft where its drafts go
 };
+
+// A draft token the runner's draft model writes before the forward pass
+// (engine_types.hpp's placeholder -1 is a token the previous step samples).
+inline constexpr int32_t kModelDraft = -2;
 
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::none;
+  std::string draft_model;    // method draft: the draft model's file (a GGUF or any load_model spec)
   int32_t num_tokens = 5;     // the most drafts per step (vLLM's num_speculative_tokens)
   int32_t ngram_min = 1;      // the shortest suffix matched (vLLM's prompt_lookup_min)
   int32_t ngram_max = 4;      // the longest (prompt_lookup_max)
@@ -70,11 +77,17 @@ struct SpeculativeConfig {
   bool drafts() const { return num_tokens > 0 && (method != SpeculativeMethod::none || jump_forward); }
 };
 
-// "none", "ngram", "suffix".
-Expected<SpeculativeMethod> parse_speculative_method(std::string_view text);
+// `--speculative`: "none", "ngram", "suffix" or "draft:FILE".
+struct SpeculativeChoice {
+  SpeculativeMethod method = SpeculativeMethod::none;
+  std::string draft_model;  // draft's FILE
+};
+Expected<SpeculativeChoice> parse_speculative(std::string_view text);
 const char* to_string(SpeculativeMethod method);
+std::string to_string(const SpeculativeChoice& choice);
 // Ranges (num_tokens 0..16, 1 <= ngram_min <= ngram_max <= 16,
-// disable_batch >= 1); the message names the flag.
+// disable_batch >= 1), and a draft model exactly with method draft; the
+// message names the flag.
 Status validate(const SpeculativeConfig& config);
 
 // Prompt lookup: appends to `drafts` (cleared first) the up to `k` tokens

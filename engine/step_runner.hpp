@@ -45,6 +45,10 @@ class StepRunner {
   // equal the span's next tokens, so its sequence gets 1 to k + 1 tokens.
   // The engine refuses speculative decoding with a runner that does not.
   virtual bool verifies_drafts() const { return false; }
+  // Whether run() writes the drafts a plan marks kModelDraft with a draft
+  // model of its own (SpeculativeMethod::draft) before verifying them. The
+  // engine refuses the draft method with a runner that does not.
+  virtual bool drafts_with_model() const { return false; }
 
   // A pipelined runner (the CUDA runner) also takes a step in two halves, so
   // that the executor can queue the next step's device work before it

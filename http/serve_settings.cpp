@@ -129,6 +129,25 @@ Setting choice(const Names& n, Field field, Parse parse) {
   return s;
 }
 
+// `--speculative`: the method, and a draft model's file with draft:FILE.
+Setting speculative_choice(const Names& n) {
+  Setting s = with(n, Kind::text);
+  s.assign = [](ServeSettings& st, const SettingValue& v) -> Status {
+    const auto* str = std::get_if<std::string>(&v);
+    if (str == nullptr) return must_be("a string");
+    auto parsed = parse_speculative(*str);
+    if (!parsed) return parsed.error();
+    st.engine.speculative.method = parsed->method;
+    st.engine.speculative.draft_model = std::move(parsed->draft_model);
+    return Status::ok();
+  };
+  s.show = [](const ServeSettings& st) {
+    const SpeculativeConfig& c = st.engine.speculative;
+    return to_string(SpeculativeChoice{c.method, c.draft_model});
+  };
+  return s;
+}
+
 // A policy: a built-in mode, set in `mode` (with `name` cleared), or the name
 // of one a program registered (actors/policy_names.hpp), set in `name`; the
 // mode stays as the fallback of a registered policy that fails.
@@ -358,11 +377,11 @@ std::vector<Setting> make_table() {
                      FIELD(engine.scheduling_policy), parse_scheduling_policy));
   t.push_back(boolean({"overlap", "engine", "overlap", "true | false: plan the next step while one runs"},
                       FIELD(engine.overlap)));
-  t.push_back(choice({"speculative", "engine", "speculative",
-                      "none | ngram | suffix: speculative decoding (ngram: drafts from earlier occurrences of "
-                      "the last tokens in the prompt and output; suffix: in recent requests' too; verified in one "
-                      "step; output unchanged; CPU only)"},
-                     FIELD(engine.speculative.method), parse_speculative_method));
+  t.push_back(speculative_choice({"speculative", "engine", "speculative",
+                                   "none | ngram | suffix | draft:FILE: speculative decoding (ngram: drafts from "
+                                   "earlier occurrences of the last tokens in the prompt and output; suffix: in "
+                                   "recent requests' too; draft: a small model with the same vocabulary, a GGUF "
+                                   "file; verified in one step; output unchanged; CPU only)"}));
   t.push_back(integer({"speculative-tokens", "engine", "speculative_tokens",
                        "the most drafts a sequence verifies per step (vLLM's num_speculative_tokens)"},
                       FIELD(engine.speculative.num_tokens), 0, 16));

@@ -17,6 +17,10 @@ StepResult CpuStepRunner::run(StepPlan& plan) {
   sampling_.begin(plan);
   for (const auto& [src, dst] : plan.copies)
     std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
+  if (draft_) {
+    draft_->copy_blocks(plan.copies);
+    draft_->prepare(plan);  // the plan's kModelDraft tokens become the draft model's
+  }
 
   StepResult result;
   result.iteration = plan.iteration;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/draft_model.hpp"
 #include "backends/cpu/transformer.hpp"
 #include "backends/host_sampling.hpp"
 #include "backends/prompt_scoring.hpp"
@@ -24,12 +25,16 @@ class CpuStepRunner final : public StepRunner {
   void reset() override;
   bool scores_prompts() const override { return true; }
   bool verifies_drafts() const override { return true; }
+  bool drafts_with_model() const override { return draft_ != nullptr; }
+  // --speculative draft:FILE: writes the plans' kModelDraft tokens (backends/cpu/draft_model.hpp).
+  void set_draft_model(std::unique_ptr<DraftModel> draft) { draft_ = std::move(draft); }
 
  private:
   std::shared_ptr<Transformer> transformer_;
   std::shared_ptr<KvCache> kv_;
   HostSampling sampling_;
   std::vector<float> logits_;
+  std::unique_ptr<DraftModel> draft_;
 };
 
 }  // namespace conveyor

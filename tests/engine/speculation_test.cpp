@@ -135,12 +135,20 @@ TEST(DraftLength, PausesAfterMissesAndBacksOff) {
 }
 
 TEST(SpeculativeConfig, RangesAndTheDeviceAreChecked) {
-  EXPECT_EQ(*parse_speculative_method("ngram"), SpeculativeMethod::ngram);
-  EXPECT_EQ(*parse_speculative_method("none"), SpeculativeMethod::none);
-  EXPECT_EQ(*parse_speculative_method("suffix"), SpeculativeMethod::suffix);
-  auto bad = parse_speculative_method("eagle");
+  EXPECT_EQ(parse_speculative("ngram")->method, SpeculativeMethod::ngram);
+  EXPECT_EQ(parse_speculative("none")->method, SpeculativeMethod::none);
+  EXPECT_EQ(parse_speculative("suffix")->method, SpeculativeMethod::suffix);
+  const auto draft = parse_speculative("draft:/models/small.gguf");
+  ASSERT_TRUE(draft.has_value());
+  EXPECT_EQ(draft->method, SpeculativeMethod::draft);
+  EXPECT_EQ(draft->draft_model, "/models/small.gguf");
+  EXPECT_EQ(to_string(*draft), "draft:/models/small.gguf");
+  auto bad = parse_speculative("eagle");
   ASSERT_FALSE(bad.has_value());
-  EXPECT_NE(bad.error().message.find("ngram"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("draft:FILE"), std::string::npos);
+  bad = parse_speculative("draft:");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("file is missing"), std::string::npos);
 
   SpeculativeConfig c;
   c.method = SpeculativeMethod::ngram;
@@ -151,6 +159,11 @@ TEST(SpeculativeConfig, RangesAndTheDeviceAreChecked) {
   c.ngram_min = 3;
   c.ngram_max = 2;
   EXPECT_NE(validate(c).error().message.find("--speculative-ngram-max"), std::string::npos);
+  c.ngram_max = 4;
+  c.draft_model = "small.gguf";  // with ngram
+  EXPECT_NE(validate(c).error().message.find("draft:FILE"), std::string::npos);
+  c.method = SpeculativeMethod::draft;
+  EXPECT_TRUE(validate(c).is_ok());
 
   EngineConfig e;
   e.speculative.method = SpeculativeMethod::ngram;

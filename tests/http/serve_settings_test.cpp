@@ -47,7 +47,8 @@ TEST(SettingsTable, FlagsAreParsedOnceIntoTheirTypes) {
   for (auto [flag, text] : {std::pair{"device", "cuda:1"}, {"kv-cache-dtype", "f16"}, {"preemption", "cost"},
                             {"admission", "profiled"}, {"batching", "static-padded"}, {"fault-recovery", "fail"},
                             {"log-level", "warn"}, {"log-format", "json"}, {"overlap", "false"},
-                            {"max-num-seqs", "64"}, {"kv-cache-memory", "4GiB"}, {"header-timeout", "2.5"}})
+                            {"max-num-seqs", "64"}, {"kv-cache-memory", "4GiB"}, {"header-timeout", "2.5"},
+                            {"speculative", "draft:/models/small.gguf"}})
     ASSERT_TRUE(apply_flag(*find_setting_by_flag(flag), text, s)) << flag;
   EXPECT_EQ(s.engine.device, (DeviceSpec{DeviceKind::cuda, 1}));
   EXPECT_EQ(s.engine.kv_cache_dtype, KvDtype::f16);
@@ -61,6 +62,12 @@ TEST(SettingsTable, FlagsAreParsedOnceIntoTheirTypes) {
   EXPECT_EQ(s.engine.max_num_seqs, 64);
   EXPECT_EQ(s.engine.kv_cache_memory, int64_t(4) << 30);
   EXPECT_EQ(s.server.header_timeout_seconds, 2.5);
+  EXPECT_EQ(s.engine.speculative.method, SpeculativeMethod::draft);
+  EXPECT_EQ(s.engine.speculative.draft_model, "/models/small.gguf");
+  EXPECT_EQ(find_setting_by_flag("speculative")->show(s), "draft:/models/small.gguf");
+  ASSERT_TRUE(apply_flag(*find_setting_by_flag("speculative"), "ngram", s));
+  EXPECT_EQ(s.engine.speculative.method, SpeculativeMethod::ngram);
+  EXPECT_TRUE(s.engine.speculative.draft_model.empty());
 }
 
 TEST(SettingsTable, BadFlagsNameTheFlagAndTheProblem) {
