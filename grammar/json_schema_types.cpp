@@ -103,21 +103,23 @@ Expected<Element> SchemaCompiler::compile_string(const json::object& s, const st
       if (regex.empty()) return fail(path, "format '" + std::string(format->get_string()) + "' is not supported");
       regexes.emplace_back(std::move(regex), RegexOptions::Anchoring::whole_string);
     }
-    const std::string keyword = pattern && format ? "pattern and format" : pattern ? "pattern" : "format";
-    Expected<Element> body = make_error(Errc::internal, "unset");
-    if (lengths || regexes.size() > 1) {
+    const auto compile = [&]() -> Expected<Element> {
+      if (!lengths && regexes.size() == 1)
+        return add_regex(b_, regexes[0].first, RegexOptions{regexes[0].second, TextForm::json_string});
       // Their common strings of an allowed length (grammar/length_bound.hpp).
       std::vector<Expr> exprs;
       for (const auto& [regex, anchoring] : regexes) {
         auto expr = regex_expr(regex, anchoring);
-        if (!expr) return fail(path, keyword + ": " + expr.error().message);
+        if (!expr) return expr.error();
         exprs.push_back(std::move(*expr));
       }
-      body = add_bounded_regexes(b_, exprs, int32_t(*min), int32_t(*max), TextForm::json_string);
-    } else {
-      body = add_regex(b_, regexes[0].first, RegexOptions{regexes[0].second, TextForm::json_string});
+      return add_bounded_regexes(b_, exprs, int32_t(*min), int32_t(*max), TextForm::json_string);
+    };
+    auto body = compile();
+    if (!body) {
+      const char* keyword = pattern && format ? "pattern and format" : pattern ? "pattern" : "format";
+      return fail(path, std::string(keyword) + ": " + body.error().message);
     }
-    if (!body) return fail(path, keyword + ": " + body.error().message);
     return b_.choice({{quote, *body, quote}}, "string");
   }
   if (!lengths) return syntax_.string();

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -85,6 +86,11 @@ Expected<std::shared_ptr<KvCache>> KvCache::create(const KvCacheShape& shape,
     return make_error(Errc::resource_exhausted,
                       "cannot allocate the KV cache's " + std::to_string(kv->bytes()) + " bytes");
   return kv;
+}
+
+void copy_host_blocks(KvCache& kv, std::span<const std::pair<int32_t, int32_t>> copies) {
+  assert(kv.memory() != KvMemory::device);
+  for (const auto& [src, dst] : copies) std::memcpy(kv.block_data(dst), kv.block_data(src), kv.shape().block_bytes());
 }
 
 }  // namespace conveyor

@@ -30,8 +30,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "kernels/cpu/kv_dtype.hpp"
 #include "model/config.hpp"
@@ -130,5 +132,9 @@ class KvCache {
   std::shared_ptr<KvAllocator> allocator_;
   std::unique_ptr<std::byte[], Free> data_;
 };
+
+// Copies whole blocks, each (src, dst), within a cache in host memory (not
+// KvMemory::device): a plan's copy-on-write copies on the CPU backend.
+void copy_host_blocks(KvCache& kv, std::span<const std::pair<int32_t, int32_t>> copies);
 
 }  // namespace conveyor

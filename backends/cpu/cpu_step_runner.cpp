@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <stdexcept>
 
 namespace conveyor {
@@ -15,12 +14,8 @@ void CpuStepRunner::reset() { sampling_.clear(); }
 StepResult CpuStepRunner::run(StepPlan& plan) {
   const auto start = std::chrono::steady_clock::now();
   sampling_.begin(plan);
-  for (const auto& [src, dst] : plan.copies)
-    std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
-  if (draft_) {
-    draft_->copy_blocks(plan.copies);
-    draft_->prepare(plan);  // the plan's kModelDraft tokens become the draft model's
-  }
+  copy_host_blocks(*kv_, plan.copies);
+  if (draft_) draft_->prepare(plan);  // its copies too; the plan's kModelDraft tokens become its drafts
 
   StepResult result;
   result.iteration = plan.iteration;

@@ -1,7 +1,6 @@
 #include "backends/cpu/draft_model.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <span>
 
 #include "engine/speculation.hpp"
@@ -12,12 +11,8 @@ namespace conveyor {
 DraftModel::DraftModel(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
     : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
 
-void DraftModel::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& copies) {
-  for (const auto& [src, dst] : copies)
-    std::memcpy(kv_->block_data(dst), kv_->block_data(src), kv_->shape().block_bytes());
-}
-
 void DraftModel::prepare(StepPlan& plan) {
+  copy_host_blocks(*kv_, plan.copies);
   ForwardBatch& target = plan.batch;
   // What the target computes that the draft has not seen: every span but
   // the drafting ones, whose first token is the first draft step's input.

@@ -15,7 +15,7 @@
 // (the rejected ones are overwritten when computed again), and the next
 // step drafts from the target's last token.
 //
-// Copy-on-write copies go to both caches (CpuStepRunner). Blocks that a swap
+// Copy-on-write copies go to both caches. Blocks that a swap
 // brings back hold the target's keys and values only: the draft's there are
 // whatever the block held before, which lowers acceptance for that
 // sequence but never changes its output, which is always the target's.
@@ -39,11 +39,9 @@ class DraftModel {
  public:
   // `kv` has the target cache's block count and block size.
   DraftModel(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
-  // Runs the draft model over `plan`'s spans and writes its kModelDraft tokens.
+  // Makes the plan's copy-on-write copies in the draft's cache, runs the
+  // draft model over its spans and writes its kModelDraft tokens.
   void prepare(StepPlan& plan);
-  // The plan's copy-on-write copies, in the draft's cache.
-  void copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& copies);
-  const Transformer& transformer() const { return *transformer_; }
 
  private:
   std::shared_ptr<Transformer> transformer_;

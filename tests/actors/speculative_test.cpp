@@ -224,7 +224,9 @@ TEST_F(SpeculativeStories, OutputsAreThoseOfPlainDecoding) {
     // iteration count: how the requests' arrivals fall into batches moves it
     // by more than this batch's drafting saves, and drafting stops once 4
     // sequences run; the fake model's tests count the steps saved.)
-    if (!sampled) EXPECT_GT(spec_stats.spec_accepted_tokens, 0u);
+    if (!sampled) {
+      EXPECT_GT(spec_stats.spec_accepted_tokens, 0u);
+    }
   }
 }
 
@@ -367,7 +369,9 @@ TEST(SpeculativeDraftModel, OutputsAreThoseOfPlainDecoding) {
     EXPECT_EQ(plain_stats.spec_draft_tokens, 0u);
     EXPECT_GT(self_stats.spec_draft_tokens, 0u);
     EXPECT_GT(q8_stats.spec_draft_tokens, 0u);
-    if (!sampled) EXPECT_GT(self_stats.spec_accepted_tokens * 10, self_stats.spec_draft_tokens * 9);
+    if (!sampled) {
+      EXPECT_GT(self_stats.spec_accepted_tokens * 10, self_stats.spec_draft_tokens * 9);
+    }
   }
 }
 
