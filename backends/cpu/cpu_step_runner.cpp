@@ -9,7 +9,10 @@ namespace conveyor {
 CpuStepRunner::CpuStepRunner(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv)
     : transformer_(std::move(transformer)), kv_(std::move(kv)) {}
 
-void CpuStepRunner::reset() { sampling_.clear(); }
+void CpuStepRunner::reset() {
+  sampling_.clear();
+  if (draft_) draft_->reset();
+}
 
 StepResult CpuStepRunner::run(StepPlan& plan) {
   const auto start = std::chrono::steady_clock::now();

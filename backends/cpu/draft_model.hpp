@@ -4,27 +4,33 @@
 //
 // Its KV cache has the target's blocks (the same count and size), so a
 // plan's block tables serve both models and the block manager knows nothing
-// of it. Before the target's forward pass, prepare() first runs the draft
-// model over every span the target computes except the drafts (prefill
-// chunks, plain decode tokens), so that its cache holds what the target's
-// does; then, for the spans whose tokens after the first are kModelDraft,
-// it runs k + 1 one-token steps batched over those spans: step j reads the
-// span's token j at its position and writes the argmax as draft j + 1; the
-// last step only writes the last draft's keys and values. So after any
-// verify step the draft cache holds every position the target accepted
-// (the rejected ones are overwritten when computed again), and the next
-// step drafts from the target's last token.
+// of it. The draft model runs only for the sequences that draft in a step:
+// it keeps every sequence's tokens (from its sampler's prompt and history
+// when the sequence enters a plan, then each span the target computes) and
+// how many of the first of them its cache holds. A sequence that drafts
+// first catches up: the draft model runs over the positions its cache
+// lacks, batched over the drafting sequences. Then, for those spans (whose
+// tokens after the first are kModelDraft) it runs k + 1 one-token steps:
+// step j reads the span's token j at its position and writes the argmax as
+// draft j + 1; the last step only writes the last draft's keys and values.
+// Positions the target rejects are forgotten when the next span starts
+// before them. So while the batch is too large for anyone to draft, the
+// draft model costs nothing.
 //
-// Copy-on-write copies go to both caches. Blocks that a swap
-// brings back hold the target's keys and values only: the draft's there are
-// whatever the block held before, which lowers acceptance for that
-// sequence but never changes its output, which is always the target's.
+// Copy-on-write copies go to both caches, and a forked sample starts with
+// its parent's count. A prompt whose blocks came from the prefix cache is
+// run again by the draft model when its sequence first drafts (the block
+// may hold no draft keys and values). Blocks that a swap brings back hold
+// the target's keys and values only: the draft's there are whatever the
+// block held before, which lowers acceptance for that sequence but never
+// changes its output, which is always the target's.
 //
 // Thread-safety: used from the runner's thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,13 +45,20 @@ class DraftModel {
  public:
   // `kv` has the target cache's block count and block size.
   DraftModel(std::shared_ptr<Transformer> transformer, std::shared_ptr<KvCache> kv);
-  // Makes the plan's copy-on-write copies in the draft's cache, runs the
-  // draft model over its spans and writes its kModelDraft tokens.
+  // Makes the plan's copy-on-write copies in the draft's cache, follows its
+  // sequences' tokens and writes its kModelDraft tokens.
   void prepare(StepPlan& plan);
+  // Forgets every sequence (the runner was reset).
+  void reset() { seqs_.clear(); }
 
  private:
   std::shared_ptr<Transformer> transformer_;
   std::shared_ptr<KvCache> kv_;
+  struct SeqTokens {
+    std::vector<int32_t> tokens;  // the sequence's tokens so far, from position 0
+    int32_t synced = 0;           // the first `synced` of them are in the draft's cache
+  };
+  std::unordered_map<seq_id, SeqTokens> seqs_;
   ForwardBatch batch_;         // reused between calls
   std::vector<int32_t> spans_; // the plan's spans that draft
   std::vector<int32_t> rows_;  // spans whose step j samples a draft, in logits row order

@@ -302,6 +302,65 @@ TEST(JumpForward, ForcedBytesAreVerifiedInOneStepAndChangeNothing) {
 
 // ---- a draft model (--speculative draft:FILE) ---------------------------------------
 
+// Runs `prompts` on `model` (request i: lengths[i] new tokens, EOS ignored;
+// sampled: temperature 1, seeded, n = 2), drafted by the file `draft` (none:
+// plain decoding) while at most `disable_batch` sequences decode. Outcomes
+// by 16 * (i + 1) + sample.
+std::map<request_id, testing::Outcome> run_drafted(const LoadedModel& model,
+                                                   const std::vector<std::vector<int32_t>>& prompts,
+                                                   const std::vector<int32_t>& lengths, const std::string& draft,
+                                                   int32_t disable_batch, bool sampled, EngineStats& stats) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  config.kv_cache_tokens = 4096;
+  config.block_size = 4;  // drafts cross block boundaries often
+  if (!draft.empty()) {
+    config.speculative.method = SpeculativeMethod::draft;
+    config.speculative.draft_model = draft;
+    config.speculative.num_tokens = 4;
+    config.speculative.disable_batch = disable_batch;
+  }
+  auto engine = Engine::create(sys, config, model);
+  EXPECT_TRUE(engine.has_value()) << engine.error().message;
+  if (!engine) return {};
+  Collector collector;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec = testing::greedy_spec(0, prompts[i], lengths[i], /*ignore_eos=*/true);
+    if (sampled) {
+      spec.request.sampling.temperature = 1.0f;
+      spec.request.sampling.has_seed = true;
+      spec.request.sampling.seed = 77 + i;
+      spec.request.n = 2;
+    }
+    (*engine)->submit(spec, collector.callback_for(16 * (i + 1)));
+  }
+  EXPECT_TRUE(collector.wait_for(prompts.size() * (sampled ? 2 : 1)));
+  stats = *(*engine)->stats();
+  expect_all_blocks_free(**engine);
+  return collector.outcomes();
+}
+
+class SpeculativeDraftModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = std::string(CONVEYOR_SHARED_MODELS);
+    target_path_ = dir + "/tiny-llama2-q4_0.gguf";
+    q8_path_ = dir + "/tiny-llama2-q8_0.gguf";
+    if (!std::filesystem::exists(target_path_) || !std::filesystem::exists(q8_path_))
+      GTEST_SKIP() << "the tiny Llama 2 files are not in " << dir;
+    auto loaded = load_model(target_path_);
+    ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+    model_ = std::move(loaded).value();
+    for (const char* text : {"Once upon a time", "Once upon a time there was", "The little dog", "A"})
+      prompts_.push_back(model_.tokenizer->encode(text, /*add_bos=*/true));
+  }
+  std::string target_path_, q8_path_;
+  LoadedModel model_;
+  std::vector<std::vector<int32_t>> prompts_;
+};
+
 // The tiny Llama 2 file as Q4_0 (random weights, a real 32k vocabulary),
 // drafted by itself and by the same weights as Q8_0: greedy and seeded
 // sampled outputs (n = 2) are the ids of plain decoding either way. Drafting
@@ -310,55 +369,15 @@ TEST(JumpForward, ForcedBytesAreVerifiedInOneStepAndChangeNothing) {
 // a position it missed would change the drafts). The Q8_0 file's drafts
 // rarely match: random weights give flat logits, whose argmax rounding
 // moves.
-TEST(SpeculativeDraftModel, OutputsAreThoseOfPlainDecoding) {
-  const std::string dir = std::string(CONVEYOR_SHARED_MODELS);
-  const std::string target_path = dir + "/tiny-llama2-q4_0.gguf", q8_path = dir + "/tiny-llama2-q8_0.gguf";
-  if (!std::filesystem::exists(target_path) || !std::filesystem::exists(q8_path))
-    GTEST_SKIP() << "the tiny Llama 2 files are not in " << dir;
-  auto loaded = load_model(target_path);
-  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
-  const LoadedModel& model = *loaded;
-  std::vector<std::vector<int32_t>> prompts;
-  for (const char* text : {"Once upon a time", "Once upon a time there was", "The little dog", "A"})
-    prompts.push_back(model.tokenizer->encode(text, /*add_bos=*/true));
-
-  auto run = [&](const std::string& draft, bool sampled, EngineStats& stats) {
-    EngineSystemConfig cfg;
-    caf::actor_system sys{cfg};
-    EngineConfig config;
-    config.threads = 1;
-    config.kv_cache_tokens = 4096;
-    config.block_size = 4;  // drafts cross block boundaries often
-    if (!draft.empty()) {
-      config.speculative.method = SpeculativeMethod::draft;
-      config.speculative.draft_model = draft;
-      config.speculative.num_tokens = 4;
-      config.speculative.disable_batch = 1024;  // every decoding sequence drafts
-    }
-    auto engine = Engine::create(sys, config, model);
-    EXPECT_TRUE(engine.has_value()) << engine.error().message;
-    Collector collector;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      RequestSpec spec = testing::greedy_spec(0, prompts[i], 48, /*ignore_eos=*/true);
-      if (sampled) {
-        spec.request.sampling.temperature = 1.0f;
-        spec.request.sampling.has_seed = true;
-        spec.request.sampling.seed = 77 + i;
-        spec.request.n = 2;
-      }
-      (*engine)->submit(spec, collector.callback_for(16 * (i + 1)));
-    }
-    EXPECT_TRUE(collector.wait_for(prompts.size() * (sampled ? 2 : 1)));
-    stats = *(*engine)->stats();
-    expect_all_blocks_free(**engine);
-    return collector.outcomes();
-  };
+TEST_F(SpeculativeDraftModel, OutputsAreThoseOfPlainDecoding) {
+  const std::vector<int32_t> lengths(prompts_.size(), 48);
   for (bool sampled : {false, true}) {
     SCOPED_TRACE(sampled ? "sampled" : "greedy");
     EngineStats plain_stats, self_stats, q8_stats;
-    const auto plain = run("", sampled, plain_stats);
-    const auto self = run(target_path, sampled, self_stats);
-    const auto q8 = run(q8_path, sampled, q8_stats);
+    const auto plain = run_drafted(model_, prompts_, lengths, "", 1024, sampled, plain_stats);
+    // disable_batch 1024: every decoding sequence drafts.
+    const auto self = run_drafted(model_, prompts_, lengths, target_path_, 1024, sampled, self_stats);
+    const auto q8 = run_drafted(model_, prompts_, lengths, q8_path_, 1024, sampled, q8_stats);
     ASSERT_EQ(plain.size(), self.size());
     ASSERT_EQ(plain.size(), q8.size());
     for (const auto& [id, o] : plain) {
@@ -375,13 +394,27 @@ TEST(SpeculativeDraftModel, OutputsAreThoseOfPlainDecoding) {
   }
 }
 
-TEST(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {
-  const std::string dir = std::string(CONVEYOR_SHARED_MODELS);
-  const std::string target_path = dir + "/tiny-llama2-q4_0.gguf", draft_path = dir + "/stories260K.bin";
-  if (!std::filesystem::exists(target_path) || !std::filesystem::exists(draft_path))
-    GTEST_SKIP() << "the models are not in " << dir;
-  auto loaded = load_model(target_path);
-  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+// Nobody drafts while more than two sequences decode; the two longest then
+// do, after 24 tokens the draft model never ran over. It catches up on them
+// first: self-drafts are still nearly all accepted, and the ids are those of
+// plain decoding.
+TEST_F(SpeculativeDraftModel, CatchesUpWhenDraftingStartsLate) {
+  const std::vector<int32_t> lengths = {16, 24, 40, 64};
+  EngineStats plain_stats, self_stats;
+  const auto plain = run_drafted(model_, prompts_, lengths, "", 2, false, plain_stats);
+  const auto self = run_drafted(model_, prompts_, lengths, target_path_, 2, false, self_stats);
+  ASSERT_EQ(plain.size(), self.size());
+  for (const auto& [id, o] : plain) {
+    EXPECT_EQ(o.tokens.size(), size_t(lengths[id / 16 - 1]));
+    EXPECT_EQ(self.at(id).tokens, o.tokens) << "request " << id / 16;
+  }
+  EXPECT_GT(self_stats.spec_draft_tokens, 0u);
+  EXPECT_GT(self_stats.spec_accepted_tokens * 10, self_stats.spec_draft_tokens * 9);
+}
+
+TEST_F(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {
+  const std::string draft_path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+  if (!std::filesystem::exists(draft_path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
   EngineConfig config;
@@ -389,11 +422,11 @@ TEST(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {
   config.kv_cache_tokens = 1024;
   config.speculative.method = SpeculativeMethod::draft;
   config.speculative.draft_model = draft_path;
-  auto engine = Engine::create(sys, config, *loaded);
+  auto engine = Engine::create(sys, config, model_);
   ASSERT_FALSE(engine.has_value());
   EXPECT_NE(engine.error().message.find("the same vocabulary"), std::string::npos) << engine.error().message;
-  config.speculative.draft_model = dir + "/no-such-file.gguf";
-  engine = Engine::create(sys, config, *loaded);
+  config.speculative.draft_model = std::string(CONVEYOR_SHARED_MODELS) + "/no-such-file.gguf";
+  engine = Engine::create(sys, config, model_);
   ASSERT_FALSE(engine.has_value());
   EXPECT_NE(engine.error().message.find("--speculative draft:"), std::string::npos) << engine.error().message;
 }
