@@ -16,7 +16,7 @@
 namespace conveyor {
 
 void RequestHandle::cancel() const {
-  if (actor_) caf::anon_send(actor_, cancel_atom_v);
+  if (stream_) caf::anon_send(stream_, cancel_atom_v, id_);
 }
 
 Engine::Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info)
@@ -140,7 +140,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
   };
   a.fallback.admission_name = to_string(config.admission);
   a.fallback.preemption_name = to_string(config.preemption);
-  engine->scheduler_ = spawn_scheduler(sys, std::move(sc), std::move(a));
+  engine->set_scheduler(spawn_scheduler(sys, std::move(sc), std::move(a)));
   return engine;
 }
 
@@ -150,12 +150,22 @@ std::unique_ptr<Engine> Engine::over(caf::actor_system& sys, const EngineConfig&
   engine->num_blocks_ = num_blocks;
   engine->kv_capacity_ = KvCapacity{int64_t(num_blocks) * config.block_size, 0, "the nodes'"};
   engine->metrics_ = std::make_shared<EngineMetrics>();
-  engine->scheduler_ = std::move(scheduler);
+  engine->set_scheduler(std::move(scheduler));
   return engine;
 }
 
-// The scheduler stops its workers and policies when it stops.
+// The scheduler stops its workers and policies when it stops, and the
+// stream actors stop when it does.
 Engine::~Engine() { caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown); }
+
+void Engine::set_scheduler(scheduler_actor scheduler) {
+  scheduler_ = std::move(scheduler);
+  // One stream actor per CAF worker (at most four): each costs the scheduler
+  // a message per iteration, and they detokenize in parallel where there
+  // are workers to run them.
+  const size_t n = std::clamp<size_t>(sys_.scheduler().num_workers(), 1, 4);
+  for (size_t i = 0; i < n; ++i) streams_.push_back(spawn_stream(sys_, scheduler_));
+}
 
 RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   if (spec.request.id == 0) {  // from a range of its own: caller-chosen ids are below it
@@ -168,8 +178,9 @@ RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   // (validate(SamplingParams)), so the request ends with that error.
   (void)grammar_binder_->bind(spec.request.sampling.grammar);
   const request_id id = spec.request.id;
-  auto actor = spawn_request(sys_, scheduler_, std::move(spec), std::move(on_event));
-  return RequestHandle(id, std::move(actor));
+  const stream_actor& stream = streams_[next_stream_++ % streams_.size()];
+  caf::anon_send(stream, open_atom_v, StreamOpen{std::move(spec), std::move(on_event)});
+  return RequestHandle(id, stream);
 }
 
 RequestHandle Engine::submit(RequestSpec spec, caf::actor sink) {

@@ -24,13 +24,14 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/embedder.hpp"
 #include "engine/engine_config.hpp"
 #include "engine/grammar_binder.hpp"
 #include "engine/kv_capacity.hpp"
 #include "actors/messages.hpp"
-#include "actors/request_actor.hpp"
+#include "actors/stream_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "engine/step_runner.hpp"
 #include "engine/swap_engine.hpp"
@@ -41,15 +42,14 @@ namespace conveyor {
 class RequestHandle {
  public:
   RequestHandle() = default;
-  RequestHandle(request_id id, request_actor actor) : id_(id), actor_(std::move(actor)) {}
+  RequestHandle(request_id id, stream_actor stream) : id_(id), stream_(std::move(stream)) {}
   request_id id() const { return id_; }
   // Cancels the request; its last event says `cancelled` (unless it already ended).
   void cancel() const;
-  const request_actor& actor() const { return actor_; }
 
  private:
   request_id id_ = 0;
-  request_actor actor_;
+  stream_actor stream_;  // the stream actor serving it (actors/stream_actor.hpp)
 };
 
 // What the scheduler needs to know of a model besides its runner.
@@ -76,7 +76,7 @@ class Engine {
                                                   std::shared_ptr<SwapEngine> swap);
   // An engine whose scheduler is another actor with the scheduler's
   // interface, such as a router over engines on other machines
-  // (router/router_actor.hpp): submit() runs its request actors here, against it.
+  // (router/router_actor.hpp): submit() runs its stream actors here, against it.
   // `num_blocks` is what /metrics and the server report. Destroying the
   // Engine stops that actor.
   static std::unique_ptr<Engine> over(caf::actor_system& sys, const EngineConfig& config, ModelInfo info,
@@ -141,6 +141,8 @@ class Engine {
 
  private:
   Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info);
+  // Sets the scheduler and spawns the stream actors that submit to it.
+  void set_scheduler(scheduler_actor scheduler);
 
   caf::actor_system& sys_;
   EngineConfig config_;
@@ -152,6 +154,8 @@ class Engine {
   std::shared_ptr<GrammarBinder> grammar_binder_;
   std::shared_ptr<EngineMetrics> metrics_;
   scheduler_actor scheduler_;
+  std::vector<stream_actor> streams_;  // submit() spreads requests over them
+  std::atomic<size_t> next_stream_{0};
   std::atomic<request_id> next_id_{1};
 };
 

@@ -1,13 +1,14 @@
 // The engine's whole message catalogue: every atom, every message type and
 // every actor interface, in one place.
 //
-//   client ──submit──▶ request actor ──submit──▶ scheduler
+//   client ──open──▶ stream actor ──submit──▶ scheduler
 //   scheduler ──alloc──▶ block manager        (one batch per iteration)
 //   scheduler ──admit──▶ admission policy     (when there is room to admit)
 //   scheduler ──preempt──▶ preemption policy  (when running sequences are short of blocks)
 //   scheduler ──swap──▶ swap actor            (orders overlap; replies when each lands)
 //   scheduler ──step──▶ executor              (one forward pass per iteration)
-//   scheduler ──TokenEvent──▶ request actor ──StreamEvent──▶ client sink
+//   scheduler ──TokenBatch──▶ stream actor ──StreamEvent──▶ client callback
+//                             (one batch per sink per iteration)
 //
 // The data types are plain structs in engine/engine_types.hpp and policies/;
 // this header adds CAF's type IDs and inspect() for them. Atoms are at most
@@ -80,6 +81,7 @@ CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, 
 CONVEYOR_INSPECT(TokenEvent, id, index, token, logprob, top, finish, prompt_tokens,
                  cached_prompt_tokens, completion_tokens, message, error_code, request_done,
                  prompt_logprobs)
+CONVEYOR_INSPECT(TokenBatch, events)
 CONVEYOR_INSPECT(BlockRequest, seq, is_new, uncached, token_begin, token_end)
 CONVEYOR_INSPECT(BlockGrant, seq, ok, shortfall, cached_tokens, table_begin, blocks_begin,
                  blocks_end)
@@ -131,8 +133,8 @@ CONVEYOR_INSPECT(StreamEvent, id, index, text, token_ids, logprobs, finish, prom
 
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::GenerateRequest))    // client -> scheduler
-  CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::TokenEvent))         // scheduler -> request actor
-  CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::StreamEvent))        // request actor -> client
+  CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::TokenBatch))         // scheduler -> sink (stream actor, router)
+  CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::StreamEvent))        // stream actor -> client
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::AllocationBatch))    // scheduler -> block manager
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::AllocationResult))   // block manager -> scheduler
   CAF_ADD_TYPE_ID(conveyor_engine, (conveyor::BlockStats))         // block manager -> anyone
@@ -164,6 +166,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor_engine, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor_engine, conveyor, describe_atom, "describe")// a node's NodeInfo
   CAF_ADD_ATOM(conveyor_engine, conveyor, drain_atom, "drain")      // a node refuses new requests
   CAF_ADD_ATOM(conveyor_engine, conveyor, poll_atom, "poll")        // the executor checks its launched step
+  CAF_ADD_ATOM(conveyor_engine, conveyor, open_atom, "open")        // a stream actor takes a request
 CAF_END_TYPE_ID_BLOCK(conveyor_engine)
 
 namespace conveyor {
@@ -214,13 +217,9 @@ using preemption_actor =
     caf::typed_actor<caf::replies_to<preempt_atom, PreemptionQuery>::with<PreemptionDecision>,
                      caf::reacts_to<costs_atom, double, double>>;
 
-// Receives a request's token events from the scheduler.
-using token_sink_actor = caf::typed_actor<caf::reacts_to<TokenEvent>>;
-
-// One per request: turns token events into text (incremental detokenizer,
-// stop strings) for its client; a cancel from the client goes on to the
-// scheduler after the request's own submit, so it can never overtake it.
-using request_actor = token_sink_actor::extend<caf::reacts_to<cancel_atom>>;
+// Receives the token events of the requests it submitted, one TokenBatch per
+// iteration (a sink serves any number of requests).
+using token_sink_actor = caf::typed_actor<caf::reacts_to<TokenBatch>>;
 
 // The scheduler: submit answers the request id (or an engine error), cancel
 // takes effect at the next iteration boundary (with an index: that one of the

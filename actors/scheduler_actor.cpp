@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/token_outbox.hpp"
+
 namespace conveyor {
 namespace {
 
@@ -20,7 +22,7 @@ struct scheduler_state {
   std::unique_ptr<SchedulerCore> core;
   SchedulerActors actors;
   std::unordered_map<request_id, token_sink_actor> sinks;
-  std::unordered_map<caf::actor_addr, request_id> sink_ids;
+  std::unordered_map<caf::actor_addr, int32_t> sink_refs;  // requests per sink (monitored while > 0)
   clock_type::time_point epoch = clock_type::now();
   clock_type::time_point last_step_done{};
   clock_type::time_point step_result_at{};  // when the last step result came in
@@ -50,6 +52,7 @@ struct scheduler_state {
   std::shared_ptr<std::vector<caf::actor_addr>> owned = std::make_shared<std::vector<caf::actor_addr>>();
   request_id next_id = 1;
   std::vector<TokenEvent> events;  // delivery buffer, reused
+  TokenOutbox outbox;
   EngineStats stats;
   static inline const char* name = "scheduler";
 
@@ -71,8 +74,20 @@ class HandlerTimer {
 
 void iterate(self_ptr self);
 
-// Sends the core's token events to their sinks and tells the admission
-// policy how long finished requests ran.
+// A request's sink no longer hears from us; the sink is not watched once it
+// serves none.
+void release_sink(self_ptr self, std::unordered_map<request_id, token_sink_actor>::iterator it) {
+  auto& st = self->state;
+  auto ref = st.sink_refs.find(it->second.address());
+  if (ref != st.sink_refs.end() && --ref->second == 0) {
+    self->demonitor(ref->first);
+    st.sink_refs.erase(ref);
+  }
+  st.sinks.erase(it);
+}
+
+// Sends the core's token events to their sinks (one batch per sink) and
+// tells the admission policy how long finished requests ran.
 void deliver_events(self_ptr self) {
   auto& st = self->state;
   HandlerTimer timer(st.stats.delivery_seconds);
@@ -82,13 +97,10 @@ void deliver_events(self_ptr self) {
     if (it == st.sinks.end()) continue;
     if (e.token >= 0) ++st.stats.generated_tokens;
     const bool last = e.request_done;
-    self->send(it->second, std::move(e));
-    if (last) {
-      st.sink_ids.erase(it->second.address());
-      self->demonitor(it->second.address());
-      st.sinks.erase(it);
-    }
+    st.outbox.add(it->second, std::move(e));
+    if (last) release_sink(self, it);
   }
+  st.outbox.flush(self);
   if (st.actors.metrics) {
     for (double q : st.core->take_queue_times()) st.actors.metrics->request_queue_time.observe(q);
   }
@@ -114,8 +126,9 @@ void fail_all(self_ptr self, const std::string& why) {
     e.error_code = Errc::internal;
     e.message = "the engine failed: " + why;
     e.request_done = true;
-    self->send(sink, std::move(e));
+    st.outbox.add(sink, std::move(e));
   }
+  st.outbox.flush(self);
   st.sinks.clear();
   self->quit(make_engine_error(Error{Errc::internal, why}));
 }
@@ -470,11 +483,16 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
     const std::string reason = down.reason ? "it stopped (" + to_string(down.reason) + ")" : "it stopped";
     if (down.source == st.actors.admission.address()) return replace_admission(self, down.source, reason);
     if (down.source == st.actors.preemption.address()) return replace_preemption(self, down.source, reason);
-    auto it = st.sink_ids.find(down.source);
-    if (it == st.sink_ids.end()) return;
-    st.core->cancel(it->second);
-    st.sinks.erase(it->second);
-    st.sink_ids.erase(it);
+    // A sink that died: its requests are cancelled.
+    if (!st.sink_refs.erase(down.source)) return;
+    for (auto it = st.sinks.begin(); it != st.sinks.end();) {
+      if (it->second.address() != down.source) {
+        ++it;
+        continue;
+      }
+      st.core->cancel(it->first);
+      it = st.sinks.erase(it);
+    }
     wake(self);
   });
   return {
@@ -487,9 +505,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
         if (Status s = st.core->submit(std::move(request), st.now()); !s)
           return make_engine_error(s.error());
         st.stats.prompt_tokens += prompt_tokens;
-        st.sinks.emplace(id, sink);
-        st.sink_ids.emplace(sink.address(), id);
-        self->monitor(sink);
+        if (st.sink_refs[sink.address()]++ == 0) self->monitor(sink);
+        st.sinks.emplace(id, std::move(sink));
         wake(self);
         return id;
       },

@@ -2,7 +2,7 @@
 // per-sequence token state) and drives the iterations:
 //
 //   [admission policy] -> block manager -> [preemption policy -> block manager]*
-//   -> executor -> tokens to the request actors -> next iteration
+//   -> executor -> tokens to the stream actors -> next iteration
 //
 // With overlap (the default) it builds iteration k+1 as soon as it has sent
 // k, so the executor finds k+1 waiting when k ends; the result of k arrives
@@ -34,7 +34,8 @@
 //
 // Receives (actors/messages.hpp, scheduler_actor): submit, cancel, policy
 // replacements, wake, stats. Sends: alloc, admit, preempt, swap, step, and
-// TokenEvents to each request's sink. A sink that dies cancels its request.
+// one TokenBatch per sink and iteration (actors/token_outbox.hpp). A sink
+// that dies cancels its requests.
 #pragma once
 
 #include <chrono>

@@ -119,7 +119,7 @@ void print_breakdown(const EngineStats& s, const IdleQuantiles& idle) {
               "the block manager round trip %.1f us; hops: plan to executor %.1f us, result back %.1f us\n",
               s.critical_seconds / n * 1e6, s.block_manager_seconds / n * 1e6,
               s.plan_hop_seconds / n * 1e6, s.result_hop_seconds / n * 1e6);
-  std::printf("      the scheduler's handlers in all: %.1f us, of which streaming tokens to request "
+  std::printf("      the scheduler's handlers in all: %.1f us, of which streaming tokens to the stream "
               "actors %.1f us (after the next step is dispatched)\n",
               s.scheduler_seconds / n * 1e6, s.delivery_seconds / n * 1e6);
 }

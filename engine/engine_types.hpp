@@ -101,6 +101,12 @@ struct TokenEvent {
   std::vector<PromptLogprob> prompt_logprobs;
 };
 
+// What a sink receives: an iteration's events for the requests it serves,
+// in order (one message per sink per iteration, whatever the number of requests).
+struct TokenBatch {
+  std::vector<TokenEvent> events;
+};
+
 // ---- swap ----------------------------------------------------------------
 
 enum class SwapDirection : uint8_t { out, in };
@@ -304,7 +310,7 @@ struct EngineStats {
   double forward_seconds = 0.0;      // inside the executor
   double iteration_seconds = 0.0;    // whole iterations, step to step
   double scheduler_seconds = 0.0;    // the scheduler's own handlers (its CPU time, roughly)
-  double delivery_seconds = 0.0;     // of which: sending token events to request actors
+  double delivery_seconds = 0.0;     // of which: sending token batches to the sinks
   double critical_seconds = 0.0;     // step result in to next step plan out, in the scheduler
   double block_manager_seconds = 0.0;  // allocation batches out to their results in
   double plan_hop_seconds = 0.0;     // step plan out to the runner starting

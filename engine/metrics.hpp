@@ -1,5 +1,5 @@
 // Engine metrics that are events rather than state: latency histograms and
-// counters, fed by the scheduler and the request actors, read by /metrics.
+// counters, fed by the scheduler and the stream actors, read by /metrics.
 // State (queue lengths, KV usage, token totals) comes from EngineStats.
 //
 // Thread-safety: every method may be called from any thread.

@@ -19,7 +19,7 @@ struct StreamEvent {
   std::vector<int32_t> token_ids;     // the tokens behind `text` (may be more than one)
   std::vector<SampleResult> logprobs; // per token, when logprobs were asked for
   FinishReason finish = FinishReason::none;  // none: more events follow
-  // On the last event. When a stop string ended the sample, the request actor
+  // On the last event. When a stop string ended the sample, the stream actor
   // ends it itself, before the scheduler's final event: then prompt_tokens
   // and cached_prompt_tokens are 0 (completion_tokens is right).
   int32_t prompt_tokens = 0;

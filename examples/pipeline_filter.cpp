@@ -19,7 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "actors/request_actor.hpp"
+#include "actors/stream_actor.hpp"
 #include "examples/example_util.hpp"
 
 using namespace conveyor;
@@ -45,7 +45,7 @@ class StopAt final : public StreamStage {
   std::string name() const override { return "StopAt"; }
 
  private:
-  StopMatcher matcher_;  // the request actor's own matcher (actors/request_actor.hpp)
+  StopMatcher matcher_;  // the stream actor's own matcher (actors/stream_actor.hpp)
   int32_t tokens_ = 0;
 };
 

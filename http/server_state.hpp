@@ -7,7 +7,7 @@
 // (max_connections), what the limits refused (for /metrics), and the gate
 // through which actor threads post engine events into the io_context.
 //
-// Why the gate: request actors may outlive the io_context (they end a little
+// Why the gate: stream actors may outlive the io_context (they end a little
 // after the server stops). Posting to a destroyed io_context is undefined, and
 // so is destroying a strand executor after it, so the callbacks that actors
 // hold keep only a weak_ptr to their session and this state, never an

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "actors/token_outbox.hpp"
 #include "router/placement.hpp"
 #include "router/tls_transport.hpp"
 
@@ -69,6 +70,8 @@ struct router_state {
   std::map<std::string, uint64_t> routed_by_policy;
   uint64_t next_attempt = 1;
   uint64_t failovers = 0, failed = 0, prompt_blocks = 0, expected_hit_blocks = 0;
+  bool forwarding = false;  // a node's TokenBatch is being forwarded (deliver fills outbox)
+  TokenOutbox outbox;
   static inline const char* name = "router";
 };
 
@@ -144,7 +147,9 @@ bool all_done(const Route& r) {
   return std::all_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.done; });
 }
 
-// Forwards one event for client sample `index`; ends the route after its last.
+// Forwards one event for client sample `index` (while a node's batch is
+// forwarded, in that batch's outbox, so its clients' events keep their
+// order); ends the route after its last.
 void deliver(self_ptr self, request_id id, TokenEvent t, int32_t index) {
   auto& st = self->state;
   auto it = st.routes.find(id);
@@ -157,7 +162,8 @@ void deliver(self_ptr self, request_id id, TokenEvent t, int32_t index) {
   t.id = id;
   t.index = index;
   t.request_done = all_done(r);
-  self->send(r.client, std::move(t));
+  if (st.forwarding) st.outbox.add(r.client, std::move(t));
+  else self->send(r.client, TokenBatch{{std::move(t)}});
   if (all_done(r)) {
     st.routes.erase(it);
     publish_metrics(self);
@@ -579,7 +585,7 @@ caf::behavior router(self_ptr self, RouterOptions options, ModelInfo model, std:
       t.error_code = Errc::io_error;
       t.message = "the router stopped";
       t.request_done = true;
-      self->send(r.client, t);
+      self->send(r.client, TokenBatch{{std::move(t)}});
     }
     st.routes.clear();
     self->quit(msg.reason);
@@ -629,24 +635,29 @@ caf::behavior router(self_ptr self, RouterOptions options, ModelInfo model, std:
           else self->send(n->actor, cancel_atom_v, a.node_id, int32_t(pos - a.index_map.begin()));
         }
       },
-      [self](TokenEvent& t) {
+      [self](TokenBatch& batch) {
         auto& st = self->state;
         const caf::strong_actor_ptr& sender = self->current_sender();
         if (!sender) return;
         std::string address;
         for (const NodeEntry& n : st.nodes)
           if (n.actor && n.nid == sender->node()) address = n.address;
-        auto at = st.by_node_id.find({address, t.id});
-        if (at == st.by_node_id.end()) return;  // an attempt given up on
-        const auto [id, key] = at->second;
-        auto it = st.routes.find(id);
-        if (it == st.routes.end()) return;
-        auto a = it->second.attempts.find(key);
-        if (a == it->second.attempts.end() || t.index < 0 || size_t(t.index) >= a->second.index_map.size()) return;
-        const int32_t index = a->second.index_map[size_t(t.index)];
-        const bool last = t.finish != FinishReason::none;
-        if (last && --a->second.open == 0) finish_attempt(self, it->second, key);
-        deliver(self, id, std::move(t), index);
+        st.forwarding = true;  // the node's iteration goes on as one batch per client
+        for (TokenEvent& t : batch.events) {
+          auto at = st.by_node_id.find({address, t.id});
+          if (at == st.by_node_id.end()) continue;  // an attempt given up on
+          const auto [id, key] = at->second;
+          auto it = st.routes.find(id);
+          if (it == st.routes.end()) continue;
+          auto a = it->second.attempts.find(key);
+          if (a == it->second.attempts.end() || t.index < 0 || size_t(t.index) >= a->second.index_map.size()) continue;
+          const int32_t index = a->second.index_map[size_t(t.index)];
+          const bool last = t.finish != FinishReason::none;
+          if (last && --a->second.open == 0) finish_attempt(self, it->second, key);
+          deliver(self, id, std::move(t), index);
+        }
+        st.forwarding = false;
+        st.outbox.flush(self);
       },
       [self](stats_atom) { return total_stats(self); },
       [self](session_atom, const std::string& name) {

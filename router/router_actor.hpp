@@ -3,11 +3,11 @@
 // engine nodes on other machines (actors/node.hpp), reached through CAF's
 // middleman.
 //
-//   request actor ──submit──▶ router ──submit(sink = router)──▶ node ──▶ its scheduler
-//   node's scheduler ──TokenEvent──▶ router ──TokenEvent──▶ request actor
+//   stream actor ──submit──▶ router ──submit(sink = router)──▶ node ──▶ its scheduler
+//   node's scheduler ──TokenBatch──▶ router ──TokenBatch──▶ stream actor
 //
-// Text, stop strings and latency metrics stay in the router's request
-// actors; nodes send token events. Every request's tokens so far are kept
+// Text, stop strings and latency metrics stay in the router's stream
+// actors; nodes send token events, one batch per iteration. Every request's tokens so far are kept
 // here, so that when a node dies (its monitor fires: the process was killed,
 // the connection was lost) each of its requests is resubmitted to another
 // node with them as GenerateRequest::resume: the new node recomputes prompt

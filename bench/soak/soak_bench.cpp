@@ -23,7 +23,8 @@
 // should grow with the number of requests; on two cores VmRSS grows 0.6 MiB
 // over the 9,000 streams after it (malloc's arenas settling; heap in use,
 // also printed, is flat), while the leak this soak found (every finished
-// request actor kept alive by its monitor of the scheduler, 1.3 KiB each)
+// request actor, as one actor per request was, kept alive by its monitor of
+// the scheduler, 1.3 KiB each)
 // grew it 11.9 MiB. 8 MiB is more than 10 times the noise and catches any
 // leak of 1 KiB or more per stream in a full run (9,000 measured streams);
 // a --quick run measures 270 streams, too few for the bound to see a leak

@@ -1,0 +1,277 @@
+#include "actors/stream_actor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "model/tokenizer/detokenizer.hpp"
+
+namespace conveyor {
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+}
+
+std::string StopMatcher::push(const std::string& text) {
+  if (stopped_) return {};
+  held_ += text;
+  if (stops_.empty()) return std::exchange(held_, {});
+  size_t first = std::string::npos;
+  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, first);
+    held_.clear();
+    return out;
+  }
+  // Hold back the longest tail that is a prefix of some stop string.
+  size_t keep = 0;
+  for (const std::string& stop : stops_) {
+    for (size_t k = std::min(stop.size() - 1, held_.size()); k > keep; --k) {
+      if (held_.compare(held_.size() - k, k, stop, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopMatcher::flush() { return std::exchange(held_, {}); }
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// One sample's text: its detokenizer, stop strings and count.
+struct sample_state {
+  std::optional<IncrementalDetokenizer> detok;
+  std::optional<StopMatcher> stops;
+  clock_type::time_point last_token{};  // measured only with metrics
+  int32_t completion_tokens = 0;
+  bool done = false;
+};
+
+// One request's client side.
+struct RequestStream {
+  EventCallback on_event;
+  std::vector<sample_state> samples;  // n of them
+  std::shared_ptr<EngineMetrics> metrics;
+  clock_type::time_point start = clock_type::now();
+  int32_t open = 0;                   // samples that have not ended
+  bool first_token_seen = false;
+  bool failed = false;                // its callback threw
+};
+
+struct stream_state {
+  stream_state() = default;  // not an aggregate: CAF would build it from the actor pointer
+  scheduler_actor scheduler;
+  std::unordered_map<request_id, RequestStream> requests;
+  static inline const char* name = "stream";
+};
+
+using self_ptr = stream_actor::stateful_pointer<stream_state>;
+
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Calls the request's callback. One that throws fails its request: it is
+// cancelled at the scheduler and hears nothing more.
+void call(self_ptr self, request_id id, RequestStream& r, const StreamEvent& e) {
+  if (r.failed) return;
+  try {
+    r.on_event(e);
+    return;
+  } catch (const std::exception& ex) {
+    spdlog::warn("request {}: its event callback threw ({}); the request is cancelled", id, ex.what());
+  } catch (...) {
+    spdlog::warn("request {}: its event callback threw; the request is cancelled", id);
+  }
+  r.failed = true;
+  self->send(self->state.scheduler, cancel_atom_v, id);
+}
+
+// The last event of one sample. True when it was the request's last.
+bool emit_final(self_ptr self, request_id id, RequestStream& r, StreamEvent e) {
+  if (e.index < 0 || size_t(e.index) >= r.samples.size() || r.samples[size_t(e.index)].done) return r.open == 0;
+  r.samples[size_t(e.index)].done = true;
+  --r.open;
+  if (r.metrics) r.metrics->count_finished(e.finish);
+  if (r.open == 0 && r.metrics) r.metrics->e2e_request_latency.observe(seconds_between(r.start, clock_type::now()));
+  call(self, id, r, e);
+  return r.open == 0;
+}
+
+// Ends every sample still open with `e` (the engine failed or stopped, or
+// refused the request).
+void fail_open_samples(self_ptr self, request_id id, RequestStream& r, const StreamEvent& e) {
+  for (size_t i = 0; i < r.samples.size() && r.open > 0; ++i) {
+    if (r.samples[i].done) continue;
+    StreamEvent copy = e;
+    copy.id = id;
+    copy.index = int32_t(i);
+    emit_final(self, id, r, std::move(copy));
+  }
+}
+
+// One token event of request `id`. True when the request has ended.
+bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t) {
+  if (t.index < 0 || size_t(t.index) >= r.samples.size()) return false;
+  sample_state& sample = r.samples[size_t(t.index)];
+  if (!sample.done) {
+    StreamEvent e;
+    e.id = id;
+    e.index = t.index;
+    e.prompt_logprobs = std::move(t.prompt_logprobs);
+    if (t.token >= 0) {
+      if (r.metrics) {
+        const auto now = clock_type::now();
+        if (!r.first_token_seen) r.metrics->time_to_first_token.observe(seconds_between(r.start, now));
+        else if (sample.completion_tokens > 0)
+          r.metrics->inter_token_latency.observe(seconds_between(sample.last_token, now));
+        sample.last_token = now;
+      }
+      r.first_token_seen = true;
+      ++sample.completion_tokens;
+      e.token_ids.push_back(t.token);
+      if (!t.top.empty() || t.logprob != 0.0f)
+        e.logprobs.push_back(SampleResult{t.token, t.logprob, std::move(t.top)});
+      if (sample.detok) e.text = sample.detok->push(t.token);
+      if (sample.stops) {
+        e.text = sample.stops->push(e.text);
+        if (sample.stops->stopped()) {
+          // Our own stop: the scheduler's later events for this sample are ignored.
+          if (r.samples.size() == 1) self->send(self->state.scheduler, cancel_atom_v, id);
+          else self->send(self->state.scheduler, cancel_atom_v, id, t.index);
+          e.finish = FinishReason::stop;
+          e.prompt_tokens = t.prompt_tokens;
+          e.completion_tokens = sample.completion_tokens;
+          return emit_final(self, id, r, std::move(e));
+        }
+      }
+    }
+    if (t.finish != FinishReason::none) {
+      if (sample.detok) {
+        std::string rest = sample.detok->flush();
+        e.text += sample.stops ? sample.stops->push(rest) : rest;
+      }
+      if (sample.stops && !sample.stops->stopped()) e.text += sample.stops->flush();
+      e.finish = t.finish;
+      e.prompt_tokens = t.prompt_tokens;
+      e.cached_prompt_tokens = t.cached_prompt_tokens;
+      e.completion_tokens = t.completion_tokens;
+      e.message = t.message;
+      if (e.finish == FinishReason::error) e.error_code = t.error_code;
+      if (emit_final(self, id, r, std::move(e))) return true;
+    } else if (!e.text.empty() || !e.token_ids.empty()) {
+      call(self, id, r, e);
+    }
+  }
+  if (t.request_done && r.open > 0) {  // samples the scheduler ended together (an engine failure)
+    StreamEvent e;
+    e.finish = t.finish == FinishReason::none ? FinishReason::error : t.finish;
+    e.message = t.message;
+    e.error_code = t.error_code;
+    fail_open_samples(self, id, r, e);
+  }
+  return r.open == 0;
+}
+
+// A request this actor cannot take: its samples end with `message` at once.
+void refuse(const StreamOpen& open, Errc code, const std::string& message) {
+  StreamEvent e;
+  e.id = open.spec.request.id;
+  e.finish = FinishReason::error;
+  e.error_code = code;
+  e.message = message;
+  e.refused = true;
+  for (int32_t i = 0; i < std::clamp(open.spec.request.n, 1, kMaxSamples); ++i) {
+    e.index = i;
+    open.on_event(e);
+  }
+}
+
+stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
+  auto& st = self->state;
+  st.scheduler = std::move(scheduler);
+  self->monitor(st.scheduler);
+  self->set_down_handler([self](const caf::down_msg& down) {
+    // A scheduler that stopped on purpose (a lost device) names why in its
+    // exit reason; requests still in its mailbox learn the same reason as
+    // those it ended itself.
+    StreamEvent e;
+    e.finish = FinishReason::error;
+    e.error_code = Errc::io_error;
+    e.message = "the engine stopped";
+    if (is_engine_error(down.reason)) e.message = "the engine failed: " + from_caf_error(down.reason).message;
+    auto requests = std::move(self->state.requests);
+    self->state.requests.clear();
+    for (auto& [id, r] : requests) fail_open_samples(self, id, r, e);
+    self->quit();
+  });
+  return {
+      [self](open_atom, StreamOpen& open) {
+        auto& st = self->state;
+        const request_id id = open.spec.request.id;
+        if (id == 0) return refuse(open, Errc::invalid_argument, "a stream actor's request needs an id");
+        if (st.requests.count(id)) return refuse(open, Errc::invalid_argument, "duplicate request id");
+        RequestStream& r = st.requests[id];
+        r.on_event = std::move(open.on_event);
+        r.metrics = std::move(open.spec.metrics);
+        r.samples.resize(size_t(std::clamp(open.spec.request.n, 1, kMaxSamples)));
+        r.open = int32_t(r.samples.size());
+        for (sample_state& sample : r.samples) {
+          if (open.spec.tokenizer) sample.detok.emplace(*open.spec.tokenizer);
+          if (!open.spec.stop.empty()) sample.stops.emplace(open.spec.stop);
+        }
+        self->request(st.scheduler, caf::infinite, submit_atom_v, std::move(open.spec.request),
+                      caf::actor_cast<token_sink_actor>(self))
+            .then(
+                [](request_id) {},
+                [self, id](caf::error& err) {
+                  // The scheduler stopped with our submit in its mailbox: its
+                  // down message, which names why, ends the samples.
+                  if (err == caf::sec::request_receiver_down) return;
+                  auto it = self->state.requests.find(id);
+                  if (it == self->state.requests.end()) return;
+                  const Error error = from_caf_error(err);
+                  StreamEvent e;
+                  e.finish = FinishReason::error;
+                  e.error_code = error.code;
+                  e.message = error.message;
+                  e.refused = true;
+                  fail_open_samples(self, id, it->second, e);
+                  self->state.requests.erase(it);
+                });
+      },
+      [self](TokenBatch& batch) {
+        auto& requests = self->state.requests;
+        for (TokenEvent& t : batch.events) {
+          auto it = requests.find(t.id);
+          if (it == requests.end()) continue;
+          if (on_token(self, it->first, it->second, t)) requests.erase(it);
+        }
+      },
+      [self](cancel_atom, request_id id) {
+        auto& st = self->state;
+        auto it = st.requests.find(id);
+        if (it == st.requests.end() || it->second.open == 0) return;
+        // Sent after its submit (same sender), so the scheduler sees it second.
+        self->send(st.scheduler, cancel_atom_v, id);
+      },
+  };
+}
+
+}  // namespace
+
+stream_actor spawn_stream(caf::actor_system& sys, scheduler_actor scheduler) {
+  return sys.spawn(stream, std::move(scheduler));
+}
+
+}  // namespace conveyor
