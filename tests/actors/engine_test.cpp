@@ -5,6 +5,7 @@
 // cache).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -191,6 +192,79 @@ TEST(FakeEngine, CallerAndAutomaticIdsNeverCollide) {
   const Outcome refused = collector.outcomes().at(2);
   EXPECT_EQ(refused.finish, FinishReason::error);
   EXPECT_NE(refused.message.find("below 2^62"), std::string::npos) << refused.message;
+}
+
+// A sink that submits 16 requests to the scheduler itself gets their events
+// in batches: about one per iteration, each carrying the events of every
+// request that produced a token since the last (a step's tokens go out once
+// the next step is dispatched, so a batch may hold two steps' events).
+TEST(FakeEngine, ASinkGetsOneBatchPerIteration) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  struct Counts {
+    std::mutex mutex;
+    std::condition_variable cv;
+    size_t batches = 0, largest = 0, done = 0;
+    std::map<request_id, int32_t> tokens;
+  };
+  auto counts = std::make_shared<Counts>();
+  auto sink = sys.spawn([counts](token_sink_actor::pointer) -> token_sink_actor::behavior_type {
+    return {[counts](TokenBatch& batch) {
+      std::lock_guard lock(counts->mutex);
+      ++counts->batches;
+      counts->largest = std::max(counts->largest, batch.events.size());
+      for (const TokenEvent& e : batch.events) {
+        if (e.token >= 0) ++counts->tokens[e.id];
+        if (e.request_done) ++counts->done;
+      }
+      counts->cv.notify_all();
+    }};
+  });
+  constexpr int kRequests = 16, kTokens = 20;
+  caf::scoped_actor self{sys};
+  const auto prompts = random_prompts(kRequests, kFakeVocab, 3);
+  for (int i = 0; i < kRequests; ++i) {
+    GenerateRequest r = testing::greedy_spec(i + 1, prompts[size_t(i)], kTokens, /*ignore_eos=*/true).request;
+    self->request(engine->scheduler(), caf::infinite, submit_atom_v, std::move(r), sink)
+        .receive([](request_id) {}, [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+  }
+  {
+    std::unique_lock lock(counts->mutex);
+    ASSERT_TRUE(counts->cv.wait_for(lock, std::chrono::seconds(60), [&] { return counts->done == kRequests; }));
+  }
+  const auto stats = engine->stats();
+  ASSERT_TRUE(stats.has_value());
+  std::lock_guard lock(counts->mutex);
+  EXPECT_EQ(counts->tokens.size(), size_t(kRequests));
+  for (const auto& [id, n] : counts->tokens) EXPECT_EQ(n, kTokens) << "request " << id;
+  EXPECT_GE(counts->largest, size_t(kRequests)) << "the 16 requests decode together";
+  EXPECT_LE(counts->batches, 2 * stats->iterations + 2) << "one message per event would be " << kRequests * kTokens;
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+}
+
+// A stream actor serves many requests: a callback that throws ends its own
+// request (cancelled, its blocks freed) and no other.
+TEST(FakeEngine, ACallbackThatThrowsEndsOnlyItsRequest) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  const auto prompts = random_prompts(5, kFakeVocab, 4);
+  std::atomic<int> thrown{0};
+  engine->submit(testing::greedy_spec(99, prompts[4], 200, true), [&thrown](const StreamEvent&) {
+    ++thrown;
+    throw std::runtime_error("a client's bug");
+  });
+  Collector collector;
+  for (size_t i = 0; i < 4; ++i)
+    engine->submit(testing::greedy_spec(i + 1, prompts[i], 30, true), collector.callback_for(i + 1));
+  ASSERT_TRUE(collector.wait_for(4));
+  for (const auto& [id, o] : collector.outcomes()) {
+    EXPECT_EQ(o.finish, FinishReason::length) << "request " << id << ": " << o.message;
+    EXPECT_EQ(o.tokens.size(), 30u) << "request " << id;
+  }
+  expect_all_blocks_free(*engine);
+  EXPECT_EQ(thrown.load(), 1);
 }
 
 // ---- the real model --------------------------------------------------------------
