@@ -66,7 +66,32 @@ struct RequestStream {
   int32_t open = 0;                   // samples that have not ended
   bool first_token_seen = false;
   bool failed = false;                // its callback threw
+  bool submitted = false;             // the scheduler has (or had) it: a cancel reaches it
 };
+
+// A request's client side, before it is submitted.
+RequestStream open_stream(StreamOpen& open) {
+  RequestStream r;
+  r.on_event = std::move(open.on_event);
+  r.metrics = std::move(open.spec.metrics);
+  r.samples.resize(size_t(std::clamp(open.spec.request.n, 1, kMaxSamples)));
+  r.open = int32_t(r.samples.size());
+  for (sample_state& sample : r.samples) {
+    if (open.spec.tokenizer) sample.detok.emplace(*open.spec.tokenizer);
+    if (!open.spec.stop.empty()) sample.stops.emplace(open.spec.stop);
+  }
+  return r;
+}
+
+// The last event of samples that end with an error.
+StreamEvent error_event(Errc code, std::string message, bool refused) {
+  StreamEvent e;
+  e.finish = FinishReason::error;
+  e.error_code = code;
+  e.message = std::move(message);
+  e.refused = refused;
+  return e;
+}
 
 struct stream_state {
   stream_state() = default;  // not an aggregate: CAF would build it from the actor pointer
@@ -81,8 +106,8 @@ double seconds_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Calls the request's callback. One that throws fails its request: it is
-// cancelled at the scheduler and hears nothing more.
+// Calls the request's callback. One that throws fails its request: it hears
+// nothing more and, if the scheduler has it, is cancelled there.
 void call(self_ptr self, request_id id, RequestStream& r, const StreamEvent& e) {
   if (r.failed) return;
   try {
@@ -94,7 +119,7 @@ void call(self_ptr self, request_id id, RequestStream& r, const StreamEvent& e) 
     spdlog::warn("request {}: its event callback threw; the request is cancelled", id);
   }
   r.failed = true;
-  self->send(self->state.scheduler, cancel_atom_v, id);
+  if (r.submitted) self->send(self->state.scheduler, cancel_atom_v, id);
 }
 
 // The last event of one sample. True when it was the request's last.
@@ -183,18 +208,12 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t) {
   return r.open == 0;
 }
 
-// A request this actor cannot take: its samples end with `message` at once.
-void refuse(const StreamOpen& open, Errc code, const std::string& message) {
-  StreamEvent e;
-  e.id = open.spec.request.id;
-  e.finish = FinishReason::error;
-  e.error_code = code;
-  e.message = message;
-  e.refused = true;
-  for (int32_t i = 0; i < std::clamp(open.spec.request.n, 1, kMaxSamples); ++i) {
-    e.index = i;
-    open.on_event(e);
-  }
+// A request this actor cannot take (never submitted): its samples end with
+// an error at once.
+void refuse(self_ptr self, StreamOpen& open, const std::string& message) {
+  const request_id id = open.spec.request.id;
+  RequestStream r = open_stream(open);
+  fail_open_samples(self, id, r, error_event(Errc::invalid_argument, message, true));
 }
 
 stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
@@ -205,11 +224,11 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
     // A scheduler that stopped on purpose (a lost device) names why in its
     // exit reason; requests still in its mailbox learn the same reason as
     // those it ended itself.
-    StreamEvent e;
-    e.finish = FinishReason::error;
-    e.error_code = Errc::io_error;
-    e.message = "the engine stopped";
-    if (is_engine_error(down.reason)) e.message = "the engine failed: " + from_caf_error(down.reason).message;
+    const StreamEvent e = error_event(Errc::io_error,
+                                      is_engine_error(down.reason)
+                                          ? "the engine failed: " + from_caf_error(down.reason).message
+                                          : "the engine stopped",
+                                      false);
     auto requests = std::move(self->state.requests);
     self->state.requests.clear();
     for (auto& [id, r] : requests) fail_open_samples(self, id, r, e);
@@ -219,17 +238,10 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
       [self](open_atom, StreamOpen& open) {
         auto& st = self->state;
         const request_id id = open.spec.request.id;
-        if (id == 0) return refuse(open, Errc::invalid_argument, "a stream actor's request needs an id");
-        if (st.requests.count(id)) return refuse(open, Errc::invalid_argument, "duplicate request id");
-        RequestStream& r = st.requests[id];
-        r.on_event = std::move(open.on_event);
-        r.metrics = std::move(open.spec.metrics);
-        r.samples.resize(size_t(std::clamp(open.spec.request.n, 1, kMaxSamples)));
-        r.open = int32_t(r.samples.size());
-        for (sample_state& sample : r.samples) {
-          if (open.spec.tokenizer) sample.detok.emplace(*open.spec.tokenizer);
-          if (!open.spec.stop.empty()) sample.stops.emplace(open.spec.stop);
-        }
+        if (id == 0) return refuse(self, open, "a stream actor's request needs an id");
+        if (st.requests.count(id)) return refuse(self, open, "duplicate request id");
+        RequestStream& r = st.requests[id] = open_stream(open);
+        r.submitted = true;
         self->request(st.scheduler, caf::infinite, submit_atom_v, std::move(open.spec.request),
                       caf::actor_cast<token_sink_actor>(self))
             .then(
@@ -240,13 +252,11 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
                   if (err == caf::sec::request_receiver_down) return;
                   auto it = self->state.requests.find(id);
                   if (it == self->state.requests.end()) return;
+                  // Refused: the scheduler does not have it (its id may be
+                  // another request's there), so a cancel must not follow.
+                  it->second.submitted = false;
                   const Error error = from_caf_error(err);
-                  StreamEvent e;
-                  e.finish = FinishReason::error;
-                  e.error_code = error.code;
-                  e.message = error.message;
-                  e.refused = true;
-                  fail_open_samples(self, id, it->second, e);
+                  fail_open_samples(self, id, it->second, error_event(error.code, error.message, true));
                   self->state.requests.erase(it);
                 });
       },

@@ -273,6 +273,32 @@ TEST(FakeEngine, ACallbackThatThrowsEndsOnlyItsRequest) {
   EXPECT_EQ(thrown.load(), 1);
 }
 
+// A second request with a running request's id is refused (by its stream
+// actor or by the scheduler) without touching the first, even when its
+// callback throws on the refusal.
+TEST(FakeEngine, ARefusedDuplicateIdLeavesTheRunningRequestAlone) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  const auto prompts = random_prompts(2, kFakeVocab, 5);
+  Collector collector;
+  engine->submit(testing::greedy_spec(7, prompts[0], 200, true), collector.callback_for(7));
+  std::atomic<int> refusals{0};
+  engine->submit(testing::greedy_spec(7, prompts[1], 10, true), [&refusals](const StreamEvent& e) {
+    EXPECT_EQ(e.finish, FinishReason::error);
+    EXPECT_TRUE(e.refused);
+    EXPECT_NE(e.message.find("duplicate request id"), std::string::npos) << e.message;
+    ++refusals;
+    throw std::runtime_error("a client's bug");
+  });
+  ASSERT_TRUE(collector.wait_for(1));
+  const Outcome o = collector.outcomes().at(7);
+  EXPECT_EQ(o.finish, FinishReason::length) << o.message;
+  EXPECT_EQ(o.tokens.size(), 200u);
+  EXPECT_EQ(refusals.load(), 1);
+  expect_all_blocks_free(*engine);
+}
+
 // ---- the real model --------------------------------------------------------------
 
 class Stories : public testing::StoriesTest {
