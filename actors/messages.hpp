@@ -101,7 +101,7 @@ CONVEYOR_INSPECT(ForwardBatch, tokens, seq_token_begin, seq_start_pos, block_tab
 CONVEYOR_INSPECT(PromptScoring, slot, row_offset, first, top, targets)
 CONVEYOR_INSPECT(PromptScores, seq, first, entries)
 CONVEYOR_INSPECT(StepPlan, iteration, batch, seq_ids, copies, new_samplers, new_sampler_prompts,
-                 new_sampler_history, retired, forks, score)
+                 new_sampler_history, retired, restored, forks, score)
 CONVEYOR_INSPECT(SampledToken, seq, result)
 CONVEYOR_INSPECT(StepResult, iteration, tokens, prompt_scores, forward_seconds, started_ns, finished_ns)
 CONVEYOR_INSPECT(AdmissionCandidate, id, prompt_tokens, max_tokens, priority, arrival, num_samples,

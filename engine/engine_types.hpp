@@ -249,6 +249,9 @@ struct StepPlan {
   // counts and its generator's position are those of an undisturbed run.
   std::vector<std::vector<int32_t>> new_sampler_history;
   std::vector<seq_id> retired;      // sequences whose samplers can go
+  // Sequences a swap brought back since the last plan: their blocks hold the
+  // target's keys and values only (a draft model's cache there is stale).
+  std::vector<seq_id> restored;
   // (parent, child): the child samples from its parent's logits row this step
   // (its sampler is among new_samplers). Grouped by parent, in plan order.
   std::vector<std::pair<seq_id, seq_id>> forks;

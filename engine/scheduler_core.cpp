@@ -890,6 +890,8 @@ StepPlan SchedulerCore::build_step() {
   copies_.clear();
   plan.retired = std::move(retired_samplers_);
   retired_samplers_.clear();
+  plan.restored = std::move(restored_);
+  restored_.clear();
   block_table_hint_ = plan.batch.block_tables.size();
   flights_.push_back(Flight{iteration_, std::move(plan_), std::move(step_forks_)});
   plan_.clear();
@@ -1134,6 +1136,7 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   swap_orders_.clear();
   copies_.clear();
   retired_samplers_.clear();  // the fresh runner has none
+  restored_.clear();
   failed_.clear();
   plan_.clear();
   drain_requested_ = false;
@@ -1208,6 +1211,7 @@ void SchedulerCore::on_swap_done(const SwapDone& done) {
     s->swap_out_done();
   } else {
     pending_swap_in_done_.push_back(s->id);
+    restored_.push_back(s->id);
     s->swap_in_done();
     running_.push_back(s->id);
   }

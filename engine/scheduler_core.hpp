@@ -349,6 +349,7 @@ class SchedulerCore {
   std::vector<seq_id> pending_swap_in_done_;
   std::vector<seq_id> pending_swap_in_;      // asked of the block manager this batch
   std::vector<seq_id> retired_samplers_;
+  std::vector<seq_id> restored_;             // swapped in since the last plan (StepPlan::restored)
   std::vector<seq_id> cancelled_;            // cancelled, not yet ended (a copy may be under way)
   struct Short {
     seq_id id;

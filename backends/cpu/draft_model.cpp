@@ -14,6 +14,8 @@ DraftModel::DraftModel(std::shared_ptr<Transformer> transformer, std::shared_ptr
 void DraftModel::prepare(StepPlan& plan) {
   copy_host_blocks(*kv_, plan.copies);
   for (seq_id id : plan.retired) seqs_.erase(id);
+  for (seq_id id : plan.restored)  // a swap brought back the target's keys and values only
+    if (auto it = seqs_.find(id); it != seqs_.end()) it->second.synced = 0;
   for (size_t i = 0; i < plan.new_samplers.size(); ++i) {
     SeqTokens& q = seqs_[plan.new_samplers[i].first];
     q.tokens = plan.new_sampler_prompts[i];

@@ -21,9 +21,8 @@
 // its parent's count. A prompt whose blocks came from the prefix cache is
 // run again by the draft model when its sequence first drafts (the block
 // may hold no draft keys and values). Blocks that a swap brings back hold
-// the target's keys and values only: the draft's there are whatever the
-// block held before, which lowers acceptance for that sequence but never
-// changes its output, which is always the target's.
+// the target's keys and values only (StepPlan::restored): the draft model
+// runs over such a sequence again when it next drafts.
 //
 // Thread-safety: used from the runner's thread only.
 #pragma once
