@@ -145,8 +145,9 @@ void fail_open_samples(self_ptr self, request_id id, RequestStream& r, const Str
   }
 }
 
-// One token event of request `id`. True when the request has ended.
-bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t) {
+// One token event of request `id`, which arrived at `now` (its batch's
+// time). True when the request has ended.
+bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clock_type::time_point now) {
   if (t.index < 0 || size_t(t.index) >= r.samples.size()) return false;
   sample_state& sample = r.samples[size_t(t.index)];
   if (!sample.done) {
@@ -156,7 +157,6 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t) {
     e.prompt_logprobs = std::move(t.prompt_logprobs);
     if (t.token >= 0) {
       if (r.metrics) {
-        const auto now = clock_type::now();
         if (!r.first_token_seen) r.metrics->time_to_first_token.observe(seconds_between(r.start, now));
         else if (sample.completion_tokens > 0)
           r.metrics->inter_token_latency.observe(seconds_between(sample.last_token, now));
@@ -262,10 +262,11 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
       },
       [self](TokenBatch& batch) {
         auto& requests = self->state.requests;
+        const auto now = clock_type::now();  // once: the batch's tokens arrived together
         for (TokenEvent& t : batch.events) {
           auto it = requests.find(t.id);
           if (it == requests.end()) continue;
-          if (on_token(self, it->first, it->second, t)) requests.erase(it);
+          if (on_token(self, it->first, it->second, t, now)) requests.erase(it);
         }
       },
       [self](cancel_atom, request_id id) {
