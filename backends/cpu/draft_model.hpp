@@ -18,17 +18,27 @@
 // draft model costs nothing.
 //
 // Copy-on-write copies go to both caches, and a forked sample starts with
-// its parent's count. A prompt whose blocks came from the prefix cache is
-// run again by the draft model when its sequence first drafts (the block
-// may hold no draft keys and values). Blocks that a swap brings back hold
-// the target's keys and values only (StepPlan::restored): the draft model
-// runs over such a sequence again when it next drafts.
+// its parent's count. Blocks that a swap brings back hold the target's keys
+// and values only (StepPlan::restored): the draft model runs over such a
+// sequence again when it next drafts.
+//
+// A block the prefix cache shares is not run again where the draft's cache
+// already holds it: for every block whose draft keys and values are known
+// (all its positions computed by the draft model and confirmed by the
+// target), the draft model remembers the block's key, a hash chained over
+// the tokens from position 0 to the block's end. A sequence that catches up
+// first skips its leading blocks whose keys match what its own tokens give;
+// a block the draft model writes again is forgotten first. (Two sequences
+// that write the same shared block write the same keys and values: same
+// tokens, same positions.) A collision of 64-bit keys could only lower
+// acceptance.
 //
 // Thread-safety: used from the runner's thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -48,7 +58,9 @@ class DraftModel {
   // sequences' tokens and writes its kModelDraft tokens.
   void prepare(StepPlan& plan);
   // Forgets every sequence (the runner was reset).
-  void reset() { seqs_.clear(); }
+  void reset();
+  // Positions the draft model ran over to catch up (for tests and benchmarks).
+  int64_t caught_up() const { return caught_up_; }
 
  private:
   std::shared_ptr<Transformer> transformer_;
@@ -56,8 +68,22 @@ class DraftModel {
   struct SeqTokens {
     std::vector<int32_t> tokens;  // the sequence's tokens so far, from position 0
     int32_t synced = 0;           // the first `synced` of them are in the draft's cache
+    std::vector<uint64_t> keys;   // the chained keys of its first full blocks
+    int32_t remembered = 0;       // of its leading blocks, those marked in block_keys_
+    bool shown = true;            // false: positions it was never shown are trusted
   };
+  // The key of block i of `q` (its tokens must reach the block's end).
+  uint64_t key_of(SeqTokens& q, int32_t i);
+  // Marks the full blocks of `q`'s first `known` positions as known in the draft's cache.
+  void remember(SeqTokens& q, std::span<const int32_t> table, int32_t known);
+  // Raises `q`'s synced count over leading blocks (below `start`) whose draft keys and values are known.
+  void reuse(SeqTokens& q, std::span<const int32_t> table, int32_t start);
+  // The blocks that positions [from, to) of a span with `table` write are not known any more.
+  void forget(std::span<const int32_t> table, int32_t from, int32_t to);
+
   std::unordered_map<seq_id, SeqTokens> seqs_;
+  std::vector<uint64_t> block_keys_;  // per block: the key of what the draft's cache holds, or 0
+  int64_t caught_up_ = 0;
   ForwardBatch batch_;         // reused between calls
   std::vector<int32_t> spans_; // the plan's spans that draft
   std::vector<int32_t> rows_;  // spans whose step j samples a draft, in logits row order
