@@ -447,6 +447,40 @@ TEST_F(SpeculativeDraftModel, RunsAgainOverASequenceThatASwapBroughtBack) {
   EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
 }
 
+// Requests that share a 24-token prefix (the prefix cache shares its blocks),
+// stories260K drafted by itself: where the draft's cache already holds a
+// shared block it is not run again (draft_model_test.cpp), and the drafts
+// stay those of a draft model that ran over everything: the ids are those of
+// plain decoding and self-drafts stay nearly all accepted.
+TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
+  auto loaded = load_model(path);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  const LoadedModel stories = std::move(loaded).value();
+  std::vector<int32_t> prefix = random_prompts(1, 512, 31, 24, 24)[0];
+  prefix[0] = 1;  // BOS
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < 6; ++i) {
+    prompts.push_back(prefix);
+    prompts.back().push_back(40 + i);
+  }
+  const std::vector<int32_t> lengths(prompts.size(), 32);
+  EngineStats plain_stats, self_stats;
+  const auto plain = run_drafted(stories, prompts, lengths, "", 1024, false, plain_stats);
+  const auto self = run_drafted(stories, prompts, lengths, path, 1024, false, self_stats);
+  ASSERT_EQ(plain.size(), self.size());
+  int cached = 0;
+  for (const auto& [id, o] : plain) {
+    EXPECT_EQ(o.tokens.size(), 32u);
+    EXPECT_EQ(self.at(id).tokens, o.tokens) << "request " << id / 16;
+    cached += self.at(id).cached_prompt_tokens > 0 ? 1 : 0;
+  }
+  EXPECT_GE(cached, 4) << "the requests did not share their prefix's blocks";
+  EXPECT_GT(self_stats.spec_draft_tokens, 0u);
+  EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
+}
+
 TEST_F(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {
   const std::string draft_path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
   if (!std::filesystem::exists(draft_path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
