@@ -75,12 +75,10 @@ struct Child {
   uint16_t port = 0;
 };
 
-Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* capacity = "4096",
-                  const char* dtype = "auto", const std::vector<std::string>& extra = {}) {
+// Starts `conveyor serve ARGS` with its output on c.out, and returns at once.
+Child spawn_serve(std::vector<std::string> args) {
   Child c;
-  std::vector<std::string> args = {kConveyor, "serve",  "--port", "0",   capacity_flag, capacity, "--kv-cache-dtype",
-                                   dtype,     "--threads", "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.begin(), {kConveyor, "serve"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -96,6 +94,15 @@ Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* c
   }
   close(fds[1]);
   c.out = fdopen(fds[0], "r");
+  return c;
+}
+
+Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* capacity = "4096",
+                  const char* dtype = "auto", const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--port", "0", capacity_flag, capacity, "--kv-cache-dtype", dtype, "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Child c = spawn_serve(std::move(args));
+  if (c.out == nullptr) return c;
   const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
   char line[1024];
   while (fgets(line, sizeof line, c.out)) {
@@ -132,6 +139,40 @@ TEST(ServeCommand, LogsServesAndStopsOnSignals) {
     kill(c.pid, sig);
     EXPECT_EQ(wait_exit(c, std::chrono::seconds(10)), 0) << "signal " << sig;
     fclose(c.out);
+  }
+}
+
+// A stop signal while the server starts (here: while it builds a 110M
+// model's random weights) ends it at once, with 128 + the signal's number:
+// there is nothing to drain yet. Before, it finished starting, listened, and
+// only then drained.
+TEST(ServeCommand, AStopSignalWhileStartingExitsAtOnce) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    Child c = spawn_serve({"--port", "0", "--model", "dummy:llama-110m", "--kv-cache-tokens", "4096", "--threads", "1"});
+    ASSERT_NE(c.out, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto sent = std::chrono::steady_clock::now();
+    kill(c.pid, sig);
+    int status = 0;
+    while (waitpid(c.pid, &status, WNOHANG) != c.pid) {
+      if (std::chrono::steady_clock::now() - sent > std::chrono::seconds(30)) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &status, 0);
+        FAIL() << "signal " << sig << ": still running 30 s later";
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    std::string log;
+    char buf[512];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, c.out)) > 0;) log.append(buf, n);
+    fclose(c.out);
+    // Killed by the signal itself if it came before the handler was installed.
+    const bool stopped = (WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig) ||
+                         (WIFSIGNALED(status) && WTERMSIG(status) == sig);
+    EXPECT_TRUE(stopped) << "signal " << sig << ", status " << status << "\n" << log;
+    EXPECT_EQ(log.find("listening on"), std::string::npos) << log;
+    EXPECT_LT(seconds, 2.0) << "signal " << sig;
   }
 }
 

@@ -3,15 +3,27 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <thread>
 
 namespace conveyor::cli::stop_signals {
 namespace {
 
 int g_pipe[2] = {-1, -1};
+std::atomic<bool> g_serving{false};
 
-extern "C" void to_pipe(int signal) { post(char(signal)); }
+[[noreturn]] void exit_during_start(int signal) {
+  static const char message[] = "conveyor: stopped by a signal while starting\n";
+  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, message, sizeof message - 1);
+  _exit(128 + signal);
+}
+
+extern "C" void to_pipe(int signal) {
+  if (signal != SIGHUP && !g_serving.load()) exit_during_start(signal);
+  post(char(signal));
+}
 
 sigset_t the_signals() {
   sigset_t set;
@@ -32,10 +44,27 @@ Status install() {
   std::signal(SIGPIPE, SIG_IGN);
   const sigset_t set = the_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Inherits the mask: sigtimedwait takes what comes while starting. Detached:
+  // a start that fails returns with it still running.
+  std::thread([] {
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    while (!g_serving.load()) {
+      const timespec poll = {0, 50'000'000};
+      const int signal = sigtimedwait(&stops, nullptr, &poll);
+      if (signal <= 0) continue;
+      if (!g_serving.load()) exit_during_start(signal);
+      post(char(signal));  // it serves already: wait() has it
+      return;
+    }
+  }).detach();
   return Status::ok();
 }
 
 void unblock() {
+  g_serving = true;  // the watcher ends within its poll (a signal it takes meanwhile goes to wait())
   const sigset_t set = the_signals();
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // one that came meanwhile is handled now
 }

@@ -11,6 +11,13 @@
 // main thread's read returns EINTR: ThreadSanitizer defers a signal until its
 // thread leaves an intercepted call, and with the read restarted in the
 // kernel the TSan-built server never saw SIGTERM.
+//
+// Until unblock(), nothing is served and nothing can be drained: a SIGINT or
+// SIGTERM then exits at once with 128 + its number (loading a model and
+// touching its KV cache can take a minute, which an operator's stop should
+// not wait for). A thread started by install() takes them with sigtimedwait
+// (the signals stay blocked on every thread created meanwhile); the handler
+// does the same where it runs. SIGHUP waits for unblock().
 #pragma once
 
 #include "base/status.hpp"
@@ -21,7 +28,8 @@ inline constexpr char kDrained = 0;
 
 // Before any thread but the main one exists. Also ignores SIGPIPE.
 Status install();
-// On the main thread, once the other threads exist.
+// On the main thread, once the other threads exist and it serves: signals
+// from here on are read by wait().
 void unblock();
 // The next signal's number, or kDrained.
 char wait();
