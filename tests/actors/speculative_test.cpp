@@ -349,6 +349,16 @@ std::map<request_id, testing::Outcome> run_drafted(const LoadedModel& model,
   return collector.outcomes();
 }
 
+// Each request's ids in `drafted` are those in `plain`, `length` of them.
+void expect_same_ids(const std::map<request_id, testing::Outcome>& plain,
+                     const std::map<request_id, testing::Outcome>& drafted, size_t length) {
+  ASSERT_EQ(plain.size(), drafted.size());
+  for (const auto& [id, o] : plain) {
+    EXPECT_EQ(o.tokens.size(), length) << "request " << id / 16;
+    EXPECT_EQ(drafted.at(id).tokens, o.tokens) << "request " << id / 16;
+  }
+}
+
 class SpeculativeDraftModel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -363,8 +373,20 @@ class SpeculativeDraftModel : public ::testing::Test {
     for (const char* text : {"Once upon a time", "Once upon a time there was", "The little dog", "A"})
       prompts_.push_back(model_.tokenizer->encode(text, /*add_bos=*/true));
   }
-  std::string target_path_, q8_path_;
-  LoadedModel model_;
+  // stories260K (trained weights, whose next token depends on the context)
+  // into stories_; false when the file is missing.
+  bool load_stories() {
+    stories_path_ = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+    if (!std::filesystem::exists(stories_path_)) return false;
+    auto loaded = load_model(stories_path_);
+    EXPECT_TRUE(loaded.has_value()) << loaded.error().message;
+    if (!loaded) return false;
+    stories_ = std::move(loaded).value();
+    return true;
+  }
+
+  std::string target_path_, q8_path_, stories_path_;
+  LoadedModel model_, stories_;
   std::vector<std::vector<int32_t>> prompts_;
 };
 
@@ -426,22 +448,16 @@ TEST_F(SpeculativeDraftModel, CatchesUpWhenDraftingStartsLate) {
 // the ids are those of plain decoding and self-drafts stay nearly all
 // accepted (here all 198; with the stale cache kept, 152 of 170).
 TEST_F(SpeculativeDraftModel, RunsAgainOverASequenceThatASwapBroughtBack) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
-  auto loaded = load_model(path);
-  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
-  const LoadedModel stories = std::move(loaded).value();
+  if (!load_stories()) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
+  const std::string& path = stories_path_;
+  const LoadedModel& stories = stories_;
   auto prompts = random_prompts(4, 512, 23, 4, 12);
   for (auto& p : prompts) p[0] = 1;  // BOS
   const std::vector<int32_t> lengths(prompts.size(), 64);
   EngineStats plain_stats, self_stats;
   const auto plain = run_drafted(stories, prompts, lengths, "", 1024, false, plain_stats, /*swap_pressure=*/true);
   const auto self = run_drafted(stories, prompts, lengths, path, 1024, false, self_stats, true);
-  ASSERT_EQ(plain.size(), self.size());
-  for (const auto& [id, o] : plain) {
-    EXPECT_EQ(o.tokens.size(), 64u);
-    EXPECT_EQ(self.at(id).tokens, o.tokens) << "request " << id / 16;
-  }
+  expect_same_ids(plain, self, 64);
   EXPECT_GT(self_stats.preemptions_swap, 0u);
   EXPECT_GT(self_stats.spec_draft_tokens, 0u);
   EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
@@ -453,11 +469,9 @@ TEST_F(SpeculativeDraftModel, RunsAgainOverASequenceThatASwapBroughtBack) {
 // stay those of a draft model that ran over everything: the ids are those of
 // plain decoding and self-drafts stay nearly all accepted.
 TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
-  auto loaded = load_model(path);
-  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
-  const LoadedModel stories = std::move(loaded).value();
+  if (!load_stories()) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
+  const std::string& path = stories_path_;
+  const LoadedModel& stories = stories_;
   std::vector<int32_t> prefix = random_prompts(1, 512, 31, 24, 24)[0];
   prefix[0] = 1;  // BOS
   std::vector<std::vector<int32_t>> prompts;
@@ -469,13 +483,9 @@ TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
   EngineStats plain_stats, self_stats;
   const auto plain = run_drafted(stories, prompts, lengths, "", 1024, false, plain_stats);
   const auto self = run_drafted(stories, prompts, lengths, path, 1024, false, self_stats);
-  ASSERT_EQ(plain.size(), self.size());
+  expect_same_ids(plain, self, 32);
   int cached = 0;
-  for (const auto& [id, o] : plain) {
-    EXPECT_EQ(o.tokens.size(), 32u);
-    EXPECT_EQ(self.at(id).tokens, o.tokens) << "request " << id / 16;
-    cached += self.at(id).cached_prompt_tokens > 0 ? 1 : 0;
-  }
+  for (const auto& [id, o] : self) cached += o.cached_prompt_tokens > 0 ? 1 : 0;
   EXPECT_GE(cached, 4) << "the requests did not share their prefix's blocks";
   EXPECT_GT(self_stats.spec_draft_tokens, 0u);
   EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
