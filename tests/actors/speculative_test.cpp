@@ -385,6 +385,23 @@ class SpeculativeDraftModel : public ::testing::Test {
     return true;
   }
 
+  // Runs `prompts` (`length` new tokens each, greedy) on stories260K plainly
+  // and drafted by itself: the ids are the same and at least 97% of the
+  // drafts are accepted. The drafted run's stats, its outcomes in `drafted`.
+  EngineStats expect_stories_self_drafted_as_plain(const std::vector<std::vector<int32_t>>& prompts, int32_t length,
+                                                   bool swap_pressure,
+                                                   std::map<request_id, testing::Outcome>* drafted = nullptr) {
+    const std::vector<int32_t> lengths(prompts.size(), length);
+    EngineStats plain_stats, self_stats;
+    const auto plain = run_drafted(stories_, prompts, lengths, "", 1024, false, plain_stats, swap_pressure);
+    const auto self = run_drafted(stories_, prompts, lengths, stories_path_, 1024, false, self_stats, swap_pressure);
+    expect_same_ids(plain, self, size_t(length));
+    EXPECT_GT(self_stats.spec_draft_tokens, 0u);
+    EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
+    if (drafted) *drafted = self;
+    return self_stats;
+  }
+
   std::string target_path_, q8_path_, stories_path_;
   LoadedModel model_, stories_;
   std::vector<std::vector<int32_t>> prompts_;
@@ -449,18 +466,10 @@ TEST_F(SpeculativeDraftModel, CatchesUpWhenDraftingStartsLate) {
 // accepted (here all 198; with the stale cache kept, 152 of 170).
 TEST_F(SpeculativeDraftModel, RunsAgainOverASequenceThatASwapBroughtBack) {
   if (!load_stories()) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
-  const std::string& path = stories_path_;
-  const LoadedModel& stories = stories_;
   auto prompts = random_prompts(4, 512, 23, 4, 12);
   for (auto& p : prompts) p[0] = 1;  // BOS
-  const std::vector<int32_t> lengths(prompts.size(), 64);
-  EngineStats plain_stats, self_stats;
-  const auto plain = run_drafted(stories, prompts, lengths, "", 1024, false, plain_stats, /*swap_pressure=*/true);
-  const auto self = run_drafted(stories, prompts, lengths, path, 1024, false, self_stats, true);
-  expect_same_ids(plain, self, 64);
-  EXPECT_GT(self_stats.preemptions_swap, 0u);
-  EXPECT_GT(self_stats.spec_draft_tokens, 0u);
-  EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
+  const EngineStats stats = expect_stories_self_drafted_as_plain(prompts, 64, /*swap_pressure=*/true);
+  EXPECT_GT(stats.preemptions_swap, 0u);
 }
 
 // Requests that share a 24-token prefix (the prefix cache shares its blocks),
@@ -470,8 +479,6 @@ TEST_F(SpeculativeDraftModel, RunsAgainOverASequenceThatASwapBroughtBack) {
 // plain decoding and self-drafts stay nearly all accepted.
 TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
   if (!load_stories()) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
-  const std::string& path = stories_path_;
-  const LoadedModel& stories = stories_;
   std::vector<int32_t> prefix = random_prompts(1, 512, 31, 24, 24)[0];
   prefix[0] = 1;  // BOS
   std::vector<std::vector<int32_t>> prompts;
@@ -479,16 +486,11 @@ TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
     prompts.push_back(prefix);
     prompts.back().push_back(40 + i);
   }
-  const std::vector<int32_t> lengths(prompts.size(), 32);
-  EngineStats plain_stats, self_stats;
-  const auto plain = run_drafted(stories, prompts, lengths, "", 1024, false, plain_stats);
-  const auto self = run_drafted(stories, prompts, lengths, path, 1024, false, self_stats);
-  expect_same_ids(plain, self, 32);
+  std::map<request_id, testing::Outcome> self;
+  expect_stories_self_drafted_as_plain(prompts, 32, /*swap_pressure=*/false, &self);
   int cached = 0;
   for (const auto& [id, o] : self) cached += o.cached_prompt_tokens > 0 ? 1 : 0;
   EXPECT_GE(cached, 4) << "the requests did not share their prefix's blocks";
-  EXPECT_GT(self_stats.spec_draft_tokens, 0u);
-  EXPECT_GE(self_stats.spec_accepted_tokens * 100, self_stats.spec_draft_tokens * 97);
 }
 
 TEST_F(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {

@@ -116,11 +116,16 @@ Child start_serve(const char* capacity_flag = "--kv-cache-tokens", const char* c
   return c;
 }
 
-int wait_exit(Child& c, std::chrono::seconds timeout) {
+// Its exit code, -1 if a signal ended it, -2 (and it is killed) if it still
+// runs after `timeout`; `raw` gets waitpid's status.
+int wait_exit(Child& c, std::chrono::seconds timeout, int* raw = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(c.pid, &status, WNOHANG) == c.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
+      if (raw) *raw = status;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   kill(c.pid, SIGKILL);
@@ -154,14 +159,7 @@ TEST(ServeCommand, AStopSignalWhileStartingExitsAtOnce) {
     const auto sent = std::chrono::steady_clock::now();
     kill(c.pid, sig);
     int status = 0;
-    while (waitpid(c.pid, &status, WNOHANG) != c.pid) {
-      if (std::chrono::steady_clock::now() - sent > std::chrono::seconds(30)) {
-        kill(c.pid, SIGKILL);
-        waitpid(c.pid, &status, 0);
-        FAIL() << "signal " << sig << ": still running 30 s later";
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    ASSERT_NE(wait_exit(c, std::chrono::seconds(30), &status), -2) << "signal " << sig << ": still running 30 s later";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
     std::string log;
     char buf[512];

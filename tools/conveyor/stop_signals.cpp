@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <initializer_list>
 #include <thread>
 
 namespace conveyor::cli::stop_signals {
@@ -25,12 +26,14 @@ extern "C" void to_pipe(int signal) {
   post(char(signal));
 }
 
-sigset_t the_signals() {
+sigset_t set_of(std::initializer_list<int> signals) {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  for (int s : signals) sigaddset(&set, s);
   return set;
 }
+
+sigset_t the_signals() { return set_of({SIGINT, SIGTERM, SIGHUP}); }
 
 }  // namespace
 
@@ -47,10 +50,7 @@ Status install() {
   // Inherits the mask: sigtimedwait takes what comes while starting. Detached:
   // a start that fails returns with it still running.
   std::thread([] {
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
+    const sigset_t stops = set_of({SIGINT, SIGTERM});
     while (!g_serving.load()) {
       const timespec poll = {0, 50'000'000};
       const int signal = sigtimedwait(&stops, nullptr, &poll);
