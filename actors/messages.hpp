@@ -51,7 +51,7 @@ typename Inspector::result_type inspect(Inspector& f, ByteSet& x) {
 }
 CONVEYOR_INSPECT(Element, kind, index)
 CONVEYOR_INSPECT(Rule, name, alternatives)
-CONVEYOR_INSPECT(Grammar, rules, byte_sets, root)
+CONVEYOR_INSPECT(Grammar, rules, byte_sets, root, trigger_token)
 }  // namespace grammar
 
 // A grammar travels as its IR; the receiving engine compiles it against its

@@ -60,6 +60,8 @@ struct sample_state {
 // One request's client side.
 struct RequestStream {
   EventCallback on_event;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::vector<int32_t> shown_tokens;  // RequestSpec's
   std::vector<sample_state> samples;  // n of them
   std::shared_ptr<EngineMetrics> metrics;
   clock_type::time_point start = clock_type::now();
@@ -74,10 +76,12 @@ RequestStream open_stream(StreamOpen& open) {
   RequestStream r;
   r.on_event = std::move(open.on_event);
   r.metrics = std::move(open.spec.metrics);
+  r.tokenizer = std::move(open.spec.tokenizer);
+  if (r.tokenizer) r.shown_tokens = std::move(open.spec.shown_tokens);
   r.samples.resize(size_t(std::clamp(open.spec.request.n, 1, kMaxSamples)));
   r.open = int32_t(r.samples.size());
   for (sample_state& sample : r.samples) {
-    if (open.spec.tokenizer) sample.detok.emplace(*open.spec.tokenizer);
+    if (r.tokenizer) sample.detok.emplace(*r.tokenizer);
     if (!open.spec.stop.empty()) sample.stops.emplace(open.spec.stop);
   }
   return r;
@@ -168,6 +172,8 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clo
       if (!t.top.empty() || t.logprob != 0.0f)
         e.logprobs.push_back(SampleResult{t.token, t.logprob, std::move(t.top)});
       if (sample.detok) e.text = sample.detok->push(t.token);
+      if (std::find(r.shown_tokens.begin(), r.shown_tokens.end(), t.token) != r.shown_tokens.end())
+        e.text += sample.detok->flush() + r.tokenizer->piece(t.token);
       if (sample.stops) {
         e.text = sample.stops->push(e.text);
         if (sample.stops->stopped()) {

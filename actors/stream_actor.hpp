@@ -34,6 +34,10 @@ struct RequestSpec {
   GenerateRequest request;
   std::vector<std::string> stop;                // stop strings (not included in the text)
   std::shared_ptr<const Tokenizer> tokenizer;   // null: token ids only, no text
+  // Control tokens the text shows as their pieces, where decoding drops
+  // them otherwise (Mistral's [TOOL_CALLS], so that the call parser sees
+  // where calls begin).
+  std::vector<int32_t> shown_tokens;
   std::shared_ptr<EngineMetrics> metrics;       // null: not measured
 };
 

@@ -271,6 +271,7 @@ class InProcessSwarm {
       if (!grammar) return fail(agent, "turn " + std::to_string(agent.turns_done() + 1) + ": " + error);
       spec.request.prompt = std::move(*prompt);
       spec.request.sampling.grammar = std::move(*grammar);
+      spec.shown_tokens = planner_->shown_tokens();
     } else {
       spec.request.prompt = static_cast<TokenAgent&>(agent).conversation();
       spec.request.sampling.ignore_eos = true;  // every turn makes max_tokens, so runs compare
@@ -431,7 +432,7 @@ int run_in_process(const Options& o) {
   if (o.tools()) {
     // Every grammar a turn may ask for, compiled before the agents start
     // (the first builds the vocabulary's index): turns find them cached.
-    planner.emplace(chat, (*engine)->grammar_binder());
+    planner.emplace(chat, (*engine)->grammar_binder(), *(*engine)->model().tokenizer);
     const Clock::time_point t0 = Clock::now();
     const ChoicePolicy policy = *parse_choice_policy(o.tool_choice);
     for (int agent = 0; agent < 2; ++agent) {

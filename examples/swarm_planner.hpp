@@ -57,12 +57,18 @@ inline std::optional<std::vector<int32_t>> render_prompt(const http::ChatTemplat
 // the output by the server's parser, in the syntax the template shows.
 class ToolPlanner {
  public:
-  ToolPlanner(std::shared_ptr<const http::ChatTemplate> chat, std::shared_ptr<GrammarBinder> binder)
+  ToolPlanner(std::shared_ptr<const http::ChatTemplate> chat, std::shared_ptr<GrammarBinder> binder,
+              const Tokenizer& tokenizer)
       : chat_(std::move(chat)),
         format_(http::resolve_tool_call_format(http::ToolCallParser::automatic, chat_->source())),
+        call_token_(http::tool_call_token(format_, tokenizer)),
         compiler_(std::move(binder)) {}
 
   http::ToolCallFormat format() const { return format_; }
+  // Control tokens the output's text must show for the parser (RequestSpec::shown_tokens).
+  std::vector<int32_t> shown_tokens() const {
+    return call_token_ >= 0 ? std::vector<int32_t>{call_token_} : std::vector<int32_t>{};
+  }
 
   // The prompt's token ids for `messages`; nullopt and `error` if the template refuses them.
   std::optional<std::vector<int32_t>> prompt(const json::array& messages, std::string& error) const {
@@ -77,7 +83,7 @@ class ToolPlanner {
     request.tools_json = tools_json();
     request.tool_choice = api_choice(choice);
     request.parallel_tool_calls = false;
-    http::ConstraintResult compiled = http::tool_call_constraint(request, format_, compiler_);
+    http::ConstraintResult compiled = http::tool_call_constraint(request, format_, call_token_, compiler_);
     if (auto* e = std::get_if<http::ApiError>(&compiled)) {
       error = e->message;
       return std::nullopt;
@@ -97,6 +103,7 @@ class ToolPlanner {
  private:
   std::shared_ptr<const http::ChatTemplate> chat_;
   http::ToolCallFormat format_;
+  int32_t call_token_ = -1;  // http::tool_call_token
   http::ConstraintCompiler compiler_;
 };
 

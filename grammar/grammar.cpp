@@ -147,6 +147,7 @@ std::vector<CodepointRange> normalize_codepoints(std::vector<CodepointRange> ran
 Status check(const Grammar& g) {
   const auto fail = [](std::string m) { return make_error(Errc::invalid_argument, std::move(m)); };
   if (g.root < 0 || size_t(g.root) >= g.rules.size()) return fail("grammar has no root rule");
+  if (g.trigger_token < -1) return fail("grammar trigger token " + std::to_string(g.trigger_token) + " is negative");
   for (const Rule& r : g.rules) {
     if (r.alternatives.empty()) return fail("grammar rule '" + r.name + "' has no alternative");
     for (const Alternative& alt : r.alternatives) {
@@ -194,6 +195,7 @@ Status check(const Grammar& g) {
 
 std::string to_string(const Grammar& g) {
   std::string out;
+  if (g.trigger_token >= 0) out += "# free text until token " + std::to_string(g.trigger_token) + "\n";
   for (size_t r = 0; r < g.rules.size(); ++r) {
     out += g.rules[r].name + (int32_t(r) == g.root ? " (root)" : "") + " ::=";
     for (size_t a = 0; a < g.rules[r].alternatives.size(); ++a) {

@@ -65,6 +65,12 @@ struct Grammar {
   std::vector<Rule> rules;
   std::vector<ByteSet> byte_sets;  // distinct
   int32_t root = 0;
+  // A structural tag opened by a control token (Mistral's [TOOL_CALLS]):
+  // before this token id the text is free (every token allowed, the end
+  // included); from the token after it, the rules hold. -1: they hold from
+  // the start. compile() requires a control token of the vocabulary (one
+  // without bytes that does not end generation).
+  int32_t trigger_token = -1;
 };
 
 // Checks that every reference names a rule, every rule has an alternative,

@@ -98,16 +98,26 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
 Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab) {
   if (!vocab) return make_error(Errc::invalid_argument, "grammar compiled without a vocabulary");
   if (Status s = check(g); !s) return s.error();
+  if (const int32_t t = g.trigger_token; t >= 0 && (t >= vocab->vocab_size() || !vocab->bytes(t).empty() || vocab->is_end(t)))
+    return make_error(Errc::invalid_argument, "grammar trigger token " + std::to_string(t) +
+                                                  " is not a control token of the vocabulary");
   return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(g), std::move(vocab)));
 }
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)), pda_(g_->flat()) {
   pda_.initial(arena_);
-  history_.push_back({0, arena_.size(), pda_.pool().size(), false});
+  history_.push_back({0, arena_.size(), pda_.pool().size(), false, g_->grammar().trigger_token >= 0});
 }
 
 bool Matcher::accept_token(int32_t token) {
   if (is_terminated() || token < 0 || token >= vocab_size()) return false;
+  if (is_dormant()) {  // free text; the trigger wakes the rules up
+    Step s = current();
+    s.terminated = g_->vocabulary().is_end(token);
+    s.dormant = token != g_->grammar().trigger_token;
+    history_.push_back(s);
+    return true;
+  }
   if (g_->vocabulary().is_end(token)) {
     if (!can_end()) return false;
     Step s = current();
@@ -121,6 +131,10 @@ bool Matcher::accept_token(int32_t token) {
 
 bool Matcher::accept_bytes(std::string_view bytes) {
   if (is_terminated()) return false;
+  if (is_dormant()) {
+    history_.push_back(current());
+    return true;
+  }
   const Step from = current();
   const size_t base = arena_.size();
   const int32_t pool_mark = pda_.pool().size();
@@ -145,6 +159,7 @@ bool Matcher::accept_bytes(std::string_view bytes) {
 
 bool Matcher::can_end() const {
   if (is_terminated()) return false;
+  if (is_dormant()) return true;
   const Step& s = current();
   return std::find(arena_.begin() + long(s.begin), arena_.begin() + long(s.end), kRootDone) !=
          arena_.begin() + long(s.end);
@@ -153,6 +168,12 @@ bool Matcher::can_end() const {
 void Matcher::fill_mask(std::span<uint64_t> mask) const {
   std::fill(mask.begin(), mask.end(), 0);
   if (is_terminated() || mask.size() < mask_words()) return;
+  if (is_dormant()) {
+    const size_t n = size_t(vocab_size());
+    std::fill(mask.begin(), mask.begin() + long(n / 64), ~uint64_t(0));
+    if (n % 64) mask[n / 64] = (uint64_t(1) << (n % 64)) - 1;
+    return;
+  }
   const Step& s = current();
   const size_t scratch = arena_.size();
   const int32_t pool_mark = pda_.pool().size();
@@ -190,7 +211,7 @@ void Matcher::fill_mask(std::span<uint64_t> mask) const {
 
 std::string Matcher::forced_bytes(size_t limit) const {
   std::string out;
-  if (is_terminated()) return out;
+  if (is_terminated() || is_dormant()) return out;
   const size_t scratch = arena_.size();
   const int32_t pool_mark = pda_.pool().size();
   size_t begin = current().begin, end = current().end;

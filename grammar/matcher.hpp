@@ -17,6 +17,11 @@
 // End tokens (TokenIndex::end_ids) are allowed exactly when the root can be
 // complete; accepting one terminates the matcher. Control tokens (empty
 // bytes) are never allowed otherwise.
+//
+// A grammar with a trigger token (Grammar::trigger_token, a structural tag
+// that a control token opens) starts dormant: every token is allowed and
+// accepted, end tokens terminate, and nothing is forced, until the trigger
+// is accepted; from the next token on the rules hold from the root.
 #pragma once
 
 #include <atomic>
@@ -125,6 +130,8 @@ class Matcher {
 
   bool can_end() const;  // the root can be complete here (false once terminated)
   bool is_terminated() const { return history_.back().terminated; }
+  // Free text before the grammar's trigger token (see the top of the file).
+  bool is_dormant() const { return history_.back().dormant; }
 
   // The bytes the grammar forces next (every stack agrees on one byte,
   // repeatedly), e.g. `{"name": "` after `{` in a schema whose first
@@ -148,6 +155,7 @@ class Matcher {
     size_t begin = 0, end = 0;
     int32_t pool_size = 0;
     bool terminated = false;
+    bool dormant = false;  // before the trigger token: the tops are the initial ones
   };
 
   const Step& current() const { return history_.back(); }

@@ -64,10 +64,12 @@ EnginePort::~EnginePort() {
   caf::anon_send_exit(impl_->helper, caf::exit_reason::user_shutdown);
 }
 
-CancelFn EnginePort::submit(GenerateRequest request, std::vector<std::string> stop, EventSink sink) {
+CancelFn EnginePort::submit(GenerateRequest request, std::vector<std::string> stop,
+                            std::vector<int32_t> shown_tokens, EventSink sink) {
   RequestSpec spec;
   spec.request = std::move(request);
   spec.stop = std::move(stop);
+  spec.shown_tokens = std::move(shown_tokens);
   RequestHandle handle = impl_->engine.submit(std::move(spec), std::move(sink));
   return [handle] { handle.cancel(); };
 }

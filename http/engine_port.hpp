@@ -43,7 +43,9 @@ class EnginePort {
   EnginePort(const EnginePort&) = delete;
   EnginePort& operator=(const EnginePort&) = delete;
 
-  CancelFn submit(GenerateRequest request, std::vector<std::string> stop, EventSink sink);
+  // `shown_tokens`: RequestSpec::shown_tokens.
+  CancelFn submit(GenerateRequest request, std::vector<std::string> stop, std::vector<int32_t> shown_tokens,
+                  EventSink sink);
   void release_session(const std::string& name);
   void stats_async(std::function<void(Expected<EngineStats>)> done);
   // Whether the backend computes embeddings (engine/embedder.hpp; the CPU

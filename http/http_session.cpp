@@ -423,7 +423,7 @@ void HttpSession::run_job(std::unique_ptr<ClientJob> job, const RequestPlan& pla
   for (int32_t p = 0; p < int32_t(plan.prompts.size()); ++p) {
     GenerateRequest request = plan.request_for(p);
     request.tenant = tenant;  // admission policies may share the KV cache by key
-    cancels_.push_back(state_->engine().submit(std::move(request), plan.stop, make_sink(p * plan.n)));
+    cancels_.push_back(state_->engine().submit(std::move(request), plan.stop, plan.shown_tokens, make_sink(p * plan.n)));
   }
   start_probe();
 }

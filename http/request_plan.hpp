@@ -39,6 +39,10 @@ struct ModelContext {
   // over its engine's GrammarBinder, which knows all the model's end tokens.
   std::shared_ptr<ConstraintCompiler> constraints;
   ToolCallFormat tool_format = ToolCallFormat::hermes;  // how the model writes tool calls
+  // With the mistral format: the id of [TOOL_CALLS] when the vocabulary has
+  // it as a control token (auto constrains the calls it opens, and the text
+  // shows it to the call parser); -1 otherwise.
+  int32_t tool_call_token = -1;
 };
 
 // The longest session_id a request may carry.
@@ -54,6 +58,9 @@ struct RequestPlan {
   // Set when the request declared tools and tool_choice is not "none": its
   // output is read for calls in this format.
   std::optional<ToolCallFormat> tool_calls;
+  // Control tokens its text shows (RequestSpec::shown_tokens): Mistral's
+  // [TOOL_CALLS] when its calls are read.
+  std::vector<int32_t> shown_tokens;
   // echo and prompt_logprobs: what the answer shows of the prompts.
   PromptOutput prompt_output;
 

@@ -88,19 +88,26 @@ Element text_then(GrammarBuilder& b, std::string_view trigger, const Alternative
 
 }  // namespace
 
-bool constrains_tool_calls(ToolCallFormat format, const ToolChoice& choice) {
+int32_t tool_call_token(ToolCallFormat format, const Tokenizer& tokenizer) {
+  if (format != ToolCallFormat::mistral) return -1;
+  const std::vector<int32_t> ids =
+      tokenizer.encode("[TOOL_CALLS]", EncodeOptions{.add_bos = false, .parse_special = true});
+  return ids.size() == 1 && tokenizer.token_bytes(ids[0]).empty() ? ids[0] : -1;
+}
+
+bool constrains_tool_calls(ToolCallFormat format, const ToolChoice& choice, int32_t call_token) {
   switch (choice.mode) {
     case ToolChoice::Mode::none: return false;
     case ToolChoice::Mode::required:
     case ToolChoice::Mode::function: return true;
-    case ToolChoice::Mode::automatic: return format != ToolCallFormat::mistral;
+    case ToolChoice::Mode::automatic: return format != ToolCallFormat::mistral || call_token >= 0;
   }
   return false;
 }
 
 Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                             const ToolChoice& choice, bool parallel) {
-  if (!constrains_tool_calls(format, choice))
+                                             const ToolChoice& choice, bool parallel, int32_t call_token) {
+  if (!constrains_tool_calls(format, choice, call_token))
     return make_error(Errc::invalid_argument, std::string("tool_choice does not constrain ") + to_string(format));
   GrammarBuilder b;
   const int32_t root = b.add_rule("root");
@@ -137,13 +144,15 @@ Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::v
       b.add_alternative(root, joined(joined(b.literal("["), repeated(b, *object, ", ", parallel)), b.literal("]")));
       break;
   }
-  return std::move(b).build(root);
+  auto g = std::move(b).build(root);
+  if (g && format == ToolCallFormat::mistral && free_text) g->trigger_token = call_token;
+  return g;
 }
 
-ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat format,
+ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat format, int32_t call_token,
                                       ConstraintCompiler& compiler) {
   const ToolChoice& choice = request.tool_choice;
-  if (request.tools_json.empty() || !constrains_tool_calls(format, choice)) return GrammarConstraint{};
+  if (request.tools_json.empty() || !constrains_tool_calls(format, choice, call_token)) return GrammarConstraint{};
   if (request.constraint.kind != OutputConstraint::Kind::none) {
     // With auto the model may answer in prose, so the answer's own
     // constraint wins and calls are only read; a forced call cannot follow both.
@@ -156,9 +165,10 @@ ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat 
   std::string key = "tools|";
   key.append(to_string(format)).append("|").append(std::to_string(int(choice.mode))).append("|");
   key.append(choice.function).append(request.parallel_tool_calls ? "|parallel|" : "|single|");
-  key.append(request.tools_json);
+  key.append(std::to_string(call_token)).append("|").append(request.tools_json);
   ConstraintResult compiled = compiler.compile_grammar(
-      key, [&] { return tool_call_grammar(format, *tools, choice, request.parallel_tool_calls); }, "tools");
+      key, [&] { return tool_call_grammar(format, *tools, choice, request.parallel_tool_calls, call_token); },
+      "tools");
   // A schema the compiler cannot hold a call to does not fail an auto
   // request, which asked for no guarantee: its calls are read, unconstrained.
   if (choice.mode == ToolChoice::Mode::automatic && std::holds_alternative<ApiError>(compiled))

@@ -201,7 +201,7 @@ void WebSocketSession::start(WsStart start) {
     GenerateRequest request = plan.request_for(p);
     request.session = scoped_session(key_, request.session);  // sessions belong to their key
     request.tenant = tenant_of(key_);
-    running.cancels.push_back(state_->engine().submit(std::move(request), plan.stop, std::move(sink)));
+    running.cancels.push_back(state_->engine().submit(std::move(request), plan.stop, plan.shown_tokens, std::move(sink)));
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_sticky.hpp"
 #include "backends/cuda/cuda_util.hpp"
+#include "backends/prompt_scoring.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "model/bf16_pack.hpp"
@@ -87,6 +88,7 @@ struct CudaStepRunner::Impl {
   // Activations, sized for CudaStepLimits and grown when a step needs more.
   DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, sampling_in;
   PinnedBuffer host_logits;
+  DeviceBuffer score_rows;  // a scoring pass's token rows (score_prompts)
   // Per launched step, two in turn: the step after a launched one writes
   // the other, while the first one's upload may still be queued and its
   // samples still on their way (picks: the device's ids).
@@ -103,7 +105,10 @@ struct CudaStepRunner::Impl {
   struct Flight {
     StepPlan plan;
     Slot* slot = nullptr;
-    bool on_device = false;  // sampled on the device (or no rows): any ids are in its slot's picks
+    // Sampled on the device (or no rows): any ids are in its slot's picks.
+    // Never for a step that scores prompt positions: the next step waits for
+    // it to complete, so that its activations are still there to score.
+    bool on_device = false;
     bool done = false;       // waited for and sampled: `result` is final
     StepResult result;
   };
@@ -185,6 +190,11 @@ struct CudaStepRunner::Impl {
 
   void upload_weights(ModelWeights& w);
   void launch(StepPlan& plan);
+  // The logits of a completed step's token rows `rows` (at most
+  // kScoredRowsPerPass), from the last layer's output that is still in x:
+  // the final norm and the classifier, as the step's own logits rows.
+  // Synchronous; only while no later work is queued.
+  void row_logits(std::span<const int32_t> rows, std::vector<float>& out);
   // Waits for a launched step's work and samples it (host sampling, or the
   // device's ids recorded); flights complete in launch order.
   void complete(Flight& f);
@@ -400,7 +410,9 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
     // context (kernels/cuda/attention_math.hpp), the ints and sampling
     // inputs are sized for the longest context.
     const int32_t context = std::clamp(limits.max_context, 1, std::max(config.context_length, 1));
-    m->reserve(std::max(limits.max_tokens, limits.max_rows), limits.max_rows, context);
+    // Logits rows: a step's, or a pass of prompt scoring's (complete()).
+    const int32_t rows = std::max(limits.max_rows, kScoredRowsPerPass);
+    m->reserve(std::max(limits.max_tokens, rows), rows, context);
     m->grow(m->ints, max_step_ints(limits, context) * sizeof(int32_t));
     m->grow(m->sampling_in, max_sampling_input_bytes(limits.max_rows, context));
     // The uploads (cudaMemcpy from pageable memory) ran on the legacy
@@ -496,11 +508,38 @@ void CudaStepRunner::Impl::complete(Flight& f) {
     sampling.accept(f.plan, f.slot->host_picks.get<int32_t>(), f.result);
   else
     sampling.sample(f.plan, host_logits.get<float>(), c.vocab_size, f.result);
+  if (!f.plan.score.empty())
+    score_prompts(f.plan, c.vocab_size,
+                  [this](std::span<const int32_t> rows, std::vector<float>& out) { row_logits(rows, out); }, f.result);
   float device_ms = 0.0f;
   check(cudaEventElapsedTime(&device_ms, f.slot->begin, f.slot->end), "cudaEventElapsedTime");
   f.result.forward_seconds =
       double(device_ms) * 1e-3 + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.done = true;
+}
+
+void CudaStepRunner::Impl::row_logits(std::span<const int32_t> rows, std::vector<float>& out) {
+  namespace k = kernels::cuda;
+  const auto n = int32_t(rows.size());
+  const size_t vocab = size_t(c.vocab_size), bytes = size_t(n) * vocab * sizeof(float);
+  // Sized at creation for kScoredRowsPerPass rows: nothing grows here.
+  if (final_x.bytes() < size_t(n) * size_t(c.dim) * sizeof(float) || logits.bytes() < bytes)
+    throw std::logic_error("CUDA runner: a scoring pass has more rows than its buffers");
+  if (score_rows.bytes() < size_t(n) * sizeof(int32_t)) score_rows.reserve(size_t(kScoredRowsPerPass) * sizeof(int32_t));
+  check(cudaMemcpyAsync(score_rows.get(), rows.data(), size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+        "upload scored rows");
+  float* ffinal = final_x.get<float>();
+  uint16_t* bx = xb.get<uint16_t>();
+  check(k::gather_rows(x.get<float>(), c.dim, score_rows.get<int32_t>(), n, c.dim, ffinal, c.dim, stream),
+        "gather_rows");
+  check(k::rmsnorm(ffinal, c.dim, n, c.dim, final_norm.get<float>(), c.rms_eps, ffinal, c.dim, stream), "rmsnorm");
+  check(k::to_bf16(ffinal, c.dim, n, c.dim, bx, c.dim, stream), "to_bf16");
+  gemm(classifier, c.vocab_size, c.dim, bx, n, logits.get<float>(), c.vocab_size, false);
+  host_logits.reserve(bytes);
+  check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream), "download logits");
+  check(cudaStreamSynchronize(stream), "scoring pass");
+  const float* h = host_logits.get<float>();
+  out.assign(h, h + size_t(n) * vocab);
 }
 
 void CudaStepRunner::Impl::settle() {
@@ -587,7 +626,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   f.result.iteration = plan.iteration;
   // Sampled on the device, the ids stay there for the next step; a step
   // without logits rows has none to wait for either.
-  f.on_device = rows == 0 || sampling.device_inputs(plan, device_inputs);
+  f.on_device = plan.score.empty() && (rows == 0 || sampling.device_inputs(plan, device_inputs));
   if (rows > 0 && f.on_device) {
     if (device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
       throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");
@@ -601,7 +640,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
     check(cudaMemcpyAsync(slot.host_picks.get(), slot.picks.get(), size_t(rows) * sizeof(int32_t),
                           cudaMemcpyDeviceToHost, stream),
           "download tokens");
-  } else if (!f.on_device) {
+  } else if (!f.on_device && rows > 0) {
     // No unfinished step reads it: one sampled on the host is completed before the next launches.
     const size_t bytes = size_t(rows) * size_t(c.vocab_size) * sizeof(float);
     host_logits.reserve(bytes);

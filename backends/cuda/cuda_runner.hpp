@@ -20,10 +20,11 @@
 // for it first). finish() returns once a step's work on the device is
 // done, so the swap engine may copy any block the scheduler names after
 // its result.
-// It does not score prompt positions (StepRunner::scores_prompts is
-// false), so requests with prompt logprobs (and echo with logprobs) are
-// refused by the scheduler with an error that says so: that needs the
-// classifier over extra rows on the device, not written yet.
+// A step that scores prompt positions (StepPlan::score, for prompt
+// logprobs) is sampled on the host and completed before the next step is
+// queued: its last layer's output is still on the device then, and each pass
+// of rows (backends/prompt_scoring.hpp) runs the final norm and the
+// classifier there and brings the logits back to be scored on the host.
 //
 // CudaSwapEngine: copies between the device pool and a pinned host pool on
 // one stream per direction, never on the compute stream; a waiter thread
@@ -79,6 +80,7 @@ class CudaStepRunner final : public StepRunner {
   // cuda_sticky.hpp): then usable() says so and every later step throws it.
   void reset() override;
   Status usable() const override;
+  bool scores_prompts() const override { return true; }
   bool pipelined() const override;
   void launch(StepPlan& plan) override;
   bool ready() override;

@@ -777,5 +777,33 @@ TEST(TinyGguf, StopStringsEndOneSampleAtATime) {
   expect_all_blocks_free(**engine);
 }
 
+// Decoding drops control tokens; RequestSpec::shown_tokens writes the ones it
+// names into the text as their pieces (what Mistral's call parser needs).
+TEST(TinyGguf, ShownControlTokensAreWrittenAsTheirPieces) {
+  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-random-llama-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  auto loaded = load_model(path);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  const int32_t bos = loaded->tokenizer->bos_id();
+  ASSERT_EQ(loaded->tokenizer->token_bytes(bos), "");
+  const std::vector<int32_t> prompt = loaded->tokenizer->encode("Once upon a time", /*add_bos=*/true);
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.threads = 1;
+  auto engine = Engine::create(sys, config, *loaded);
+  ASSERT_TRUE(engine.has_value());
+  Collector c;
+  for (int32_t shown = 0; shown < 2; ++shown) {
+    RequestSpec spec = testing::greedy_spec(0, prompt, 3, /*ignore_eos=*/true);
+    spec.request.sampling.logit_bias = {LogitBias{bos, 100.0f}};  // every token is <s>
+    if (shown) spec.shown_tokens = {bos};
+    (*engine)->submit(std::move(spec), c.callback_for(shown));
+  }
+  ASSERT_TRUE(c.wait_for(2));
+  EXPECT_EQ(c.outcomes().at(0).text, "");
+  EXPECT_EQ(c.outcomes().at(1).text, "<s><s><s>");
+}
+
 }  // namespace
 }  // namespace conveyor

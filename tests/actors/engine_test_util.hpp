@@ -27,6 +27,7 @@ struct Outcome {
   int32_t cached_prompt_tokens = 0;
   Errc error_code = Errc::invalid_argument;
   std::string message;
+  std::vector<PromptLogprob> prompt_logprobs;  // GenerateRequest::prompt_logprobs, when asked for
 };
 
 // Collects the events of many requests; thread-safe (events arrive on actor
@@ -40,6 +41,7 @@ class Collector {
       Outcome& o = outcomes_[key + uint64_t(e.index)];
       o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
       o.text += e.text;
+      if (!e.prompt_logprobs.empty()) o.prompt_logprobs = e.prompt_logprobs;
       if (e.last()) {
         o.finish = e.finish;
         o.cached_prompt_tokens = e.cached_prompt_tokens;

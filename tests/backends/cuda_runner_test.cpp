@@ -215,6 +215,111 @@ TEST(CudaRunner, MatchesTheCpuRunnerOnTheTinyGgufFiles) {
     compare_with_cpu(shared(f));
 }
 
+// Prompt logprobs on the device against the CPU runner on the device's bf16
+// weights, within compare_with_cpu's tolerance (tau: twice what unrounded
+// float32 weights move them, at least 1/256). Sequence 1's prompt is scored
+// in two steps: a chunk that samples nothing, then the rest, more rows than
+// one pass (kScoredRowsPerPass), beside sequence 2 that only decodes. On
+// the device the second step is launched before the first is finished: the
+// scoring step must complete before anything else is queued.
+TEST(CudaRunner, ScoresPromptPositionsAsTheCpuRunnerDoes) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string model = shared("tiny-llama2-q4_k_m.gguf");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not found";
+  auto loaded = [&](bool bf16) {
+    auto m = load_model(model);
+    EXPECT_TRUE(m.has_value()) << (m ? "" : m.error().message);
+    return with_f32_matrices(std::move(m).value(), bf16);
+  };
+  const int64_t kv_tokens = 2 * 8 * kBlock;
+  Backend reference = make_from("cpu", loaded(true), kv_tokens), f32 = make_from("cpu", loaded(false), kv_tokens);
+  Backend gpu = make("cuda", model, kv_tokens);
+  ASSERT_TRUE(reference.runner && f32.runner && gpu.runner);
+  ASSERT_TRUE(gpu.runner->scores_prompts());
+
+  std::vector<int32_t> prompt = {1};
+  for (int32_t i = 1; i < 100; ++i) prompt.push_back(10 + (37 * i) % 700);
+  constexpr int32_t kChunk = 30, kTop = 3;
+  std::vector<int32_t> table1(8), table2 = {8};
+  for (int32_t k = 0; k < 8; ++k) table1[size_t(k)] = k;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.max_tokens = 100;
+  auto scoring = [&](int32_t slot, int32_t from, int32_t to) {  // positions [from, to) predict prompt[from + 1 ..]
+    PromptScoring p;
+    p.slot = slot;
+    p.row_offset = 0;
+    p.first = from + 1;
+    p.top = kTop;
+    p.targets.assign(prompt.begin() + from + 1, prompt.begin() + to + 1);
+    return p;
+  };
+  auto plans = [&] {
+    std::vector<StepPlan> steps(2);
+    const std::vector<int32_t> chunk(prompt.begin(), prompt.begin() + kChunk), rest(prompt.begin() + kChunk, prompt.end());
+    const std::vector<int32_t> other = {1, 5, 9}, next = {42};
+    steps[0].iteration = 0;
+    steps[0].batch.add_sequence(chunk, 0, std::span(table1).first(2), 0);
+    steps[0].batch.add_sequence(other, 0, table2, 1);
+    steps[0].seq_ids = {1, 2};
+    steps[0].new_samplers = {{1, greedy}, {2, greedy}};
+    steps[0].new_sampler_prompts = {prompt, other};
+    steps[0].score.push_back(scoring(0, 0, kChunk));
+    steps[1].iteration = 1;
+    steps[1].batch.add_sequence(rest, kChunk, table1, 1);
+    steps[1].batch.add_sequence(next, 3, table2, 1);
+    steps[1].seq_ids = {1, 2};
+    steps[1].score.push_back(scoring(0, kChunk, int32_t(prompt.size()) - 1));
+    return steps;
+  };
+  auto run_in_turn = [&](StepRunner& runner) {
+    std::vector<StepPlan> steps = plans();
+    return std::vector<StepResult>{runner.run(steps[0]), runner.run(steps[1])};
+  };
+  const std::vector<StepResult> ref = run_in_turn(*reference.runner), fl = run_in_turn(*f32.runner);
+  std::vector<StepPlan> steps = plans();
+  gpu.runner->launch(steps[0]);
+  gpu.runner->launch(steps[1]);
+  std::vector<StepResult> dev;
+  dev.push_back(gpu.runner->finish());
+  dev.push_back(gpu.runner->finish());
+
+  double d_w = 0, d_device = 0;
+  int near_ties = 0;
+  for (size_t step = 0; step < 2; ++step) {
+    ASSERT_EQ(ref[step].prompt_scores.size(), 1u);
+    ASSERT_EQ(dev[step].prompt_scores.size(), 1u) << "step " << step;
+    const PromptScores &r = ref[step].prompt_scores[0], &f = fl[step].prompt_scores[0], &d = dev[step].prompt_scores[0];
+    EXPECT_EQ(d.seq, 1u);
+    EXPECT_EQ(d.first, r.first);
+    ASSERT_EQ(d.entries.size(), r.entries.size()) << "step " << step;
+    ASSERT_EQ(d.entries.size(), step == 0 ? size_t(kChunk) : prompt.size() - 1 - kChunk);
+    for (size_t i = 0; i < r.entries.size(); ++i) {
+      EXPECT_EQ(d.entries[i].token, r.entries[i].token);
+      ASSERT_EQ(d.entries[i].top.size(), size_t(kTop));
+      d_w = std::max(d_w, double(std::fabs(f.entries[i].logprob - r.entries[i].logprob)));
+      d_device = std::max(d_device, double(std::fabs(d.entries[i].logprob - r.entries[i].logprob)));
+    }
+    EXPECT_EQ(dev[step].tokens.size(), ref[step].tokens.size()) << "step " << step;
+  }
+  const double tau = std::max(2 * d_w, 1.0 / 256);
+  for (size_t step = 0; step < 2; ++step) {
+    const PromptScores &r = ref[step].prompt_scores[0], &d = dev[step].prompt_scores[0];
+    for (size_t i = 0; i < r.entries.size(); ++i) {
+      const auto& rt = r.entries[i].top;
+      if (rt[0].logprob - rt[1].logprob < 2 * tau) {
+        ++near_ties;
+        continue;
+      }
+      EXPECT_EQ(d.entries[i].top[0].token, rt[0].token) << "step " << step << " position " << i;
+      EXPECT_LE(std::fabs(d.entries[i].top[0].logprob - rt[0].logprob), tau) << "step " << step << " position " << i;
+    }
+  }
+  EXPECT_LE(d_device, tau) << "the device's prompt logprobs move by more than 2 d_w (d_w " << d_w << ")";
+  std::printf("prompt scoring: d_w %.5f, tau %.5f, device %.5f over %zu positions, %d near ties\n", d_w, tau,
+              d_device, prompt.size() - 1, near_ties);
+}
+
 // Runs sequence `id` alone on `table`'s blocks: `tokens` at `pos` first (its
 // prompt when `start`), then its own samples, `steps` steps in all.
 std::vector<SampleResult> decode(StepRunner& runner, seq_id id, const std::vector<int32_t>& table,
@@ -525,6 +630,58 @@ TEST(CudaEngine, GreedyRequestsThroughTheActors) {
   ASSERT_EQ(gpu.outcomes.size(), prompts.size());
   const int same = same_streams(shared("tiny-random-llama-f32.gguf"), prompts, cpu, gpu, 24);
   std::printf("greedy streams equal to the CPU engine's: %d of %zu\n", same, prompts.size());
+}
+
+// Prompt logprobs through the actors on the device: prompts prefilled in
+// chunks beside each other, with the executor pipelining, score every prompt
+// token as the CPU engine on the device's weights does, within the runner
+// test's tolerance (tau from the CPU engine on unrounded float32 weights).
+TEST(CudaEngine, PromptLogprobsAsOnTheCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string model = shared("tiny-random-llama-f32.gguf");
+  std::vector<std::vector<int32_t>> prompts(3);
+  for (int32_t i = 0; i < 100; ++i)  // the model's context is 128
+    for (size_t p = 0; p < prompts.size(); ++p) prompts[p].push_back(i == 0 ? 1 : 3 + (i * int32_t(31 + 6 * p)) % 900);
+  auto run = [&](const std::string& device, bool bf16) {
+    testing::EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    auto m = load_model(model);
+    EXPECT_TRUE(m.has_value());
+    LoadedModel loaded = std::move(m).value();
+    if (device == "cpu") loaded = with_f32_matrices(std::move(loaded), bf16);
+    EngineConfig c;
+    c.device = *parse_device(device);
+    c.kv_cache_tokens = 64 * kBlock;
+    c.kv_cache_dtype = KvDtype::bf16;
+    c.prefill_chunk = 32;
+    c.max_batched_tokens = 64;
+    auto engine = Engine::create(sys, c, std::move(loaded));
+    EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
+    testing::Collector collector;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestSpec spec = testing::greedy_spec(i + 1, prompts[i], 4, /*ignore_eos=*/true);
+      spec.request.prompt_logprobs = 1;
+      (*engine)->submit(std::move(spec), collector.callback_for(i + 1));
+    }
+    EXPECT_TRUE(collector.wait_for(prompts.size()));
+    return collector.outcomes();
+  };
+  const auto ref = run("cpu", true), fl = run("cpu", false), dev = run("cuda", true);
+  double d_w = 0, d_device = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto &r = ref.at(i + 1).prompt_logprobs, &f = fl.at(i + 1).prompt_logprobs, &d = dev.at(i + 1).prompt_logprobs;
+    EXPECT_EQ(dev.at(i + 1).finish, FinishReason::length) << dev.at(i + 1).message;
+    ASSERT_EQ(r.size(), prompts[i].size() - 1);
+    ASSERT_EQ(d.size(), r.size()) << "request " << i;
+    for (size_t k = 0; k < r.size(); ++k) {
+      EXPECT_EQ(d[k].token, prompts[i][k + 1]);
+      d_w = std::max(d_w, double(std::fabs(f[k].logprob - r[k].logprob)));
+      d_device = std::max(d_device, double(std::fabs(d[k].logprob - r[k].logprob)));
+    }
+  }
+  const double tau = std::max(2 * d_w, 1.0 / 256);
+  EXPECT_LE(d_device, tau) << "d_w " << d_w;
+  std::printf("prompt logprobs through the engine: d_w %.5f, tau %.5f, device %.5f\n", d_w, tau, d_device);
 }
 
 // Long prompts through the actors, on the embedded default model (context

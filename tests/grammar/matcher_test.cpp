@@ -205,6 +205,56 @@ TEST(Matcher, ForcedBytesUpToAChoice) {
   EXPECT_EQ(m.accepted_steps(), 5) << "forced_bytes changes nothing";
 }
 
+// A structural tag opened by control token 1: free text, then "ab" and the end.
+Expected<Grammar> triggered_grammar(int32_t trigger) {
+  auto g = literal_grammar("ab");
+  if (g) g->trigger_token = trigger;
+  return g;
+}
+
+TEST(Matcher, FreeTextUntilTheTriggerTokenThenTheRules) {
+  Matcher m(compiled(triggered_grammar(1)));
+  std::vector<int32_t> every(size_t(m.vocab_size()));
+  for (int32_t i = 0; i < m.vocab_size(); ++i) every[size_t(i)] = i;
+  ASSERT_TRUE(m.is_dormant());
+  EXPECT_EQ(allowed_tokens(mask_of(m)), every) << "free text: the end and control tokens included";
+  EXPECT_TRUE(m.can_end());
+  EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_TRUE(m.accept_token(10));  // x
+  EXPECT_TRUE(m.accept_token(8));   // }: any text
+  EXPECT_TRUE(m.accept_bytes("anything"));
+  EXPECT_TRUE(m.is_dormant());
+  ASSERT_TRUE(m.accept_token(1));   // the trigger
+  EXPECT_FALSE(m.is_dormant());
+  EXPECT_FALSE(m.can_end());
+  EXPECT_EQ(m.forced_bytes(), "ab");
+  EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{2, 5}));  // a, ab
+  EXPECT_FALSE(m.accept_token(1)) << "the trigger is a control token: not text of the rules";
+  EXPECT_FALSE(m.accept_token(10));
+  ASSERT_TRUE(m.accept_token(5));   // ab
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{0});
+  ASSERT_TRUE(m.accept_token(0));
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_EQ(m.accepted_steps(), 6);
+  m.rollback(3);  // back before the trigger
+  EXPECT_TRUE(m.is_dormant());
+  EXPECT_EQ(allowed_tokens(mask_of(m)), every);
+  EXPECT_TRUE(m.accept_token(0)) << "free text may end";
+  EXPECT_TRUE(m.is_terminated());
+}
+
+TEST(Compile, ATriggerMustBeAControlTokenOfTheVocabulary) {
+  EXPECT_TRUE(compile(*triggered_grammar(1), toy_vocabulary()));
+  for (int32_t bad : {0, 2, 16}) {  // the end token, a text token, out of range
+    auto c = compile(*triggered_grammar(bad), toy_vocabulary());
+    ASSERT_FALSE(c) << bad;
+    EXPECT_NE(c.error().message.find("not a control token"), std::string::npos) << c.error().message;
+  }
+  auto negative = compile(*triggered_grammar(-2), toy_vocabulary());
+  ASSERT_FALSE(negative);
+  EXPECT_NE(negative.error().message.find("negative"), std::string::npos);
+}
+
 TEST(Compile, RefusesLeftRecursionAndAMissingVocabulary) {
   Grammar g;
   g.rules.push_back(Rule{"root", {{Element{Element::Kind::rule, 0}}}});

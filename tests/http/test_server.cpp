@@ -35,17 +35,28 @@ struct TestServer::Impl {
   uint16_t bound = 0;
 };
 
-TestServer::TestServer(EngineConfig engine_config, ServerOptions options) : impl_(std::make_unique<Impl>()) {
+namespace {
+LoadedModel embedded_model() {
   auto model = load_model("");
   if (!model) throw std::runtime_error(model.error().message);
-  const ModelConfig config = model->config;
-  auto engine = Engine::create(impl_->sys, engine_config, std::move(model).value());
+  return std::move(model).value();
+}
+}  // namespace
+
+TestServer::TestServer(EngineConfig engine_config, ServerOptions options)
+    : TestServer(embedded_model(), std::move(engine_config), std::move(options)) {}
+
+TestServer::TestServer(LoadedModel model, EngineConfig engine_config, ServerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  const ModelConfig config = model.config;
+  const std::string gguf_template = model.chat_template;
+  auto engine = Engine::create(impl_->sys, engine_config, std::move(model));
   if (!engine) throw std::runtime_error(engine.error().message);
   impl_->engine = std::move(engine).value();
   impl_->port = std::make_unique<EnginePort>(*impl_->engine);
   options.host = "127.0.0.1";
   options.port = 0;
-  auto context = make_model_context(config, impl_->port->tokenizer(), "", options.chat_template, "",
+  auto context = make_model_context(config, impl_->port->tokenizer(), "", options.chat_template, gguf_template,
                                     options.tool_call_parser);
   if (!context) throw std::runtime_error(context.error().message);
   impl_->server = std::make_unique<Server>(*impl_->port, options, std::move(context).value());

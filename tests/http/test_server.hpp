@@ -12,6 +12,7 @@
 
 #include "engine/engine_config.hpp"
 #include "http/server_options.hpp"
+#include "model/formats/loader.hpp"
 #include "base/status.hpp"
 
 namespace conveyor::http::testing {
@@ -22,6 +23,8 @@ EngineConfig small_engine();
 class TestServer {
  public:
   explicit TestServer(EngineConfig engine = small_engine(), ServerOptions server = {});
+  // The same in front of `model` (its chat_template is the GGUF's).
+  TestServer(LoadedModel model, EngineConfig engine, ServerOptions server);
   ~TestServer();
 
   uint16_t port() const;

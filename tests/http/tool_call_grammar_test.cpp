@@ -12,11 +12,14 @@
 namespace conveyor::http {
 namespace {
 
-// Tokens 0-255 are the bytes; 256 ends the answer.
+// Tokens 0-255 are the bytes; 256 ends the answer; 257 is a control token
+// (Mistral's [TOOL_CALLS]).
+constexpr int32_t kCallToken = 257;
 std::shared_ptr<const grammar::TokenIndex> byte_vocabulary() {
   static const auto vocab = [] {
     grammar::VocabularyBytes v;
     for (int b = 0; b < 256; ++b) v.tokens.push_back(std::string(1, char(b)));
+    v.tokens.push_back("");
     v.tokens.push_back("");
     v.end_ids = {256};
     return grammar::index_vocabulary(std::move(v));
@@ -35,8 +38,8 @@ const std::vector<ToolSpec>& tools() {
 
 class Language {
  public:
-  Language(ToolCallFormat format, ToolChoice choice, bool parallel) : format_(format) {
-    auto g = tool_call_grammar(format, tools(), choice, parallel);
+  Language(ToolCallFormat format, ToolChoice choice, bool parallel, int32_t call_token = -1) : format_(format) {
+    auto g = tool_call_grammar(format, tools(), choice, parallel, call_token);
     EXPECT_TRUE(g) << g.error().message;
     auto compiled = grammar::compile(std::move(*g), byte_vocabulary());
     EXPECT_TRUE(compiled) << compiled.error().message;
@@ -46,6 +49,11 @@ class Language {
   bool accepts(std::string_view text) const {
     grammar::Matcher m(compiled_);
     return m.accept_bytes(text) && m.can_end();
+  }
+  // The same with Mistral's call token between `before` and `after`.
+  bool accepts(std::string_view before, std::string_view after) const {
+    grammar::Matcher m(compiled_);
+    return m.accept_bytes(before) && m.accept_token(kCallToken) && m.accept_bytes(after) && m.can_end();
   }
   ToolCallFormat format() const { return format_; }
 
@@ -129,9 +137,27 @@ TEST(ToolCallGrammar, LlamaAutoIsACallOrProse) {
   EXPECT_FALSE(l.accepts("{\"nme\": 1}"));
 }
 
+TEST(ToolCallGrammar, MistralAutoIsFreeTextUntilTheCallTokenThenTheList) {
+  const Language l(ToolCallFormat::mistral, automatic(), true, kCallToken);
+  EXPECT_TRUE(l.accepts(""));
+  EXPECT_TRUE(l.accepts("Anything at all, [{\"name\": 1} included."));
+  EXPECT_TRUE(l.accepts("", "[" + kOslo + ", " + kNow + "]"));
+  EXPECT_TRUE(l.accepts("Let me look. ", "[" + kNow + "]"));
+  EXPECT_FALSE(l.accepts("", "[{\"name\": \"get_weather\", \"arguments\": {\"town\": 1}}]"));
+  EXPECT_FALSE(l.accepts("", "[" + kNow + "] and more text"));
+  EXPECT_FALSE(l.accepts("", "")) << "the token opens a list of calls";
+  const Language one(ToolCallFormat::mistral, automatic(), false, kCallToken);
+  EXPECT_FALSE(one.accepts("", "[" + kOslo + ", " + kNow + "]"));
+  // The text shows the token to the parser, which reads the calls after it.
+  const ParsedAnswer a = parse_tool_calls(ToolCallFormat::mistral, "Let me look. [TOOL_CALLS][" + kNow + "]");
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "now");
+}
+
 TEST(ToolCallGrammar, WhichChoicesConstrain) {
   EXPECT_FALSE(constrains_tool_calls(ToolCallFormat::hermes, ToolChoice{ToolChoice::Mode::none, {}}));
   EXPECT_FALSE(constrains_tool_calls(ToolCallFormat::mistral, automatic()));
+  EXPECT_TRUE(constrains_tool_calls(ToolCallFormat::mistral, automatic(), kCallToken));
   EXPECT_TRUE(constrains_tool_calls(ToolCallFormat::mistral, required()));
   EXPECT_TRUE(constrains_tool_calls(ToolCallFormat::hermes, automatic()));
   EXPECT_FALSE(tool_call_grammar(ToolCallFormat::mistral, tools(), automatic(), true).has_value());

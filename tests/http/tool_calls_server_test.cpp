@@ -3,6 +3,8 @@
 // over a whole body with n = 2, SSE and the WebSocket. The model knows
 // nothing of tools: every call it makes is the constraint's doing, and each
 // must name a declared function with arguments its schema accepts.
+#include "model/formats/dummy.hpp"
+#include "model/weights.hpp"
 #include "tests/http/test_server.hpp"
 #include "tests/http/test_util.hpp"
 
@@ -173,6 +175,100 @@ TEST_F(ToolCallsServer, RefusalsNameTheField) {
   ASSERT_EQ(none.status, 200) << none.body;
   const json::object choice = parse_object(none.body).at("choices").as_array()[0].as_object();
   EXPECT_FALSE(choice.at("message").as_object().contains("tool_calls"));
+  EXPECT_NE(choice.at("finish_reason"), "tool_calls");
+}
+
+// Mistral's syntax, where a control token opens the calls: the embedded
+// model with one more token, 258, spelled [TOOL_CALLS] as in Mistral's
+// vocabularies. With auto the model writes freely until it writes that
+// token; a strong logit_bias makes it do so at once, and from there the
+// grammar must make the rest a list of valid calls (the random weights
+// would write anything).
+class MistralToolCallsServer : public ::testing::Test {
+ protected:
+  static constexpr int32_t kCallToken = 258;
+  static LoadedModel model() {
+    LoadedModel m = embedded_default_model();
+    m.config.vocab_size = kCallToken + 1;
+    m.weights = make_random_weights(m.config, 11);
+    Vocabulary v = byte_vocabulary(m.config.vocab_size);
+    v.pieces[kCallToken] = "[TOOL_CALLS]";
+    v.types[kCallToken] = TokenType::control;
+    m.tokenizer = std::shared_ptr<const Tokenizer>(make_bpe_tokenizer(v).value());
+    m.vocabulary = std::move(v);
+    return m;
+  }
+  static void SetUpTestSuite() {
+    ServerOptions options;
+    options.tool_call_parser = ToolCallParser::mistral;
+    server_ = new TestServer(model(), small_engine(), options);
+  }
+  static void TearDownTestSuite() { delete server_; }
+  static uint16_t port() { return server_->port(); }
+  // tool_choice auto, the call token's logit raised by `bias`.
+  static json::object auto_request(int bias) {
+    json::object body = request("auto");
+    body["logit_bias"] = json::object{{std::to_string(kCallToken), bias}};
+    body["max_tokens"] = 200;
+    return body;
+  }
+  static TestServer* server_;
+};
+TestServer* MistralToolCallsServer::server_ = nullptr;
+
+TEST_F(MistralToolCallsServer, AutoHoldsTheCallsThatTheControlTokenOpensToTheSchemas) {
+  json::object body = auto_request(100);
+  body["n"] = 3;
+  const Response r = http_request(port(), "POST", "/v1/chat/completions", body_of(body),
+                                  {{"Content-Type", "application/json"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json::array choices = parse_object(r.body).at("choices").as_array();
+  ASSERT_EQ(choices.size(), 3u);
+  for (const json::value& c : choices) {
+    const json::object& message = c.at("message").as_object();
+    ASSERT_TRUE(message.contains("tool_calls")) << r.body;
+    EXPECT_TRUE(message.at("content").is_null()) << r.body;
+    const json::array& calls = message.at("tool_calls").as_array();
+    ASSERT_EQ(calls.size(), 1u) << r.body;  // parallel_tool_calls false
+    const json::object& fn = calls[0].at("function").as_object();
+    expect_valid_call(json::value_to<std::string>(fn.at("name")), json::value_to<std::string>(fn.at("arguments")));
+    EXPECT_EQ(c.at("finish_reason"), "tool_calls") << r.body;
+  }
+}
+
+TEST_F(MistralToolCallsServer, StreamedCallsAssembleAndFreeTextStaysFree) {
+  json::object body = auto_request(100);
+  body["stream"] = true;
+  const Response r = http_request(port(), "POST", "/v1/chat/completions", body_of(body),
+                                  {{"Content-Type", "application/json"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string name, arguments, finish, content;
+  for (const std::string& payload : sse_payloads(r.body)) {
+    if (payload == "[DONE]") continue;
+    const json::object chunk = parse_object(payload);
+    const json::object& choice = chunk.at("choices").as_array()[0].as_object();
+    const json::object& delta = choice.at("delta").as_object();
+    if (const json::value* text = delta.if_contains("content"); text && text->is_string())
+      content += json::value_to<std::string>(*text);
+    if (const json::value* calls = delta.if_contains("tool_calls")) {
+      for (const json::value& call : calls->as_array()) {
+        if (call.as_object().contains("id")) name = json::value_to<std::string>(call.at("function").at("name"));
+        arguments += json::value_to<std::string>(call.at("function").at("arguments"));
+      }
+    }
+    if (!choice.at("finish_reason").is_null()) finish = json::value_to<std::string>(choice.at("finish_reason"));
+  }
+  EXPECT_EQ(content, "") << "the token and the list are the call, not content";
+  expect_valid_call(name, arguments);
+  EXPECT_EQ(finish, "tool_calls");
+
+  // Without the token nothing is constrained: the model's text is content.
+  const Response text = http_request(port(), "POST", "/v1/chat/completions", body_of(auto_request(-100)),
+                                     {{"Content-Type", "application/json"}});
+  ASSERT_EQ(text.status, 200) << text.body;
+  const json::object answer = parse_object(text.body);
+  const json::object& choice = answer.at("choices").as_array()[0].as_object();
+  EXPECT_FALSE(choice.at("message").as_object().contains("tool_calls")) << text.body;
   EXPECT_NE(choice.at("finish_reason"), "tool_calls");
 }
 
