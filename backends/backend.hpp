@@ -34,7 +34,7 @@ namespace conveyor {
 struct Backend {
   std::shared_ptr<StepRunner> runner;
   std::shared_ptr<SwapEngine> swap;  // null: no swap space (swap preemption recomputes)
-  std::shared_ptr<Embedder> embedder;  // null: this backend computes no embeddings (CUDA)
+  std::shared_ptr<Embedder> embedder;  // null: this backend computes no embeddings
   KvCapacity capacity;               // the KV pool's tokens, bytes and origin
   KvDtype kv_dtype = KvDtype::f32;   // the pool's element type ("auto" resolved)
   std::string weights_description;   // "74.4 MiB as Q6_K, Q4_K (avx512-vnni products)"

@@ -32,4 +32,36 @@ void pool_and_normalize(const float* hidden, int32_t n_tokens, int32_t dim, Pool
   for (int32_t i = 0; i < dim; ++i) out[i] *= scale;
 }
 
+Status check_embedding_inputs(const std::vector<std::vector<int32_t>>& inputs, int32_t context_length,
+                              int32_t vocab_size) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int32_t>& in = inputs[i];
+    const std::string which = "input " + std::to_string(i);
+    if (in.empty()) return make_error(Errc::invalid_argument, which + " is empty");
+    if (int64_t(in.size()) > context_length)
+      return make_error(Errc::invalid_argument, which + " has " + std::to_string(in.size()) +
+                                                    " tokens, more than the model's context of " +
+                                                    std::to_string(context_length));
+    for (int32_t id : in)
+      if (id < 0 || id >= vocab_size)
+        return make_error(Errc::invalid_argument, which + " holds token id " + std::to_string(id) +
+                                                      ", outside [0, " + std::to_string(vocab_size) + ")");
+  }
+  return Status::ok();
+}
+
+std::vector<std::pair<size_t, size_t>> embedding_batches(const std::vector<std::vector<int32_t>>& inputs,
+                                                         int64_t max_tokens) {
+  std::vector<std::pair<size_t, size_t>> batches;
+  for (size_t first = 0; first < inputs.size();) {
+    size_t last = first + 1;
+    int64_t tokens = int64_t(inputs[first].size());
+    while (last < inputs.size() && tokens + int64_t(inputs[last].size()) <= max_tokens)
+      tokens += int64_t(inputs[last++].size());
+    batches.emplace_back(first, last);
+    first = last;
+  }
+  return batches;
+}
+
 }  // namespace conveyor

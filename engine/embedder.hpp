@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.hpp"
@@ -48,5 +49,15 @@ class Embedder {
 // out = the pooled, unit-length embedding of one sequence whose final hidden
 // states are `hidden` ([n_tokens, dim], row-major). A zero vector stays zero.
 void pool_and_normalize(const float* hidden, int32_t n_tokens, int32_t dim, Pooling pooling, float* out);
+
+// Embedder::embed's check of its inputs: each 1 to `context_length` ids in
+// [0, vocab_size); the error (invalid_argument) names the first bad input.
+Status check_embedding_inputs(const std::vector<std::vector<int32_t>>& inputs, int32_t context_length,
+                              int32_t vocab_size);
+
+// The inputs in consecutive batches [first, last) of whole inputs, each at
+// most `max_tokens` tokens (an input longer than that is a batch alone).
+std::vector<std::pair<size_t, size_t>> embedding_batches(const std::vector<std::vector<int32_t>>& inputs,
+                                                         int64_t max_tokens);
 
 }  // namespace conveyor

@@ -48,8 +48,8 @@ class EnginePort {
                   EventSink sink);
   void release_session(const std::string& name);
   void stats_async(std::function<void(Expected<EngineStats>)> done);
-  // Whether the backend computes embeddings (engine/embedder.hpp; the CPU
-  // backend does, the CUDA backend does not).
+  // Whether the backend computes embeddings (engine/embedder.hpp; the CPU and
+  // CUDA backends do; a router's engine does not).
   bool can_embed() const;
   // Embeds `inputs` on the port's embedding thread (http/embedding_worker.hpp)
   // and calls `done` there. Only when can_embed(). The CancelFn drops the job

@@ -484,13 +484,9 @@ void HttpSession::drop_job() {
 // flight for a drain, and is dropped if its client goes away before it starts.
 void HttpSession::start_embeddings() {
   if (!state_->engine().can_embed()) {
-    const DeviceSpec& device = state_->engine().engine_config().device;
     return send_error(ApiError{501,
-                               device.kind == DeviceKind::cuda
-                                   ? "/v1/embeddings is not implemented on the CUDA backend (--device " +
-                                         to_string(device) + "); serve the model with --device cpu for embeddings"
-                                   : std::string("/v1/embeddings is not available here: this server's engine "
-                                                 "computes no embeddings (a router forwards none to its nodes)"),
+                               "/v1/embeddings is not available here: this server's engine computes no embeddings "
+                               "(a router forwards none to its nodes)",
                                "invalid_request_error", {}, "embeddings_not_supported"});
   }
   auto parsed = parse_embedding_request(parser_->get().body(), state_->model());

@@ -10,38 +10,13 @@ namespace conveyor {
 CpuEmbedder::CpuEmbedder(std::shared_ptr<const Transformer> transformer, KvDtype kv_dtype)
     : transformer_(std::move(transformer)), kv_dtype_(kv_dtype), workspace_(transformer_->make_workspace()) {}
 
-Status CpuEmbedder::check(const std::vector<std::vector<int32_t>>& inputs) const {
-  const ModelConfig& c = transformer_->config();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::vector<int32_t>& in = inputs[i];
-    const std::string which = "input " + std::to_string(i);
-    if (in.empty()) return make_error(Errc::invalid_argument, which + " is empty");
-    if (int64_t(in.size()) > c.context_length)
-      return make_error(Errc::invalid_argument, which + " has " + std::to_string(in.size()) +
-                                                    " tokens, more than the model's context of " +
-                                                    std::to_string(c.context_length));
-    for (int32_t id : in)
-      if (id < 0 || id >= c.vocab_size)
-        return make_error(Errc::invalid_argument, which + " holds token id " + std::to_string(id) +
-                                                      ", outside [0, " + std::to_string(c.vocab_size) + ")");
-  }
-  return Status::ok();
-}
-
 Expected<std::vector<std::vector<float>>> CpuEmbedder::embed(const std::vector<std::vector<int32_t>>& inputs,
                                                              Pooling pooling) {
-  if (Status st = check(inputs); !st) return st.error();
+  const ModelConfig& c = transformer_->config();
+  if (Status st = check_embedding_inputs(inputs, c.context_length, c.vocab_size); !st) return st.error();
   std::lock_guard lock(mutex_);
   std::vector<std::vector<float>> out(inputs.size());
-  size_t first = 0;
-  while (first < inputs.size()) {
-    size_t last = first + 1;
-    int64_t tokens = int64_t(inputs[first].size());
-    while (last < inputs.size() && tokens + int64_t(inputs[last].size()) <= kBatchTokens)
-      tokens += int64_t(inputs[last++].size());
-    run_batch(inputs, first, last, pooling, out);
-    first = last;
-  }
+  for (const auto& [first, last] : embedding_batches(inputs, kBatchTokens)) run_batch(inputs, first, last, pooling, out);
   // This thread's OpenMP team would keep the step runner's from spinning
   // between regions (kernels/cpu/omp_threads.hpp): it goes until the next call.
   kernels::release_openmp_threads();

@@ -33,7 +33,6 @@ class CpuEmbedder final : public Embedder {
                                                   Pooling pooling) override;
 
  private:
-  Status check(const std::vector<std::vector<int32_t>>& inputs) const;
   // Inputs [first, last) as one forward pass, their embeddings into out[first, last).
   void run_batch(const std::vector<std::vector<int32_t>>& inputs, size_t first, size_t last, Pooling pooling,
                  std::vector<std::vector<float>>& out);

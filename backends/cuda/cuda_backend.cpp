@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/cuda/cuda_embedder.hpp"
 #include "backends/cuda/cuda_limits.hpp"
 #include "backends/cuda/cuda_memory.hpp"
 #include "backends/cuda/cuda_runner.hpp"
@@ -59,6 +60,10 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
   if (!runner) return runner.error();
   b.weights_description = format_bytes((*runner)->weight_bytes()) + " as BF16 on " + prop.name +
                           " (cuBLAS products; stored as " + types + ")";
+  // Its memory for a batch is taken before the pool is sized from what is left.
+  auto embedder = CudaEmbedder::create(device, (*runner)->device_model(), b.kv_dtype);
+  if (!embedder) return embedder.error();
+  b.embedder = std::move(embedder).value();
 
   size_t free = 0, total = 0;
   if (cudaError_t e = cudaMemGetInfo(&free, &total); e != cudaSuccess)

@@ -1,5 +1,5 @@
-// CudaStepRunner (backends/cuda/cuda_runner.hpp): the forward pass of
-// backends/cpu/transformer.cpp on a device, step for step.
+// CudaStepRunner (backends/cuda/cuda_runner.hpp): steps of the forward pass
+// (backends/cuda/cuda_forward.hpp) on a device, pipelined, and their sampling.
 #include "backends/cuda/cuda_runner.hpp"
 
 #include <algorithm>
@@ -10,19 +10,18 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/cuda/cuda_forward.hpp"
 #include "backends/cuda/cuda_sticky.hpp"
 #include "backends/cuda/cuda_util.hpp"
 #include "backends/prompt_scoring.hpp"
-#include "kernels/cpu/rope.hpp"
 #include "kernels/cuda/kernels.hpp"
-#include "model/bf16_pack.hpp"
-#include "model/rope_scaling.hpp"
 
 namespace conveyor {
 
 using cuda::check;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
+using cuda::StepInts;
 
 namespace {
 
@@ -33,13 +32,7 @@ static_assert(cudaErrorContained == 226 && cudaErrorIllegalAddress == 700 && cud
               cudaErrorInvalidPc == 718 && cudaErrorLaunchFailure == 719 && cudaErrorTensorMemoryLeak == 721 &&
               cudaErrorMpsClientTerminated == 810 && cudaErrorExternalDevice == 911);
 
-template <class T>
-void upload(DeviceBuffer& dst, const std::vector<T>& host) {
-  dst.reserve(std::max<size_t>(host.size() * sizeof(T), 16));
-  if (!host.empty()) check(cudaMemcpy(dst.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
-}
-
-// The most int32s a step's plan uploads (StepInts below) for `limits`:
+// The most int32s a step's plan uploads (cuda::StepInts) for `limits`:
 // tokens and positions 2T, logits rows R, per sequence its token_begin,
 // start_pos, table_begin (3S + 2), its block table (at most a context's
 // blocks), a copy-on-write pair and a placeholder fill (2 + 2 each).
@@ -59,17 +52,6 @@ size_t max_sampling_input_bytes(int32_t rows, int32_t context) {
   return r * sizeof(double) + 6 * r * sizeof(float) + (4 * r + 2 + 3 * r * c) * sizeof(int32_t);
 }
 
-struct DeviceLayer {
-  DeviceBuffer attn_norm, ffn_norm;  // [dim] f32
-  DeviceBuffer qkv;                  // [q_dim + 2 kv_dim, dim] bf16
-  DeviceBuffer qkv_bias;             // [q_dim + 2 kv_dim] f32, when the model has one
-  DeviceBuffer q_norm, k_norm;       // [head_dim] f32, when the model has them
-  DeviceBuffer wo;                   // [dim, q_dim] bf16
-  DeviceBuffer w13;                  // [2 hidden, dim] bf16: gate rows, then up rows
-  DeviceBuffer w2;                   // [dim, hidden] bf16
-  bool bias = false, qk_norm = false;
-};
-
 }  // namespace
 
 struct CudaStepRunner::Impl {
@@ -77,16 +59,11 @@ struct CudaStepRunner::Impl {
   ModelConfig c;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
-  int64_t weight_bytes = 0;
 
-  std::vector<DeviceLayer> layers;
-  DeviceBuffer final_norm;
-  DeviceBuffer classifier;  // [vocab, dim] bf16
-  DeviceBuffer embedding;   // [vocab, dim] bf16; empty when tied (the classifier is read)
-  DeviceBuffer rope;        // [context_length][rotary_dim / 2][2] f32
-
+  std::shared_ptr<const cuda::DeviceModel> model;  // shared with the embedder
   // Activations, sized for CudaStepLimits and grown when a step needs more.
-  DeviceBuffer x, xn, xb, qkv, attn, gate_up, ffn, final_x, logits, attention_ws, ints, sampling_in;
+  std::unique_ptr<cuda::Forward> fwd;
+  DeviceBuffer ints, sampling_in;
   PinnedBuffer host_logits;
   DeviceBuffer score_rows;  // a scoring pass's token rows (score_prompts)
   // Per launched step, two in turn: the step after a launched one writes
@@ -147,8 +124,6 @@ struct CudaStepRunner::Impl {
     if (stream) cudaStreamDestroy(stream);
   }
 
-  int32_t xb_width() const { return std::max({c.dim, c.q_dim(), c.hidden_dim}); }
-
   // Grows a device buffer that queued work may use: only once the stream
   // is idle (every launched step is waited for and sampled first).
   void grow(DeviceBuffer& b, size_t bytes) {
@@ -158,19 +133,11 @@ struct CudaStepRunner::Impl {
   }
 
   void reserve(int32_t tokens, int32_t rows, int32_t max_context) {
-    const size_t f = sizeof(float), n = size_t(std::max(tokens, 1)), r = size_t(std::max(rows, 1));
-    const size_t qkv_dim = size_t(c.q_dim() + 2 * c.kv_dim());
-    grow(x, n * c.dim * f);
-    grow(xn, n * c.dim * f);
-    grow(xb, n * xb_width() * 2);
-    grow(qkv, n * qkv_dim * f);
-    grow(attn, n * c.q_dim() * f);
-    grow(gate_up, n * 2 * c.hidden_dim * f);
-    grow(ffn, n * c.hidden_dim * f);
-    grow(final_x, r * c.dim * f);
-    grow(logits, r * c.vocab_size * f);
-    grow(attention_ws, size_t(kernels::cuda::paged_attention_workspace_bytes(int32_t(n), c.n_heads, c.head_dim(),
-                                                                              std::max(max_context, 1))));
+    const size_t r = size_t(std::max(rows, 1));
+    if (!fwd->fits(tokens, rows, max_context)) {
+      settle();
+      fwd->reserve(tokens, rows, max_context);
+    }
     for (Slot& s : slots) {
       if (r * sizeof(int32_t) > s.host_picks.bytes()) settle();  // a queued download may write it
       s.host_picks.reserve(r * sizeof(int32_t));
@@ -178,17 +145,6 @@ struct CudaStepRunner::Impl {
     }
   }
 
-  // y[n, out] (ldy) = x[n, in] · Wᵀ, or += with accumulate; W [out, in] and x bf16.
-  void gemm(const DeviceBuffer& w, int32_t out, int32_t in, const uint16_t* xin, int32_t n, float* y,
-            int64_t ldy, bool accumulate) {
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    // Column-major: yᵀ[out, n] = W[in, out]ᵀ · xᵀ[in, n].
-    check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w.get(), CUDA_R_16BF, in, xin,
-                       CUDA_R_16BF, in, &beta, y, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmEx");
-  }
-
-  void upload_weights(ModelWeights& w);
   void launch(StepPlan& plan);
   // The logits of a completed step's token rows `rows` (at most
   // kScoredRowsPerPass), from the last layer's output that is still in x:
@@ -203,139 +159,7 @@ struct CudaStepRunner::Impl {
   // previous_picks: the previous step's ids on the device, which
   // device_inputs.previous_row points into (null when not launched ahead).
   void sample_on_device(Slot& slot, int32_t rows, const int32_t* previous_picks);
-  struct StepInts;
-  void forward(const ForwardBatch& batch, const int32_t* d_ints, const StepInts& at, int32_t max_context,
-               int32_t rows);
 };
-
-void CudaStepRunner::Impl::upload_weights(ModelWeights& w) {
-  const int32_t dim = c.dim;
-  auto bf16 = [&](DeviceBuffer& dst, std::initializer_list<const WeightMatrix*> parts, int64_t cols) {
-    const std::vector<uint16_t> packed = pack_bf16(parts, cols);
-    upload(dst, packed);
-    weight_bytes += int64_t(packed.size() * 2);
-    for (const WeightMatrix* m : parts) m->release_pages();
-  };
-  auto f32 = [&](DeviceBuffer& dst, const std::vector<float>& v) {
-    upload(dst, v);
-    weight_bytes += int64_t(v.size() * sizeof(float));
-  };
-  layers.resize(size_t(c.n_layers));
-  for (int32_t l = 0; l < c.n_layers; ++l) {
-    LayerWeights& lw = w.layers[size_t(l)];
-    DeviceLayer& d = layers[size_t(l)];
-    f32(d.attn_norm, lw.attn_norm);
-    f32(d.ffn_norm, lw.ffn_norm);
-    bf16(d.qkv, {&lw.wq, &lw.wk, &lw.wv}, dim);
-    if (c.qkv_bias) {
-      std::vector<float> bias = lw.bq;
-      bias.insert(bias.end(), lw.bk.begin(), lw.bk.end());
-      bias.insert(bias.end(), lw.bv.begin(), lw.bv.end());
-      f32(d.qkv_bias, bias);
-      d.bias = true;
-    }
-    if (!lw.q_norm.empty()) {
-      f32(d.q_norm, lw.q_norm);
-      f32(d.k_norm, lw.k_norm);
-      d.qk_norm = true;
-    }
-    bf16(d.wo, {&lw.wo}, c.q_dim());
-    bf16(d.w13, {&lw.w1, &lw.w3}, dim);
-    bf16(d.w2, {&lw.w2}, c.hidden_dim);
-    lw = LayerWeights{};
-  }
-  f32(final_norm, w.final_norm);
-  if (c.tied_embeddings) {
-    bf16(classifier, {&w.token_embedding}, dim);
-  } else {
-    bf16(classifier, {&w.classifier}, dim);
-    bf16(embedding, {&w.token_embedding}, dim);
-  }
-  const RopeFrequencies freqs = rope_frequencies(c, w.rope_freq_factors);
-  const int32_t positions = std::max(c.context_length, 1);
-  std::vector<float> table(size_t(kernels::rope_table_floats(c.rotary_dim(), positions)));
-  kernels::rope_table(freqs.pair_freqs, freqs.scale, positions, table.data());
-  upload(rope, table);
-}
-
-// The ints block a step uploads, in this order: tokens [n], token_begin
-// [S + 1], start_pos [S], block tables [B], table_begin [S + 1], positions
-// [n], logit rows [R], copy-on-write pairs [2P], placeholder fills [2F].
-struct CudaStepRunner::Impl::StepInts {
-  size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, fills, total;
-  StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs, size_t n_fills) {
-    const size_t n = size_t(b.num_tokens()), s = size_t(b.num_seqs());
-    tokens = 0;
-    token_begin = tokens + n;
-    start_pos = token_begin + s + 1;
-    tables = start_pos + s;
-    table_begin = tables + b.block_tables.size();
-    positions = table_begin + s + 1;
-    logit_rows = positions + n;
-    pairs = logit_rows + size_t(rows);
-    fills = pairs + 2 * n_pairs;
-    total = fills + 2 * n_fills;
-  }
-};
-
-void CudaStepRunner::Impl::forward(const ForwardBatch& batch, const int32_t* d, const StepInts& at,
-                                   int32_t max_context, int32_t rows) {
-  namespace k = kernels::cuda;
-  const int32_t n = batch.num_tokens(), dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
-  const int32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
-  const float eps = c.rms_eps;
-  float* fx = x.get<float>();
-  float* fxn = xn.get<float>();
-  uint16_t* bx = xb.get<uint16_t>();
-  float* fqkv = qkv.get<float>();
-  float* fattn = attn.get<float>();
-  float* fgu = gate_up.get<float>();
-  float* fffn = ffn.get<float>();
-  const int32_t* positions = d + at.positions;
-  const kernels::SpanTable spans{batch.num_seqs(), d + at.token_begin, d + at.start_pos, d + at.tables,
-                                 d + at.table_begin};
-  const kernels::RopeStyle style = c.rope_layout == RopeLayout::adjacent_pairs ? kernels::RopeStyle::adjacent_pairs
-                                                                               : kernels::RopeStyle::half_split;
-  const int64_t block_stride = int64_t(kv->shape().block_elems());
-  const uint16_t* table = (c.tied_embeddings ? classifier : embedding).get<uint16_t>();
-
-  check(k::embedding_gather(table, dim, d + at.tokens, n, fx, stream), "embedding_gather");
-  for (int32_t l = 0; l < c.n_layers; ++l) {
-    const DeviceLayer& w = layers[size_t(l)];
-    const kernels::PagedKvView cache{kv->keys(0, l), kv->values(0, l), block_stride, c.n_kv_heads,
-                                     kv->shape().block_size, hd, kv->dtype()};
-    check(k::rmsnorm(fx, dim, n, dim, w.attn_norm.get<float>(), eps, fxn, dim, stream), "rmsnorm");
-    check(k::to_bf16(fxn, dim, n, dim, bx, dim, stream), "to_bf16");
-    gemm(w.qkv, qkv_dim, dim, bx, n, fqkv, qkv_dim, false);
-    if (w.bias) check(k::add_bias(fqkv, qkv_dim, n, qkv_dim, w.qkv_bias.get<float>(), stream), "add_bias");
-    if (w.qk_norm) {
-      check(k::head_rmsnorm(fqkv, qkv_dim, n, c.n_heads, hd, w.q_norm.get<float>(), eps, stream), "q_norm");
-      check(k::head_rmsnorm(fqkv + q_dim, qkv_dim, n, c.n_kv_heads, hd, w.k_norm.get<float>(), eps, stream),
-            "k_norm");
-    }
-    check(k::rope_apply(fqkv, qkv_dim, n, c.n_heads + c.n_kv_heads, hd, c.rotary_dim(), style, positions,
-                        rope.get<float>(), stream),
-          "rope_apply");
-    check(k::write_kv(fqkv + q_dim, fqkv + q_dim + kv_dim, qkv_dim, n, spans, cache, stream), "write_kv");
-    check(k::paged_attention(fqkv, qkv_dim, n, c.n_heads, spans, cache, max_context, fattn, q_dim,
-                             attention_ws.get(), stream),
-          "paged_attention");
-    check(k::to_bf16(fattn, q_dim, n, q_dim, bx, q_dim, stream), "to_bf16");
-    gemm(w.wo, dim, q_dim, bx, n, fx, dim, true);
-    check(k::rmsnorm(fx, dim, n, dim, w.ffn_norm.get<float>(), eps, fxn, dim, stream), "rmsnorm");
-    check(k::to_bf16(fxn, dim, n, dim, bx, dim, stream), "to_bf16");
-    gemm(w.w13, 2 * hidden, dim, bx, n, fgu, 2 * hidden, false);
-    check(k::swiglu(fgu, fgu + hidden, 2 * hidden, n, hidden, fffn, hidden, stream), "swiglu");
-    check(k::to_bf16(fffn, hidden, n, hidden, bx, hidden, stream), "to_bf16");
-    gemm(w.w2, dim, hidden, bx, n, fx, dim, true);
-  }
-  if (rows == 0) return;
-  float* ffinal = final_x.get<float>();
-  check(k::gather_rows(fx, dim, d + at.logit_rows, rows, dim, ffinal, dim, stream), "gather_rows");
-  check(k::rmsnorm(ffinal, dim, rows, dim, final_norm.get<float>(), eps, ffinal, dim, stream), "rmsnorm");
-  check(k::to_bf16(ffinal, dim, rows, dim, bx, dim, stream), "to_bf16");
-  gemm(classifier, c.vocab_size, dim, bx, rows, logits.get<float>(), c.vocab_size, false);
-}
 
 // Uploads device_inputs in one copy and samples the logits rows into
 // `picks`: penalties (when a row has one), then greedy or a draw with the
@@ -368,7 +192,7 @@ void CudaStepRunner::Impl::sample_on_device(Slot& slot, int32_t rows, const int3
   }
   check(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream), "upload sampling inputs");
   const float* f = reinterpret_cast<const float*>(d + floats_at);
-  float* l = logits.get<float>();
+  float* l = fwd->logits();
   if (in.penalties)
     check(kernels::cuda::apply_penalties(l, rows, c.vocab_size,
                                          kernels::cuda::RowPenalties{f + 3 * r, f + 4 * r, f + 5 * r, d_ints[1],
@@ -404,7 +228,8 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
       // against spinning has not been measured: no GPU was at hand).
       check(cudaEventCreateWithFlags(&slot.end, cudaEventBlockingSync), "cudaEventCreate");
     }
-    m->upload_weights(weights);
+    m->model = std::make_shared<const cuda::DeviceModel>(config, weights);
+    m->fwd = std::make_unique<cuda::Forward>(m->model, m->stream, m->blas);
     // Everything a step can need, before the caller measures what is left
     // for the KV pool: attention's workspace has a bound whatever the
     // context (kernels/cuda/attention_math.hpp), the ints and sampling
@@ -421,8 +246,8 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
     check(cudaDeviceSynchronize(), "weight upload");
     // One product of the largest batch, so that cuBLAS has made its own
     // workspace before the caller measures the memory left for the KV pool.
-    m->gemm(m->classifier, config.vocab_size, config.dim, m->xb.get<uint16_t>(), std::max(limits.max_rows, 1),
-            m->logits.get<float>(), config.vocab_size, false);
+    m->fwd->gemm(m->model->classifier, config.vocab_size, config.dim, m->fwd->xb(), std::max(limits.max_rows, 1),
+                 m->fwd->logits(), config.vocab_size, false);
     check(cudaStreamSynchronize(m->stream), "warm-up product");
   } catch (const std::exception& e) {
     return make_error(Errc::unsupported, std::string("--device cuda:") + std::to_string(device) + ": " + e.what());
@@ -432,7 +257,9 @@ Expected<std::unique_ptr<CudaStepRunner>> CudaStepRunner::create(int32_t device,
 
 void CudaStepRunner::attach(std::shared_ptr<KvCache> kv) { impl_->kv = std::move(kv); }
 
-int64_t CudaStepRunner::weight_bytes() const { return impl_->weight_bytes; }
+int64_t CudaStepRunner::weight_bytes() const { return impl_->model->bytes; }
+
+std::shared_ptr<const cuda::DeviceModel> CudaStepRunner::device_model() const { return impl_->model; }
 
 void CudaStepRunner::reset() {
   Impl& m = *impl_;
@@ -519,24 +346,17 @@ void CudaStepRunner::Impl::complete(Flight& f) {
 }
 
 void CudaStepRunner::Impl::row_logits(std::span<const int32_t> rows, std::vector<float>& out) {
-  namespace k = kernels::cuda;
   const auto n = int32_t(rows.size());
   const size_t vocab = size_t(c.vocab_size), bytes = size_t(n) * vocab * sizeof(float);
   // Sized at creation for kScoredRowsPerPass rows: nothing grows here.
-  if (final_x.bytes() < size_t(n) * size_t(c.dim) * sizeof(float) || logits.bytes() < bytes)
+  if (fwd->final_x_bytes() < size_t(n) * size_t(c.dim) * sizeof(float) || fwd->logits_bytes() < bytes)
     throw std::logic_error("CUDA runner: a scoring pass has more rows than its buffers");
   if (score_rows.bytes() < size_t(n) * sizeof(int32_t)) score_rows.reserve(size_t(kScoredRowsPerPass) * sizeof(int32_t));
   check(cudaMemcpyAsync(score_rows.get(), rows.data(), size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
         "upload scored rows");
-  float* ffinal = final_x.get<float>();
-  uint16_t* bx = xb.get<uint16_t>();
-  check(k::gather_rows(x.get<float>(), c.dim, score_rows.get<int32_t>(), n, c.dim, ffinal, c.dim, stream),
-        "gather_rows");
-  check(k::rmsnorm(ffinal, c.dim, n, c.dim, final_norm.get<float>(), c.rms_eps, ffinal, c.dim, stream), "rmsnorm");
-  check(k::to_bf16(ffinal, c.dim, n, c.dim, bx, c.dim, stream), "to_bf16");
-  gemm(classifier, c.vocab_size, c.dim, bx, n, logits.get<float>(), c.vocab_size, false);
+  fwd->classify(score_rows.get<int32_t>(), n);
   host_logits.reserve(bytes);
-  check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream), "download logits");
+  check(cudaMemcpyAsync(host_logits.get(), fwd->logits(), bytes, cudaMemcpyDeviceToHost, stream), "download logits");
   check(cudaStreamSynchronize(stream), "scoring pass");
   const float* h = host_logits.get<float>();
   out.assign(h, h + size_t(n) * vocab);
@@ -582,17 +402,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   const StepInts at(b, rows, plan.copies.size(), fills.size());
   slot.host_ints.reserve(at.total * sizeof(int32_t));
   int32_t* h = slot.host_ints.get<int32_t>();
-  auto put = [&](size_t at_, const std::vector<int32_t>& v) { std::copy(v.begin(), v.end(), h + at_); };
-  put(at.tokens, b.tokens);
-  put(at.token_begin, b.seq_token_begin);
-  put(at.start_pos, b.seq_start_pos);
-  put(at.tables, b.block_tables);
-  put(at.table_begin, b.block_table_begin);
-  for (int32_t s = 0, r = 0; s < n_seqs; ++s) {
-    const int32_t begin = b.seq_token_begin[s], end = b.seq_token_begin[s + 1];
-    for (int32_t t = begin; t < end; ++t) h[at.positions + size_t(t)] = b.seq_start_pos[s] + (t - begin);
-    if (b.want_logits[s] && end > begin) h[at.logit_rows + size_t(r++)] = end - 1;
-  }
+  at.put(b, h);
   for (size_t i = 0; i < plan.copies.size(); ++i) {
     h[at.pairs + 2 * i] = plan.copies[i].first;
     h[at.pairs + 2 * i + 1] = plan.copies[i].second;
@@ -619,7 +429,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
     check(kernels::cuda::copy_blocks(kv->block_data(0), int64_t(kv->shape().block_bytes()), d + at.pairs,
                                      int32_t(plan.copies.size()), stream),
           "copy_blocks");
-  if (n > 0) forward(b, d, at, max_context, rows);
+  if (n > 0) fwd->run(b, d, at, max_context, rows, *kv);
 
   Flight f;
   f.slot = &slot;
@@ -644,7 +454,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
     // No unfinished step reads it: one sampled on the host is completed before the next launches.
     const size_t bytes = size_t(rows) * size_t(c.vocab_size) * sizeof(float);
     host_logits.reserve(bytes);
-    check(cudaMemcpyAsync(host_logits.get(), logits.get(), bytes, cudaMemcpyDeviceToHost, stream),
+    check(cudaMemcpyAsync(host_logits.get(), fwd->logits(), bytes, cudaMemcpyDeviceToHost, stream),
           "download logits");
   }
   check(cudaEventRecord(slot.end, stream), "cudaEventRecord");

@@ -46,7 +46,8 @@
 namespace conveyor {
 
 namespace cuda {
-class Timeline;  // backends/cuda/cuda_util.hpp
+class Timeline;      // backends/cuda/cuda_util.hpp
+struct DeviceModel;  // backends/cuda/cuda_forward.hpp
 }
 
 // The largest step the runner's memory is allocated for at start-up, before
@@ -74,6 +75,8 @@ class CudaStepRunner final : public StepRunner {
   void attach(std::shared_ptr<KvCache> kv);
   // Device bytes of the uploaded weights.
   int64_t weight_bytes() const;
+  // The weights on the device, for an embedder to share (read-only).
+  std::shared_ptr<const cuda::DeviceModel> device_model() const;
 
   StepResult run(StepPlan& plan) override;  // only with no step launched and unfinished
   // Also finds whether the fault lost the CUDA context (a sticky error,

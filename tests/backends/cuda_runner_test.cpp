@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cpu/cpu_embedder.hpp"
 #include "actors/engine.hpp"
 #include "kernels/cpu/kv_dtype.hpp"
 #include "tests/actors/engine_test_util.hpp"
@@ -318,6 +319,58 @@ TEST(CudaRunner, ScoresPromptPositionsAsTheCpuRunnerDoes) {
   EXPECT_LE(d_device, tau) << "the device's prompt logprobs move by more than 2 d_w (d_w " << d_w << ")";
   std::printf("prompt scoring: d_w %.5f, tau %.5f, device %.5f over %zu positions, %d near ties\n", d_w, tau,
               d_device, prompt.size() - 1, near_ties);
+}
+
+// Embeddings on the device (backends/cuda/cuda_embedder.hpp) against the CPU
+// embedder on the device's bf16 weights (the reference; the CPU embedder is
+// checked against llama.cpp's own in backends/cpu/embedding_test.cpp), within
+// compare_with_cpu's tolerance, both poolings: inputs of many lengths in
+// several batches, then a batch of more inputs than the embedder reserved
+// blocks for (its KV cache grows).
+TEST(CudaEmbedder, MatchesTheCpuEmbedderOnTheDevicesWeights) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string model = shared("tiny-random-llama-f32.gguf");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not found";
+  auto cpu_embedder = [&](bool bf16) {
+    auto m = load_model(model);
+    EXPECT_TRUE(m.has_value());
+    LoadedModel l = with_f32_matrices(std::move(m).value(), bf16);
+    return std::make_shared<CpuEmbedder>(std::make_shared<Transformer>(l.config, std::move(l.weights), 2),
+                                         KvDtype::bf16);
+  };
+  const auto reference = cpu_embedder(true), f32 = cpu_embedder(false);
+  Backend gpu = make("cuda", model, 8 * kBlock);
+  ASSERT_TRUE(gpu.embedder) << "the CUDA backend has no embedder";
+  EXPECT_EQ(gpu.embedder->dim(), reference->dim());
+  std::vector<std::vector<int32_t>> many, short_ones(100);
+  for (int32_t i = 0; i < 24; ++i) {
+    many.emplace_back();
+    for (int32_t t = 0; t < 1 + (i * 37) % 120; ++t) many.back().push_back(t == 0 ? 1 : 3 + (i * 11 + t * 7) % 900);
+  }
+  for (int32_t i = 0; i < 100; ++i) short_ones[size_t(i)] = {1, 3 + i, 200 + 2 * i};
+  double d_w = 0, d_device = 0;
+  for (const auto& inputs : {many, short_ones}) {
+    for (Pooling pooling : {Pooling::last, Pooling::mean}) {
+      auto r = reference->embed(inputs, pooling), f = f32->embed(inputs, pooling), d = gpu.embedder->embed(inputs, pooling);
+      ASSERT_TRUE(r && f);
+      ASSERT_TRUE(d) << d.error().message;
+      ASSERT_EQ(d->size(), inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        ASSERT_EQ((*d)[i].size(), (*r)[i].size());
+        for (size_t k = 0; k < (*r)[i].size(); ++k) {
+          d_w = std::max(d_w, double(std::fabs((*f)[i][k] - (*r)[i][k])));
+          d_device = std::max(d_device, double(std::fabs((*d)[i][k] - (*r)[i][k])));
+        }
+      }
+    }
+  }
+  const double tau = std::max(2 * d_w, 1.0 / 256);
+  EXPECT_LE(d_device, tau) << "d_w " << d_w;
+  std::printf("embeddings: d_w %.5f, tau %.5f, device %.5f\n", d_w, tau, d_device);
+  // Bad inputs are refused by index, as on the CPU.
+  auto bad = gpu.embedder->embed({{1, 2}, {}}, Pooling::last);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("input 1"), std::string::npos) << bad.error().message;
 }
 
 // Runs sequence `id` alone on `table`'s blocks: `tokens` at `pos` first (its
