@@ -104,8 +104,9 @@ Status validate(const EngineConfig& c) {
   if (Status st = validate(c.speculative); !st) return st;
   if (c.kv_cache_dtype == KvDtype::q8_0 && c.device.kind == DeviceKind::cuda)
     return bad("kv-cache-dtype", "q8_0 is not supported with --device cuda yet (its kernels read f32, f16 and bf16)");
-  if (c.speculative.enabled() && c.device.kind == DeviceKind::cuda)
-    return bad("speculative", "not supported with --device cuda yet (the CUDA runner verifies no drafts)");
+  if (c.speculative.enabled() && c.speculative.method == SpeculativeMethod::draft && c.device.kind == DeviceKind::cuda)
+    return bad("speculative", "draft:FILE is not supported with --device cuda yet (the draft model runs in the CPU "
+                              "runner); ngram and suffix are");
   return Status::ok();
 }
 

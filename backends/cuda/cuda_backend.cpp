@@ -52,7 +52,11 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
   const std::string types = weight_types(model.weights);
   CudaStepLimits limits;
   limits.max_tokens = config.max_batched_tokens;
-  limits.max_rows = std::min(config.max_num_seqs, config.max_batched_tokens);  // a row needs a token of the step
+  // A row needs a token of the step; verify spans (speculation, jump-forward)
+  // add their drafts' rows while at most disable_batch sequences decode.
+  const int32_t draft_rows =
+      config.speculative.drafts() ? config.speculative.disable_batch * config.speculative.num_tokens : 0;
+  limits.max_rows = std::min(config.max_num_seqs + draft_rows, config.max_batched_tokens);
   limits.max_seqs = config.max_num_seqs;
   limits.max_context = model.config.context_length;
   limits.block_size = config.block_size;

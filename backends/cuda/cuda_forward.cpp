@@ -95,7 +95,8 @@ void StepInts::put(const ForwardBatch& b, int32_t* h) const {
   for (int32_t s = 0, r = 0; s < b.num_seqs(); ++s) {
     const int32_t begin = b.seq_token_begin[s], end = b.seq_token_begin[s + 1];
     for (int32_t t = begin; t < end; ++t) h[positions + size_t(t)] = b.seq_start_pos[s] + (t - begin);
-    if (b.want_logits[s] && end > begin) h[logit_rows + size_t(r++)] = end - 1;
+    if (end > begin)  // a verify span's last want_logits positions, else its last one
+      for (int32_t t = end - std::min(int32_t(b.want_logits[s]), end - begin); t < end; ++t) h[logit_rows + size_t(r++)] = t;
   }
 }
 

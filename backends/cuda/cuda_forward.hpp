@@ -58,8 +58,8 @@ struct DeviceModel {
 struct StepInts {
   size_t tokens, token_begin, start_pos, tables, table_begin, positions, logit_rows, pairs, fills, total;
   StepInts(const ForwardBatch& b, int32_t rows, size_t n_pairs, size_t n_fills);
-  // Writes the batch's part (tokens to logit rows: the last token of each
-  // span with want_logits, `rows` of them) at `h`, which holds `total`.
+  // Writes the batch's part (tokens to logit rows: each span's last
+  // want_logits positions, `rows` of them in all) at `h`, which holds `total`.
   void put(const ForwardBatch& b, int32_t* h) const;
 };
 

@@ -375,10 +375,12 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   const ForwardBatch& b = plan.batch;
   const int32_t n = b.num_tokens(), n_seqs = b.num_seqs();
   int32_t rows = 0, max_context = 1;
+  bool verifies = false;  // a span with drafts: its rows are sampled on the host, one after another
   for (int32_t s = 0; s < n_seqs; ++s) {
     const int32_t len = b.seq_token_begin[s + 1] - b.seq_token_begin[s];
     if (len > 0) max_context = std::max(max_context, b.seq_start_pos[s] + len);
-    if (b.want_logits[s] && len > 0) ++rows;
+    if (len > 0) rows += std::min(int32_t(b.want_logits[s]), len);
+    verifies = verifies || b.want_logits[s] > 1;
   }
   // Before anything of this step is queued: room for it (the ints with a
   // fill for every sequence at most).
@@ -436,7 +438,7 @@ void CudaStepRunner::Impl::launch(StepPlan& plan) {
   f.result.iteration = plan.iteration;
   // Sampled on the device, the ids stay there for the next step; a step
   // without logits rows has none to wait for either.
-  f.on_device = plan.score.empty() && (rows == 0 || sampling.device_inputs(plan, device_inputs));
+  f.on_device = plan.score.empty() && !verifies && (rows == 0 || sampling.device_inputs(plan, device_inputs));
   if (rows > 0 && f.on_device) {
     if (device_inputs.uniforms.size() != size_t(rows))  // a want_logits span without tokens: never planned
       throw std::runtime_error("CUDA runner: the plan's logits rows and its samplers disagree");

@@ -20,6 +20,10 @@
 // for it first). finish() returns once a step's work on the device is
 // done, so the swap engine may copy any block the scheduler names after
 // its result.
+// A verify step (speculative decoding: a span with drafts, whose want_logits
+// counts k + 1 rows) is sampled on the host, row after row as the CPU runner
+// does (backends/host_sampling.hpp), and completed before the next step is
+// queued, since the scheduler plans no step ahead of one that drafts.
 // A step that scores prompt positions (StepPlan::score, for prompt
 // logprobs) is sampled on the host and completed before the next step is
 // queued: its last layer's output is still on the device then, and each pass
@@ -84,6 +88,7 @@ class CudaStepRunner final : public StepRunner {
   void reset() override;
   Status usable() const override;
   bool scores_prompts() const override { return true; }
+  bool verifies_drafts() const override { return true; }
   bool pipelined() const override;
   void launch(StepPlan& plan) override;
   bool ready() override;

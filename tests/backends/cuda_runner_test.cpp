@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
 #include <caf/all.hpp>
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "backends/backend.hpp"
 #include "backends/cpu/cpu_embedder.hpp"
 #include "actors/engine.hpp"
+#include "grammar/json_schema.hpp"
 #include "kernels/cpu/kv_dtype.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/cuda_device.hpp"
@@ -455,6 +457,52 @@ TEST(CudaRunner, DeviceSamplingEqualsHostSampling) {
 // device), and a row with logprobs (sampled on the host: the next step
 // waits for it); a sequence retires half-way and another starts, and one
 // step has no logits rows at all.
+// Speculative verification on the device: a span of the last token and
+// four drafts (three right, the fourth wrong) emits the three and then the
+// token plain decoding writes there, as on the CPU runner; decoding goes on
+// from there as if it had run token by token. Greedy on stories260K (a
+// trained model: its top two are far apart on this prompt), beside a
+// sequence that decodes plainly.
+TEST(CudaRunner, VerifiesDraftsAsTheCpuRunnerDoes) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string model = shared("stories260K.bin");
+  const SamplingParams greedy = greedy_params();
+  const std::vector<int32_t> prompt = {1, 400, 37, 300, 41};
+  std::vector<int32_t> table1(4), table2(4);
+  for (int32_t k = 0; k < 4; ++k) table1[size_t(k)] = k, table2[size_t(k)] = 4 + k;
+  for (const char* device : {"cpu", "cuda"}) {
+    Backend b = std::string(device) == "cpu" ? make_from("cpu", with_f32_matrices(*load_model(model), true), 8 * kBlock)
+                                              : make("cuda", model, 8 * kBlock);
+    ASSERT_TRUE(b.runner);
+    ASSERT_TRUE(b.runner->verifies_drafts());
+    const std::vector<int32_t> plain = ids_of(decode(*b.runner, 1, table1, prompt, 0, 8, &greedy));
+    ASSERT_EQ(plain.size(), 8u);
+    // Sequence 2: the prompt, then its first token and four drafts.
+    StepPlan first;
+    first.batch.add_sequence(prompt, 0, std::span(table2).first(1), 1);
+    first.seq_ids = {2};
+    first.new_samplers = {{2, greedy}};
+    first.new_sampler_prompts = {prompt};
+    const StepResult r0 = b.runner->run(first);
+    ASSERT_EQ(r0.tokens.size(), 1u);
+    ASSERT_EQ(r0.tokens[0].result.token, plain[0]) << device;
+    const int32_t wrong = (plain[4] + 1) % 512;
+    const std::vector<int32_t> span = {plain[0], plain[1], plain[2], plain[3], wrong};
+    StepPlan verify;
+    verify.iteration = 1;
+    verify.batch.add_sequence(span, int32_t(prompt.size()), std::span(table2).first(1), int32_t(span.size()));
+    verify.seq_ids = {2};
+    const StepResult r1 = b.runner->run(verify);
+    std::vector<int32_t> emitted;
+    for (const SampledToken& t : r1.tokens) emitted.push_back(t.result.token);
+    EXPECT_EQ(emitted, std::vector<int32_t>(plain.begin() + 1, plain.begin() + 5)) << device;
+    // On from the last emitted token, at its position: the rejected draft's KV is overwritten.
+    const int32_t pos = int32_t(prompt.size()) + 4;
+    const std::vector<SampleResult> rest = decode(*b.runner, 2, table2, {plain[4]}, pos, 3, nullptr);
+    EXPECT_EQ(ids_of(rest), std::vector<int32_t>(plain.begin() + 5, plain.end())) << device;
+  }
+}
+
 TEST(CudaRunner, PipelinedStepsEqualStepsRunInTurn) {
   SKIP_WITHOUT_DEVICE();
   SamplingParams seeded = greedy_params();
@@ -735,6 +783,94 @@ TEST(CudaEngine, PromptLogprobsAsOnTheCpu) {
   const double tau = std::max(2 * d_w, 1.0 / 256);
   EXPECT_LE(d_device, tau) << "d_w " << d_w;
   std::printf("prompt logprobs through the engine: d_w %.5f, tau %.5f, device %.5f\n", d_w, tau, d_device);
+}
+
+// Speculative decoding on the device (--speculative ngram) through the
+// actors: on the random-weight Llama file, whose greedy output repeats itself
+// so prompt lookup drafts well, the streams are those of plain decoding on
+// the device (or part at a named near tie), and drafts were accepted.
+TEST(CudaEngine, NgramSpeculationKeepsTheGreedyStreams) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string model = shared("tiny-random-llama-f32.gguf");
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < 3; ++i) prompts.push_back({1, 300 + i, 301 + i, 300 + i, 301 + i});
+  auto run = [&](bool speculate) {
+    EngineConfig c;
+    c.device = *parse_device("cuda");
+    c.kv_cache_tokens = 64 * kBlock;
+    c.kv_cache_dtype = KvDtype::bf16;
+    if (speculate) c.speculative.method = SpeculativeMethod::ngram;
+    return run_engine(model, c, prompts, 40);
+  };
+  const EngineRun plain = run(false), speculative = run(true);
+  ASSERT_EQ(speculative.outcomes.size(), prompts.size());
+  const int same = same_streams(model, prompts, plain, speculative, 40);
+  EXPECT_GT(speculative.stats.spec_accepted_tokens, 0u);
+  std::printf("streams equal with and without speculation: %d of %zu; drafts %llu, accepted %llu of %llu\n", same,
+              prompts.size(), static_cast<unsigned long long>(speculative.stats.spec_drafts),
+              static_cast<unsigned long long>(speculative.stats.spec_accepted_tokens),
+              static_cast<unsigned long long>(speculative.stats.spec_draft_tokens));
+}
+
+// Jump-forward on the device: a JSON schema's forced bytes are verified as
+// drafts (drafts are accepted), and every output, greedy and seeded at
+// temperature 1, is a complete record. How many streams equal the device's
+// run without jump-forward is printed (verify spans change the products'
+// shapes, which may move a near tie).
+TEST(CudaEngine, JumpForwardUnderAGrammar) {
+  SKIP_WITHOUT_DEVICE();
+  const std::string path = shared("tiny-random-llama-f32.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  auto loaded = load_model(path);
+  ASSERT_TRUE(loaded.has_value());
+  auto schema = grammar::grammar_from_json_schema(
+      R"({"type":"object","properties":{"name":{"enum":["alpha","beta gamma"]},)"
+      R"("count":{"type":"integer","minimum":0,"maximum":99},"ok":{"type":"boolean"}},)"
+      R"("required":["name","count","ok"]})");
+  ASSERT_TRUE(schema.has_value()) << schema.error().message;
+  const auto ir = std::make_shared<const grammar::Grammar>(std::move(schema).value());
+  const std::vector<int32_t> prompt = loaded->tokenizer->encode("Give me a record:", /*add_bos=*/true);
+  auto run = [&](bool jump_forward, float temperature, EngineStats& stats) {
+    testing::EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    EngineConfig c;
+    c.device = *parse_device("cuda");
+    c.kv_cache_tokens = 64 * kBlock;
+    c.kv_cache_dtype = KvDtype::bf16;
+    c.speculative.jump_forward = jump_forward;
+    auto engine = Engine::create(sys, c, *loaded);
+    EXPECT_TRUE(engine.has_value()) << (engine ? "" : engine.error().message);
+    testing::Collector collector;
+    for (uint64_t i = 0; i < 3; ++i) {
+      RequestSpec spec = testing::greedy_spec(i + 1, prompt, 100);
+      spec.request.sampling.temperature = temperature;
+      spec.request.sampling.has_seed = true;
+      spec.request.sampling.seed = 5 + i;
+      spec.request.sampling.grammar.ir = ir;
+      (*engine)->submit(spec, collector.callback_for(i + 1));
+    }
+    EXPECT_TRUE(collector.wait_for(3));
+    stats = *(*engine)->stats();
+    return collector.outcomes();
+  };
+  for (float temperature : {0.0f, 1.0f}) {
+    EngineStats plain_stats, jump_stats;
+    const auto plain = run(false, temperature, plain_stats), jumped = run(true, temperature, jump_stats);
+    int same = 0;
+    for (const auto& [id, o] : jumped) {
+      EXPECT_EQ(o.finish, FinishReason::stop) << o.message;
+      boost::system::error_code ec;
+      const boost::json::value v = boost::json::parse(o.text, ec);
+      ASSERT_FALSE(ec) << o.text;
+      EXPECT_TRUE(v.as_object().contains("ok")) << o.text;
+      same += plain.at(id).tokens == o.tokens ? 1 : 0;
+    }
+    EXPECT_EQ(plain_stats.spec_drafts, 0u);
+    EXPECT_GT(jump_stats.spec_accepted_tokens, 0u) << "temperature " << temperature;
+    std::printf("temperature %.0f: %d of 3 streams as without jump-forward; %llu of %llu drafts accepted\n",
+                double(temperature), same, static_cast<unsigned long long>(jump_stats.spec_accepted_tokens),
+                static_cast<unsigned long long>(jump_stats.spec_draft_tokens));
+  }
 }
 
 // Long prompts through the actors, on the embedded default model (context

@@ -169,9 +169,13 @@ TEST(SpeculativeConfig, RangesAndTheDeviceAreChecked) {
   e.speculative.method = SpeculativeMethod::ngram;
   EXPECT_TRUE(validate(e).is_ok());
   e.device = DeviceSpec{DeviceKind::cuda, 0};
+  EXPECT_TRUE(validate(e).is_ok()) << "the CUDA runner verifies drafts";
+  e.speculative.method = SpeculativeMethod::draft;
+  e.speculative.draft_model = "small.gguf";
   const Status cuda = validate(e);
   ASSERT_FALSE(cuda.is_ok());
   EXPECT_NE(cuda.error().message.find("--speculative"), std::string::npos);
+  EXPECT_NE(cuda.error().message.find("draft:FILE"), std::string::npos);
 }
 
 }  // namespace
