@@ -39,14 +39,17 @@ KvCapacityRequest kv_capacity_request(const EngineConfig& config, const ModelCon
   return request;
 }
 
+Status check_kv_dtype(KvDtype dtype, const ModelConfig& model) {
+  if (kernels::kv_dtype_fits(dtype, model.head_dim())) return Status::ok();
+  return make_error(Errc::invalid_argument, "--kv-cache-dtype " + std::string(to_string(dtype)) +
+                                                ": stores each head in blocks of 32 values, and this model's heads have " +
+                                                std::to_string(model.head_dim()) + "; use f16 or bf16");
+}
+
 Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model) {
   Backend b;
   b.kv_dtype = kv_dtype_of(config);
-  if (!kernels::kv_dtype_fits(b.kv_dtype, model.config.head_dim()))
-    return make_error(Errc::invalid_argument,
-                      "--kv-cache-dtype " + std::string(to_string(b.kv_dtype)) +
-                          ": stores each head in blocks of 32 values, and this model's heads have " +
-                          std::to_string(model.config.head_dim()) + "; use f16 or bf16");
+  if (Status s = check_kv_dtype(b.kv_dtype, model.config); !s) return s.error();
   const std::string types = weight_types(model.weights);
   // The weights first, so that the memory left for the cache is measured after them.
   auto transformer = std::make_shared<Transformer>(model.config, std::move(model.weights), config.threads);

@@ -52,6 +52,10 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
 // elements; the caller adds what memory is available and the share to take.
 KvCapacityRequest kv_capacity_request(const EngineConfig& config, const ModelConfig& model, KvDtype dtype);
 
+// Whether the KV cache can store `model`'s heads as `dtype` (q8_0: heads of
+// whole 32-value blocks); the error names the flag and the head size.
+Status check_kv_dtype(KvDtype dtype, const ModelConfig& model);
+
 // The storage types of a model's matrices, in a fixed order: "Q4_K, Q6_K".
 std::string weight_types(const ModelWeights& weights);
 

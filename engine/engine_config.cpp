@@ -102,8 +102,6 @@ Status validate(const EngineConfig& c) {
     return bad("policy-timeout", "must be more than 0 and at most 3600 seconds");
   if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();
   if (Status st = validate(c.speculative); !st) return st;
-  if (c.kv_cache_dtype == KvDtype::q8_0 && c.device.kind == DeviceKind::cuda)
-    return bad("kv-cache-dtype", "q8_0 is not supported with --device cuda yet (its kernels read f32, f16 and bf16)");
   if (c.speculative.enabled() && c.speculative.method == SpeculativeMethod::draft && c.device.kind == DeviceKind::cuda)
     return bad("speculative", "draft:FILE is not supported with --device cuda yet (the draft model runs in the CPU "
                               "runner); ngram and suffix are");

@@ -44,6 +44,7 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
 
   Backend b;
   b.kv_dtype = kv_dtype_of(config);
+  if (Status s = check_kv_dtype(b.kv_dtype, model.config); !s) return s.error();
   // Before any upload: a shape the kernels cannot run is refused here, not at the first step.
   const int64_t block_bytes =
       int64_t(KvCacheShape::for_model(model.config, config.block_size, 0, b.kv_dtype).block_bytes());

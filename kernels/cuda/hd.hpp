@@ -6,6 +6,7 @@
 // This header and the *_math.hpp beside it include nothing from CUDA.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -74,8 +75,8 @@ CONVEYOR_HD uint16_t f32_to_bf16(float f) {
 
 CONVEYOR_HD float bf16_to_f32(uint16_t b) { return bits_float(uint32_t(b) << 16); }
 
-// The KV dtypes as kernel template arguments: 0 f32, 1 f16, 2 bf16 (the
-// values of kernels::KvDtype).
+// The KV dtypes as kernel template arguments: 0 f32, 1 f16, 2 bf16, 3 q8_0
+// (the values of kernels::KvDtype).
 template <int D>
 struct KvElem {
   using type = uint16_t;
@@ -84,6 +85,49 @@ template <>
 struct KvElem<0> {
   using type = float;
 };
+template <>
+struct KvElem<3> {
+  using type = uint8_t;  // the bytes of blocks of 32 elements
+};
+
+// ---- q8_0 (kernels/cpu/kv_dtype.hpp and paged_attention.cpp, bit for bit) ----
+// Blocks of 32 elements: an f16 scale d (little-endian), then 32 signed
+// bytes q; the value is d·q. Element offsets (multiples of 32 at a row's
+// start) become byte offsets with q8_bytes.
+
+inline constexpr int32_t kQ8Block = 32;
+inline constexpr int32_t kQ8BlockBytes = 2 + kQ8Block;
+
+CONVEYOR_HD int64_t q8_bytes(int64_t elems) { return elems / kQ8Block * kQ8BlockBytes; }
+
+// Element i (counted from a block's start) of the blocks at `base`.
+CONVEYOR_HD float q8_load(const uint8_t* base, int64_t i) {
+  const uint8_t* block = base + q8_bytes(i);
+  return f16_to_f32(uint16_t(block[0] | (uint16_t(block[1]) << 8))) * float(int8_t(block[2 + i % kQ8Block]));
+}
+
+// A block's scale from its largest magnitude (NaNs ignored), and its
+// reciprocal, as the CPU computes them.
+CONVEYOR_HD float q8_delta(float amax) { return amax / 127.0f; }
+CONVEYOR_HD float q8_inverse(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+// x·(1/d) rounded to nearest even and clamped to [-127, 127] (a NaN: -127).
+CONVEYOR_HD uint8_t q8_quantize(float x, float inverse) {
+  const float v = rintf(x * inverse);
+  return uint8_t(int8_t(v > 127.0f ? 127.0f : v >= -127.0f ? v : -127.0f));
+}
+
+// The block at `block` for its 32 values `x`, one thread doing all.
+CONVEYOR_HD void q8_store_block(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int i = 0; i < kQ8Block; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  const float d = q8_delta(amax);
+  const uint16_t dh = f32_to_f16(d);
+  block[0] = uint8_t(dh & 0xffu);
+  block[1] = uint8_t(dh >> 8);
+  const float id = q8_inverse(d);
+  for (int i = 0; i < kQ8Block; ++i) block[2 + i] = q8_quantize(x[i], id);
+}
 
 template <int D>
 CONVEYOR_HD typename KvElem<D>::type kv_from_float(float x) {
@@ -97,6 +141,14 @@ CONVEYOR_HD float kv_to_float(typename KvElem<D>::type x) {
   if constexpr (D == 0) return x;
   else if constexpr (D == 1) return f16_to_f32(x);
   else return bf16_to_f32(x);
+}
+
+// Element i of the cache at `base` (one layer's keys or values, block 0),
+// whatever its dtype.
+template <int D>
+CONVEYOR_HD float kv_load(const void* base, int64_t i) {
+  if constexpr (D == 3) return q8_load(static_cast<const uint8_t*>(base), i);
+  else return kv_to_float<D>(static_cast<const typename KvElem<D>::type*>(base)[i]);
 }
 
 }  // namespace conveyor::kernels::cuda

@@ -30,7 +30,6 @@ template <int D, int J>
 __global__ void __launch_bounds__(kThreads)
     partition_kernel(const float* q, int64_t ldq, int32_t n_heads, SpanTable spans, PagedKvView kv,
                      int32_t n_parts, int32_t part_length, float scale, Partials out) {
-  using E = typename KvElem<D>::type;
   constexpr int G = kAttentionMaxGroup;
   const int32_t t = blockIdx.x, h = blockIdx.y, part = blockIdx.z;
   const int32_t group = n_heads / kv.n_kv_heads, hd = kv.head_dim;
@@ -54,16 +53,14 @@ __global__ void __launch_bounds__(kThreads)
       acc[g][j] = 0.0f;
     }
   }
-  const E* keys = static_cast<const E*>(kv.keys);
-  const E* values = static_cast<const E*>(kv.values);
   for (int32_t p = begin + warp; p < end; p += kAttentionWarps) {
     const int64_t slot = kv_slot(table, p, h, kv.block_size, hd, kv.block_stride);
     float kd[J], vd[J];
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int d = lane + 32 * j;
-      kd[j] = d < hd ? kv_to_float<D>(keys[slot + d]) : 0.0f;
-      vd[j] = d < hd ? kv_to_float<D>(values[slot + d]) : 0.0f;
+      kd[j] = d < hd ? kv_load<D>(kv.keys, slot + d) : 0.0f;
+      vd[j] = d < hd ? kv_load<D>(kv.values, slot + d) : 0.0f;
     }
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -175,6 +172,10 @@ cudaError_t paged_attention(const float* q, int64_t ldq, int32_t n_tokens, int32
   switch (kv.dtype) {
     case KvDtype::f16: launched = launch_for_head_dim<1>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream); break;
     case KvDtype::bf16: launched = launch_for_head_dim<2>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream); break;
+    case KvDtype::q8_0:
+      launched = kv.head_dim % kQ8Block == 0 &&
+                 launch_for_head_dim<3>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream);
+      break;
     default: launched = launch_for_head_dim<0>(grid, q, ldq, n_heads, spans, kv, n_parts, part_length, scale, parts, stream); break;
   }
   if (!launched) return cudaErrorInvalidValue;

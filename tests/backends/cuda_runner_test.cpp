@@ -31,7 +31,8 @@ constexpr int32_t kBlock = 16;
 
 std::string shared(const std::string& name) { return std::string(CONVEYOR_SHARED_MODELS) + "/" + name; }
 
-Backend make(const std::string& device, const std::string& model, int64_t kv_tokens, int64_t swap_tokens = 0) {
+Backend make(const std::string& device, const std::string& model, int64_t kv_tokens, int64_t swap_tokens = 0,
+             KvDtype kv_dtype = KvDtype::bf16) {
   auto m = load_model(model);
   EXPECT_TRUE(m.has_value()) << model << ": " << m.error().message;
   if (!m) return {};
@@ -39,7 +40,7 @@ Backend make(const std::string& device, const std::string& model, int64_t kv_tok
   c.device = *parse_device(device);
   c.kv_cache_tokens = kv_tokens;
   c.swap_space_tokens = swap_tokens;
-  c.kv_cache_dtype = KvDtype::bf16;
+  c.kv_cache_dtype = kv_dtype;
   c.threads = 2;
   auto b = backend_factory(*parse_device(device))(c, std::move(m).value());
   EXPECT_TRUE(b.has_value()) << device << " " << model << ": " << (b ? "" : b.error().message);
@@ -96,11 +97,11 @@ LoadedModel with_f32_matrices(LoadedModel m, bool bf16) {
   return m;
 }
 
-Backend make_from(const std::string& device, LoadedModel m, int64_t kv_tokens) {
+Backend make_from(const std::string& device, LoadedModel m, int64_t kv_tokens, KvDtype kv_dtype = KvDtype::bf16) {
   EngineConfig c;
   c.device = *parse_device(device);
   c.kv_cache_tokens = kv_tokens;
-  c.kv_cache_dtype = KvDtype::bf16;
+  c.kv_cache_dtype = kv_dtype;
   c.threads = 2;
   auto b = backend_factory(c.device)(c, std::move(m));
   EXPECT_TRUE(b.has_value()) << device << ": " << (b ? "" : b.error().message);
@@ -141,7 +142,7 @@ double logprob_difference(const SampleResult& a, const SampleResult& b) {
 // - Greedy ids: a logit moving by tau can swap the top two only where the
 //   reference's top-2 gap is below 2 tau. Those positions are near ties: the
 //   test names each, and requires the same id everywhere else.
-void compare_with_cpu(const std::string& model) {
+void compare_with_cpu(const std::string& model, KvDtype kv_dtype = KvDtype::bf16) {
   if (model.find('/') != std::string::npos && !std::filesystem::exists(model)) GTEST_SKIP() << model << " not found";
   auto loaded = [&](bool bf16) -> LoadedModel {
     auto m = load_model(model);
@@ -149,8 +150,9 @@ void compare_with_cpu(const std::string& model) {
     return m ? with_f32_matrices(std::move(m).value(), bf16) : LoadedModel{};
   };
   const int64_t kv_tokens = 4 * 8 * kBlock;
-  Backend reference = make_from("cpu", loaded(true), kv_tokens), f32 = make_from("cpu", loaded(false), kv_tokens);
-  Backend gpu = make("cuda", model, kv_tokens);
+  Backend reference = make_from("cpu", loaded(true), kv_tokens, kv_dtype),
+          f32 = make_from("cpu", loaded(false), kv_tokens, kv_dtype);
+  Backend gpu = make("cuda", model, kv_tokens, 0, kv_dtype);
   ASSERT_TRUE(reference.runner && f32.runner && gpu.runner);
   SamplingParams p;
   p.temperature = 0.0f;
@@ -209,6 +211,15 @@ void compare_with_cpu(const std::string& model) {
 TEST(CudaRunner, MatchesTheCpuRunnerOnStories260K) {
   SKIP_WITHOUT_DEVICE();
   compare_with_cpu(shared("stories260K.bin"));
+}
+
+// An 8-bit KV cache (q8_0) on both: the writes are bit for bit the CPU's
+// (tests/kernels/cuda), so the device moves the logprobs only as far as
+// rounding its products' inputs moves what is quantized; the float32 CPU
+// runner's distance, d_w, is measured on the same q8_0 cache.
+TEST(CudaRunner, MatchesTheCpuRunnerWithAnInt8KvCache) {
+  SKIP_WITHOUT_DEVICE();
+  for (const char* f : {"tiny-llama2-q4_k_m.gguf", "tiny-qwen2-q4_k_m.gguf"}) compare_with_cpu(shared(f), KvDtype::q8_0);
 }
 
 TEST(CudaRunner, MatchesTheCpuRunnerOnTheTinyGgufFiles) {
@@ -915,24 +926,37 @@ TEST(CudaEngine, SwapUnderMemoryPressureEndsAsWithRoomToSpare) {
   SKIP_WITHOUT_DEVICE();
   std::vector<std::vector<int32_t>> prompts;
   for (int32_t i = 0; i < 12; ++i) prompts.push_back({1, 200 + 7 * i, 201 + 3 * i, 5 + i});
-  auto run = [&](int64_t kv_tokens) {
-    EngineConfig c;
-    c.device = DeviceSpec{DeviceKind::cuda, 0};
-    c.block_size = 4;
-    c.kv_cache_tokens = kv_tokens;
-    c.swap_space_tokens = 1024;
-    c.preemption = PreemptionMode::swap;
-    c.kv_cache_dtype = KvDtype::bf16;
-    return run_engine(shared("tiny-random-llama-f32.gguf"), c, prompts, 40);
+  // bf16 in blocks of 4, and the 8-bit cache (q8_0) in blocks of 16 (on a
+  // model whose heads are whole 32-value blocks).
+  struct Case {
+    KvDtype dtype;
+    int32_t block;
+    const char* model;
   };
-  const EngineRun roomy = run(2048), tight = run(4 * 40);
-  const uint64_t swaps = tight.stats.preemptions_swap;
-  EXPECT_EQ(roomy.stats.preemptions_swap, 0u);
-  EXPECT_GT(swaps, 0u) << "the pool was meant to force swapping";
-  ASSERT_EQ(tight.outcomes.size(), prompts.size());
-  const int same = same_streams(shared("tiny-random-llama-f32.gguf"), prompts, roomy, tight, 40);
-  std::printf("streams equal with and without swapping: %d of %zu (%llu swaps)\n", same, prompts.size(),
-              static_cast<unsigned long long>(swaps));
+  for (const Case& k : {Case{KvDtype::bf16, 4, "tiny-random-llama-f32.gguf"},
+                        Case{KvDtype::q8_0, 16, "tiny-llama2-q4_k_m.gguf"}}) {
+    const KvDtype dtype = k.dtype;
+    const std::string model = shared(k.model);
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    auto run = [&](int64_t kv_tokens) {
+      EngineConfig c;
+      c.device = DeviceSpec{DeviceKind::cuda, 0};
+      c.block_size = k.block;
+      c.kv_cache_tokens = kv_tokens;
+      c.swap_space_tokens = 1024;
+      c.preemption = PreemptionMode::swap;
+      c.kv_cache_dtype = dtype;
+      return run_engine(model, c, prompts, 40);
+    };
+    const EngineRun roomy = run(2048), tight = run(4 * 40);
+    const uint64_t swaps = tight.stats.preemptions_swap;
+    EXPECT_EQ(roomy.stats.preemptions_swap, 0u);
+    EXPECT_GT(swaps, 0u) << "the pool was meant to force swapping";
+    ASSERT_EQ(tight.outcomes.size(), prompts.size());
+    const int same = same_streams(model, prompts, roomy, tight, 40);
+    std::printf("%s: streams equal with and without swapping: %d of %zu (%llu swaps)\n", kv_dtype_name(dtype), same,
+                prompts.size(), static_cast<unsigned long long>(swaps));
+  }
 }
 
 }  // namespace

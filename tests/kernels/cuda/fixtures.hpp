@@ -94,13 +94,23 @@ inline Batch make_batch(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, i
 // The history (positions before each span) is already in the pool as
 // garbage: attention reads it as keys and values like any other.
 
-// write_kv's loop on the host: one "block" per token, one "thread" per value.
+// write_kv's loop on the host: one "block" per token, one "thread" per value
+// (q8_0: one "warp" per 32 values, hd.hpp's q8_store_block).
 inline void emulate_write_kv(const Batch& b, std::byte* pool) {
   const PagedKvView kv = b.view(pool);
   for (int32_t t = 0; t < b.n_tokens(); ++t) {
     const int32_t s = sequence_of_token(b.token_begin.data(), b.n_seqs(), t);
     const int32_t pos = b.start_pos[size_t(s)] + (t - b.token_begin[size_t(s)]);
     const int32_t* table = b.block_tables.data() + b.table_begin[size_t(s)];
+    if (b.dtype == KvDtype::q8_0) {
+      for (int32_t e = 0; e < b.kv_width(); e += kQ8Block) {
+        const int32_t h = e / b.head_dim, d = e % b.head_dim;
+        const int64_t at = q8_bytes(kv_slot(table, pos, h, b.block_size, b.head_dim, b.block_stride) + d);
+        q8_store_block(b.k.data() + size_t(t) * b.kv_width() + e, static_cast<uint8_t*>(kv.keys) + at);
+        q8_store_block(b.v.data() + size_t(t) * b.kv_width() + e, static_cast<uint8_t*>(kv.values) + at);
+      }
+      continue;
+    }
     for (int32_t e = 0; e < b.kv_width(); ++e) {
       const int32_t h = e / b.head_dim, d = e % b.head_dim;
       const int64_t dst = kv_slot(table, pos, h, b.block_size, b.head_dim, b.block_stride) + d;
@@ -126,6 +136,7 @@ inline float load_kv(KvDtype dtype, const void* base, int64_t i) {
   switch (dtype) {
     case KvDtype::f16: return kv_to_float<1>(static_cast<const uint16_t*>(base)[i]);
     case KvDtype::bf16: return kv_to_float<2>(static_cast<const uint16_t*>(base)[i]);
+    case KvDtype::q8_0: return kv_load<3>(base, i);
     default: return static_cast<const float*>(base)[i];
   }
 }

@@ -151,10 +151,11 @@ const std::vector<int32_t> kStarts = {700, 5, 0, 300, 10, 0};
 const std::vector<int32_t> kSpans = {1, 1, 40, 20, 0, 1};
 
 TEST(CudaMath, KvWritesAreTheCpusBitForBit) {
-  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16})
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0})
     for (int32_t bs : {8, 16, 32}) {
       SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " block " + std::to_string(bs));
-      const auto b = make_batch(4, 2, 48, bs, dtype, kStarts, kSpans, 50 + bs);
+      const int32_t head_dim = dtype == KvDtype::q8_0 ? 64 : 48;  // q8_0: a multiple of 32
+      const auto b = make_batch(4, 2, head_dim, bs, dtype, kStarts, kSpans, 50 + bs);
       std::vector<std::byte> cpu = b.pool, gpu = b.pool;
       kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(cpu.data()));
       testing::emulate_write_kv(b, gpu.data());
@@ -165,8 +166,9 @@ TEST(CudaMath, KvWritesAreTheCpusBitForBit) {
 TEST(CudaMath, AttentionMatchesTheCpuKernel) {
   const Shape shapes[] = {{2, 2, 64, 16}, {4, 2, 64, 8}, {8, 2, 64, 32}, {16, 2, 64, 16},
                           {6, 2, 48, 16}, {4, 1, 128, 16}, {2, 1, 256, 8}, {4, 4, 16, 32}};
-  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16})
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0})
     for (const Shape& s : shapes) {
+      if (!kv_dtype_fits(dtype, s.head_dim)) continue;  // q8_0: heads a multiple of 32
       SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " heads " + std::to_string(s.n_heads) + "/" +
                    std::to_string(s.n_kv_heads) + " dim " + std::to_string(s.head_dim) + " block " +
                    std::to_string(s.block_size));
