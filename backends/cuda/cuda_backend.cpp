@@ -65,7 +65,6 @@ Expected<Backend> make_cuda_backend(const EngineConfig& config, LoadedModel mode
   if (!runner) return runner.error();
   b.weights_description = format_bytes((*runner)->weight_bytes()) + " as BF16 on " + prop.name +
                           " (cuBLAS products; stored as " + types + ")";
-  // Its memory for a batch is taken before the pool is sized from what is left.
   auto embedder = CudaEmbedder::create(device, (*runner)->device_model(), b.kv_dtype);
   if (!embedder) return embedder.error();
   b.embedder = std::move(embedder).value();

@@ -102,8 +102,6 @@ Expected<std::shared_ptr<CudaEmbedder>> CudaEmbedder::create(int32_t device,
     check(cublasCreate(&m->blas), "cublasCreate");
     check(cublasSetStream(m->blas, m->stream), "cublasSetStream");
     m->fwd = std::make_unique<cuda::Forward>(m->model, m->stream, m->blas);
-    const int32_t tokens = std::min(kBatchTokens, std::max(m->model->c.context_length, 1));
-    m->reserve(tokens, (kBatchTokens + kBlockSize - 1) / kBlockSize + kBatchTokens / kBlockSize, tokens);
   } catch (const std::exception& e) {
     return make_error(Errc::unsupported,
                       "--device cuda:" + std::to_string(device) + ": the embedder: " + std::string(e.what()));

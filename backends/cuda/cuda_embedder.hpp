@@ -7,11 +7,11 @@
 //
 // Inputs run in batches of whole inputs, up to kBatchTokens tokens per
 // pass (an input longer than that runs alone), each input in its own
-// blocks. The backend reserves the activations and KV cache of a batch of
-// kBatchTokens tokens in up to 32 inputs before it sizes the KV pool; a
-// longer input or a batch of more inputs grows them (out of what
-// --gpu-memory-utilization left; a failed allocation is an error for that
-// request alone). Nothing is cached between inputs.
+// blocks. Its activations and KV cache are allocated at the first call and
+// grown to the largest batch seen, outside the KV pool's budget (out of
+// what --gpu-memory-utilization leaves free: a server that never embeds
+// pays nothing, and a failed allocation is an error for that request
+// alone). Nothing is cached between inputs.
 //
 // This header includes nothing from CUDA.
 #pragma once
@@ -35,8 +35,8 @@ class CudaEmbedder final : public Embedder {
   static constexpr int32_t kBatchTokens = 512;
   static constexpr int32_t kBlockSize = 16;
 
-  // The stream, the handle and one batch's memory; errors (unsupported)
-  // name the device.
+  // The stream and the handle (memory comes at the first call); errors
+  // (unsupported) name the device.
   static Expected<std::shared_ptr<CudaEmbedder>> create(int32_t device, std::shared_ptr<const cuda::DeviceModel> model,
                                                         KvDtype kv_dtype);
   ~CudaEmbedder() override;
