@@ -140,9 +140,13 @@ Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::v
         b.add_alternative(root, {b.bytes(not_brace), b.star({b.bytes(any)})});
       }
       break;
-    case ToolCallFormat::mistral:
-      b.add_alternative(root, joined(joined(b.literal("["), repeated(b, *object, ", ", parallel)), b.literal("]")));
+    case ToolCallFormat::mistral: {
+      Alternative list = joined(joined(b.literal("["), repeated(b, *object, ", ", parallel)), b.literal("]"));
+      // After the control token Mistral's templates write " [" (one SentencePiece token).
+      if (free_text) list.insert(list.begin(), b.optional(b.literal(" ")));
+      b.add_alternative(root, list);
       break;
+    }
   }
   auto g = std::move(b).build(root);
   if (g && format == ToolCallFormat::mistral && free_text) g->trigger_token = call_token;

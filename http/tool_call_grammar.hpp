@@ -17,7 +17,8 @@
 //                  with one rule per state of the tag's KMP automaton.
 //     llama3_json  an answer that starts with '{' is the calls; any other is free
 //     mistral      free text until the model writes its [TOOL_CALLS] control
-//                  token (`call_token`, the grammar's trigger_token), then the
+//                  token (`call_token`, the grammar's trigger_token), then an
+//                  optional space (its templates write "[TOOL_CALLS] ["), the
 //                  list of calls as above and the end; without the token in
 //                  the vocabulary (call_token -1), unconstrained: parsed only
 //   none: unconstrained.

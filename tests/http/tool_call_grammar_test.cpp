@@ -143,6 +143,8 @@ TEST(ToolCallGrammar, MistralAutoIsFreeTextUntilTheCallTokenThenTheList) {
   EXPECT_TRUE(l.accepts("Anything at all, [{\"name\": 1} included."));
   EXPECT_TRUE(l.accepts("", "[" + kOslo + ", " + kNow + "]"));
   EXPECT_TRUE(l.accepts("Let me look. ", "[" + kNow + "]"));
+  EXPECT_TRUE(l.accepts("", " [" + kNow + "]")) << "as Mistral's templates write it";
+  EXPECT_FALSE(l.accepts("", "  [" + kNow + "]"));
   EXPECT_FALSE(l.accepts("", "[{\"name\": \"get_weather\", \"arguments\": {\"town\": 1}}]"));
   EXPECT_FALSE(l.accepts("", "[" + kNow + "] and more text"));
   EXPECT_FALSE(l.accepts("", "")) << "the token opens a list of calls";
