@@ -16,9 +16,11 @@
 #   - the CUDA kernels against their CPU twins (tests/kernels/cuda/device_test.cpp)
 #     and the kernels' math on the host (math_test.cpp);
 #   - the CUDA backend (tests/backends/cuda_runner_test.cpp): the CUDA runner
-#     against the CPU runner on stories260K and the tiny GGUF files, device
-#     sampling, swap out and back in, the pool from --gpu-memory-utilization,
-#     greedy requests through the engine's actors; and the backend tests;
+#     against the CPU runner on stories260K and the tiny GGUF files (bf16 and
+#     q8_0 KV), device sampling, swap out and back in, the pool from
+#     --gpu-memory-utilization, greedy requests through the engine's actors,
+#     prompt logprobs, embeddings, speculative verification and jump-forward;
+#     and the backend tests;
 #   - bench/runner_bench.cpp: decode steps at batch 1 to 256 on
 #     dummy:llama-110m and dummy:llama-1b (Llama 3.2 1B's shape), bf16
 #     weights and KV, context 128, run in turn and pipelined;
