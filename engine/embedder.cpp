@@ -1,6 +1,8 @@
 #include "engine/embedder.hpp"
 
 #include <cmath>
+#include <numeric>
+#include <span>
 #include <string>
 
 namespace conveyor {
@@ -62,6 +64,22 @@ std::vector<std::pair<size_t, size_t>> embedding_batches(const std::vector<std::
     first = last;
   }
   return batches;
+}
+
+int32_t embedding_batch(const std::vector<std::vector<int32_t>>& inputs, size_t first, size_t last,
+                        int32_t block_size, std::vector<int32_t>& table, ForwardBatch& batch) {
+  int32_t blocks = 0;
+  for (size_t i = first; i < last; ++i) blocks += (int32_t(inputs[i].size()) + block_size - 1) / block_size;
+  table.resize(size_t(blocks));
+  std::iota(table.begin(), table.end(), 0);
+  batch.clear();
+  int32_t next_block = 0;
+  for (size_t i = first; i < last; ++i) {
+    const int32_t n = int32_t(inputs[i].size()), n_blocks = (n + block_size - 1) / block_size;
+    batch.add_sequence(inputs[i], 0, std::span(table).subspan(size_t(next_block), size_t(n_blocks)), 0);
+    next_block += n_blocks;
+  }
+  return blocks;
 }
 
 }  // namespace conveyor

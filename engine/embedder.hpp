@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/status.hpp"
+#include "model/batch.hpp"
 
 namespace conveyor {
 
@@ -59,5 +60,11 @@ Status check_embedding_inputs(const std::vector<std::vector<int32_t>>& inputs, i
 // most `max_tokens` tokens (an input longer than that is a batch alone).
 std::vector<std::pair<size_t, size_t>> embedding_batches(const std::vector<std::vector<int32_t>>& inputs,
                                                          int64_t max_tokens);
+
+// Inputs [first, last) as one forward batch without logits, each from
+// position 0 in blocks of its own (`table` numbers them from 0): prompts
+// that attend only to themselves. Returns the blocks the batch uses.
+int32_t embedding_batch(const std::vector<std::vector<int32_t>>& inputs, size_t first, size_t last,
+                        int32_t block_size, std::vector<int32_t>& table, ForwardBatch& batch);
 
 }  // namespace conveyor

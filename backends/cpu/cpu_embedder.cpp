@@ -2,7 +2,6 @@
 
 #include "kernels/cpu/omp_threads.hpp"
 
-#include <numeric>
 #include <string>
 
 namespace conveyor {
@@ -25,21 +24,9 @@ Expected<std::vector<std::vector<float>>> CpuEmbedder::embed(const std::vector<s
 
 void CpuEmbedder::run_batch(const std::vector<std::vector<int32_t>>& inputs, size_t first, size_t last,
                             Pooling pooling, std::vector<std::vector<float>>& out) {
-  int32_t blocks = 0;
-  for (size_t i = first; i < last; ++i) blocks += (int32_t(inputs[i].size()) + kBlockSize - 1) / kBlockSize;
+  const int32_t blocks = embedding_batch(inputs, first, last, kBlockSize, table_, batch_);
   if (!kv_ || kv_->shape().n_blocks < blocks)
     kv_ = std::make_unique<KvCache>(KvCacheShape::for_model(transformer_->config(), kBlockSize, blocks, kv_dtype_));
-  // Each input from position 0 in blocks of its own: a batch of prompts
-  // that attend only to themselves.
-  table_.resize(size_t(blocks));
-  std::iota(table_.begin(), table_.end(), 0);
-  batch_.clear();
-  int32_t next_block = 0;
-  for (size_t i = first; i < last; ++i) {
-    const int32_t n = int32_t(inputs[i].size()), n_blocks = (n + kBlockSize - 1) / kBlockSize;
-    batch_.add_sequence(inputs[i], 0, std::span(table_).subspan(size_t(next_block), size_t(n_blocks)), false);
-    next_block += n_blocks;
-  }
   transformer_->hidden_states(batch_, *kv_, *workspace_, hidden_);
   const int32_t dim = transformer_->config().dim;
   for (size_t i = first; i < last; ++i) {

@@ -1,7 +1,6 @@
 #include "backends/cuda/cuda_embedder.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -47,22 +46,9 @@ struct CudaEmbedder::Impl {
   // Inputs [first, last) as one pass, their embeddings into out[first, last).
   void run_batch(const std::vector<std::vector<int32_t>>& inputs, size_t first, size_t last, Pooling pooling,
                  std::vector<std::vector<float>>& out) {
-    int32_t blocks = 0, longest = 0;
-    for (size_t i = first; i < last; ++i) {
-      blocks += (int32_t(inputs[i].size()) + kBlockSize - 1) / kBlockSize;
-      longest = std::max(longest, int32_t(inputs[i].size()));
-    }
-    // Each input from position 0 in blocks of its own: a batch of prompts
-    // that attend only to themselves.
-    table.resize(size_t(blocks));
-    std::iota(table.begin(), table.end(), 0);
-    batch.clear();
-    int32_t next_block = 0;
-    for (size_t i = first; i < last; ++i) {
-      const int32_t n = int32_t(inputs[i].size()), n_blocks = (n + kBlockSize - 1) / kBlockSize;
-      batch.add_sequence(inputs[i], 0, std::span(table).subspan(size_t(next_block), size_t(n_blocks)), 0);
-      next_block += n_blocks;
-    }
+    const int32_t blocks = embedding_batch(inputs, first, last, kBlockSize, table, batch);
+    int32_t longest = 0;
+    for (size_t i = first; i < last; ++i) longest = std::max(longest, int32_t(inputs[i].size()));
     const int32_t n = batch.num_tokens(), dim = model->c.dim;
     reserve(n, blocks, longest);
     const cuda::StepInts at(batch, 0, 0, 0);
