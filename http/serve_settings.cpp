@@ -338,7 +338,7 @@ std::vector<Setting> make_table() {
                      FIELD(engine.gpu_memory_utilization), any_number, "a number"));
   t.push_back(choice({"kv-cache-dtype", "engine", "kv_cache_dtype",
                       "f32 | f16 | bf16 | q8_0 | auto: the KV cache's element type (auto: on CUDA bf16; on the "
-                      "CPU bf16 where it has AVX512-BF16, else f16). q8_0 (CPU only, heads of a multiple of 32) "
+                      "CPU bf16 where it has AVX512-BF16, else f16). q8_0 (heads of a multiple of 32) "
                       "keeps 8-bit values with a scale per 32, about half the bytes of f16"},
                      FIELD(engine.kv_cache_dtype), parse_kv_cache_dtype));
   t.push_back(integer({"swap-space-tokens", "engine", "swap_space_tokens", "host swap capacity in tokens"},
@@ -381,7 +381,7 @@ std::vector<Setting> make_table() {
                                    "none | ngram | suffix | draft:FILE: speculative decoding (ngram: drafts from "
                                    "earlier occurrences of the last tokens in the prompt and output; suffix: in "
                                    "recent requests' too; draft: a small model with the same vocabulary, a GGUF "
-                                   "file; verified in one step; output unchanged; CPU only)"}));
+                                   "file, CPU only; verified in one step; output unchanged)"}));
   t.push_back(integer({"speculative-tokens", "engine", "speculative_tokens",
                        "the most drafts a sequence verifies per step (vLLM's num_speculative_tokens)"},
                       FIELD(engine.speculative.num_tokens), 0, 16));
