@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/fast_exp.hpp"  // CONVEYOR_HD, exp_fast, exp_nonpositive
+#include "kernels/cpu/kv_dtype.hpp"  // kQ8Block, kQ8BlockBytes
+#include "kernels/fast_exp.hpp"      // CONVEYOR_HD, exp_fast, exp_nonpositive
 
 namespace conveyor::kernels::cuda {
 
@@ -91,12 +92,9 @@ struct KvElem<3> {
 };
 
 // ---- q8_0 (kernels/cpu/kv_dtype.hpp and paged_attention.cpp, bit for bit) ----
-// Blocks of 32 elements: an f16 scale d (little-endian), then 32 signed
-// bytes q; the value is d·q. Element offsets (multiples of 32 at a row's
-// start) become byte offsets with q8_bytes.
-
-inline constexpr int32_t kQ8Block = 32;
-inline constexpr int32_t kQ8BlockBytes = 2 + kQ8Block;
+// Blocks of kQ8Block (32) elements: an f16 scale d (little-endian), then 32
+// signed bytes q; the value is d·q. Element offsets (multiples of 32 at a
+// row's start) become byte offsets with q8_bytes.
 
 CONVEYOR_HD int64_t q8_bytes(int64_t elems) { return elems / kQ8Block * kQ8BlockBytes; }
 
