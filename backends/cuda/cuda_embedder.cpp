@@ -108,6 +108,8 @@ Expected<std::vector<std::vector<float>>> CudaEmbedder::embed(const std::vector<
     for (const auto& [first, last] : embedding_batches(inputs, kBatchTokens))
       impl_->run_batch(inputs, first, last, pooling, out);
   } catch (const std::exception& e) {
+    // What a failed batch queued ends before the next call may free its buffers.
+    cudaStreamSynchronize(impl_->stream);
     return make_error(Errc::internal, "--device cuda:" + std::to_string(impl_->device) + ": embeddings: " + e.what());
   }
   return out;
