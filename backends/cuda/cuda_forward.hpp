@@ -74,26 +74,24 @@ class Forward {
 
   // Queues the pass of `batch` (its ints at `d`, laid out as `at`) through
   // `kv`, then the final norm and the classifier over its `rows` logits
-  // rows into logits() (none when 0). x() then holds every token's last
-  // layer output, before the final norm.
+  // rows into logits() (none when 0). Every token's last layer output,
+  // before the final norm, then stays in the activations (until the next run)
+  // for classify() and final_norm().
   void run(const ForwardBatch& batch, const int32_t* d, const StepInts& at, int32_t max_context, int32_t rows,
            KvCache& kv);
-  // Queues the final norm and the classifier over `n` rows of x() (their
-  // indices on the device at `d_rows`) into logits().
+  // Queues the final norm and the classifier over `n` rows of the last
+  // run's output (their indices on the device at `d_rows`) into logits().
   void classify(const int32_t* d_rows, int32_t n);
-  // Queues the final norm of the first `n` rows of x() into normed() (the
-  // pass's scratch, free once it has run).
+  // Queues the final norm of the first `n` rows of the last run's output
+  // into normed() (the pass's scratch, free once it has run).
   void final_norm(int32_t n);
 
   // y[n, out] (ldy) = x[n, in] · Wᵀ, or += with accumulate; W [out, in] and x bf16.
   void gemm(const DeviceBuffer& w, int32_t out, int32_t in, const uint16_t* xin, int32_t n, float* y, int64_t ldy,
             bool accumulate);
 
-  const DeviceModel& model() const { return *m_; }
-  float* x() const { return x_.get<float>(); }
-  float* normed() const { return xn_.get<float>(); }        // [tokens, dim]
-  float* final_x() const { return final_x_.get<float>(); }  // [rows, dim]
-  float* logits() const { return logits_.get<float>(); }    // [rows, vocab]
+  float* normed() const { return xn_.get<float>(); }      // [tokens, dim]
+  float* logits() const { return logits_.get<float>(); }  // [rows, vocab]
   uint16_t* xb() const { return xb_.get<uint16_t>(); }
   size_t final_x_bytes() const { return final_x_.bytes(); }
   size_t logits_bytes() const { return logits_.bytes(); }

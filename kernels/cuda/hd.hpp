@@ -115,18 +115,6 @@ CONVEYOR_HD uint8_t q8_quantize(float x, float inverse) {
   return uint8_t(int8_t(v > 127.0f ? 127.0f : v >= -127.0f ? v : -127.0f));
 }
 
-// The block at `block` for its 32 values `x`, one thread doing all.
-CONVEYOR_HD void q8_store_block(const float* x, uint8_t* block) {
-  float amax = 0.0f;
-  for (int i = 0; i < kQ8Block; ++i) amax = fmaxf(amax, fabsf(x[i]));
-  const float d = q8_delta(amax);
-  const uint16_t dh = f32_to_f16(d);
-  block[0] = uint8_t(dh & 0xffu);
-  block[1] = uint8_t(dh >> 8);
-  const float id = q8_inverse(d);
-  for (int i = 0; i < kQ8Block; ++i) block[2 + i] = q8_quantize(x[i], id);
-}
-
 template <int D>
 CONVEYOR_HD typename KvElem<D>::type kv_from_float(float x) {
   if constexpr (D == 0) return x;

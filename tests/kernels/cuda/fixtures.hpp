@@ -94,8 +94,20 @@ inline Batch make_batch(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, i
 // The history (positions before each span) is already in the pool as
 // garbage: attention reads it as keys and values like any other.
 
+// write_kv_q8_kernel's warp on the host: one 32-value block, its largest
+// magnitude, scale and quantized values by hd.hpp's functions.
+inline void emulate_q8_block(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int i = 0; i < kQ8Block; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  const float d = q8_delta(amax);
+  const uint16_t dh = f32_to_f16(d);
+  block[0] = uint8_t(dh & 0xffu);
+  block[1] = uint8_t(dh >> 8);
+  for (int i = 0; i < kQ8Block; ++i) block[2 + i] = q8_quantize(x[i], q8_inverse(d));
+}
+
 // write_kv's loop on the host: one "block" per token, one "thread" per value
-// (q8_0: one "warp" per 32 values, hd.hpp's q8_store_block).
+// (q8_0: one "warp" per 32 values, emulate_q8_block).
 inline void emulate_write_kv(const Batch& b, std::byte* pool) {
   const PagedKvView kv = b.view(pool);
   for (int32_t t = 0; t < b.n_tokens(); ++t) {
@@ -106,8 +118,8 @@ inline void emulate_write_kv(const Batch& b, std::byte* pool) {
       for (int32_t e = 0; e < b.kv_width(); e += kQ8Block) {
         const int32_t h = e / b.head_dim, d = e % b.head_dim;
         const int64_t at = q8_bytes(kv_slot(table, pos, h, b.block_size, b.head_dim, b.block_stride) + d);
-        q8_store_block(b.k.data() + size_t(t) * b.kv_width() + e, static_cast<uint8_t*>(kv.keys) + at);
-        q8_store_block(b.v.data() + size_t(t) * b.kv_width() + e, static_cast<uint8_t*>(kv.values) + at);
+        emulate_q8_block(b.k.data() + size_t(t) * b.kv_width() + e, static_cast<uint8_t*>(kv.keys) + at);
+        emulate_q8_block(b.v.data() + size_t(t) * b.kv_width() + e, static_cast<uint8_t*>(kv.values) + at);
       }
       continue;
     }
