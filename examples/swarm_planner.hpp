@@ -60,15 +60,13 @@ class ToolPlanner {
   ToolPlanner(std::shared_ptr<const http::ChatTemplate> chat, std::shared_ptr<GrammarBinder> binder,
               const Tokenizer& tokenizer)
       : chat_(std::move(chat)),
-        format_(http::resolve_tool_call_format(http::ToolCallParser::automatic, chat_->source())),
-        call_token_(http::tool_call_token(format_, tokenizer)),
+        syntax_(http::tool_call_syntax(http::resolve_tool_call_format(http::ToolCallParser::automatic, chat_->source()),
+                                       chat_->source(), &tokenizer)),
         compiler_(std::move(binder)) {}
 
-  http::ToolCallFormat format() const { return format_; }
+  http::ToolCallFormat format() const { return syntax_.format; }
   // Control tokens the output's text must show for the parser (RequestSpec::shown_tokens).
-  std::vector<int32_t> shown_tokens() const {
-    return call_token_ >= 0 ? std::vector<int32_t>{call_token_} : std::vector<int32_t>{};
-  }
+  std::vector<int32_t> shown_tokens() const { return syntax_.shown_tokens(); }
 
   // The prompt's token ids for `messages`; nullopt and `error` if the template refuses them.
   std::optional<std::vector<int32_t>> prompt(const json::array& messages, std::string& error) const {
@@ -83,7 +81,7 @@ class ToolPlanner {
     request.tools_json = tools_json();
     request.tool_choice = api_choice(choice);
     request.parallel_tool_calls = false;
-    http::ConstraintResult compiled = http::tool_call_constraint(request, format_, call_token_, compiler_);
+    http::ConstraintResult compiled = http::tool_call_constraint(request, syntax_, compiler_);
     if (auto* e = std::get_if<http::ApiError>(&compiled)) {
       error = e->message;
       return std::nullopt;
@@ -93,7 +91,7 @@ class ToolPlanner {
 
   // The calls in a turn's whole output (none: `content` is the answer).
   std::vector<Call> calls(const std::string& text, std::string& content) const {
-    const http::ParsedAnswer answer = http::parse_tool_calls(format_, text);
+    const http::ParsedAnswer answer = http::parse_tool_calls(syntax_.format, text);
     content = answer.content.value_or("");
     std::vector<Call> out;
     for (const http::ToolCall& c : answer.calls) out.push_back({c.id, c.name, c.arguments});
@@ -102,8 +100,7 @@ class ToolPlanner {
 
  private:
   std::shared_ptr<const http::ChatTemplate> chat_;
-  http::ToolCallFormat format_;
-  int32_t call_token_ = -1;  // http::tool_call_token
+  http::ToolCallSyntax syntax_;
   http::ConstraintCompiler compiler_;
 };
 

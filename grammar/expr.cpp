@@ -47,13 +47,21 @@ Expr Expr::reference(int32_t rule) {
   return e;
 }
 
+Expr Expr::token_of(int32_t id) {
+  Expr e;
+  e.kind = Kind::token;
+  e.token = id;
+  return e;
+}
+
 ExprLowering::ExprLowering(GrammarBuilder& b, TextForm form, Rules rules)
     : b_(b), form_(form), rules_(std::move(rules)) {}
 
 bool ExprLowering::nullable(const Expr& e) const {
   switch (e.kind) {
     case Expr::Kind::empty: return true;
-    case Expr::Kind::chars: return false;
+    case Expr::Kind::chars:
+    case Expr::Kind::token: return false;
     case Expr::Kind::seq:
       return std::all_of(e.items.begin(), e.items.end(), [&](const Expr& x) { return nullable(x); });
     case Expr::Kind::alt:
@@ -107,7 +115,8 @@ Expected<Alternative> ExprLowering::lower_nonempty(const Expr& e) {
       return repetition(std::move(*body), 1, e.max);
     }
     case Expr::Kind::rule: return Alternative{b_.rule_ref(rules_.nonempty(e.rule))};
-    case Expr::Kind::chars: break;
+    case Expr::Kind::chars:
+    case Expr::Kind::token: break;
   }
   return lower(e);
 }
@@ -135,6 +144,7 @@ Expected<Alternative> ExprLowering::lower(const Expr& e) {
     case Expr::Kind::empty: return Alternative{};
     case Expr::Kind::chars: return Alternative{chars(e)};
     case Expr::Kind::rule: return Alternative{b_.rule_ref(e.rule)};
+    case Expr::Kind::token: return Alternative{b_.token(e.token)};
     case Expr::Kind::seq: {
       Alternative out;
       for (const Expr& x : e.items) {
@@ -282,7 +292,12 @@ bool matches_some_text(const Grammar& g) {
       if (productive[r]) continue;
       for (const Alternative& alt : g.rules[r].alternatives) {
         const bool ok = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
-          return e.kind == Element::Kind::rule ? productive[size_t(e.index)] : !g.byte_sets[size_t(e.index)].empty();
+          switch (e.kind) {
+            case Element::Kind::rule: return bool(productive[size_t(e.index)]);
+            case Element::Kind::bytes: return !g.byte_sets[size_t(e.index)].empty();
+            case Element::Kind::token: return true;
+          }
+          return false;
         });
         if (ok) {
           productive[r] = changed = true;

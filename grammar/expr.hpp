@@ -35,6 +35,7 @@ struct Expr {
     alt,     // one of items
     repeat,  // items[0] between min and max times (max < 0: unbounded)
     rule,    // the builder's rule `rule` (GBNF references)
+    token,   // token `token` of the vocabulary (GBNF's <[id]>)
   };
   Kind kind = Kind::empty;
   std::vector<CodepointRange> ranges;
@@ -42,6 +43,7 @@ struct Expr {
   std::vector<Expr> items;
   int32_t min = 0, max = -1;
   int32_t rule = -1;
+  int32_t token = -1;
 
   static Expr chars_of(std::vector<CodepointRange> ranges, bool negated = false);
   static Expr codepoint(uint32_t cp) { return chars_of({{cp, cp}}); }
@@ -49,6 +51,7 @@ struct Expr {
   static Expr alternatives(std::vector<Expr> items);
   static Expr repeated(Expr item, int32_t min, int32_t max);
   static Expr reference(int32_t rule);
+  static Expr token_of(int32_t id);
 };
 
 // Repetition counts above this are refused by the parsers ({n,m}, and the

@@ -1,6 +1,7 @@
 #include "grammar/gbnf.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -159,13 +160,33 @@ class GbnfParser {
         }
         items.back() = Expr::repeated(std::move(items.back()), min, max);
       } else if (c == '<') {
-        return fail("token references (<...>) are not supported");
+        auto token = token_reference();
+        if (!token) return token.error();
+        items.push_back(Expr::token_of(*token));
+      } else if (c == '!' && i_ + 1 < t_.size() && t_[i_ + 1] == '<') {
+        return fail("negated token references (!<...>) are not supported");
       } else {
         break;
       }
       skip_space(nested);
     }
     return Expr::sequence(std::move(items));
+  }
+
+  // <[id]>: the token of that id. llama.cpp's <text> form names a token by
+  // its text, which needs the vocabulary: refused, naming the id form.
+  Expected<int32_t> token_reference() {
+    const size_t at = i_;
+    if (i_ + 1 >= t_.size() || t_[i_ + 1] != '[')
+      return fail("token references by text (<...>) are not supported; write the token's id, <[id]>");
+    i_ += 2;
+    int64_t id = 0;
+    const size_t digits = i_;
+    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9' && i_ - digits < 10) id = id * 10 + (t_[i_++] - '0');
+    if (i_ == digits || id > INT32_MAX || i_ + 1 >= t_.size() || t_[i_] != ']' || t_[i_ + 1] != '>')
+      return fail_at(at, "expected a token id, <[id]>");
+    i_ += 2;
+    return int32_t(id);
   }
 
   Expected<bool> counts(int32_t& min, int32_t& max) {
@@ -299,7 +320,8 @@ void leftmost(const ExprLowering& lowering, const Expr& e, std::vector<int32_t>&
       if (e.max != 0) leftmost(lowering, e.items[0], out);
       return;
     case Expr::Kind::empty:
-    case Expr::Kind::chars: return;
+    case Expr::Kind::chars:
+    case Expr::Kind::token: return;
   }
 }
 

@@ -152,6 +152,10 @@ Status check(const Grammar& g) {
     if (r.alternatives.empty()) return fail("grammar rule '" + r.name + "' has no alternative");
     for (const Alternative& alt : r.alternatives) {
       for (const Element& e : alt) {
+        if (e.kind == Element::Kind::token) {
+          if (e.index < 0) return fail("grammar rule '" + r.name + "' refers to a negative token id");
+          continue;
+        }
         const size_t limit = e.kind == Element::Kind::rule ? g.rules.size() : g.byte_sets.size();
         if (e.index < 0 || size_t(e.index) >= limit) {
           return fail("grammar rule '" + r.name + "' refers to a missing " +
@@ -204,13 +208,30 @@ std::string to_string(const Grammar& g) {
       if (alt.empty()) out += " \"\"";
       for (const Element& e : alt) {
         out += ' ';
-        out += e.kind == Element::Kind::rule ? g.rules[size_t(e.index)].name
-                                             : set_text(g.byte_sets[size_t(e.index)]);
+        switch (e.kind) {
+          case Element::Kind::rule: out += g.rules[size_t(e.index)].name; break;
+          case Element::Kind::bytes: out += set_text(g.byte_sets[size_t(e.index)]); break;
+          case Element::Kind::token: out += "<[" + std::to_string(e.index) + "]>"; break;  // llama.cpp's GBNF spelling
+        }
       }
     }
     out += '\n';
   }
   return out;
+}
+
+std::vector<int32_t> token_elements(const Grammar& g) {
+  std::vector<int32_t> ids;
+  for (const Rule& r : g.rules) {
+    for (const Alternative& alt : r.alternatives) {
+      for (const Element& e : alt) {
+        if (e.kind == Element::Kind::token) ids.push_back(e.index);
+      }
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 int32_t GrammarBuilder::add_rule(std::string_view name) {

@@ -3,14 +3,16 @@
 //
 // A Grammar is a context-free grammar over BYTES: each rule is a list of
 // alternatives, each alternative a sequence of elements, each element either
-// a byte class (a set of byte values, matched by one byte) or a reference to
-// another rule. An empty alternative matches the empty string. Text is UTF-8:
+// a byte class (a set of byte values, matched by one byte), a reference to
+// another rule, or a token of the vocabulary (matched by that token alone,
+// never by bytes: a control token such as Mistral's [ARGS], or GBNF's
+// <[id]>). An empty alternative matches the empty string. Text is UTF-8:
 // a class of code points becomes alternatives of byte sequences
 // (GrammarBuilder::codepoints), so the matcher never decodes UTF-8 and a
 // token that ends inside a character is handled like any other byte prefix.
 //
 // Repetition, options and bounded counts are rules too (star, plus,
-// optional, repeat): the IR stays two kinds of element, which keeps the
+// optional, repeat): the IR stays three kinds of element, which keeps the
 // matcher small. Left recursion (a rule that can reach itself without
 // consuming a byte) is refused by check(): the matcher is a pushdown
 // automaton, as llama.cpp's and XGrammar's are, and would loop on it.
@@ -48,9 +50,9 @@ struct ByteSetHash {
 };
 
 struct Element {
-  enum class Kind : uint8_t { bytes, rule };
+  enum class Kind : uint8_t { bytes, rule, token };
   Kind kind = Kind::bytes;
-  int32_t index = 0;  // bytes: into Grammar::byte_sets; rule: into Grammar::rules
+  int32_t index = 0;  // bytes: into Grammar::byte_sets; rule: into Grammar::rules; token: a token id
   bool operator==(const Element&) const = default;
 };
 
@@ -72,6 +74,9 @@ struct Grammar {
   // without bytes that does not end generation).
   int32_t trigger_token = -1;
 };
+
+// The token ids of the grammar's token elements, sorted, without repeats.
+std::vector<int32_t> token_elements(const Grammar& g);
 
 // Checks that every reference names a rule, every rule has an alternative,
 // the root exists, and no rule is left-recursive. The error
@@ -105,6 +110,8 @@ class GrammarBuilder {
   Element rule_ref(int32_t rule) const { return {Element::Kind::rule, rule}; }
   Element bytes(const ByteSet& set);  // shares equal sets
   Element byte(uint8_t b);
+  // Token `id` (compile() checks that the vocabulary has it).
+  Element token(int32_t id) const { return {Element::Kind::token, id}; }
   // The bytes of `s`, one element each.
   Alternative literal(std::string_view s);
   // One code point from `ranges` (or, when `negated`, any valid code point,

@@ -87,6 +87,8 @@ class Nfa {
       }
       case Expr::Kind::rule:
         return make_error(Errc::invalid_argument, "a length bound on a grammar rule is not supported");
+      case Expr::Kind::token:
+        return make_error(Errc::invalid_argument, "a length bound on a token is not supported");
     }
     return {};
   }

@@ -71,7 +71,7 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
 
 void CompiledGrammar::precompute() const {
   for (int32_t p = 0; p < flat_.positions(); ++p) {
-    if (flat_.slots[size_t(p)].byte_set < 0 || mask_at(p).uncertain.nodes() == 0) continue;
+    if (flat_.slots[size_t(p)].byte_set < 0 || flat_.is_token(p) || mask_at(p).uncertain.nodes() == 0) continue;
     for (int32_t ret : flat_.rule_returns[size_t(flat_.rule_of[size_t(p)])]) return_mask_at(p, ret);
   }
 }
@@ -79,7 +79,7 @@ void CompiledGrammar::precompute() const {
 CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   CacheStats s;
   for (int32_t p = 0; p < flat_.positions(); ++p) {
-    if (flat_.slots[size_t(p)].byte_set < 0) continue;
+    if (flat_.slots[size_t(p)].byte_set < 0 || flat_.is_token(p)) continue;
     ++s.positions;
     if (masks_[size_t(p)].load(std::memory_order_acquire)) ++s.cached;
   }
@@ -98,9 +98,15 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
 Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab) {
   if (!vocab) return make_error(Errc::invalid_argument, "grammar compiled without a vocabulary");
   if (Status s = check(g); !s) return s.error();
-  if (const int32_t t = g.trigger_token; t >= 0 && (t >= vocab->vocab_size() || !vocab->bytes(t).empty() || vocab->is_end(t)))
-    return make_error(Errc::invalid_argument, "grammar trigger token " + std::to_string(t) +
-                                                  " is not a control token of the vocabulary");
+  const auto refuse = [](std::string what) { return make_error(Errc::invalid_argument, std::move(what)); };
+  if (const int32_t t = g.trigger_token;
+      t >= 0 && (t >= vocab->vocab_size() || !vocab->bytes(t).empty() || vocab->is_end(t)))
+    return refuse("grammar trigger token " + std::to_string(t) + " is not a control token of the vocabulary");
+  for (const int32_t t : token_elements(g)) {
+    if (t >= vocab->vocab_size()) return refuse("grammar token " + std::to_string(t) + " is not in the vocabulary");
+    if (vocab->is_end(t))
+      return refuse("grammar token " + std::to_string(t) + " is an end token (the grammar's end is where one may come)");
+  }
   return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(g), std::move(vocab)));
 }
 
@@ -125,27 +131,36 @@ bool Matcher::accept_token(int32_t token) {
     history_.push_back(s);
     return true;
   }
-  const std::string_view bytes = g_->vocabulary().bytes(token);
-  return !bytes.empty() && accept_bytes(bytes);
+  // The token's text, and a token element of its id (for a control token, only that).
+  const Step from = current();
+  const size_t base = arena_.size();
+  const int32_t pool_mark = pda_.pool().size();
+  if (const std::string_view bytes = g_->vocabulary().bytes(token); !bytes.empty()) walk(bytes);
+  if (g_->flat().has_tokens) pda_.advance_token(arena_, from.begin, from.end, token);
+  return commit(base, pool_mark);
 }
 
 bool Matcher::accept_bytes(std::string_view bytes) {
   if (is_terminated()) return false;
-  if (is_dormant()) {
+  if (is_dormant() || bytes.empty()) {
     history_.push_back(current());
     return true;
   }
-  const Step from = current();
   const size_t base = arena_.size();
   const int32_t pool_mark = pda_.pool().size();
-  size_t begin = from.begin, end = from.end;
+  walk(bytes);
+  return commit(base, pool_mark);
+}
+
+void Matcher::walk(std::string_view bytes) {
+  const size_t base = arena_.size();
+  size_t begin = current().begin, end = current().end;
   for (char c : bytes) {
     const size_t out = arena_.size();
     pda_.advance(arena_, begin, end, uint8_t(c));
     if (arena_.size() == out) {
       arena_.resize(base);
-      pda_.pool().truncate(pool_mark);
-      return false;
+      return;
     }
     // Keep only the newest set, at base (the copy moves it down, never onto itself).
     std::copy(arena_.begin() + long(out), arena_.end(), arena_.begin() + long(base));
@@ -153,7 +168,14 @@ bool Matcher::accept_bytes(std::string_view bytes) {
     begin = base;
     end = arena_.size();
   }
-  history_.push_back({begin, end, pda_.pool().size(), false});
+}
+
+bool Matcher::commit(size_t base, int32_t pool_mark) {
+  if (arena_.size() == base) {
+    pda_.pool().truncate(pool_mark);
+    return false;
+  }
+  history_.push_back({base, arena_.size(), pda_.pool().size(), false});
   return true;
 }
 
@@ -186,6 +208,10 @@ void Matcher::fill_mask(std::span<uint64_t> mask) const {
       continue;
     }
     const detail::StackNode node = pda_.pool()[top];
+    if (const int32_t token = g_->flat().slots[size_t(node.pos)].token; token >= 0) {
+      detail::set_bit(mask, token);
+      continue;
+    }
     const detail::PositionMask& m = g_->mask_at(node.pos);
     if (std::find(done.begin(), done.end(), node.pos) == done.end()) {
       m.add_accepted(mask);
@@ -215,10 +241,10 @@ std::string Matcher::forced_bytes(size_t limit) const {
   const size_t scratch = arena_.size();
   const int32_t pool_mark = pda_.pool().size();
   size_t begin = current().begin, end = current().end;
+  // The end, or a control token (which no byte is): no byte is forced.
+  const auto stops = [&](int32_t top) { return top == kRootDone || g_->flat().is_token(pda_.pool()[top].pos); };
   while (out.size() < limit) {
-    if (std::find(arena_.begin() + long(begin), arena_.begin() + long(end), kRootDone) != arena_.begin() + long(end)) {
-      break;
-    }
+    if (std::any_of(arena_.begin() + long(begin), arena_.begin() + long(end), stops)) break;
     const ByteSet allowed = pda_.allowed(arena_.data() + begin, end - begin);
     int count = 0;
     for (uint64_t w : allowed.bits) count += std::popcount(w);

@@ -15,8 +15,11 @@
 // microseconds. CompiledGrammar::precompute() pays it all up front.
 //
 // End tokens (TokenIndex::end_ids) are allowed exactly when the root can be
-// complete; accepting one terminates the matcher. Control tokens (empty
-// bytes) are never allowed otherwise.
+// complete; accepting one terminates the matcher. A token element
+// (Element::Kind::token: Mistral's [ARGS], GBNF's <[id]>) allows its token
+// there, and only that token: a text token also where its bytes fit, a
+// control token (empty bytes) nowhere else. forced_bytes() stops at one.
+// compile() refuses a token element that is an end token or out of range.
 //
 // A grammar with a trigger token (Grammar::trigger_token, a structural tag
 // that a control token opens) starts dormant: every token is allowed and
@@ -118,7 +121,8 @@ class Matcher {
   size_t mask_words() const { return (size_t(vocab_size()) + 63) / 64; }
 
   // Advances by one token; false (state unchanged) when the grammar refuses
-  // it, it is out of range, a control token, or the matcher is terminated.
+  // it (a control token where no token element expects it included), it is
+  // out of range, or the matcher is terminated.
   bool accept_token(int32_t token);
   // Advances by these bytes, all or nothing (one history step, like a token).
   bool accept_bytes(std::string_view bytes);
@@ -159,6 +163,12 @@ class Matcher {
   };
 
   const Step& current() const { return history_.back(); }
+  // Appends to arena_ the tops after `bytes` from the current ones: all of
+  // them, or none when the grammar refuses a byte.
+  void walk(std::string_view bytes);
+  // A step of the tops arena_[base, end) if there are any; else forgets them
+  // and the pool's nodes past `pool_mark`.
+  bool commit(size_t base, int32_t pool_mark);
 
   std::shared_ptr<const CompiledGrammar> g_;
   mutable detail::Pda pda_;

@@ -160,13 +160,18 @@ FlatGrammar flatten(const Grammar& g) {
   FlatGrammar f;
   f.byte_sets = g.byte_sets;
   f.root = g.root;
+  const auto no_bytes = int32_t(f.byte_sets.size());  // token elements' class, added if there are any
   for (size_t r = 0; r < rules.size(); ++r) {
     f.rule_first_alt.push_back(int32_t(f.alt_start.size()));
     for (const Alternative& alt : rules[r]) {
       f.alt_start.push_back(f.positions());
       for (const Element& e : alt) {
         FlatGrammar::Slot s;
-        (e.kind == Element::Kind::bytes ? s.byte_set : s.rule) = e.index;
+        switch (e.kind) {
+          case Element::Kind::bytes: s.byte_set = e.index; break;
+          case Element::Kind::rule: s.rule = e.index; break;
+          case Element::Kind::token: s.byte_set = no_bytes, s.token = e.index, f.has_tokens = true; break;
+        }
         f.slots.push_back(s);
         f.rule_of.push_back(int32_t(r));
       }
@@ -175,12 +180,16 @@ FlatGrammar flatten(const Grammar& g) {
     }
   }
   f.rule_first_alt.push_back(int32_t(f.alt_start.size()));
+  if (f.has_tokens) f.byte_sets.emplace_back();
   f.shape.assign(f.slots.size(), 0);
   for (size_t r = 0; r < rules.size(); ++r) {
     uint64_t h = rules[r].size();
     for (const Alternative& alt : rules[r]) {
       h = mix(h + alt.size());
-      for (const Element& e : alt) h = mix(h ^ (e.kind == Element::Kind::bytes ? uint64_t(e.index) + 1 : 0));
+      for (const Element& e : alt) {
+        const uint64_t kind = e.kind == Element::Kind::bytes ? 1 : e.kind == Element::Kind::token ? 2 : 0;
+        h = mix(h ^ (kind == 0 ? 0 : (uint64_t(e.index) + 1) * 4 + kind));
+      }
     }
     for (int32_t a = f.rule_first_alt[r]; a < f.rule_first_alt[r + 1]; ++a) {
       const int32_t first = f.alt_start[size_t(a)];
@@ -276,6 +285,17 @@ bool Pda::advance(std::vector<int32_t>& arena, size_t begin, size_t end, uint8_t
     exited |= run(arena);
   }
   return exited;
+}
+
+void Pda::advance_token(std::vector<int32_t>& arena, size_t begin, size_t end, int32_t token) {
+  seen_.clear();
+  for (size_t i = begin; i < end; ++i) {
+    if (arena[i] == kRootDone) continue;
+    const StackNode n = pool_[arena[i]];
+    if (g_->slots[size_t(n.pos)].token != token) continue;
+    work_.push_back({n.pos + 1, n.parent});
+    run(arena);
+  }
 }
 
 bool Pda::run(std::vector<int32_t>& out) {

@@ -34,9 +34,14 @@ inline constexpr int32_t kRootDone = -1;
 inline constexpr int32_t kBottom = -2;
 
 struct FlatGrammar {
-  struct Slot {  // what sits at a position; both -1: the end of an alternative
+  // What sits at a position; byte_set and rule both -1: the end of an
+  // alternative. A token element is a byte class that no byte matches, with
+  // the token's id in `token`: the byte walks, the DFA and the token masks
+  // treat it as a dead end, and only Pda::advance_token moves past it.
+  struct Slot {
     int32_t byte_set = -1;
     int32_t rule = -1;
+    int32_t token = -1;
   };
   std::vector<Slot> slots;               // [positions]
   std::vector<int32_t> alt_start;        // [alternatives] each one's first position
@@ -56,9 +61,11 @@ struct FlatGrammar {
   std::vector<std::vector<int32_t>> rule_returns;
   bool has_caller(int32_t pos) const { return !rule_returns[size_t(rule_of[size_t(pos)])].empty(); }
   int32_t root = 0;
+  bool has_tokens = false;  // some slot is a token element
 
   int32_t positions() const { return int32_t(slots.size()); }
   bool is_end(int32_t pos) const { return slots[size_t(pos)].byte_set < 0 && slots[size_t(pos)].rule < 0; }
+  bool is_token(int32_t pos) const { return slots[size_t(pos)].token >= 0; }
 };
 
 // `g` (which check() accepts) as flat positions. References to small rules
@@ -124,6 +131,8 @@ class Pda {
   // Appends to `arena` the tops after byte `b` from the tops
   // arena[begin, end). Returns whether an alternative ended over kBottom.
   bool advance(std::vector<int32_t>& arena, size_t begin, size_t end, uint8_t b);
+  // The same after control token `token` (the tops at its token elements).
+  void advance_token(std::vector<int32_t>& arena, size_t begin, size_t end, int32_t token);
   // The bytes some top in tops[0, n) accepts.
   ByteSet allowed(const int32_t* tops, size_t n) const;
 

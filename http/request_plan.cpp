@@ -72,8 +72,8 @@ Expected<ModelContext> make_model_context(ModelConfig config, std::shared_ptr<co
     m.chat = std::move(*chat);
     m.constraints = std::make_shared<ConstraintCompiler>(std::make_shared<GrammarBinder>(m.tokenizer, std::vector<int32_t>{}));
   }
-  m.tool_format = resolve_tool_call_format(tool_call_parser, m.chat ? m.chat->source() : gguf_template);
-  if (m.tokenizer) m.tool_call_token = tool_call_token(m.tool_format, *m.tokenizer);
+  const std::string_view source = m.chat ? m.chat->source() : gguf_template;
+  m.tool_calls = tool_call_syntax(resolve_tool_call_format(tool_call_parser, source), source, m.tokenizer.get());
   return m;
 }
 
@@ -125,7 +125,7 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   }
   plan.sampling = request.sampling;
   if (!request.tools_json.empty() && model.constraints) {  // required and named calls, auto's structural tag
-    auto compiled = tool_call_constraint(request, model.tool_format, model.tool_call_token, *model.constraints);
+    auto compiled = tool_call_constraint(request, model.tool_calls, *model.constraints);
     if (auto* e = std::get_if<ApiError>(&compiled)) return std::move(*e);
     if (auto& tools = std::get<GrammarConstraint>(compiled)) plan.sampling.grammar = std::move(tools);
   }
@@ -157,8 +157,8 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   // With tool_choice "none" the tools still reach the template, as at OpenAI,
   // but the output is plain text.
   if (!request.tools_json.empty() && request.tool_choice.mode != ToolChoice::Mode::none) {
-    plan.tool_calls = model.tool_format;
-    if (model.tool_call_token >= 0) plan.shown_tokens.push_back(model.tool_call_token);
+    plan.tool_calls = model.tool_calls.format;
+    plan.shown_tokens = model.tool_calls.shown_tokens();
   }
   return plan;
 }

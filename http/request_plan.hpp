@@ -38,11 +38,7 @@ struct ModelContext {
   // that ends grammars at the tokenizer's eos; a server replaces it with one
   // over its engine's GrammarBinder, which knows all the model's end tokens.
   std::shared_ptr<ConstraintCompiler> constraints;
-  ToolCallFormat tool_format = ToolCallFormat::hermes;  // how the model writes tool calls
-  // With the mistral format: the id of [TOOL_CALLS] when the vocabulary has
-  // it as a control token (auto constrains the calls it opens, and the text
-  // shows it to the call parser); -1 otherwise.
-  int32_t tool_call_token = -1;
+  ToolCallSyntax tool_calls;  // how the model writes tool calls
 };
 
 // The longest session_id a request may carry.

@@ -13,12 +13,22 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "base/status.hpp"
+
+namespace conveyor {
+class Tokenizer;
+}
 
 namespace conveyor::http {
 
 enum class ToolCallFormat : uint8_t { llama3_json, hermes, mistral };
+
+// Mistral's markers: the one that opens calls, and the newer form's one
+// between a call's name and its arguments.
+inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
+inline constexpr std::string_view kMistralArgs = "[ARGS]";
 
 // The setting: a format, or auto (the one the chat template shows).
 enum class ToolCallParser : uint8_t { automatic, llama3_json, hermes, mistral };
@@ -36,5 +46,24 @@ ToolCallFormat detect_tool_call_format(std::string_view template_source);
 
 // The format to use: the setting's, or (automatic) the detected one.
 ToolCallFormat resolve_tool_call_format(ToolCallParser setting, std::string_view template_source);
+
+// How a model frames its calls: its family's format and, for Mistral, which
+// of the two forms its template writes and which of the markers its
+// vocabulary holds as control tokens (one id, no bytes).
+struct ToolCallSyntax {
+  ToolCallFormat format = ToolCallFormat::hermes;
+  // mistral: [TOOL_CALLS]f[ARGS]{...} per call (the template writes [ARGS])
+  // rather than one [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+  bool named_calls = false;
+  int32_t call_token = -1;  // mistral: [TOOL_CALLS] as a control token; -1: written as text
+  int32_t args_token = -1;  // mistral: [ARGS] likewise
+  // The control tokens the output's text must show (RequestSpec::shown_tokens):
+  // decoding drops control tokens, and the call parser reads the markers.
+  std::vector<int32_t> shown_tokens() const;
+};
+
+// The syntax of `format` for a model with this chat template (its source)
+// and vocabulary (null: none, so every marker is text).
+ToolCallSyntax tool_call_syntax(ToolCallFormat format, std::string_view template_source, const Tokenizer* tokenizer);
 
 }  // namespace conveyor::http

@@ -29,22 +29,31 @@ Expected<Element> arguments(GrammarBuilder& b, const ToolSpec& tool) {
   return schema;
 }
 
-// {"name": "f", "<key>": ARGS}: one alternative per tool the choice allows.
-Expected<Alternative> call_object(GrammarBuilder& b, const std::vector<ToolSpec>& tools, const ToolChoice& choice,
-                                  std::string_view key) {
+// One alternative per tool the choice allows, each `call(tool, its arguments)`.
+template <class Call>
+Expected<Alternative> per_tool(GrammarBuilder& b, const std::vector<ToolSpec>& tools, const ToolChoice& choice,
+                               Call call) {
   std::vector<Alternative> alts;
   for (const ToolSpec& tool : tools) {
     if (choice.mode == ToolChoice::Mode::function && tool.name != choice.function) continue;
     auto args = arguments(b, tool);
     if (!args) return args.error();
-    Alternative alt = b.literal("{\"name\": \"" + tool.name + "\", \"" + std::string(key) + "\": ");
-    alt.push_back(*args);
-    alt.push_back(b.byte('}'));
-    alts.push_back(std::move(alt));
+    alts.push_back(call(tool, *args));
   }
   if (alts.empty())
     return make_error(Errc::invalid_argument, "tool_choice names '" + choice.function + "', which is not among the tools");
   return Alternative{b.choice(std::move(alts), "call")};
+}
+
+// {"name": "f", "<key>": ARGS}
+Expected<Alternative> call_object(GrammarBuilder& b, const std::vector<ToolSpec>& tools, const ToolChoice& choice,
+                                  std::string_view key) {
+  return per_tool(b, tools, choice, [&](const ToolSpec& tool, Element args) {
+    Alternative alt = b.literal("{\"name\": \"" + tool.name + "\", \"" + std::string(key) + "\": ");
+    alt.push_back(args);
+    alt.push_back(b.byte('}'));
+    return alt;
+  });
 }
 
 // `call`, and when parallel more of them, each after `separator`.
@@ -86,37 +95,48 @@ Element text_then(GrammarBuilder& b, std::string_view trigger, const Alternative
   return b.rule_ref(rules[0]);
 }
 
+// A Mistral marker as the grammar reads it: its control token, or its text.
+Alternative marker(GrammarBuilder& b, int32_t token, std::string_view text) {
+  return token >= 0 ? Alternative{b.token(token)} : b.literal(text);
+}
+
+
+// What follows Mistral's first [TOOL_CALLS]: the list, or the newer form's
+// f[ARGS]ARGS, with more calls each after another [TOOL_CALLS].
+Expected<Alternative> mistral_calls(GrammarBuilder& b, const ToolCallSyntax& syntax, const std::vector<ToolSpec>& tools,
+                                    const ToolChoice& choice, bool parallel) {
+  if (!syntax.named_calls) {
+    auto object = call_object(b, tools, choice, "arguments");
+    if (!object) return object;
+    return joined(joined(Alternative{b.optional(b.literal(" "))}, b.literal("[")),
+                  joined(repeated(b, *object, ", ", parallel), b.literal("]")));
+  }
+  const Alternative args_marker = marker(b, syntax.args_token, kMistralArgs);
+  auto call = per_tool(b, tools, choice, [&](const ToolSpec& tool, Element args) {
+    Alternative alt = joined(b.literal(tool.name), args_marker);
+    alt.push_back(args);
+    return alt;
+  });
+  if (!call || !parallel) return call;
+  Alternative out = *call;
+  out.push_back(b.star(joined(marker(b, syntax.call_token, kMistralCalls), *call)));
+  return out;
+}
+
 }  // namespace
 
-int32_t tool_call_token(ToolCallFormat format, const Tokenizer& tokenizer) {
-  if (format != ToolCallFormat::mistral) return -1;
-  const std::vector<int32_t> ids =
-      tokenizer.encode("[TOOL_CALLS]", EncodeOptions{.add_bos = false, .parse_special = true});
-  return ids.size() == 1 && tokenizer.token_bytes(ids[0]).empty() ? ids[0] : -1;
-}
-
-bool constrains_tool_calls(ToolCallFormat format, const ToolChoice& choice, int32_t call_token) {
-  switch (choice.mode) {
-    case ToolChoice::Mode::none: return false;
-    case ToolChoice::Mode::required:
-    case ToolChoice::Mode::function: return true;
-    case ToolChoice::Mode::automatic: return format != ToolCallFormat::mistral || call_token >= 0;
-  }
-  return false;
-}
-
-Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                             const ToolChoice& choice, bool parallel, int32_t call_token) {
-  if (!constrains_tool_calls(format, choice, call_token))
-    return make_error(Errc::invalid_argument, std::string("tool_choice does not constrain ") + to_string(format));
+Expected<grammar::Grammar> tool_call_grammar(const ToolCallSyntax& syntax, const std::vector<ToolSpec>& tools,
+                                             const ToolChoice& choice, bool parallel) {
+  if (choice.mode == ToolChoice::Mode::none)
+    return make_error(Errc::invalid_argument, "tool_choice \"none\" constrains nothing");
   GrammarBuilder b;
   const int32_t root = b.add_rule("root");
   const bool free_text = choice.mode == ToolChoice::Mode::automatic;
-  const bool llama = format == ToolCallFormat::llama3_json;
-  auto object = call_object(b, tools, choice, llama ? "parameters" : "arguments");
-  if (!object) return object.error();
-  switch (format) {
+  int32_t trigger = -1;
+  switch (syntax.format) {
     case ToolCallFormat::hermes: {
+      auto object = call_object(b, tools, choice, "arguments");
+      if (!object) return object.error();
       static constexpr std::string_view kOpen = "<tool_call>";
       const Alternative rest = joined(joined(b.literal("\n"), *object), b.literal("\n</tool_call>"));
       const Alternative call = joined(b.literal(kOpen), rest);
@@ -129,7 +149,9 @@ Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::v
       }
       break;
     }
-    case ToolCallFormat::llama3_json:
+    case ToolCallFormat::llama3_json: {
+      auto object = call_object(b, tools, choice, "parameters");
+      if (!object) return object.error();
       b.add_alternative(root, repeated(b, *object, "; ", parallel));
       if (free_text) {  // an answer that does not open with '{' is prose
         ByteSet not_brace, any;
@@ -140,23 +162,30 @@ Expected<grammar::Grammar> tool_call_grammar(ToolCallFormat format, const std::v
         b.add_alternative(root, {b.bytes(not_brace), b.star({b.bytes(any)})});
       }
       break;
+    }
     case ToolCallFormat::mistral: {
-      Alternative list = joined(joined(b.literal("["), repeated(b, *object, ", ", parallel)), b.literal("]"));
-      // After the control token Mistral's templates write " [" (one SentencePiece token).
-      if (free_text) list.insert(list.begin(), b.optional(b.literal(" ")));
-      b.add_alternative(root, list);
+      auto calls = mistral_calls(b, syntax, tools, choice, parallel);
+      if (!calls) return calls.error();
+      if (!free_text) {
+        b.add_alternative(root, joined(marker(b, syntax.call_token, kMistralCalls), *calls));
+      } else if (syntax.call_token >= 0) {
+        b.add_alternative(root, *calls);
+        trigger = syntax.call_token;
+      } else {
+        b.add_alternative(root, {text_then(b, kMistralCalls, *calls)});
+      }
       break;
     }
   }
   auto g = std::move(b).build(root);
-  if (g && format == ToolCallFormat::mistral && free_text) g->trigger_token = call_token;
+  if (g) g->trigger_token = trigger;
   return g;
 }
 
-ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat format, int32_t call_token,
+ConstraintResult tool_call_constraint(const ApiRequest& request, const ToolCallSyntax& syntax,
                                       ConstraintCompiler& compiler) {
   const ToolChoice& choice = request.tool_choice;
-  if (request.tools_json.empty() || !constrains_tool_calls(format, choice, call_token)) return GrammarConstraint{};
+  if (request.tools_json.empty() || choice.mode == ToolChoice::Mode::none) return GrammarConstraint{};
   if (request.constraint.kind != OutputConstraint::Kind::none) {
     // With auto the model may answer in prose, so the answer's own
     // constraint wins and calls are only read; a forced call cannot follow both.
@@ -167,12 +196,12 @@ ConstraintResult tool_call_constraint(const ApiRequest& request, ToolCallFormat 
   auto tools = parse_tools(request.tools_json);
   if (!tools) return bad_request(tools.error().message, "tools");
   std::string key = "tools|";
-  key.append(to_string(format)).append("|").append(std::to_string(int(choice.mode))).append("|");
-  key.append(choice.function).append(request.parallel_tool_calls ? "|parallel|" : "|single|");
-  key.append(std::to_string(call_token)).append("|").append(request.tools_json);
+  key.append(to_string(syntax.format)).append(syntax.named_calls ? "|named|" : "|").append(std::to_string(int(choice.mode)));
+  key.append("|").append(choice.function).append(request.parallel_tool_calls ? "|parallel|" : "|single|");
+  key.append(std::to_string(syntax.call_token)).append("|").append(std::to_string(syntax.args_token)).append("|");
+  key.append(request.tools_json);
   ConstraintResult compiled = compiler.compile_grammar(
-      key, [&] { return tool_call_grammar(format, *tools, choice, request.parallel_tool_calls, call_token); },
-      "tools");
+      key, [&] { return tool_call_grammar(syntax, *tools, choice, request.parallel_tool_calls); }, "tools");
   // A schema the compiler cannot hold a call to does not fail an auto
   // request, which asked for no guarantee: its calls are read, unconstrained.
   if (choice.mode == ToolChoice::Mode::automatic && std::holds_alternative<ApiError>(compiled))

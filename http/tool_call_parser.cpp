@@ -24,7 +24,7 @@ std::string_view trigger_of(ToolCallFormat format) {
   switch (format) {
     case ToolCallFormat::llama3_json: return "<|python_tag|>";
     case ToolCallFormat::hermes: return "<tool_call>";
-    case ToolCallFormat::mistral: return "[TOOL_CALLS]";
+    case ToolCallFormat::mistral: return kMistralCalls;
   }
   return {};
 }
@@ -218,16 +218,15 @@ bool call_byte(State& s, char c, ToolCallOutput& out) {
       }
       return false;
     case Mode::mistral_name: {
-      static constexpr std::string_view kArgs = "[ARGS]";
       if (s.close_matched == 0 && is_name_char(c)) {
         s.mistral_name.push_back(c);
         return true;
       }
-      if (s.close_matched < kArgs.size() && c == kArgs[s.close_matched]) {
+      if (s.close_matched < kMistralArgs.size() && c == kMistralArgs[s.close_matched]) {
         ++s.close_matched;
         return true;
       }
-      if (s.close_matched != 0 && s.close_matched != kArgs.size()) return false;
+      if (s.close_matched != 0 && s.close_matched != kMistralArgs.size()) return false;
       if (is_space(c)) return true;
       if (c != '{') return false;
       commit(s, s.mistral_name, out);

@@ -5,6 +5,8 @@
 
 #include <boost/json.hpp>
 
+#include "model/tokenizer/tokenizer.hpp"
+
 namespace conveyor::http {
 
 namespace json = boost::json;
@@ -39,7 +41,7 @@ Expected<ToolCallParser> parse_tool_call_parser(std::string_view name) {
 
 ToolCallFormat detect_tool_call_format(std::string_view source) {
   auto has = [source](std::string_view marker) { return source.find(marker) != std::string_view::npos; };
-  if (has("[TOOL_CALLS]")) return ToolCallFormat::mistral;
+  if (has(kMistralCalls)) return ToolCallFormat::mistral;
   if (has("<tool_call>")) return ToolCallFormat::hermes;
   if (has("<|python_tag|>") || has("ipython") || has("<|start_header_id|>")) return ToolCallFormat::llama3_json;
   return ToolCallFormat::hermes;
@@ -53,6 +55,37 @@ ToolCallFormat resolve_tool_call_format(ToolCallParser setting, std::string_view
     case ToolCallParser::automatic: break;
   }
   return detect_tool_call_format(template_source);
+}
+
+namespace {
+
+// The control token `name` stands for in the vocabulary: one id without bytes.
+int32_t control_token(const Tokenizer& tokenizer, std::string_view name) {
+  const std::vector<int32_t> ids =
+      tokenizer.encode(std::string(name), EncodeOptions{.add_bos = false, .parse_special = true});
+  return ids.size() == 1 && tokenizer.token_bytes(ids[0]).empty() ? ids[0] : -1;
+}
+
+}  // namespace
+
+std::vector<int32_t> ToolCallSyntax::shown_tokens() const {
+  std::vector<int32_t> ids;
+  for (int32_t t : {call_token, args_token}) {
+    if (t >= 0) ids.push_back(t);
+  }
+  return ids;
+}
+
+ToolCallSyntax tool_call_syntax(ToolCallFormat format, std::string_view template_source, const Tokenizer* tokenizer) {
+  ToolCallSyntax s;
+  s.format = format;
+  if (format != ToolCallFormat::mistral) return s;
+  s.named_calls = template_source.find(kMistralArgs) != std::string_view::npos;
+  if (tokenizer) {
+    s.call_token = control_token(*tokenizer, kMistralCalls);
+    if (s.named_calls) s.args_token = control_token(*tokenizer, kMistralArgs);
+  }
+  return s;
 }
 
 namespace {

@@ -1,7 +1,8 @@
 // An Earley recognizer over the grammar IR, for the compilers' tests: it
 // accepts any context-free grammar (ambiguous, nullable rules and all) in
 // polynomial time, so a test can run whole JSON documents through a
-// compiled schema without the matcher, and compare the two.
+// compiled schema without the matcher, and compare the two. Control tokens
+// (token elements) are symbols of their own: kTokenSymbol + id.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,11 @@
 
 namespace conveyor::grammar::testing {
 
-// Whether `text` is in the language of g's root rule.
-inline bool earley_accepts(const Grammar& g, std::string_view text) {
+inline constexpr int32_t kTokenSymbol = 256;
+
+// Whether `text` (bytes, and tokens as kTokenSymbol + id) is in the language
+// of g's root rule.
+inline bool earley_accepts(const Grammar& g, const std::vector<int32_t>& text) {
   std::vector<bool> nullable(g.rules.size(), false);
   for (bool changed = true; changed;) {
     changed = false;
@@ -58,9 +62,13 @@ inline bool earley_accepts(const Grammar& g, std::string_view text) {
       }
       const Element& e = alt[size_t(it.dot)];
       if (e.kind == Element::Kind::bytes) {
-        if (pos < text.size() && g.byte_sets[size_t(e.index)].test(uint8_t(text[pos]))) {
+        if (pos < text.size() && text[pos] < kTokenSymbol && g.byte_sets[size_t(e.index)].test(uint8_t(text[pos]))) {
           add(pos + 1, {it.rule, it.alt, it.dot + 1, it.origin});
         }
+        continue;
+      }
+      if (e.kind == Element::Kind::token) {
+        if (pos < text.size() && text[pos] == kTokenSymbol + e.index) add(pos + 1, {it.rule, it.alt, it.dot + 1, it.origin});
         continue;
       }
       for (size_t a = 0; a < g.rules[size_t(e.index)].alternatives.size(); ++a) {
@@ -77,6 +85,12 @@ inline bool earley_accepts(const Grammar& g, std::string_view text) {
     }
   }
   return false;
+}
+
+inline bool earley_accepts(const Grammar& g, std::string_view text) {
+  std::vector<int32_t> symbols;
+  for (char c : text) symbols.push_back(uint8_t(c));
+  return earley_accepts(g, symbols);
 }
 
 }  // namespace conveyor::grammar::testing

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "tests/grammar/earley.hpp"
 
 namespace conveyor::grammar {
@@ -81,6 +83,18 @@ TEST(Gbnf, RepetitionOfNullableItemsIsNotLeftRecursive) {
   for (const char* s : {"", "ca", "xcx"}) EXPECT_FALSE(earley_accepts(g, s)) << s;
 }
 
+// llama.cpp's <[id]>: the token itself, repeated and grouped like any element.
+TEST(Gbnf, TokenReferencesById) {
+  const Grammar g = compile_gbnf("root ::= <[7]> \"x\" (<[12]> | \"y\")* <[7]>\n");
+  EXPECT_EQ(token_elements(g), (std::vector<int32_t>{7, 12}));
+  const auto t = [](int32_t id) { return testing::kTokenSymbol + id; };
+  const std::vector<std::vector<int32_t>> in = {{t(7), 'x', t(7)}, {t(7), 'x', t(12), 'y', t(12), t(7)}};
+  const std::vector<std::vector<int32_t>> out = {{'x', t(7)}, {t(7), 'x'}, {t(7), 'x', t(13), t(7)}, {t(12), 'x', t(7)}};
+  for (const auto& text : in) EXPECT_TRUE(earley_accepts(g, text));
+  for (const auto& text : out) EXPECT_FALSE(earley_accepts(g, text));
+  EXPECT_NE(to_string(g).find("<[7]> [x]"), std::string::npos) << to_string(g);
+}
+
 TEST(Gbnf, ErrorsGiveLineAndColumn) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {"root ::= foo\n", "gbnf: rule 'foo' is not defined (line 1, column 10)"},
@@ -99,7 +113,11 @@ TEST(Gbnf, ErrorsGiveLineAndColumn) {
       {"root ::= \"a\"{3,1}\n", "repetition {m,n} with n < m"},
       {"root ::= \"a\"{100000}\n", "repetition count above 10000"},
       {"root ::= \"\\q\"\n", "unknown escape '\\q'"},
-      {"root ::= <think>\n", "token references (<...>) are not supported"},
+      {"root ::= <think>\n", "token references by text (<...>) are not supported; write the token's id, <[id]>"},
+      {"root ::= !<[5]>\n", "negated token references (!<...>) are not supported (line 1, column 10)"},
+      {"root ::= <[12x]>\n", "expected a token id, <[id]> (line 1, column 10)"},
+      {"root ::= <[99999999999]>\n", "expected a token id, <[id]>"},
+      {"root ::= <[]>\n", "expected a token id, <[id]>"},
       {"root ::= \"a\" )\n", "expected the end of the line (line 1, column 14)"},
       {"  ::= \"a\"\n", "expected a rule name (line 1, column 3)"},
   };

@@ -255,6 +255,98 @@ TEST(Compile, ATriggerMustBeAControlTokenOfTheVocabulary) {
   EXPECT_NE(negative.error().message.find("negative"), std::string::npos);
 }
 
+// root ::= "a" <[1]> "bc" | "ab": control token 1 in the middle of the text.
+Expected<Grammar> token_grammar(int32_t token) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative call = b.literal("a");
+  call.push_back(b.token(token));
+  const Alternative tail = b.literal("bc");
+  call.insert(call.end(), tail.begin(), tail.end());
+  b.add_alternative(root, call);
+  b.add_alternative(root, b.literal("ab"));
+  return std::move(b).build(root);
+}
+
+TEST(Matcher, AControlTokenWhereTheGrammarHasATokenElement) {
+  Matcher m(compiled(token_grammar(1)));
+  EXPECT_EQ(to_string(*token_grammar(1)), "root (root) ::= [a] <[1]> [b] [c] | [a] [b]\n");
+  EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{2, 5})) << "a, ab; not abc, which the token interrupts";
+  EXPECT_EQ(m.forced_bytes(), "a") << "then the token or b: no byte is forced";
+  EXPECT_FALSE(m.accept_token(1)) << "not before the a";
+  ASSERT_TRUE(m.accept_token(2));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{1, 3}));  // the token, b
+  EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_FALSE(m.can_end());
+  ASSERT_TRUE(m.accept_token(1));
+  EXPECT_FALSE(m.accept_token(1)) << "once";
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{3});  // b ("bc" is no token)
+  EXPECT_EQ(m.forced_bytes(), "bc");
+  ASSERT_TRUE(m.accept_bytes("bc"));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{0});
+  EXPECT_EQ(m.accepted_steps(), 3);
+  m.rollback(2);  // back to after the a
+  ASSERT_TRUE(m.accept_token(3));  // b: the other alternative, complete
+  EXPECT_TRUE(m.can_end());
+  EXPECT_FALSE(m.accept_token(1));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{0});
+  EXPECT_TRUE(m.accept_token(0));
+}
+
+TEST(Matcher, AGrammarThatStartsWithAControlTokenForcesNoBytes) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.token(1), b.byte('x')});
+  Matcher m(compiled(std::move(b).build(root)));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{1});
+  EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_FALSE(m.accept_bytes("x"));
+  ASSERT_TRUE(m.accept_token(1));
+  EXPECT_EQ(m.forced_bytes(), "x");
+}
+
+// A token element of a text token: that token, not its bytes.
+TEST(Matcher, ATextTokenElementAllowsThatTokenAndNotItsBytes) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.token(5), b.byte('c')});  // 5 is "ab"
+  Matcher m(compiled(std::move(b).build(root)));
+  EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{5});
+  EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_FALSE(m.accept_bytes("ab"));
+  EXPECT_FALSE(m.accept_token(2)) << "a, the first byte, is not the token";
+  EXPECT_FALSE(m.accept_token(6)) << "abc is another token";
+  ASSERT_TRUE(m.accept_token(5));
+  EXPECT_EQ(m.forced_bytes(), "c");
+
+  // root ::= "a" | <[2]> "b", where token 2 is "a": both ways at once.
+  GrammarBuilder both;
+  const int32_t r = both.add_rule("root");
+  both.add_alternative(r, both.literal("a"));
+  both.add_alternative(r, {both.token(2), both.byte('b')});
+  Matcher t(compiled(std::move(both).build(r)));
+  Matcher bytes = t;
+  ASSERT_TRUE(t.accept_token(2));
+  EXPECT_TRUE(t.can_end()) << "as text";
+  EXPECT_EQ(allowed_tokens(mask_of(t)), (std::vector<int32_t>{0, 3})) << "the end, or b after the token";
+  ASSERT_TRUE(bytes.accept_bytes("a"));
+  EXPECT_EQ(allowed_tokens(mask_of(bytes)), std::vector<int32_t>{0}) << "bytes are not the token";
+}
+
+TEST(Compile, ATokenElementMustBeATokenOfTheVocabularyButNotAnEnd) {
+  const std::pair<int32_t, std::string> refused[] = {{0, "grammar token 0 is an end token"},
+                                                     {16, "grammar token 16 is not in the vocabulary"}};
+  for (const auto& [bad, message] : refused) {
+    auto c = compile(*token_grammar(bad), toy_vocabulary());
+    ASSERT_FALSE(c) << bad;
+    EXPECT_NE(c.error().message.find(message), std::string::npos) << c.error().message;
+  }
+  EXPECT_TRUE(compile(*token_grammar(2), toy_vocabulary())) << "a text token";
+  auto negative = token_grammar(-3);
+  ASSERT_FALSE(negative);
+  EXPECT_NE(negative.error().message.find("negative token"), std::string::npos) << negative.error().message;
+}
+
 TEST(Compile, RefusesLeftRecursionAndAMissingVocabulary) {
   Grammar g;
   g.rules.push_back(Rule{"root", {{Element{Element::Kind::rule, 0}}}});

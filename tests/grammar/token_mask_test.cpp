@@ -11,6 +11,7 @@
 #include "grammar/matcher.hpp"
 #include "model/formats/gguf_llama.hpp"
 #include "model/sampling/grammar_vocabulary.hpp"
+#include "tests/grammar/earley.hpp"
 #include "tests/grammar/mask_oracle.hpp"
 
 namespace conveyor::grammar {
@@ -71,7 +72,8 @@ TEST(TokenMask, JsonGrammarOnAToyVocabularyMatchesBruteForce) {
 // A random grammar over the bytes a, b, c: rules of random alternatives of
 // byte classes, references (to any rule, so recursion happens; check()
 // refuses the left-recursive ones) and stars, pluses and options.
-Expected<Grammar> random_grammar(std::mt19937& rng) {
+// With `tokens`, a token element now and then (control token 1 or a text token).
+Expected<Grammar> random_grammar(std::mt19937& rng, bool tokens = false) {
   GrammarBuilder b;
   const int rules = 2 + int(rng() % 4);
   std::vector<int32_t> ids;
@@ -90,6 +92,10 @@ Expected<Grammar> random_grammar(std::mt19937& rng) {
       Alternative alt;
       const int len = int(rng() % 4);
       for (int i = 0; i < len; ++i) {
+        if (tokens && rng() % 5 == 0) {  // the control token, or one of abc_vocabulary's text tokens
+          alt.push_back(b.token(rng() % 2 ? 1 : 2 + int32_t(rng() % 41)));
+          continue;
+        }
         switch (rng() % 6) {
           case 0: alt.push_back(b.rule_ref(ids[rng() % ids.size()])); break;
           case 1: alt.push_back(b.star({random_class()})); break;
@@ -137,6 +143,43 @@ TEST(TokenMask, RandomGrammarsMatchBruteForce) {
     ++tested;
   }
   EXPECT_GE(tested, 100);
+}
+
+TEST(TokenMask, RandomGrammarsWithTokenElementsMatchBruteForce) {
+  std::mt19937 rng(2027);
+  const auto vocab = abc_vocabulary();
+  int tested = 0, with_token = 0;
+  for (int i = 0; i < 400 && tested < 150; ++i) {
+    auto g = random_grammar(rng, true);
+    if (!g) continue;  // left-recursive
+    with_token += token_elements(*g).empty() ? 0 : 1;
+    auto c = compile(std::move(*g), vocab);
+    ASSERT_TRUE(c) << c.error().message;
+    random_walk(*c, uint32_t(i), 25);
+    // Sentences of the bytes a, b, c and control token 1: the matcher's
+    // language is the Earley recognizer's (bytes never match a text token's element).
+    for (int k = 0; k < 40 && !HasFatalFailure(); ++k) {
+      std::vector<int32_t> text;
+      for (int n = int(rng() % 7); n > 0; --n) {
+        const uint32_t pick = rng() % 4;
+        text.push_back(pick == 3 ? testing::kTokenSymbol + 1 : int32_t('a' + pick));
+      }
+      Matcher m(*c);
+      bool ok = true;
+      for (int32_t sym : text) {
+        ok = ok && (sym >= testing::kTokenSymbol ? m.accept_token(sym - testing::kTokenSymbol)
+                                                  : m.accept_bytes(std::string(1, char(sym))));
+      }
+      ASSERT_EQ(ok && m.can_end(), testing::earley_accepts((*c)->grammar(), text)) << "sentence " << k;
+    }
+    if (HasFatalFailure()) {
+      ADD_FAILURE() << to_string((*c)->grammar());
+      return;
+    }
+    ++tested;
+  }
+  EXPECT_GE(tested, 100);
+  EXPECT_GE(with_token, 50);
 }
 
 TEST(TokenMask, PrecomputeGivesTheSameMasksAsLazyUse) {

@@ -72,5 +72,30 @@ TEST(ConstraintCompiler, ErrorsNameTheField) {
   EXPECT_NE(std::get<ApiError>(s).message.find("multipleOf"), std::string::npos);
 }
 
+// GBNF's <[id]> is checked against the served vocabulary when it is bound.
+TEST(ConstraintCompiler, ATokenReferenceMustNameATokenThatDoesNotEndTheText) {
+  ConstraintCompiler compiler(binder());
+  const int32_t eos = make_byte_tokenizer()->eos_id();
+  OutputConstraint gbnf;
+  gbnf.kind = OutputConstraint::Kind::grammar;
+  gbnf.field = "grammar";
+  for (const auto& [id, message] : {std::pair{std::to_string(1 << 20), "is not in the vocabulary"},
+                                    std::pair{std::to_string(eos), "is an end token"}}) {
+    gbnf.source = "root ::= \"a\" <[" + id + "]>";
+    auto e = compiler.compile(gbnf);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(e)) << id;
+    EXPECT_EQ(std::get<ApiError>(e).param, "grammar");
+    EXPECT_NE(std::get<ApiError>(e).message.find("grammar token " + id + " " + message), std::string::npos)
+        << std::get<ApiError>(e).message;
+  }
+  gbnf.source = "root ::= \"a\" <[98]>";  // b's token in the byte vocabulary, as a token
+  auto ok = compiler.compile(gbnf);
+  ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(ok)) << std::get<ApiError>(ok).message;
+  grammar::Matcher m(std::get<GrammarConstraint>(ok).compiled);
+  ASSERT_TRUE(m.accept_bytes("a"));
+  EXPECT_FALSE(grammar::Matcher(m).accept_bytes("b")) << "its text is not the token";
+  EXPECT_TRUE(m.accept_token(98));
+}
+
 }  // namespace
 }  // namespace conveyor::http

@@ -12,6 +12,7 @@
 #include "http/chat_template.hpp"
 #include "http/completion_job.hpp"
 #include "http/request_plan.hpp"
+#include "model/formats/dummy.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -144,19 +145,56 @@ TEST(ToolCallTemplates, LlamaRendersTheCallAsParametersAndTheResultAsIpython) {
   EXPECT_NE(text.find("Weather in Oslo?<|eot_id|>"), std::string::npos) << text;
 }
 
+// Mistral's form and markers come from the template and the vocabulary.
+TEST(ToolCallTemplates, MistralsSyntaxFromTheTemplateAndTheVocabulary) {
+  Vocabulary v = byte_vocabulary(260);
+  v.pieces[258] = "[TOOL_CALLS]";
+  v.types[258] = TokenType::control;
+  v.pieces[259] = "[ARGS]";
+  v.types[259] = TokenType::control;
+  const auto tokenizer = make_bpe_tokenizer(v).value();
+  const std::string newer = "{% for c in m.tool_calls %}[TOOL_CALLS]{{ c.name }}[ARGS]{{ c.arguments }}{% endfor %}";
+  const std::string list = "[TOOL_CALLS] {{ m.tool_calls | tojson }}";
+
+  const ToolCallSyntax named = tool_call_syntax(ToolCallFormat::mistral, newer, tokenizer.get());
+  EXPECT_TRUE(named.named_calls);
+  EXPECT_EQ(named.call_token, 258);
+  EXPECT_EQ(named.args_token, 259);
+  EXPECT_EQ(named.shown_tokens(), (std::vector<int32_t>{258, 259}));
+
+  const ToolCallSyntax listed = tool_call_syntax(ToolCallFormat::mistral, list, tokenizer.get());
+  EXPECT_FALSE(listed.named_calls);
+  EXPECT_EQ(listed.call_token, 258);
+  EXPECT_EQ(listed.args_token, -1) << "the list form has no [ARGS]";
+  EXPECT_EQ(listed.shown_tokens(), std::vector<int32_t>{258});
+
+  // A vocabulary that spells the markers as text, and no vocabulary.
+  const auto bytes = make_byte_tokenizer();
+  const ToolCallSyntax text = tool_call_syntax(ToolCallFormat::mistral, newer, bytes.get());
+  EXPECT_TRUE(text.named_calls);
+  EXPECT_EQ(text.call_token, -1);
+  EXPECT_EQ(text.args_token, -1);
+  EXPECT_TRUE(text.shown_tokens().empty());
+  EXPECT_EQ(tool_call_syntax(ToolCallFormat::mistral, newer, nullptr).call_token, -1);
+  // Other families have no control tokens to show.
+  const ToolCallSyntax hermes = tool_call_syntax(ToolCallFormat::hermes, newer, tokenizer.get());
+  EXPECT_FALSE(hermes.named_calls);
+  EXPECT_TRUE(hermes.shown_tokens().empty());
+}
+
 TEST(ToolCallTemplates, TheFormatComesFromTheTemplateOrTheSetting) {
   ModelConfig config;
   config.vocab_size = 258;
   config.context_length = 4096;
   auto qwen = make_model_context(config, make_byte_tokenizer(), "m", kTemplates + "qwen2_5.jinja", "");
   ASSERT_TRUE(qwen) << qwen.error().message;
-  EXPECT_EQ(qwen->tool_format, ToolCallFormat::hermes);
+  EXPECT_EQ(qwen->tool_calls.format, ToolCallFormat::hermes);
   auto llama = make_model_context(config, make_byte_tokenizer(), "m", kLlamaTools, "");
   ASSERT_TRUE(llama);
-  EXPECT_EQ(llama->tool_format, ToolCallFormat::llama3_json);
+  EXPECT_EQ(llama->tool_calls.format, ToolCallFormat::llama3_json);
   auto forced = make_model_context(config, make_byte_tokenizer(), "m", kLlamaTools, "", ToolCallParser::mistral);
   ASSERT_TRUE(forced);
-  EXPECT_EQ(forced->tool_format, ToolCallFormat::mistral);
+  EXPECT_EQ(forced->tool_calls.format, ToolCallFormat::mistral);
 
   // tool_choice none: the tools reach the template, the output is not read for calls.
   ParseResult none = parse_chat(chat_body(R"(, "tool_choice": "none")"));

@@ -3,6 +3,10 @@
 // over a whole body with n = 2, SSE and the WebSocket. The model knows
 // nothing of tools: every call it makes is the constraint's doing, and each
 // must name a declared function with arguments its schema accepts.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "model/formats/dummy.hpp"
 #include "model/weights.hpp"
 #include "tests/http/test_server.hpp"
@@ -184,20 +188,30 @@ TEST_F(ToolCallsServer, RefusalsNameTheField) {
 // token; a strong logit_bias makes it do so at once, and from there the
 // grammar must make the rest a list of valid calls (the random weights
 // would write anything).
+constexpr int32_t kCallToken = 258;
+constexpr int32_t kArgsToken = 259;
+
+// The embedded model with Mistral's control tokens: [TOOL_CALLS], and with
+// `args` [ARGS] too.
+LoadedModel mistral_model(bool args) {
+  LoadedModel m = embedded_default_model();
+  m.config.vocab_size = args ? kArgsToken + 1 : kCallToken + 1;
+  m.weights = make_random_weights(m.config, 11);
+  Vocabulary v = byte_vocabulary(m.config.vocab_size);
+  v.pieces[kCallToken] = "[TOOL_CALLS]";
+  v.types[kCallToken] = TokenType::control;
+  if (args) {
+    v.pieces[kArgsToken] = "[ARGS]";
+    v.types[kArgsToken] = TokenType::control;
+  }
+  m.tokenizer = std::shared_ptr<const Tokenizer>(make_bpe_tokenizer(v).value());
+  m.vocabulary = std::move(v);
+  return m;
+}
+
 class MistralToolCallsServer : public ::testing::Test {
  protected:
-  static constexpr int32_t kCallToken = 258;
-  static LoadedModel model() {
-    LoadedModel m = embedded_default_model();
-    m.config.vocab_size = kCallToken + 1;
-    m.weights = make_random_weights(m.config, 11);
-    Vocabulary v = byte_vocabulary(m.config.vocab_size);
-    v.pieces[kCallToken] = "[TOOL_CALLS]";
-    v.types[kCallToken] = TokenType::control;
-    m.tokenizer = std::shared_ptr<const Tokenizer>(make_bpe_tokenizer(v).value());
-    m.vocabulary = std::move(v);
-    return m;
-  }
+  static LoadedModel model() { return mistral_model(false); }
   static void SetUpTestSuite() {
     ServerOptions options;
     options.tool_call_parser = ToolCallParser::mistral;
@@ -270,6 +284,98 @@ TEST_F(MistralToolCallsServer, StreamedCallsAssembleAndFreeTextStaysFree) {
   const json::object& choice = answer.at("choices").as_array()[0].as_object();
   EXPECT_FALSE(choice.at("message").as_object().contains("tool_calls")) << text.body;
   EXPECT_NE(choice.at("finish_reason"), "tool_calls");
+}
+
+// Mistral's newer form, [TOOL_CALLS]f[ARGS]{...}, which the model's own
+// template writes (the form and the parser come from it): both markers are
+// control tokens, so the grammar asks for them as tokens, and the text shows
+// them to the parser. (The tools' names only: the byte vocabulary's context is short.)
+constexpr std::string_view kNamedCallsTemplate =
+    "{%- if tools %}[AVAILABLE_TOOLS]{%- for t in tools %}{{ t.function.name }} {% endfor %}[/AVAILABLE_TOOLS]{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' %}[INST]{{ message.content }}[/INST]"
+    "{%- elif message.role == 'assistant' %}"
+    "{%- for call in message.tool_calls or [] %}[TOOL_CALLS]{{ call.function.name }}[ARGS]{{ call.function.arguments }}"
+    "{%- endfor %}{{ message.content or '' }}"
+    "{%- elif message.role == 'tool' %}[TOOL_RESULTS]{{ message.content }}[/TOOL_RESULTS]"
+    "{%- endif %}{%- endfor %}";
+
+class MistralNamedCallsServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    LoadedModel m = mistral_model(true);
+    m.chat_template = std::string(kNamedCallsTemplate);
+    server_ = new TestServer(std::move(m), small_engine(), ServerOptions{});
+  }
+  static void TearDownTestSuite() { delete server_; }
+  static Response post(const json::object& body) {
+    return http_request(server_->port(), "POST", "/v1/chat/completions", body_of(body),
+                        {{"Content-Type", "application/json"}});
+  }
+  static TestServer* server_;
+};
+TestServer* MistralNamedCallsServer::server_ = nullptr;
+
+TEST_F(MistralNamedCallsServer, RequiredCallsAreTheNewerFormUnderTheSchemas) {
+  for (const json::value choice : {json::value("required"), json::value(json::parse(
+                                       R"({"type": "function", "function": {"name": "stop_alarm"}})"))}) {
+    json::object body = request(choice);
+    body["n"] = 2;
+    body["logprobs"] = true;  // the tokens, to see the form
+    const Response r = post(body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json::object answer = parse_object(r.body);
+    for (const json::value& c : answer.at("choices").as_array()) {
+      const json::object& message = c.at("message").as_object();
+      ASSERT_TRUE(message.contains("tool_calls")) << r.body;
+      EXPECT_TRUE(message.at("content").is_null()) << r.body;
+      const json::array& calls = message.at("tool_calls").as_array();
+      ASSERT_EQ(calls.size(), 1u) << r.body;
+      const json::object& fn = calls[0].at("function").as_object();
+      const std::string name = json::value_to<std::string>(fn.at("name"));
+      if (choice.is_object()) EXPECT_EQ(name, "stop_alarm");
+      expect_valid_call(name, json::value_to<std::string>(fn.at("arguments")));
+      EXPECT_EQ(c.at("finish_reason"), "tool_calls") << r.body;
+      // [TOOL_CALLS] name [ARGS] {...}: the control tokens have no text of their own.
+      std::vector<std::string> tokens;
+      for (const json::value& t : c.at("logprobs").at("content").as_array())
+        tokens.push_back(json::value_to<std::string>(t.at("token")));
+      const auto args = std::find(tokens.begin() + 1, tokens.end(), "");
+      ASSERT_TRUE(tokens.size() > 2 && tokens[0].empty() && args != tokens.end() && args + 1 != tokens.end()) << r.body;
+      std::string written;
+      for (auto t = tokens.begin() + 1; t != args; ++t) written += *t;
+      EXPECT_EQ(written, name);
+      EXPECT_EQ(args[1], "{") << "the arguments follow [ARGS]";
+    }
+  }
+}
+
+TEST_F(MistralNamedCallsServer, AutoStreamsTheCallTheTokenOpens) {
+  json::object body = request("auto");
+  body["logit_bias"] = json::object{{std::to_string(kCallToken), 100}};
+  body["max_tokens"] = 200;
+  body["stream"] = true;
+  const Response r = post(body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string name, arguments, finish, content;
+  for (const std::string& payload : sse_payloads(r.body)) {
+    if (payload == "[DONE]") continue;
+    const json::object chunk = parse_object(payload);
+    const json::object& choice = chunk.at("choices").as_array()[0].as_object();
+    const json::object& delta = choice.at("delta").as_object();
+    if (const json::value* text = delta.if_contains("content"); text && text->is_string())
+      content += json::value_to<std::string>(*text);
+    if (const json::value* calls = delta.if_contains("tool_calls")) {
+      for (const json::value& call : calls->as_array()) {
+        if (call.as_object().contains("id")) name = json::value_to<std::string>(call.at("function").at("name"));
+        arguments += json::value_to<std::string>(call.at("function").at("arguments"));
+      }
+    }
+    if (!choice.at("finish_reason").is_null()) finish = json::value_to<std::string>(choice.at("finish_reason"));
+  }
+  EXPECT_EQ(content, "");
+  expect_valid_call(name, arguments);
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace

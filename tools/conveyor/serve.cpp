@@ -158,7 +158,8 @@ int run_serve(const ServeFlags& f) {
        << to_string(resolved.kv_cache_dtype) << ", " << format_bytes(kv.bytes) << " (" << kv.origin << "); swap "
        << e.swap_space_tokens << " tokens ("
        << format_bytes(e.swap_space_tokens / e.block_size * e.block_size * token_bytes) << "); chat template "
-       << template_name << ", tool calls " << http::to_string(context->tool_format);
+       << template_name << ", tool calls " << http::to_string(context->tool_calls.format)
+       << (context->tool_calls.named_calls ? " ([TOOL_CALLS]f[ARGS]{...})" : "");
   http::log_info(line.str());
 
   node_actor node;
