@@ -182,6 +182,31 @@ TEST_F(ToolCallsServer, RefusalsNameTheField) {
   EXPECT_NE(choice.at("finish_reason"), "tool_calls");
 }
 
+// A streamed answer of one call: its content, the call's name and
+// arguments assembled from the deltas, and the finish reason.
+struct StreamedCall {
+  std::string content, name, arguments, finish;
+};
+StreamedCall read_streamed_call(const std::string& body) {
+  StreamedCall out;
+  for (const std::string& payload : sse_payloads(body)) {
+    if (payload == "[DONE]") continue;
+    const json::object chunk = parse_object(payload);
+    const json::object& choice = chunk.at("choices").as_array()[0].as_object();
+    const json::object& delta = choice.at("delta").as_object();
+    if (const json::value* text = delta.if_contains("content"); text && text->is_string())
+      out.content += json::value_to<std::string>(*text);
+    if (const json::value* calls = delta.if_contains("tool_calls")) {
+      for (const json::value& call : calls->as_array()) {
+        if (call.as_object().contains("id")) out.name = json::value_to<std::string>(call.at("function").at("name"));
+        out.arguments += json::value_to<std::string>(call.at("function").at("arguments"));
+      }
+    }
+    if (!choice.at("finish_reason").is_null()) out.finish = json::value_to<std::string>(choice.at("finish_reason"));
+  }
+  return out;
+}
+
 // Mistral's syntax, where a control token opens the calls: the embedded
 // model with one more token, 258, spelled [TOOL_CALLS] as in Mistral's
 // vocabularies. With auto the model writes freely until it writes that
@@ -256,25 +281,10 @@ TEST_F(MistralToolCallsServer, StreamedCallsAssembleAndFreeTextStaysFree) {
   const Response r = http_request(port(), "POST", "/v1/chat/completions", body_of(body),
                                   {{"Content-Type", "application/json"}});
   ASSERT_EQ(r.status, 200) << r.body;
-  std::string name, arguments, finish, content;
-  for (const std::string& payload : sse_payloads(r.body)) {
-    if (payload == "[DONE]") continue;
-    const json::object chunk = parse_object(payload);
-    const json::object& choice = chunk.at("choices").as_array()[0].as_object();
-    const json::object& delta = choice.at("delta").as_object();
-    if (const json::value* text = delta.if_contains("content"); text && text->is_string())
-      content += json::value_to<std::string>(*text);
-    if (const json::value* calls = delta.if_contains("tool_calls")) {
-      for (const json::value& call : calls->as_array()) {
-        if (call.as_object().contains("id")) name = json::value_to<std::string>(call.at("function").at("name"));
-        arguments += json::value_to<std::string>(call.at("function").at("arguments"));
-      }
-    }
-    if (!choice.at("finish_reason").is_null()) finish = json::value_to<std::string>(choice.at("finish_reason"));
-  }
-  EXPECT_EQ(content, "") << "the token and the list are the call, not content";
-  expect_valid_call(name, arguments);
-  EXPECT_EQ(finish, "tool_calls");
+  const StreamedCall streamed = read_streamed_call(r.body);
+  EXPECT_EQ(streamed.content, "") << "the token and the list are the call, not content";
+  expect_valid_call(streamed.name, streamed.arguments);
+  EXPECT_EQ(streamed.finish, "tool_calls");
 
   // Without the token nothing is constrained: the model's text is content.
   const Response text = http_request(port(), "POST", "/v1/chat/completions", body_of(auto_request(-100)),
@@ -357,25 +367,10 @@ TEST_F(MistralNamedCallsServer, AutoStreamsTheCallTheTokenOpens) {
   body["stream"] = true;
   const Response r = post(body);
   ASSERT_EQ(r.status, 200) << r.body;
-  std::string name, arguments, finish, content;
-  for (const std::string& payload : sse_payloads(r.body)) {
-    if (payload == "[DONE]") continue;
-    const json::object chunk = parse_object(payload);
-    const json::object& choice = chunk.at("choices").as_array()[0].as_object();
-    const json::object& delta = choice.at("delta").as_object();
-    if (const json::value* text = delta.if_contains("content"); text && text->is_string())
-      content += json::value_to<std::string>(*text);
-    if (const json::value* calls = delta.if_contains("tool_calls")) {
-      for (const json::value& call : calls->as_array()) {
-        if (call.as_object().contains("id")) name = json::value_to<std::string>(call.at("function").at("name"));
-        arguments += json::value_to<std::string>(call.at("function").at("arguments"));
-      }
-    }
-    if (!choice.at("finish_reason").is_null()) finish = json::value_to<std::string>(choice.at("finish_reason"));
-  }
-  EXPECT_EQ(content, "");
-  expect_valid_call(name, arguments);
-  EXPECT_EQ(finish, "tool_calls");
+  const StreamedCall streamed = read_streamed_call(r.body);
+  EXPECT_EQ(streamed.content, "");
+  expect_valid_call(streamed.name, streamed.arguments);
+  EXPECT_EQ(streamed.finish, "tool_calls");
 }
 
 }  // namespace
