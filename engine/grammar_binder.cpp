@@ -21,6 +21,13 @@ std::shared_ptr<const grammar::TokenIndex> GrammarBinder::vocabulary() {
   return index_;
 }
 
+int32_t GrammarBinder::token_of(std::string_view text) const {
+  if (!tokenizer_ || text.empty()) return -1;
+  const std::vector<int32_t> ids =
+      tokenizer_->encode(std::string(text), EncodeOptions{.add_bos = false, .parse_special = true});
+  return ids.size() == 1 ? ids[0] : -1;
+}
+
 Status GrammarBinder::bind(GrammarConstraint& c) {
   if (c.compiled || !c.ir) return Status::ok();
   auto index = vocabulary();

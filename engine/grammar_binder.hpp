@@ -9,9 +9,11 @@
 // built once (std::call_once) and shared.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/status.hpp"
@@ -36,6 +38,10 @@ class GrammarBinder {
   std::shared_ptr<const grammar::TokenIndex> vocabulary();
   // Compiles `c.ir` when `c.compiled` is empty (nothing to do otherwise).
   Status bind(GrammarConstraint& c);
+  // The id of the one token whose text is `text` (special tokens included,
+  // as GBNF's <think> names them); -1 when it is none or several, or there
+  // is no tokenizer.
+  int32_t token_of(std::string_view text) const;
 
  private:
   std::shared_ptr<const Tokenizer> tokenizer_;

@@ -25,7 +25,7 @@ struct RuleInfo {
 
 class GbnfParser {
  public:
-  explicit GbnfParser(std::string_view text) : t_(text) {}
+  GbnfParser(std::string_view text, const TokenLookup& tokens) : t_(text), tokens_(tokens) {}
 
   Expected<std::vector<RuleInfo>> parse() {
     skip_space(true);
@@ -173,12 +173,22 @@ class GbnfParser {
     return Expr::sequence(std::move(items));
   }
 
-  // <[id]>: the token of that id. llama.cpp's <text> form names a token by
-  // its text, which needs the vocabulary: refused, naming the id form.
+  // <[id]>: the token of that id; <text>: the token whose text that is.
   Expected<int32_t> token_reference() {
     const size_t at = i_;
-    if (i_ + 1 >= t_.size() || t_[i_ + 1] != '[')
-      return fail("token references by text (<...>) are not supported; write the token's id, <[id]>");
+    if (i_ + 1 >= t_.size() || t_[i_ + 1] != '[') {
+      const size_t close = t_.find('>', i_ + 1);
+      const size_t newline = t_.find('\n', i_ + 1);
+      if (close == std::string_view::npos || close == i_ + 1 || newline < close) return fail("expected <text> or <[id]>");
+      const std::string_view text = t_.substr(i_, close + 1 - i_);
+      const int32_t id = tokens_ ? tokens_(text) : -1;
+      if (id < 0) {
+        return fail(tokens_ ? "'" + std::string(text) + "' is not one token of the vocabulary"
+                            : "'" + std::string(text) + "': token references by text need the vocabulary; write <[id]>");
+      }
+      i_ = close + 1;
+      return id;
+    }
     i_ += 2;
     int64_t id = 0;
     const size_t digits = i_;
@@ -297,6 +307,7 @@ class GbnfParser {
   }
 
   std::string_view t_;
+  const TokenLookup& tokens_;
   size_t i_ = 0;
   int depth_ = 0;  // groups open
   std::vector<RuleInfo> rules_;
@@ -327,8 +338,8 @@ void leftmost(const ExprLowering& lowering, const Expr& e, std::vector<int32_t>&
 
 }  // namespace
 
-Expected<Grammar> grammar_from_gbnf(std::string_view text) {
-  GbnfParser parser(text);
+Expected<Grammar> grammar_from_gbnf(std::string_view text, const TokenLookup& tokens) {
+  GbnfParser parser(text, tokens);
   auto parsed = parser.parse();
   if (!parsed) return parsed.error();
   std::vector<RuleInfo>& rules = *parsed;

@@ -8,22 +8,25 @@
 // rule except inside parentheses and right after `::=` or `|`. Names:
 // letters, digits, '-' and '_'. Elements: "literals" and [classes] ([^...] negated, a-z ranges)
 // with the escapes \n \r \t \\ \" \[ \] \- \xHH \uHHHH \UHHHHHHHH; `.` (any
-// character); rule names; ( groups ); <[id]>, the token of that id (the
-// token itself, not its text: a control token such as <think> in some
-// vocabularies). Postfix * + ? {m} {m,} {m,n} {,n}.
+// character); rule names; ( groups ); <[id]>, the token of that id, and
+// <text> (<think>, <|tool_call|>), the token whose text that is (`tokens`
+// finds it: one token of the vocabulary); a token reference matches the
+// token itself, never its text. Postfix * + ? {m} {m,} {m,n} {,n}.
 // Comments run from # to the end of the line. Text is UTF-8; classes and
 // `.` match characters (code points), not bytes.
 //
 // Refused with the line and column: a reference to a rule never defined, a
 // rule defined twice, no `root` rule, left recursion (naming the cycle:
-// the matcher cannot run it), counts above kMaxRepeatCount, llama.cpp's
-// token references by text (<think>: they need the vocabulary, so write the
-// id) and negated ones (!<[id]>), and syntax errors. compile() refuses a
-// token id the vocabulary lacks or that ends generation. A repetition of something
+// the matcher cannot run it), counts above kMaxRepeatCount, a <text> that is
+// not one token (or given without `tokens`), llama.cpp's negated token
+// references (!<...>), and syntax errors. compile() refuses a token id the
+// vocabulary lacks or that ends generation. A repetition of something
 // that can match nothing (`("a"?)*`) is fine: it is lowered as the
 // repetition of its non-empty strings.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "base/status.hpp"
@@ -32,6 +35,8 @@
 namespace conveyor::grammar {
 
 // Errors: Errc::invalid_argument, "gbnf: <what> (line L, column C)".
-Expected<Grammar> grammar_from_gbnf(std::string_view text);
+// `tokens`: the id of the one token whose text is the argument, or -1.
+using TokenLookup = std::function<int32_t(std::string_view text)>;
+Expected<Grammar> grammar_from_gbnf(std::string_view text, const TokenLookup& tokens = {});
 
 }  // namespace conveyor::grammar

@@ -23,7 +23,7 @@ const char* kind_name(OutputConstraint::Kind kind) {
   return "?";
 }
 
-Expected<grammar::Grammar> build_grammar(const OutputConstraint& c) {
+Expected<grammar::Grammar> build_grammar(const OutputConstraint& c, const GrammarBinder* binder) {
   grammar::JsonSchemaOptions options;
   options.strict = c.strict;
   switch (c.kind) {
@@ -31,7 +31,9 @@ Expected<grammar::Grammar> build_grammar(const OutputConstraint& c) {
     case OutputConstraint::Kind::json_schema: return grammar::grammar_from_json_schema(c.source, options);
     case OutputConstraint::Kind::regex: return grammar::grammar_from_regex(c.source);
     case OutputConstraint::Kind::choice: return grammar::grammar_from_choices(c.choices);
-    case OutputConstraint::Kind::grammar: return grammar::grammar_from_gbnf(c.source);
+    case OutputConstraint::Kind::grammar:
+      if (!binder) return grammar::grammar_from_gbnf(c.source);
+      return grammar::grammar_from_gbnf(c.source, [binder](std::string_view text) { return binder->token_of(text); });
     case OutputConstraint::Kind::none: break;
   }
   return make_error(Errc::internal, "no constraint to compile");
@@ -72,7 +74,8 @@ void ConstraintCompiler::evict_locked() {
 
 ConstraintResult ConstraintCompiler::compile(const OutputConstraint& constraint) {
   if (constraint.kind == OutputConstraint::Kind::none) return GrammarConstraint{};
-  return compile_grammar(cache_key(constraint), [&] { return build_grammar(constraint); }, constraint.field);
+  return compile_grammar(cache_key(constraint), [&] { return build_grammar(constraint, binder_.get()); },
+                         constraint.field);
 }
 
 ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/matcher.hpp"
+#include "model/formats/dummy.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -95,6 +96,31 @@ TEST(ConstraintCompiler, ATokenReferenceMustNameATokenThatDoesNotEndTheText) {
   ASSERT_TRUE(m.accept_bytes("a"));
   EXPECT_FALSE(grammar::Matcher(m).accept_bytes("b")) << "its text is not the token";
   EXPECT_TRUE(m.accept_token(98));
+}
+
+// GBNF's <think> is the vocabulary's token of that text.
+TEST(ConstraintCompiler, ATokenReferenceByTextIsLookedUpInTheVocabulary) {
+  Vocabulary v = byte_vocabulary(259);
+  v.pieces[258] = "<think>";
+  v.types[258] = TokenType::control;
+  std::shared_ptr<const Tokenizer> tokenizer = make_bpe_tokenizer(v).value();
+  ConstraintCompiler compiler(std::make_shared<GrammarBinder>(tokenizer, std::vector<int32_t>{tokenizer->eos_id()}));
+  OutputConstraint gbnf;
+  gbnf.kind = OutputConstraint::Kind::grammar;
+  gbnf.field = "grammar";
+  gbnf.source = "root ::= <think> \"a\"";
+  auto ok = compiler.compile(gbnf);
+  ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(ok)) << std::get<ApiError>(ok).message;
+  grammar::Matcher m(std::get<GrammarConstraint>(ok).compiled);
+  EXPECT_FALSE(grammar::Matcher(m).accept_bytes("<think>"));
+  ASSERT_TRUE(m.accept_token(258));
+  EXPECT_TRUE(m.accept_bytes("a"));
+  gbnf.source = "root ::= <thinking>";  // several tokens of text
+  auto several = compiler.compile(gbnf);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(several));
+  EXPECT_NE(std::get<ApiError>(several).message.find("'<thinking>' is not one token of the vocabulary"),
+            std::string::npos)
+      << std::get<ApiError>(several).message;
 }
 
 }  // namespace
