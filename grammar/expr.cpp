@@ -47,10 +47,11 @@ Expr Expr::reference(int32_t rule) {
   return e;
 }
 
-Expr Expr::token_of(int32_t id) {
+Expr Expr::token_of(int32_t id, bool negated) {
   Expr e;
   e.kind = Kind::token;
   e.token = id;
+  e.negated = negated;
   return e;
 }
 
@@ -144,7 +145,7 @@ Expected<Alternative> ExprLowering::lower(const Expr& e) {
     case Expr::Kind::empty: return Alternative{};
     case Expr::Kind::chars: return Alternative{chars(e)};
     case Expr::Kind::rule: return Alternative{b_.rule_ref(e.rule)};
-    case Expr::Kind::token: return Alternative{b_.token(e.token)};
+    case Expr::Kind::token: return Alternative{e.negated ? b_.not_token(e.token) : b_.token(e.token)};
     case Expr::Kind::seq: {
       Alternative out;
       for (const Expr& x : e.items) {
@@ -295,7 +296,8 @@ bool matches_some_text(const Grammar& g) {
           switch (e.kind) {
             case Element::Kind::rule: return bool(productive[size_t(e.index)]);
             case Element::Kind::bytes: return !g.byte_sets[size_t(e.index)].empty();
-            case Element::Kind::token: return true;
+            case Element::Kind::token:
+            case Element::Kind::not_token: return true;
           }
           return false;
         });

@@ -35,7 +35,7 @@ struct Expr {
     alt,     // one of items
     repeat,  // items[0] between min and max times (max < 0: unbounded)
     rule,    // the builder's rule `rule` (GBNF references)
-    token,   // token `token` of the vocabulary (GBNF's <[id]>)
+    token,   // token `token` of the vocabulary (GBNF's <[id]>); `negated`: any other (!<[id]>)
   };
   Kind kind = Kind::empty;
   std::vector<CodepointRange> ranges;
@@ -51,7 +51,7 @@ struct Expr {
   static Expr alternatives(std::vector<Expr> items);
   static Expr repeated(Expr item, int32_t min, int32_t max);
   static Expr reference(int32_t rule);
-  static Expr token_of(int32_t id);
+  static Expr token_of(int32_t id, bool negated = false);
 };
 
 // Repetition counts above this are refused by the parsers ({n,m}, and the

@@ -159,12 +159,12 @@ class GbnfParser {
           if (c == '?') max = 1;
         }
         items.back() = Expr::repeated(std::move(items.back()), min, max);
-      } else if (c == '<') {
+      } else if (c == '<' || (c == '!' && i_ + 1 < t_.size() && t_[i_ + 1] == '<')) {
+        const bool negated = c == '!';
+        i_ += negated ? 1 : 0;
         auto token = token_reference();
         if (!token) return token.error();
-        items.push_back(Expr::token_of(*token));
-      } else if (c == '!' && i_ + 1 < t_.size() && t_[i_ + 1] == '<') {
-        return fail("negated token references (!<...>) are not supported");
+        items.push_back(Expr::token_of(*token, negated));
       } else {
         break;
       }

@@ -10,16 +10,16 @@
 // with the escapes \n \r \t \\ \" \[ \] \- \xHH \uHHHH \UHHHHHHHH; `.` (any
 // character); rule names; ( groups ); <[id]>, the token of that id, and
 // <text> (<think>, <|tool_call|>), the token whose text that is (`tokens`
-// finds it: one token of the vocabulary); a token reference matches the
-// token itself, never its text. Postfix * + ? {m} {m,} {m,n} {,n}.
+// finds it: one token of the vocabulary); !<[id]> and !<text>, any one token
+// but that one (and the end tokens). A token reference matches tokens
+// themselves, never their text. Postfix * + ? {m} {m,} {m,n} {,n}.
 // Comments run from # to the end of the line. Text is UTF-8; classes and
 // `.` match characters (code points), not bytes.
 //
 // Refused with the line and column: a reference to a rule never defined, a
 // rule defined twice, no `root` rule, left recursion (naming the cycle:
 // the matcher cannot run it), counts above kMaxRepeatCount, a <text> that is
-// not one token (or given without `tokens`), llama.cpp's negated token
-// references (!<...>), and syntax errors. compile() refuses a token id the
+// not one token (or given without `tokens`), and syntax errors. compile() refuses a token id the
 // vocabulary lacks or that ends generation. A repetition of something
 // that can match nothing (`("a"?)*`) is fine: it is lowered as the
 // repetition of its non-empty strings.

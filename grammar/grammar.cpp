@@ -152,7 +152,7 @@ Status check(const Grammar& g) {
     if (r.alternatives.empty()) return fail("grammar rule '" + r.name + "' has no alternative");
     for (const Alternative& alt : r.alternatives) {
       for (const Element& e : alt) {
-        if (e.kind == Element::Kind::token) {
+        if (e.is_token()) {
           if (e.index < 0) return fail("grammar rule '" + r.name + "' refers to a negative token id");
           continue;
         }
@@ -212,6 +212,7 @@ std::string to_string(const Grammar& g) {
           case Element::Kind::rule: out += g.rules[size_t(e.index)].name; break;
           case Element::Kind::bytes: out += set_text(g.byte_sets[size_t(e.index)]); break;
           case Element::Kind::token: out += "<[" + std::to_string(e.index) + "]>"; break;  // llama.cpp's GBNF spelling
+          case Element::Kind::not_token: out += "!<[" + std::to_string(e.index) + "]>"; break;
         }
       }
     }
@@ -225,7 +226,7 @@ std::vector<int32_t> token_elements(const Grammar& g) {
   for (const Rule& r : g.rules) {
     for (const Alternative& alt : r.alternatives) {
       for (const Element& e : alt) {
-        if (e.kind == Element::Kind::token) ids.push_back(e.index);
+        if (e.is_token()) ids.push_back(e.index);
       }
     }
   }

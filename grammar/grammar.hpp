@@ -6,13 +6,14 @@
 // a byte class (a set of byte values, matched by one byte), a reference to
 // another rule, or a token of the vocabulary (matched by that token alone,
 // never by bytes: a control token such as Mistral's [ARGS], or GBNF's
-// <[id]>). An empty alternative matches the empty string. Text is UTF-8:
+// <[id]>), or any one token but a given one (GBNF's !<[id]>). An empty
+// alternative matches the empty string. Text is UTF-8:
 // a class of code points becomes alternatives of byte sequences
 // (GrammarBuilder::codepoints), so the matcher never decodes UTF-8 and a
 // token that ends inside a character is handled like any other byte prefix.
 //
 // Repetition, options and bounded counts are rules too (star, plus,
-// optional, repeat): the IR stays three kinds of element, which keeps the
+// optional, repeat): the IR stays four kinds of element, which keeps the
 // matcher small. Left recursion (a rule that can reach itself without
 // consuming a byte) is refused by check(): the matcher is a pushdown
 // automaton, as llama.cpp's and XGrammar's are, and would loop on it.
@@ -50,9 +51,12 @@ struct ByteSetHash {
 };
 
 struct Element {
-  enum class Kind : uint8_t { bytes, rule, token };
+  enum class Kind : uint8_t { bytes, rule, token, not_token };
   Kind kind = Kind::bytes;
-  int32_t index = 0;  // bytes: into Grammar::byte_sets; rule: into Grammar::rules; token: a token id
+  // bytes: into Grammar::byte_sets; rule: into Grammar::rules; token,
+  // not_token: a token id (not_token: any one token but that one and the end tokens)
+  int32_t index = 0;
+  bool is_token() const { return kind == Kind::token || kind == Kind::not_token; }
   bool operator==(const Element&) const = default;
 };
 
@@ -75,7 +79,7 @@ struct Grammar {
   int32_t trigger_token = -1;
 };
 
-// The token ids of the grammar's token elements, sorted, without repeats.
+// The token ids of the grammar's token and not_token elements, sorted, without repeats.
 std::vector<int32_t> token_elements(const Grammar& g);
 
 // Checks that every reference names a rule, every rule has an alternative,
@@ -112,6 +116,8 @@ class GrammarBuilder {
   Element byte(uint8_t b);
   // Token `id` (compile() checks that the vocabulary has it).
   Element token(int32_t id) const { return {Element::Kind::token, id}; }
+  // Any one token but `id` (and the end tokens).
+  Element not_token(int32_t id) const { return {Element::Kind::not_token, id}; }
   // The bytes of `s`, one element each.
   Alternative literal(std::string_view s);
   // One code point from `ranges` (or, when `negated`, any valid code point,

@@ -208,8 +208,12 @@ void Matcher::fill_mask(std::span<uint64_t> mask) const {
       continue;
     }
     const detail::StackNode node = pda_.pool()[top];
-    if (const int32_t token = g_->flat().slots[size_t(node.pos)].token; token >= 0) {
-      detail::set_bit(mask, token);
+    if (const detail::FlatGrammar::Slot& slot = g_->flat().slots[size_t(node.pos)]; slot.token >= 0) {
+      if (slot.not_token) {
+        add_all_but(slot.token, mask);
+      } else {
+        detail::set_bit(mask, slot.token);
+      }
       continue;
     }
     const detail::PositionMask& m = g_->mask_at(node.pos);
@@ -232,6 +236,18 @@ void Matcher::fill_mask(std::span<uint64_t> mask) const {
   }
   if (end_allowed) {
     for (int32_t id : g_->vocabulary().end_ids()) detail::set_bit(mask, id);
+  }
+}
+
+void Matcher::add_all_but(int32_t token, std::span<uint64_t> mask) const {
+  // Every token but `token` and the ends; those bits stay as other tops set them.
+  std::vector<std::pair<int32_t, bool>> kept{{token, detail::test_bit(mask, token)}};
+  for (int32_t id : g_->vocabulary().end_ids()) kept.emplace_back(id, detail::test_bit(mask, id));
+  const size_t n = size_t(vocab_size());
+  std::fill(mask.begin(), mask.begin() + long(n / 64), ~uint64_t(0));
+  if (n % 64) mask[n / 64] |= (uint64_t(1) << (n % 64)) - 1;
+  for (const auto& [id, was] : kept) {
+    if (!was) mask[size_t(id) >> 6] &= ~(uint64_t(1) << (id & 63));
   }
 }
 

@@ -18,7 +18,9 @@
 // complete; accepting one terminates the matcher. A token element
 // (Element::Kind::token: Mistral's [ARGS], GBNF's <[id]>) allows its token
 // there, and only that token: a text token also where its bytes fit, a
-// control token (empty bytes) nowhere else. forced_bytes() stops at one.
+// control token (empty bytes) nowhere else; a not_token element (GBNF's
+// !<[id]>) allows any one token but its own and the ends, text tokens whole.
+// forced_bytes() stops at either.
 // compile() refuses a token element that is an end token or out of range.
 //
 // A grammar with a trigger token (Grammar::trigger_token, a structural tag
@@ -169,6 +171,8 @@ class Matcher {
   // A step of the tops arena_[base, end) if there are any; else forgets them
   // and the pool's nodes past `pool_mark`.
   bool commit(size_t base, int32_t pool_mark);
+  // Sets in `mask` what a not_token element of `token` allows.
+  void add_all_but(int32_t token, std::span<uint64_t> mask) const;
 
   std::shared_ptr<const CompiledGrammar> g_;
   mutable detail::Pda pda_;

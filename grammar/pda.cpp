@@ -170,7 +170,11 @@ FlatGrammar flatten(const Grammar& g) {
         switch (e.kind) {
           case Element::Kind::bytes: s.byte_set = e.index; break;
           case Element::Kind::rule: s.rule = e.index; break;
-          case Element::Kind::token: s.byte_set = no_bytes, s.token = e.index, f.has_tokens = true; break;
+          case Element::Kind::token:
+          case Element::Kind::not_token:
+            s.byte_set = no_bytes, s.token = e.index, s.not_token = e.kind == Element::Kind::not_token;
+            f.has_tokens = true;
+            break;
         }
         f.slots.push_back(s);
         f.rule_of.push_back(int32_t(r));
@@ -187,8 +191,8 @@ FlatGrammar flatten(const Grammar& g) {
     for (const Alternative& alt : rules[r]) {
       h = mix(h + alt.size());
       for (const Element& e : alt) {
-        const uint64_t kind = e.kind == Element::Kind::bytes ? 1 : e.kind == Element::Kind::token ? 2 : 0;
-        h = mix(h ^ (kind == 0 ? 0 : (uint64_t(e.index) + 1) * 4 + kind));
+        const uint64_t kind = e.kind == Element::Kind::rule ? 0 : uint64_t(e.kind) + 1;  // 1, 3, 4
+        h = mix(h ^ (kind == 0 ? 0 : (uint64_t(e.index) + 1) * 8 + kind));
       }
     }
     for (int32_t a = f.rule_first_alt[r]; a < f.rule_first_alt[r + 1]; ++a) {
@@ -292,7 +296,7 @@ void Pda::advance_token(std::vector<int32_t>& arena, size_t begin, size_t end, i
   for (size_t i = begin; i < end; ++i) {
     if (arena[i] == kRootDone) continue;
     const StackNode n = pool_[arena[i]];
-    if (g_->slots[size_t(n.pos)].token != token) continue;
+    if (!g_->slots[size_t(n.pos)].takes(token)) continue;
     work_.push_back({n.pos + 1, n.parent});
     run(arena);
   }

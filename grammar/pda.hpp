@@ -36,12 +36,15 @@ inline constexpr int32_t kBottom = -2;
 struct FlatGrammar {
   // What sits at a position; byte_set and rule both -1: the end of an
   // alternative. A token element is a byte class that no byte matches, with
-  // the token's id in `token`: the byte walks, the DFA and the token masks
-  // treat it as a dead end, and only Pda::advance_token moves past it.
+  // the token's id in `token` (and `not_token` for any token but that one):
+  // the byte walks, the DFA and the token masks treat it as a dead end, and
+  // only Pda::advance_token moves past it.
   struct Slot {
     int32_t byte_set = -1;
     int32_t rule = -1;
     int32_t token = -1;
+    bool not_token = false;
+    bool takes(int32_t id) const { return token >= 0 && (id == token) != not_token; }
   };
   std::vector<Slot> slots;               // [positions]
   std::vector<int32_t> alt_start;        // [alternatives] each one's first position
@@ -131,7 +134,7 @@ class Pda {
   // Appends to `arena` the tops after byte `b` from the tops
   // arena[begin, end). Returns whether an alternative ended over kBottom.
   bool advance(std::vector<int32_t>& arena, size_t begin, size_t end, uint8_t b);
-  // The same after control token `token` (the tops at its token elements).
+  // The same after token `token`, for the tops at token elements that take it.
   void advance_token(std::vector<int32_t>& arena, size_t begin, size_t end, int32_t token);
   // The bytes some top in tops[0, n) accepts.
   ByteSet allowed(const int32_t* tops, size_t n) const;

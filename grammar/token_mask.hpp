@@ -121,5 +121,6 @@ void mark_accepted(Pda& pda, const TokenTrie& trie, std::vector<int32_t>& arena,
                    std::span<uint64_t> mask);
 
 inline void set_bit(std::span<uint64_t> mask, int32_t id) { mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63); }
+inline bool test_bit(std::span<const uint64_t> mask, int32_t id) { return (mask[size_t(id) >> 6] >> (id & 63)) & 1; }
 
 }  // namespace conveyor::grammar::detail

@@ -137,7 +137,7 @@ void grammar_seeds(const std::filesystem::path& dir) {
       "# json\nroot ::= value\nvalue ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\" | [0-9]+ | \"\\\"\" [^\"]* \"\\\"\"\n"
       "pair ::= [a-z]+ \":\" ws value\nws ::= [ \\t\\n]{0,4}\n",
       "root ::= (\"a\"? x)* .\nx ::= [^\\x00-\\x1F\\u00e9] | \"\\U0001F600\"\n",
-      "root ::= <[5]> name <[6]> \"{\" [0-9]* \"}\" (<[5]> name)?\nname ::= [a-z_]{1,16}\n",
+      "root ::= <[5]> name <[6]> \"{\" [0-9]* \"}\" (<[5]> name)? !<[7]>*\nname ::= [a-z_]{1,16}\n",
   };
   int n = 0;
   for (const char* s : schemas) save_text(dir / "json_schema" / std::to_string(n++), s);

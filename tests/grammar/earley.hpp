@@ -2,7 +2,8 @@
 // accepts any context-free grammar (ambiguous, nullable rules and all) in
 // polynomial time, so a test can run whole JSON documents through a
 // compiled schema without the matcher, and compare the two. Control tokens
-// (token elements) are symbols of their own: kTokenSymbol + id.
+// are symbols of their own, kTokenSymbol + id, which token elements match
+// (a not_token element any but its own); bytes never match them.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +68,10 @@ inline bool earley_accepts(const Grammar& g, const std::vector<int32_t>& text) {
         }
         continue;
       }
-      if (e.kind == Element::Kind::token) {
-        if (pos < text.size() && text[pos] == kTokenSymbol + e.index) add(pos + 1, {it.rule, it.alt, it.dot + 1, it.origin});
+      if (e.is_token()) {
+        const bool negated = e.kind == Element::Kind::not_token;
+        if (pos < text.size() && text[pos] >= kTokenSymbol && (text[pos] == kTokenSymbol + e.index) != negated)
+          add(pos + 1, {it.rule, it.alt, it.dot + 1, it.origin});
         continue;
       }
       for (size_t a = 0; a < g.rules[size_t(e.index)].alternatives.size(); ++a) {

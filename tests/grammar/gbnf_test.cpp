@@ -98,12 +98,16 @@ TEST(Gbnf, TokenReferencesById) {
 // <text>: the token whose text that is, found by the caller's lookup.
 TEST(Gbnf, TokenReferencesByText) {
   const TokenLookup tokens = [](std::string_view text) { return text == "<think>" ? 40 : text == "</think>" ? 41 : -1; };
-  auto g = grammar_from_gbnf("root ::= <think> [a-z]* </think> \"!\"\n", tokens);
+  auto g = grammar_from_gbnf("root ::= <think> [a-z]* </think> \"!\" !<think>\n", tokens);
   ASSERT_TRUE(g) << g.error().message;
   EXPECT_EQ(token_elements(*g), (std::vector<int32_t>{40, 41}));
   const auto t = [](int32_t id) { return testing::kTokenSymbol + id; };
-  EXPECT_TRUE(earley_accepts(*g, std::vector<int32_t>{t(40), 'o', 'k', t(41), '!'}));
-  EXPECT_FALSE(earley_accepts(*g, "<think>ok</think>!")) << "the text is not the token";
+  EXPECT_TRUE(earley_accepts(*g, std::vector<int32_t>{t(40), 'o', 'k', t(41), '!', t(41)}));
+  EXPECT_TRUE(earley_accepts(*g, std::vector<int32_t>{t(40), t(41), '!', t(7)})) << "any token but <think>";
+  EXPECT_FALSE(earley_accepts(*g, std::vector<int32_t>{t(40), t(41), '!', t(40)}));
+  EXPECT_FALSE(earley_accepts(*g, std::vector<int32_t>{t(40), t(41), '!', 'x'})) << "bytes are not a token";
+  EXPECT_FALSE(earley_accepts(*g, "<think>ok</think>!x")) << "the text is not the token";
+  EXPECT_NE(to_string(*g).find("!<[40]>"), std::string::npos) << to_string(*g);
   auto unknown = grammar_from_gbnf("root ::= <tool>\n", tokens);
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message.find("'<tool>' is not one token of the vocabulary (line 1, column 10)"),
@@ -131,7 +135,6 @@ TEST(Gbnf, ErrorsGiveLineAndColumn) {
       {"root ::= \"\\q\"\n", "unknown escape '\\q'"},
       {"root ::= <think>\n", "'<think>': token references by text need the vocabulary; write <[id]> (line 1, column 10)"},
       {"root ::= <think\n", "expected <text> or <[id]> (line 1, column 10)"},
-      {"root ::= !<[5]>\n", "negated token references (!<...>) are not supported (line 1, column 10)"},
       {"root ::= <[12x]>\n", "expected a token id, <[id]> (line 1, column 10)"},
       {"root ::= <[99999999999]>\n", "expected a token id, <[id]>"},
       {"root ::= <[]>\n", "expected a token id, <[id]>"},

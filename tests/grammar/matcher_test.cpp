@@ -333,6 +333,30 @@ TEST(Matcher, ATextTokenElementAllowsThatTokenAndNotItsBytes) {
   EXPECT_EQ(allowed_tokens(mask_of(bytes)), std::vector<int32_t>{0}) << "bytes are not the token";
 }
 
+// root ::= "a" !<[5]> "c": after the a, any one token but 5 and the end, whole.
+TEST(Matcher, ANotTokenElementAllowsAnyOneTokenButItsOwn) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.add_alternative(root, {b.byte('a'), b.not_token(5), b.byte('c')});
+  Matcher m(compiled(std::move(b).build(root)));
+  ASSERT_TRUE(m.accept_token(2));
+  std::vector<int32_t> all_but;
+  for (int32_t t = 1; t < m.vocab_size(); ++t) {
+    if (t != 5) all_but.push_back(t);
+  }
+  EXPECT_EQ(allowed_tokens(mask_of(m)), all_but) << "the control token and every text token but ab";
+  EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_FALSE(m.accept_token(5));
+  EXPECT_FALSE(m.accept_token(0));
+  EXPECT_FALSE(m.accept_bytes("b")) << "bytes are not a token";
+  ASSERT_TRUE(m.accept_token(6)) << "abc, as one token";
+  EXPECT_EQ(m.forced_bytes(), "c");
+  m.rollback(1);
+  ASSERT_TRUE(m.accept_token(1)) << "a control token";
+  EXPECT_TRUE(m.accept_bytes("c"));
+  EXPECT_TRUE(m.can_end());
+}
+
 TEST(Compile, ATokenElementMustBeATokenOfTheVocabularyButNotAnEnd) {
   const std::pair<int32_t, std::string> refused[] = {{0, "grammar token 0 is an end token"},
                                                      {16, "grammar token 16 is not in the vocabulary"}};

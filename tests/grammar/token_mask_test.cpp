@@ -72,7 +72,7 @@ TEST(TokenMask, JsonGrammarOnAToyVocabularyMatchesBruteForce) {
 // A random grammar over the bytes a, b, c: rules of random alternatives of
 // byte classes, references (to any rule, so recursion happens; check()
 // refuses the left-recursive ones) and stars, pluses and options.
-// With `tokens`, a token element now and then (control token 1 or a text token).
+// With `tokens`, a token or not_token element now and then (of control token 1 or a text token).
 Expected<Grammar> random_grammar(std::mt19937& rng, bool tokens = false) {
   GrammarBuilder b;
   const int rules = 2 + int(rng() % 4);
@@ -93,7 +93,8 @@ Expected<Grammar> random_grammar(std::mt19937& rng, bool tokens = false) {
       const int len = int(rng() % 4);
       for (int i = 0; i < len; ++i) {
         if (tokens && rng() % 5 == 0) {  // the control token, or one of abc_vocabulary's text tokens
-          alt.push_back(b.token(rng() % 2 ? 1 : 2 + int32_t(rng() % 41)));
+          const int32_t id = rng() % 2 ? 1 : 2 + int32_t(rng() % 41);
+          alt.push_back(rng() % 4 ? b.token(id) : b.not_token(id));
           continue;
         }
         switch (rng() % 6) {
