@@ -100,7 +100,6 @@ Alternative marker(GrammarBuilder& b, int32_t token, std::string_view text) {
   return token >= 0 ? Alternative{b.token(token)} : b.literal(text);
 }
 
-
 // What follows Mistral's first [TOOL_CALLS]: the list, or the newer form's
 // f[ARGS]ARGS, with more calls each after another [TOOL_CALLS].
 Expected<Alternative> mistral_calls(GrammarBuilder& b, const ToolCallSyntax& syntax, const std::vector<ToolSpec>& tools,
