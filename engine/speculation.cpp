@@ -75,13 +75,23 @@ void propose_forced(const grammar::CompiledGrammar& grammar, grammar::Matcher& m
                     std::vector<int32_t>& drafts) {
   drafts.clear();
   if (k <= 0 || matcher.is_terminated()) return;
-  const std::string forced = matcher.forced_bytes(256);
-  std::string_view rest = forced;
-  while (int32_t(drafts.size()) < k && !rest.empty()) {
-    const auto [token, length] = grammar.vocabulary().longest_prefix(rest);
-    if (token < 0 || !matcher.accept_token(token)) break;
-    drafts.push_back(token);
-    rest.remove_prefix(length);
+  // Forced bytes and forced tokens (a token element), in turn, while each
+  // run of bytes ends on a token boundary.
+  for (bool more = true; more && int32_t(drafts.size()) < k;) {
+    if (const int32_t token = matcher.forced_token(); token >= 0) {
+      if (!matcher.accept_token(token)) break;
+      drafts.push_back(token);
+      continue;
+    }
+    const std::string forced = matcher.forced_bytes(256);
+    std::string_view rest = forced;
+    while (int32_t(drafts.size()) < k && !rest.empty()) {
+      const auto [token, length] = grammar.vocabulary().longest_prefix(rest);
+      if (token < 0 || !matcher.accept_token(token)) break;
+      drafts.push_back(token);
+      rest.remove_prefix(length);
+    }
+    more = !forced.empty() && rest.empty();
   }
   matcher.rollback(int32_t(drafts.size()));
 }

@@ -101,7 +101,9 @@ int32_t propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t ma
 // Jump-forward: appends to `drafts` (cleared first) up to `k` tokens that
 // spell the bytes `matcher` (at the sequence's position in `grammar`) forces
 // next, each the longest token that the forced bytes start with and the
-// grammar accepts there. The matcher is left where it was.
+// grammar accepts there, and the tokens it forces (Matcher::forced_token),
+// as long as the forced bytes end where a drafted token ends. The matcher is
+// left where it was.
 void propose_forced(const grammar::CompiledGrammar& grammar, grammar::Matcher& matcher, int32_t k,
                     std::vector<int32_t>& drafts);
 

@@ -278,6 +278,19 @@ std::string Matcher::forced_bytes(size_t limit) const {
   return out;
 }
 
+int32_t Matcher::forced_token() const {
+  if (is_terminated() || is_dormant()) return -1;
+  const Step& s = current();
+  int32_t token = -1;
+  for (size_t i = s.begin; i < s.end; ++i) {
+    if (arena_[i] == kRootDone) return -1;
+    const detail::FlatGrammar::Slot& slot = g_->flat().slots[size_t(pda_.pool()[arena_[i]].pos)];
+    if (slot.token < 0 || slot.not_token || (token >= 0 && slot.token != token)) return -1;
+    token = slot.token;
+  }
+  return token;
+}
+
 size_t Matcher::memory_bytes() const {
   return pda_.pool().memory_bytes() + arena_.capacity() * sizeof(int32_t) + history_.capacity() * sizeof(Step);
 }

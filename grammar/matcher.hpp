@@ -144,6 +144,9 @@ class Matcher {
   // property is required. Stops where the grammar could end. At most
   // `limit` bytes.
   std::string forced_bytes(size_t limit = 4096) const;
+  // The token the grammar forces next (every stack is at a token element of
+  // that one id, e.g. Mistral's [ARGS] after a function's name), or -1.
+  int32_t forced_token() const;
 
   // Undoes the last `steps` successful accept_token / accept_bytes calls
   // (at most accepted_steps(); more rolls back to the start).

@@ -67,6 +67,36 @@ TEST(JumpForward, ProposesTheLongestTokensOfTheForcedBytes) {
   EXPECT_EQ(m.accepted_steps(), 2);
 }
 
+// A token the grammar forces (a token element) is drafted too, and the
+// forced bytes after it: Mistral's [TOOL_CALLS]name[ARGS]{ of a single tool.
+TEST(JumpForward, DraftsTheTokensTheGrammarForces) {
+  grammar::VocabularyBytes v;
+  v.tokens = {"", "", "", "na", "name", "{", "}", "\"", "e"};  // 1 and 2: control tokens
+  v.end_ids = {0};
+  grammar::GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  grammar::Alternative alt{b.token(1)};
+  for (const grammar::Element& e : b.literal("name")) alt.push_back(e);
+  alt.push_back(b.token(2));
+  alt.push_back(b.byte('{'));
+  alt.push_back(b.star({b.byte('e')}));
+  alt.push_back(b.byte('}'));
+  b.add_alternative(root, alt);
+  auto compiled = grammar::compile(std::move(b).build(root).value(), grammar::index_vocabulary(v));
+  ASSERT_TRUE(compiled.has_value()) << compiled.error().message;
+  grammar::Matcher m(*compiled);
+  std::vector<int32_t> drafts;
+  propose_forced(**compiled, m, 8, drafts);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{1, 4, 2, 5}));  // [TOOL_CALLS] name [ARGS] {, then a choice
+  EXPECT_EQ(m.accepted_steps(), 0);
+  propose_forced(**compiled, m, 3, drafts);
+  EXPECT_EQ(drafts, (std::vector<int32_t>{1, 4, 2}));
+  ASSERT_TRUE(m.accept_token(1));
+  ASSERT_TRUE(m.accept_token(3));  // na: "me" is forced, but no token ends where it does
+  propose_forced(**compiled, m, 8, drafts);
+  EXPECT_TRUE(drafts.empty()) << "no token spells \"me\"";
+}
+
 TEST(SuffixStore, ProposesFromTheLatestSequenceWithTheLongestTail) {
   SuffixStore store(64, 1, 3);
   store.add(std::vector<int32_t>{1, 2, 3, 4, 5, 6});

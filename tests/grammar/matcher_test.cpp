@@ -277,6 +277,7 @@ TEST(Matcher, AControlTokenWhereTheGrammarHasATokenElement) {
   ASSERT_TRUE(m.accept_token(2));
   EXPECT_EQ(allowed_tokens(mask_of(m)), (std::vector<int32_t>{1, 3}));  // the token, b
   EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_EQ(m.forced_token(), -1) << "the token or b";
   EXPECT_FALSE(m.can_end());
   ASSERT_TRUE(m.accept_token(1));
   EXPECT_FALSE(m.accept_token(1)) << "once";
@@ -300,9 +301,11 @@ TEST(Matcher, AGrammarThatStartsWithAControlTokenForcesNoBytes) {
   Matcher m(compiled(std::move(b).build(root)));
   EXPECT_EQ(allowed_tokens(mask_of(m)), std::vector<int32_t>{1});
   EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_EQ(m.forced_token(), 1);
   EXPECT_FALSE(m.accept_bytes("x"));
   ASSERT_TRUE(m.accept_token(1));
   EXPECT_EQ(m.forced_bytes(), "x");
+  EXPECT_EQ(m.forced_token(), -1);
 }
 
 // A token element of a text token: that token, not its bytes.
@@ -346,6 +349,7 @@ TEST(Matcher, ANotTokenElementAllowsAnyOneTokenButItsOwn) {
   }
   EXPECT_EQ(allowed_tokens(mask_of(m)), all_but) << "the control token and every text token but ab";
   EXPECT_EQ(m.forced_bytes(), "");
+  EXPECT_EQ(m.forced_token(), -1);
   EXPECT_FALSE(m.accept_token(5));
   EXPECT_FALSE(m.accept_token(0));
   EXPECT_FALSE(m.accept_bytes("b")) << "bytes are not a token";
