@@ -257,7 +257,7 @@ std::string Matcher::forced_bytes(size_t limit) const {
   const size_t scratch = arena_.size();
   const int32_t pool_mark = pda_.pool().size();
   size_t begin = current().begin, end = current().end;
-  // The end, or a control token (which no byte is): no byte is forced.
+  // The end, or a token element (which no byte matches): no byte is forced.
   const auto stops = [&](int32_t top) { return top == kRootDone || g_->flat().is_token(pda_.pool()[top].pos); };
   while (out.size() < limit) {
     if (std::any_of(arena_.begin() + long(begin), arena_.begin() + long(end), stops)) break;
