@@ -58,6 +58,10 @@ phase_done() {
   phase_start=$SECONDS
 }
 failed=()
+# Every ctest run gives a test 300 s unless its folder sets its own TIMEOUT:
+# the longest take under 40 s here (docs/testing.md), and a test that hangs
+# must fail on its own, not stall the command until CI stops it.
+ctest_timeout=300
 report_failures() {
   if ((${#failed[@]})); then
     printf 'bootstrap: failed: %s\n' "${failed[@]}" >&2
@@ -92,7 +96,7 @@ tsan_phase() {
   # products take minutes under TSan (the release phase runs them).
   local emulated_heavy='^Emulated\.(CudaRunner\.MatchesTheCpuRunnerOnTheTinyGgufFiles|CudaBackend\.PoolSizedFromGpuMemoryUtilization)$'
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
-    OMP_NUM_THREADS=1 ctest --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http|racecheck' \
+    OMP_NUM_THREADS=1 ctest --timeout "$ctest_timeout" --test-dir "$tsan_dir" --output-on-failure -j "$jobs" -L 'actors|http|racecheck' \
     -E "^Stories\.KvCacheDtypes\$|$emulated_heavy" || failed+=("TSan tests")
   phase_done "TSan tests"
 }
@@ -145,7 +149,7 @@ EOF
     export UBSAN_OPTIONS=print_stacktrace=1
     # tests/cuda_emulator is left out here (the TSan phase runs it), to keep
     # the command within CI's time.
-    ctest --test-dir "$fuzz_dir" --output-on-failure -j "$jobs" -L 'unit|actors' || failed+=("ASan+UBSan tests")
+    ctest --timeout "$ctest_timeout" --test-dir "$fuzz_dir" --output-on-failure -j "$jobs" -L 'unit|actors' || failed+=("ASan+UBSan tests")
     phase_done "ASan+UBSan tests"
 
     unset ASAN_OPTIONS UBSAN_OPTIONS
@@ -153,7 +157,7 @@ EOF
     tsan_phase
 
     # Last, so that its summary closes the output.
-    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" || failed+=("release tests")
+    ctest --timeout "$ctest_timeout" --test-dir "$build_dir" --output-on-failure -j "$jobs" || failed+=("release tests")
     phase_done "release tests"
     ;;
   tsan)
