@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -10,8 +11,27 @@ namespace {
 
 int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
+// What a runner's ready callback sends its poll through. It holds the
+// executor strongly until the executor ends, so the executor is never
+// destroyed as unreachable by the callback's thread dropping the last
+// reference: that would destroy the runner on CUDA's callback thread, where
+// the CUDA API may not be called (the runner's destructor synchronizes its
+// stream, and so waited for itself). The executor ends on an exit message
+// (the scheduler sends one when it restarts its workers or stops), on its
+// own thread, which clears the relay and then releases the runner.
+struct ReadyRelay {
+  std::mutex mutex;
+  executor_actor target;
+};
+
 struct executor_state {
   executor_state() = default;  // not an aggregate: CAF would build it from the actor pointer
+  ~executor_state() {
+    if (!relay) return;
+    std::lock_guard lock(relay->mutex);
+    relay->target = nullptr;
+  }
+  std::shared_ptr<ReadyRelay> relay;  // first: cleared before the runner goes
   std::shared_ptr<StepRunner> runner;
   std::shared_ptr<FaultInjector> faults;
   // A pipelined runner's launched, unfinished steps, oldest first (two at most).
@@ -77,11 +97,15 @@ executor_actor::behavior_type executor(self_ptr self, std::shared_ptr<StepRunner
   // A notification may come for a step finish() already took, or after
   // this executor was replaced by a restart's: a poll that finds nothing
   // ready does nothing (the oldest step's own notification is still to come).
-  self->state.notified = self->state.runner->pipelined() &&
-                         self->state.runner->set_ready_callback(
-                             [me = caf::actor_cast<caf::weak_actor_ptr>(self->ctrl())] {
-                               if (auto strong = me.lock()) caf::anon_send(caf::actor_cast<executor_actor>(strong), poll_atom_v);
-                             });
+  if (self->state.runner->pipelined()) {
+    auto relay = std::make_shared<ReadyRelay>();
+    relay->target = caf::actor_cast<executor_actor>(self);
+    self->state.notified = self->state.runner->set_ready_callback([relay] {
+      std::lock_guard lock(relay->mutex);
+      if (relay->target) caf::anon_send(relay->target, poll_atom_v);
+    });
+    if (self->state.notified) self->state.relay = std::move(relay);
+  }
   return {
       [self](step_atom, StepPlan& plan) -> caf::result<StepResult> {
         auto& st = self->state;

@@ -15,7 +15,9 @@
 // polling it through its own mailbox between messages, finds it done, so a
 // scheduler that waits for it before planning more is never kept waiting.
 // Replies still go out in step order, each once its step's device work is
-// done.
+// done. Such an executor holds itself (its runner's ready callback does)
+// until an exit message stops it, so that it and its runner end on its own
+// thread, never on CUDA's callback thread: its owner (the scheduler) stops it.
 #pragma once
 
 #include <memory>

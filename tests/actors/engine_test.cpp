@@ -299,6 +299,91 @@ TEST(FakeEngine, ARefusedDuplicateIdLeavesTheRunningRequestAlone) {
   expect_all_blocks_free(*engine);
 }
 
+// A pipelined runner that says when steps are ready from a thread of its
+// own, as CUDA's callback thread does, and calls the executor's callback
+// there without pause (each call a poll that finds nothing new, or the
+// step's). It records whether it was destroyed on that thread: the CUDA
+// runner may not be (its destructor calls the CUDA API, and waits for its
+// stream, which the callback holds).
+class NotifyingRunner final : public StepRunner {
+ public:
+  NotifyingRunner(std::shared_ptr<testing::FakeRunner> inner, std::atomic<int>* destroyed_on_its_thread)
+      : inner_(std::move(inner)), destroyed_on_its_thread_(destroyed_on_its_thread) {}
+  ~NotifyingRunner() override {
+    shared_->stop = true;
+    if (!notifier_.joinable()) return;
+    if (std::this_thread::get_id() == notifier_.get_id()) {
+      ++*destroyed_on_its_thread_;
+      notifier_.detach();  // its loop holds `shared_`, and ends
+    } else {
+      notifier_.join();
+    }
+  }
+  bool pipelined() const override { return true; }
+  bool verifies_drafts() const override { return true; }
+  void launch(StepPlan& plan) override { inner_->launch(plan); }
+  bool ready() override { return inner_->ready(); }
+  StepResult finish() override { return inner_->finish(); }
+  StepResult run(StepPlan& plan) override { return inner_->run(plan); }
+  void reset() override { inner_->reset(); }
+  bool set_ready_callback(std::function<void()> callback) override {
+    {
+      std::lock_guard lock(shared_->mutex);
+      shared_->callback = std::move(callback);
+    }
+    if (!notifier_.joinable()) {
+      notifier_ = std::thread([shared = shared_] {
+        while (!shared->stop) {
+          std::function<void()> call;
+          {
+            std::lock_guard lock(shared->mutex);
+            call = shared->callback;
+          }
+          if (call) call();
+        }
+      });
+    }
+    return true;
+  }
+
+ private:
+  struct Shared {
+    std::mutex mutex;
+    std::function<void()> callback;
+    std::atomic<bool> stop{false};
+  };
+  std::shared_ptr<testing::FakeRunner> inner_;
+  std::atomic<int>* destroyed_on_its_thread_;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  std::thread notifier_;
+};
+
+// The executor holds itself until it is stopped, so that it and its runner
+// end on its own thread: never on the runner's callback thread, where the
+// callback's reference to the executor could otherwise be the last one (a
+// CUDA engine's shutdown hung so, now and then).
+TEST(FakeEngine, ANotifyingRunnerIsNeverDestroyedOnItsCallbackThread) {
+  std::atomic<int> destroyed_on_its_thread{0};
+  const auto prompts = random_prompts(4, kFakeVocab, 11);
+  for (int round = 0; round < 30; ++round) {
+    EngineSystemConfig cfg;
+    caf::actor_system sys{cfg};
+    EngineConfig config;
+    config.kv_cache_tokens = 4096;
+    ModelInfo info;
+    info.config.vocab_size = kFakeVocab;
+    info.config.context_length = kFakeContext;
+    info.eos_ids = {0};
+    auto kv = std::make_shared<testing::FakeKv>(config.block_size, int32_t(config.kv_cache_tokens / config.block_size), 0);
+    auto runner = std::make_shared<NotifyingRunner>(
+        std::make_shared<testing::FakeRunner>(kv, kFakeVocab, /*pipelined=*/true), &destroyed_on_its_thread);
+    auto engine = Engine::create(sys, config, info, std::move(runner), std::make_shared<testing::FakeSwapEngine>(kv));
+    ASSERT_TRUE(engine.has_value()) << engine.error().message;
+    expect_fake_outputs(testing::run_greedy(**engine, prompts, 8), prompts, 8);
+  }  // the engine, then the actor system (which waits for every actor)
+  EXPECT_EQ(destroyed_on_its_thread.load(), 0);
+}
+
 // ---- the real model --------------------------------------------------------------
 
 class Stories : public testing::StoriesTest {
