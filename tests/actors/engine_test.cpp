@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/executor_actor.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/actors/fake_backend.hpp"
 #include "tests/actors/fake_engine.hpp"
@@ -300,11 +301,13 @@ TEST(FakeEngine, ARefusedDuplicateIdLeavesTheRunningRequestAlone) {
 }
 
 // A pipelined runner that says when steps are ready from a thread of its
-// own, as CUDA's callback thread does, and calls the executor's callback
-// there without pause (each call a poll that finds nothing new, or the
-// step's). It records whether it was destroyed on that thread: the CUDA
-// runner may not be (its destructor calls the CUDA API, and waits for its
-// stream, which the callback holds).
+// own, as CUDA's callback thread does: it calls the executor's callback
+// there every 100 µs (a poll that finds the step ready, or nothing new),
+// and without pause once flooding (the engine's shutdown, where the
+// callback's reference to the executor may be the last). It records whether
+// it was destroyed on that thread: the CUDA runner may not be (its
+// destructor calls the CUDA API, and waits for its stream, which the
+// callback holds).
 class NotifyingRunner final : public StepRunner {
  public:
   NotifyingRunner(std::shared_ptr<testing::FakeRunner> inner, std::atomic<int>* destroyed_on_its_thread)
@@ -321,6 +324,7 @@ class NotifyingRunner final : public StepRunner {
   }
   bool pipelined() const override { return true; }
   bool verifies_drafts() const override { return true; }
+  void flood() { shared_->flood = true; }
   void launch(StepPlan& plan) override { inner_->launch(plan); }
   bool ready() override { return inner_->ready(); }
   StepResult finish() override { return inner_->finish(); }
@@ -340,6 +344,7 @@ class NotifyingRunner final : public StepRunner {
             call = shared->callback;
           }
           if (call) call();
+          if (!shared->flood) std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
       });
     }
@@ -350,7 +355,7 @@ class NotifyingRunner final : public StepRunner {
   struct Shared {
     std::mutex mutex;
     std::function<void()> callback;
-    std::atomic<bool> stop{false};
+    std::atomic<bool> stop{false}, flood{false};
   };
   std::shared_ptr<testing::FakeRunner> inner_;
   std::atomic<int>* destroyed_on_its_thread_;
@@ -362,10 +367,34 @@ class NotifyingRunner final : public StepRunner {
 // end on its own thread: never on the runner's callback thread, where the
 // callback's reference to the executor could otherwise be the last one (a
 // CUDA engine's shutdown hung so, now and then).
-TEST(FakeEngine, ANotifyingRunnerIsNeverDestroyedOnItsCallbackThread) {
+TEST(Executor, ANotifyingRunnersExecutorLivesUntilStoppedAndEndsOnItsOwnThread) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  std::atomic<int> destroyed_on_its_thread{0};
+  auto kv = std::make_shared<testing::FakeKv>(16, 64, 0);
+  auto runner = std::make_shared<NotifyingRunner>(
+      std::make_shared<testing::FakeRunner>(kv, kFakeVocab, /*pipelined=*/true), &destroyed_on_its_thread);
+  const std::weak_ptr<NotifyingRunner> alive = runner;
+  runner->flood();
+  caf::actor_addr address;
+  {
+    executor_actor executor = spawn_executor(sys, std::move(runner));
+    address = executor.address();
+  }  // its only handle dropped: the callback keeps calling
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(alive.expired()) << "the executor ended without being stopped";
+  caf::anon_send_exit(address, caf::exit_reason::user_shutdown);
+  for (int i = 0; i < 500 && !alive.expired(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(alive.expired()) << "the executor did not stop on an exit message";
+  EXPECT_EQ(destroyed_on_its_thread.load(), 0);
+}
+
+// And an engine stops it (or the actor system would wait for ever), with the
+// callback flooding the executor with polls while it does.
+TEST(FakeEngine, ANotifyingRunnerEndsWithItsEngine) {
   std::atomic<int> destroyed_on_its_thread{0};
   const auto prompts = random_prompts(4, kFakeVocab, 11);
-  for (int round = 0; round < 30; ++round) {
+  for (int round = 0; round < 5; ++round) {
     EngineSystemConfig cfg;
     caf::actor_system sys{cfg};
     EngineConfig config;
@@ -377,10 +406,13 @@ TEST(FakeEngine, ANotifyingRunnerIsNeverDestroyedOnItsCallbackThread) {
     auto kv = std::make_shared<testing::FakeKv>(config.block_size, int32_t(config.kv_cache_tokens / config.block_size), 0);
     auto runner = std::make_shared<NotifyingRunner>(
         std::make_shared<testing::FakeRunner>(kv, kFakeVocab, /*pipelined=*/true), &destroyed_on_its_thread);
+    NotifyingRunner& notifier = *runner;
     auto engine = Engine::create(sys, config, info, std::move(runner), std::make_shared<testing::FakeSwapEngine>(kv));
     ASSERT_TRUE(engine.has_value()) << engine.error().message;
     expect_fake_outputs(testing::run_greedy(**engine, prompts, 8), prompts, 8);
-  }  // the engine, then the actor system (which waits for every actor)
+    notifier.flood();
+    engine->reset();
+  }  // then the actor system, which waits for every actor
   EXPECT_EQ(destroyed_on_its_thread.load(), 0);
 }
 
