@@ -384,7 +384,7 @@ TEST(Executor, ANotifyingRunnersExecutorLivesUntilStoppedAndEndsOnItsOwnThread) 
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(alive.expired()) << "the executor ended without being stopped";
   caf::anon_send_exit(address, caf::exit_reason::user_shutdown);
-  for (int i = 0; i < 500 && !alive.expired(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 3000 && !alive.expired(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(alive.expired()) << "the executor did not stop on an exit message";
   EXPECT_EQ(destroyed_on_its_thread.load(), 0);
 }
