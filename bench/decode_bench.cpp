@@ -3,6 +3,7 @@
 //   decode_bench [--models dummy:llama-15m,dummy:llama-110m] [--batches 1,8,16,32,64]
 //                [--types f32,bf16,q8_0,q4_k_m] [--steps 16] [--repeats 3] [--context 128]
 //                [--threads 2] [--block-size 16] [--kv-cache-dtype f32|f16|bf16|q8_0]
+//                [--isa avx2|avx512|amx]
 //
 // --types runs each model with its matrices stored as each of these GGUF file
 // types (conveyor convert's names): the float32 weights are written as a GGUF
@@ -36,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -167,16 +169,67 @@ __attribute__((target("avx2"))) double int8_ops_avx2(long iters) {
   return ops;
 }
 
-// Integer ops/s of the instruction set the kernels run (the best of 3 runs).
-double measure_int8_peak() {
-  const bool vnni = kernels::active_isa() == kernels::Isa::avx512;
+// The same for AMX's tdpbusd: four independent 16x16 int32 accumulator
+// tiles, each a 16x64 by 64x16 byte product per instruction.
+__attribute__((target("amx-tile,amx-int8"))) double int8_ops_amx(long iters) {
+  double ops = 0;
+#pragma omp parallel reduction(+ : ops)
+  {
+    alignas(64) uint8_t config[64] = {};
+    config[0] = 1;  // palette 1: tiles 0-7, 16 rows of 64 bytes
+    for (int t = 0; t < 8; ++t) config[16 + 2 * t] = 64, config[48 + t] = 16;
+    alignas(64) uint8_t data[16 * 64];
+    std::memset(data, 1, sizeof data);
+    alignas(64) int32_t out[16 * 16];
+    _tile_loadconfig(config);
+    _tile_loadd(4, data, 64);
+    _tile_loadd(5, data, 64);
+    _tile_loadd(6, data, 64);
+    _tile_loadd(7, data, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (long i = 0; i < iters; ++i) {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    ops = 2.0 * 16 * 16 * 64 * 4 * double(iters) + (out[0] == 42 ? 1 : 0);
+  }
+  return ops;
+}
+
+// Integer ops/s of an instruction set's inner instruction (the best of 3 runs).
+double measure_int8_peak(kernels::Isa isa) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const double t0 = now_s();
-    const double ops = vnni ? int8_ops_vnni(400000) : int8_ops_avx2(400000);
+    const double ops = isa == kernels::Isa::amx      ? int8_ops_amx(100000)
+                       : isa == kernels::Isa::avx512 ? int8_ops_vnni(400000)
+                                                     : int8_ops_avx2(400000);
     best = std::max(best, ops / (now_s() - t0));
   }
   return best;
+}
+
+// The products' path at a batch size: AMX tiles from 8 rows on where the
+// kernels run amx (quant_matmul.hpp), else the instruction set's own.
+kernels::Isa path_at(int batch_size) {
+  const kernels::Isa isa = kernels::active_isa();
+  return isa == kernels::Isa::amx && batch_size < 8 ? kernels::Isa::avx512 : isa;
+}
+
+const char* int8_instruction(kernels::Isa isa) {
+  switch (isa) {
+    case kernels::Isa::amx: return "tdpbusd";
+    case kernels::Isa::avx512: return "vpdpbusd zmm";
+    case kernels::Isa::avx2: break;
+  }
+  return "vpmaddubsw ymm";
 }
 
 // The machine's limits. The memory bandwidth this VM gets from its host moves
@@ -187,12 +240,14 @@ struct Roofline {
   double bandwidth = 0.0;    // bytes/s
   double blas_peak = 0.0;    // flop/s, the peak the roofline uses
   double packed_peak = 0.0;  // flop/s, for comparison
-  double int8_peak = 0.0;    // int ops/s of the quantized products' instruction
+  double int8_peak = 0.0;    // int ops/s of the quantized products' vector instruction
+  double amx_peak = 0.0;     // the same for AMX tiles, where the kernels use them
   static Roofline measure() {
     Roofline r;
     r.bandwidth = measure_read_bandwidth();
     std::tie(r.blas_peak, r.packed_peak) = measure_peak();
-    r.int8_peak = measure_int8_peak();
+    r.int8_peak = measure_int8_peak(path_at(1));
+    if (kernels::active_isa() == kernels::Isa::amx) r.amx_peak = measure_int8_peak(kernels::Isa::amx);
     return r;
   }
   void keep_best(const Roofline& o) {
@@ -200,6 +255,10 @@ struct Roofline {
     blas_peak = std::max(blas_peak, o.blas_peak);
     packed_peak = std::max(packed_peak, o.packed_peak);
     int8_peak = std::max(int8_peak, o.int8_peak);
+    amx_peak = std::max(amx_peak, o.amx_peak);
+  }
+  double peak_at(int batch_size) const {
+    return path_at(batch_size) == kernels::Isa::amx ? amx_peak : int8_peak;
   }
 };
 
@@ -350,15 +409,19 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
               spec.c_str(), type.c_str(), params / 1e6, weight_bytes / 1e6,
               kernels::isa_name(kernels::active_isa()), o.context, o.block_size, to_string(o.kv_dtype));
   std::printf("best in this run: read bandwidth %.1f GB/s, sgemm peak %.1f GFLOP/s (BLAS; packed "
-              "kernel %.1f), int8 peak %.1f GOP/s (%s)\n",
+              "kernel %.1f), int8 peak %.1f GOP/s (%s)",
               best.bandwidth / 1e9, best.blas_peak / 1e9, best.packed_peak / 1e9, best.int8_peak / 1e9,
-              kernels::active_isa() == kernels::Isa::avx512 ? "vpdpbusd zmm" : "vpmaddubsw ymm");
+              int8_instruction(path_at(1)));
+  if (best.amx_peak > 0) std::printf(", %.1f GOP/s (tdpbusd)", best.amx_peak / 1e9);
+  std::printf("\n");
   // mm_GOP/s: the layers' products (the classifier apart) in the median
   // step; of_i8: that over the int8 peak measured around this batch size
-  // (for the integer types; the float and half types do not use it).
-  std::printf("%5s %10s %10s %6s %6s %9s %8s %10s %8s %8s %8s %10s %9s %6s   %s\n", "batch", "step_ms",
-              "tok/s", "GB/s", "GF/s", "floor_ms", "x_floor", "roof_ms", "bound", "of_roof",
-              "kv_roof", "prefill/s", "mm_GOP/s", "of_i8", "median step, ms: matmul attn logits other");
+  // (for the integer types; the float and half types do not use it), of
+  // the instruction that `path` runs at this batch size.
+  std::printf("%5s %10s %10s %6s %6s %9s %8s %10s %8s %8s %8s %10s %9s %6s %12s   %s\n", "batch",
+              "step_ms", "tok/s", "GB/s", "GF/s", "floor_ms", "x_floor", "roof_ms", "bound",
+              "of_roof", "kv_roof", "prefill/s", "mm_GOP/s", "of_i8", "path",
+              "median step, ms: matmul attn logits other");
   for (const Result& r : results) {
     const Roofline& roof = r.roof;
     const double memory_s = weight_bytes / roof.bandwidth, compute_s = r.flops / roof.blas_peak;
@@ -369,13 +432,14 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
     const double layer_ops = 2.0 * double(params - int64_t(config.vocab_size) * config.dim) * r.batch_size;
     const double mm_ops = p.matmul > 0 ? layer_ops / (p.matmul * per_call / 1e3) : 0;
     std::printf(
-        "%5d %10.3f %10.1f %6.1f %6.0f %9.3f %7.2fx %10.3f %8s %7.0f%% %7.0f%% %10.0f %9.0f %5.0f%%   %5.2f "
-        "%5.2f %5.2f %5.2f\n",
+        "%5d %10.3f %10.1f %6.1f %6.0f %9.3f %7.2fx %10.3f %8s %7.0f%% %7.0f%% %10.0f %9.0f %5.0f%% "
+        "%12s   %5.2f %5.2f %5.2f %5.2f\n",
                 r.batch_size, r.step_s * 1e3, r.batch_size / r.step_s, roof.bandwidth / 1e9,
                 roof.blas_peak / 1e9, memory_s * 1e3, r.step_s / memory_s, roof_s * 1e3,
                 memory_s > compute_s ? "memory" : "compute", 100.0 * roof_s / r.step_s,
                 100.0 * kv_roof_s / r.step_s, r.prefill_tokens_per_s, mm_ops / 1e9,
-                100.0 * mm_ops / roof.int8_peak, p.matmul * per_call,
+                100.0 * mm_ops / roof.peak_at(r.batch_size), kernels::isa_name(path_at(r.batch_size)),
+                p.matmul * per_call,
                 p.attention * per_call, p.logits * per_call, (p.norms + p.embed) * per_call);
   }
   std::fflush(stdout);
@@ -405,6 +469,26 @@ int main(int argc, char** argv) {
         return 2;
       }
       o.kv_dtype = *d;
+    } else if (flag == "--isa") {
+      // The products' instruction set: a forced AVX2 or VNNI run on a CPU
+      // with more; amx only where the CPU has it (not the tests' emulation).
+      const auto by_name = [&]() -> std::optional<conveyor::kernels::Isa> {
+        using conveyor::kernels::Isa;
+        if (value == "avx2") return Isa::avx2;
+        if (value == "avx512") return Isa::avx512;
+        if (value == "amx") return Isa::amx;
+        return std::nullopt;
+      }();
+      if (!by_name) {
+        std::fprintf(stderr, "--isa must be avx2, avx512 or amx, not '%s'\n", value.c_str());
+        return 2;
+      }
+      if (int(*by_name) > int(conveyor::kernels::detected_isa())) {
+        std::fprintf(stderr, "--isa %s: this CPU runs at most %s\n", value.c_str(),
+                     conveyor::kernels::isa_name(conveyor::kernels::detected_isa()));
+        return 2;
+      }
+      conveyor::kernels::force_isa(*by_name);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;

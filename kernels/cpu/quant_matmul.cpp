@@ -3,6 +3,8 @@
 #include "kernels/cpu/quant_matmul.hpp"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -24,7 +26,11 @@ namespace conveyor::kernels {
   }
 CONVEYOR_DECLARE_ISA(avx512)
 CONVEYOR_DECLARE_ISA(avx2)
+CONVEYOR_DECLARE_ISA(amx)
 #undef CONVEYOR_DECLARE_ISA
+namespace amx {
+void emulate_tile_unit(bool on);
+}
 
 namespace {
 
@@ -44,10 +50,24 @@ void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32
   int8_t* q = grow(s.xq, size_t(n) * k);
   float* d = grow(s.xd, blocks);
   float* sums = grow(s.xs, blocks);
-  if (active_isa() == Isa::avx512)
-    avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
-  else
+  if (active_isa() == Isa::avx2)
     avx2::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+  else
+    avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+}
+
+// AMX-INT8 with the operating system's leave to use it: Linux (5.16 on) keeps
+// a process from the tiles' 8 KiB of register state until it asks
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA); the grant covers all its threads.
+bool amx_usable() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;  // AMX-TILE, AMX-INT8
+  constexpr long kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022, kXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) != 0) return false;
+  unsigned long granted = 0;
+  if (syscall(SYS_arch_prctl, kGetXcompPerm, &granted) != 0) return false;
+  return (granted & (1ul << kXtiledata)) != 0;
 }
 
 }  // namespace
@@ -64,11 +84,12 @@ bool quant_kernels_supported() {
 }
 
 Isa detected_isa() {
-  static const Isa isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                 __builtin_cpu_supports("avx512vl") &&
-                                 __builtin_cpu_supports("avx512vnni")
-                             ? Isa::avx512
-                             : Isa::avx2;
+  static const Isa isa = [] {
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni"))
+      return Isa::avx2;
+    return amx_usable() ? Isa::amx : Isa::avx512;
+  }();
   return isa;
 }
 
@@ -77,9 +98,21 @@ Isa active_isa() {
   return f < 0 ? detected_isa() : Isa(f);
 }
 
-void force_isa(Isa isa) { forced.store(int(isa), std::memory_order_relaxed); }
+void force_isa(Isa isa) {
+  amx::emulate_tile_unit(isa == Isa::amx && detected_isa() != Isa::amx);
+  forced.store(int(isa), std::memory_order_relaxed);
+}
 
-const char* isa_name(Isa isa) { return isa == Isa::avx512 ? "avx512-vnni" : "avx2"; }
+bool amx_emulated() { return active_isa() == Isa::amx && detected_isa() != Isa::amx; }
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::amx: return "amx-int8";
+    case Isa::avx512: return "avx512-vnni";
+    case Isa::avx2: break;
+  }
+  return "avx2";
+}
 
 void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
                     const uint8_t* packed_w, int32_t m, int32_t k, float* y, int64_t ldy,
@@ -87,12 +120,14 @@ void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
   if (n <= 0 || m <= 0) return;
   const PanelFormat f = panel_format(type, k);
   prepare(f, x, ldx, n, k, scratch);
-  if (active_isa() == Isa::avx512)
-    avx512::matmul(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(),
-                   packed_w, m, k, y, ldy, accumulate);
-  else
-    avx2::matmul(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(), packed_w,
-                 m, k, y, ldy, accumulate);
+  const int8_t* q = scratch.xq.data();
+  const float *d = scratch.xd.data(), *s = scratch.xs.data();
+  switch (active_isa()) {
+    case Isa::amx: return amx::matmul(f, x, ldx, n, q, d, s, packed_w, m, k, y, ldy, accumulate);
+    case Isa::avx512:
+      return avx512::matmul(f, x, ldx, n, q, d, s, packed_w, m, k, y, ldy, accumulate);
+    case Isa::avx2: return avx2::matmul(f, x, ldx, n, q, d, s, packed_w, m, k, y, ldy, accumulate);
+  }
 }
 
 void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t n,
@@ -101,12 +136,16 @@ void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t
   if (n <= 0 || hidden <= 0) return;
   const PanelFormat f = panel_format(type, k);
   prepare(f, x, ldx, n, k, scratch);
-  if (active_isa() == Isa::avx512)
-    avx512::matmul_swiglu(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(),
-                          packed_gate_up, hidden, k, y, ldy);
-  else
-    avx2::matmul_swiglu(f, x, ldx, n, scratch.xq.data(), scratch.xd.data(), scratch.xs.data(),
-                        packed_gate_up, hidden, k, y, ldy);
+  const int8_t* q = scratch.xq.data();
+  const float *d = scratch.xd.data(), *s = scratch.xs.data();
+  switch (active_isa()) {
+    case Isa::amx:
+      return amx::matmul_swiglu(f, x, ldx, n, q, d, s, packed_gate_up, hidden, k, y, ldy);
+    case Isa::avx512:
+      return avx512::matmul_swiglu(f, x, ldx, n, q, d, s, packed_gate_up, hidden, k, y, ldy);
+    case Isa::avx2:
+      return avx2::matmul_swiglu(f, x, ldx, n, q, d, s, packed_gate_up, hidden, k, y, ldy);
+  }
 }
 
 }  // namespace conveyor::kernels

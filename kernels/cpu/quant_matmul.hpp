@@ -16,9 +16,12 @@
 //  - F16 and BF16 keep matmul_packed's layout [m/16][k][16] in 16-bit values,
 //    widened to float in registers.
 //
-// The instruction set is chosen at run time: AVX-512 (F, BW, VL, VNNI) where
-// the CPU has it, else AVX2 with FMA and F16C; both are compiled into every
-// build (quant_kernels_*.cpp), so one binary runs on either machine.
+// The instruction set is chosen at run time: AMX-INT8 tiles for the integer
+// types at batches of 8 rows and more, where the CPU has them and Linux
+// grants their use (the AVX-512 kernels for the rest); else AVX-512 (F, BW,
+// VL, VNNI) where the CPU has it; else AVX2 with FMA and F16C. All are
+// compiled into every build (quant_kernels_*.cpp), so one binary runs on
+// each machine.
 // Multi-threaded with OpenMP like matmul_packed; scratch is the caller's.
 #pragma once
 
@@ -30,15 +33,21 @@
 
 namespace conveyor::kernels {
 
-enum class Isa : uint8_t { avx2, avx512 };
+// amx: AVX-512 VNNI, with AMX-INT8 tiles for the integer types' batches.
+enum class Isa : uint8_t { avx2, avx512, amx };
 
 // True when this CPU runs the products at all: AVX2 with FMA and F16C (x86-64-v3).
 bool quant_kernels_supported();
 // The best instruction set this CPU runs (avx2 also when quant_kernels_supported is false).
 Isa detected_isa();
-// The one the kernels use: detected_isa() unless forced (tests compare both).
+// The one the kernels use: detected_isa() unless forced (tests compare them all).
 Isa active_isa();
+// Forcing amx on a CPU with AVX-512 VNNI but no usable AMX runs the tile
+// kernels on an emulated tile unit (plain C++, slow): for tests of everything
+// in them but the instructions themselves.
 void force_isa(Isa isa);
+// True while forced amx runs on the emulated tile unit.
+bool amx_emulated();
 const char* isa_name(Isa isa);
 
 // True for the types these products run on (all WeightTypes but F32, which

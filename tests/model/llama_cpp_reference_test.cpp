@@ -16,6 +16,7 @@
 
 #include "model/formats/loader.hpp"
 #include "backends/cpu/transformer.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
 
 namespace conveyor {
 namespace {
@@ -56,8 +57,11 @@ std::vector<Prompt> read_reference(const std::string& path) {
   return out;
 }
 
-// Logits after every position of `prompt`, token by token.
-std::vector<std::vector<float>> logits_per_position(Transformer& t, const std::vector<int32_t>& prompt) {
+// Logits after every position of `prompt`, token by token, or with
+// `one_call` as a single prefill span that asks for every position's logits
+// (the products then run on a batch of rows: AMX tiles from 8 on).
+std::vector<std::vector<float>> logits_per_position(Transformer& t, const std::vector<int32_t>& prompt,
+                                                    bool one_call) {
   const int32_t bs = 16, n_blocks = int32_t(prompt.size() + bs - 1) / bs;
   KvCache kv(KvCacheShape::for_model(t.config(), bs, n_blocks));
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
@@ -65,6 +69,14 @@ std::vector<std::vector<float>> logits_per_position(Transformer& t, const std::v
   std::vector<std::vector<float>> out;
   std::vector<float> logits;
   ForwardBatch batch;
+  if (one_call) {
+    batch.add_sequence(prompt, 0, table, int32_t(prompt.size()));
+    t.forward(batch, kv, logits);
+    const size_t vocab = logits.size() / prompt.size();
+    for (size_t pos = 0; pos < prompt.size(); ++pos)
+      out.emplace_back(logits.begin() + pos * vocab, logits.begin() + (pos + 1) * vocab);
+    return out;
+  }
   for (size_t pos = 0; pos < prompt.size(); ++pos) {
     batch.clear();
     batch.add_sequence(std::span(prompt).subspan(pos, 1), int32_t(pos),
@@ -88,7 +100,7 @@ struct Agreement {
 };
 
 Agreement compare(const std::string& model_file, const std::string& reference_file,
-                  double tolerance, bool dequantize) {
+                  double tolerance, bool dequantize, bool one_call = false) {
   LoadOptions options;
   options.dequantize = dequantize;
   auto model = load_model(shared_models() + "/" + model_file, options);
@@ -97,7 +109,7 @@ Agreement compare(const std::string& model_file, const std::string& reference_fi
   if (!model) return a;
   Transformer t(model->config, std::move(model->weights), 2);
   for (const Prompt& p : read_reference(shared_models() + "/reference/" + reference_file)) {
-    const auto ours = logits_per_position(t, p.tokens);
+    const auto ours = logits_per_position(t, p.tokens, one_call);
     for (size_t i = 0; i < p.positions.size(); ++i) {
       const Position& ref = p.positions[i];
       const double lse = log_sum_exp(ours[i]);
@@ -168,6 +180,49 @@ INSTANTIATE_TEST_SUITE_P(Files, LlamaCppReference,
                            if (info.param.dequantize) name += "_dequantized";
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
+                         });
+
+// The same files prefilled in one call per prompt (7 to 26 tokens, so the
+// products run on batches of rows), on each instruction-set path of the
+// products: AVX2, AVX-512 VNNI, and AMX tiles (emulated where the CPU has
+// none). Q4_K_M files hold Q4_K and Q6_K matrices, Q5_K_M ones Q5_K and Q6_K.
+class LlamaCppReferencePrefill : public ::testing::TestWithParam<kernels::Isa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() != kernels::Isa::avx2 && kernels::detected_isa() == kernels::Isa::avx2)
+      GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+    kernels::force_isa(GetParam());
+  }
+  void TearDown() override { kernels::force_isa(kernels::detected_isa()); }
+};
+
+TEST_P(LlamaCppReferencePrefill, LogitsAgreeWhenThePromptIsOneCall) {
+  for (const Case c : {Case{"tiny-llama2-q8_0", 0.2}, Case{"tiny-llama2-q4_0", 0.2},
+                       Case{"tiny-llama2-q4_k_m", 0.5}, Case{"tiny-llama2-q5_k_m", 0.55}}) {
+    const std::string model = std::string(c.file) + ".gguf";
+    if (!std::filesystem::exists(shared_models() + "/" + model))
+      GTEST_SKIP() << shared_models() << "/" << model << " is not there";
+    const Agreement a = compare(model, std::string(c.file) + ".jsonl", c.tolerance, false, true);
+    std::cout << c.file << " prefilled, " << kernels::isa_name(GetParam())
+              << (kernels::amx_emulated() ? " (emulated tiles)" : "") << ": " << a.positions
+              << " positions, max |logprob error| over top 10 = " << a.max_logprob_error
+              << ", argmax " << a.argmax_agreed << "/" << a.argmax_checked << "\n";
+    EXPECT_GT(a.positions, 90) << c.file;
+    EXPECT_LE(a.max_logprob_error, c.tolerance) << c.file;
+    EXPECT_EQ(a.argmax_agreed, a.argmax_checked) << c.file;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, LlamaCppReferencePrefill,
+                         ::testing::Values(kernels::Isa::avx2, kernels::Isa::avx512,
+                                           kernels::Isa::amx),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case kernels::Isa::amx: return "amx";
+                             case kernels::Isa::avx512: return "avx512";
+                             case kernels::Isa::avx2: break;
+                           }
+                           return "avx2";
                          });
 
 }  // namespace

@@ -1,13 +1,14 @@
 // The products on file-encoded weights (quant_matmul.hpp) against a plain
 // scalar reference: dequantize W with dequantize_row (ggml's decoders), and
 // for the integer types quantize x per block the way the kernels do, then
-// multiply in double. Every type, several shapes, batch sizes 1 to 64, both
-// instruction-set paths.
+// multiply in double. Every type, several shapes, batch sizes 1 to 256, every
+// instruction-set path (AMX on an emulated tile unit where the CPU has none).
 #include "kernels/cpu/quant_matmul.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -84,9 +85,12 @@ struct Case {
 class QuantMatmul : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (GetParam() == Isa::avx512 && detected_isa() != Isa::avx512)
+    // amx runs on the CPU's tiles where it has them, else on the emulated
+    // tile unit, which needs AVX-512 VNNI for the rest of the kernels.
+    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2)
       GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
     force_isa(GetParam());
+    if (amx_emulated()) std::printf("[ note     ] AMX tiles emulated: this CPU has none\n");
   }
   void TearDown() override { force_isa(detected_isa()); }
 
@@ -137,7 +141,8 @@ TEST_P(QuantMatmul, MatchesScalarReferenceForEveryTypeShapeAndBatch) {
   for (WeightType type : kTypes) {
     const int32_t kq = quant_k_multiple(type);
     for (Case c : {Case{16, kq, 1}, Case{40, 2 * kq, 3}, Case{33, kq * 3, 8}, Case{64, kq, 17},
-                   Case{7, 2 * kq, 64}, Case{96, kq, 33}})
+                   Case{7, 2 * kq, 64}, Case{96, kq, 33}, Case{48, 2 * kq, 16},
+                   Case{17, kq, 256}})
       check(type, c, seed++);
   }
 }
@@ -146,7 +151,7 @@ TEST_P(QuantMatmul, SwigluMatchesGateAndUpProducts) {
   uint32_t seed = 100;
   for (WeightType type : kTypes) {
     const int32_t k = quant_k_multiple(type) * 2, hidden = 40;
-    for (int32_t n : {1, 5, 12}) {
+    for (int32_t n : {1, 5, 12, 37}) {
       SCOPED_TRACE(std::string(weight_type_name(type)) + " n=" + std::to_string(n));
       const std::vector<uint8_t> gate = random_rows(type, hidden, k, seed++);
       const std::vector<uint8_t> up = random_rows(type, hidden, k, seed++);
@@ -192,8 +197,15 @@ TEST(QuantPacking, UnpackRowGivesTheDecodedRow) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, QuantMatmul, ::testing::Values(Isa::avx2, Isa::avx512),
-                         [](const auto& info) { return std::string(isa_name(info.param)) == "avx2" ? "avx2" : "avx512"; });
+INSTANTIATE_TEST_SUITE_P(Isas, QuantMatmul, ::testing::Values(Isa::avx2, Isa::avx512, Isa::amx),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Isa::amx: return "amx";
+                             case Isa::avx512: return "avx512";
+                             case Isa::avx2: break;
+                           }
+                           return "avx2";
+                         });
 
 }  // namespace
 }  // namespace conveyor::kernels
