@@ -18,11 +18,11 @@ namespace conveyor::kernels {
   void quantize_x(const float* x, int64_t ldx, int32_t n, int32_t k, int32_t block, int8_t* q,  \
                   float* d, float* s);                                                           \
   void matmul(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, const int8_t* q,     \
-              const float* d, const float* s, const uint8_t* packed, int32_t m, int32_t k,       \
-              float* y, int64_t ldy, bool accumulate);                                           \
+              const float* d, const float* s, uint16_t* xh, const uint8_t* packed, int32_t m,    \
+              int32_t k, float* y, int64_t ldy, bool accumulate);                                \
   void matmul_swiglu(const PanelFormat& f, const float* x, int64_t ldx, int32_t n,               \
-                     const int8_t* q, const float* d, const float* s, const uint8_t* packed,     \
-                     int32_t hidden, int32_t k, float* y, int64_t ldy);                          \
+                     const int8_t* q, const float* d, const float* s, uint16_t* xh,              \
+                     const uint8_t* packed, int32_t hidden, int32_t k, float* y, int64_t ldy);   \
   }
 CONVEYOR_DECLARE_ISA(avx512)
 CONVEYOR_DECLARE_ISA(avx2)
@@ -42,10 +42,14 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-// Quantizes x into the scratch for an integer format (nothing for halves).
+// Quantizes x into the scratch for an integer format; for BF16 weights on AMX,
+// makes room for x in bf16 (the kernels round it).
 void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,
              QuantScratch& s) {
-  if (f.half) return;
+  if (f.half) {
+    if (f.bf16 && active_isa() == Isa::amx) grow(s.xh, size_t(n) * k);
+    return;
+  }
   const size_t blocks = size_t(n) * size_t(k / f.block);
   int8_t* q = grow(s.xq, size_t(n) * k);
   float* d = grow(s.xd, blocks);
@@ -62,7 +66,8 @@ void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32
 bool amx_usable() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;  // AMX-TILE, AMX-INT8
+  // AMX-BF16, AMX-TILE, AMX-INT8
+  if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
   constexpr long kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022, kXtiledata = 18;
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) != 0) return false;
   unsigned long granted = 0;
@@ -122,11 +127,13 @@ void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
   prepare(f, x, ldx, n, k, scratch);
   const int8_t* q = scratch.xq.data();
   const float *d = scratch.xd.data(), *s = scratch.xs.data();
+  uint16_t* xh = scratch.xh.data();
   switch (active_isa()) {
-    case Isa::amx: return amx::matmul(f, x, ldx, n, q, d, s, packed_w, m, k, y, ldy, accumulate);
+    case Isa::amx: return amx::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx512:
-      return avx512::matmul(f, x, ldx, n, q, d, s, packed_w, m, k, y, ldy, accumulate);
-    case Isa::avx2: return avx2::matmul(f, x, ldx, n, q, d, s, packed_w, m, k, y, ldy, accumulate);
+      return avx512::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
+    case Isa::avx2:
+      return avx2::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
   }
 }
 
@@ -138,13 +145,14 @@ void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t
   prepare(f, x, ldx, n, k, scratch);
   const int8_t* q = scratch.xq.data();
   const float *d = scratch.xd.data(), *s = scratch.xs.data();
+  uint16_t* xh = scratch.xh.data();
   switch (active_isa()) {
     case Isa::amx:
-      return amx::matmul_swiglu(f, x, ldx, n, q, d, s, packed_gate_up, hidden, k, y, ldy);
+      return amx::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx512:
-      return avx512::matmul_swiglu(f, x, ldx, n, q, d, s, packed_gate_up, hidden, k, y, ldy);
+      return avx512::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx2:
-      return avx2::matmul_swiglu(f, x, ldx, n, q, d, s, packed_gate_up, hidden, k, y, ldy);
+      return avx2::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
   }
 }
 

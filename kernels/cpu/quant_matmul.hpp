@@ -16,9 +16,10 @@
 //  - F16 and BF16 keep matmul_packed's layout [m/16][k][16] in 16-bit values,
 //    widened to float in registers.
 //
-// The instruction set is chosen at run time: AMX-INT8 tiles for the integer
-// types at batches of 8 rows and more, where the CPU has them and Linux
-// grants their use (the AVX-512 kernels for the rest); else AVX-512 (F, BW,
+// The instruction set is chosen at run time: AMX tiles for the integer types
+// (AMX-INT8) and BF16 (AMX-BF16, x rounded to bf16) at batches of 8 rows and
+// more, where the CPU has them and Linux grants their use (the AVX-512
+// kernels for the rest); else AVX-512 (F, BW,
 // VL, VNNI) where the CPU has it; else AVX2 with FMA and F16C. All are
 // compiled into every build (quant_kernels_*.cpp), so one binary runs on
 // each machine.
@@ -33,7 +34,7 @@
 
 namespace conveyor::kernels {
 
-// amx: AVX-512 VNNI, with AMX-INT8 tiles for the integer types' batches.
+// amx: AVX-512 VNNI, with AMX tiles for the batches of the integer types and BF16.
 enum class Isa : uint8_t { avx2, avx512, amx };
 
 // True when this CPU runs the products at all: AVX2 with FMA and F16C (x86-64-v3).
@@ -81,6 +82,7 @@ struct QuantScratch {
   std::vector<int8_t> xq;  // [n, k]
   std::vector<float> xd;   // [n, k / block]: scale of each block
   std::vector<float> xs;   // [n, k / block]: scale · sum of each block's quants
+  std::vector<uint16_t> xh;  // [n, k]: x in bf16 (BF16 weights on AMX tiles)
 };
 
 // y = x·Wᵀ (accumulate: y += x·Wᵀ) with W packed by pack_weights.

@@ -78,6 +78,18 @@ std::vector<float> as_quantized(WeightType type, const std::vector<float>& x, in
   return out;
 }
 
+// x rounded to bf16, to nearest with ties to even.
+std::vector<float> as_bf16(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    bits = (bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff0000u;
+    std::memcpy(&out[i], &bits, 4);
+  }
+  return out;
+}
+
 struct Case {
   int32_t m, k, n;
 };
@@ -106,7 +118,9 @@ class QuantMatmul : public ::testing::TestWithParam<Isa> {
     std::normal_distribution<float> normal;
     std::vector<float> x(size_t(c.n) * c.k);
     for (float& v : x) v = normal(rng);
-    const std::vector<float> xq = as_quantized(type, x, c.k);
+    // BF16 weights on AMX tiles take x rounded to bf16 (batches of 8 and more).
+    const bool bf16_x = type == WeightType::bf16 && GetParam() == Isa::amx && c.n >= 8;
+    const std::vector<float> xq = bf16_x ? as_bf16(x) : as_quantized(type, x, c.k);
 
     std::vector<uint8_t> packed(packed_weight_bytes(type, c.m, c.k));
     pack_weights(type, w.data(), c.m, c.k, packed.data());
