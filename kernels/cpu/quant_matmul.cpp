@@ -112,7 +112,7 @@ bool amx_emulated() { return active_isa() == Isa::amx && detected_isa() != Isa::
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::amx: return "amx-int8";
+    case Isa::amx: return "amx";
     case Isa::avx512: return "avx512-vnni";
     case Isa::avx2: break;
   }
