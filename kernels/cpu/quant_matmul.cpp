@@ -44,23 +44,23 @@ T* grow(std::vector<T>& v, size_t n) {
 
 // Quantizes x into the scratch for an integer format; for BF16 weights on AMX,
 // makes room for x in bf16 (the kernels round it).
-void prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,
+void prepare(Isa isa, const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,
              QuantScratch& s) {
   if (f.half) {
-    if (f.bf16 && active_isa() == Isa::amx) grow(s.xh, size_t(n) * k);
+    if (f.bf16 && isa == Isa::amx) grow(s.xh, size_t(n) * k);
     return;
   }
   const size_t blocks = size_t(n) * size_t(k / f.block);
   int8_t* q = grow(s.xq, size_t(n) * k);
   float* d = grow(s.xd, blocks);
   float* sums = grow(s.xs, blocks);
-  if (active_isa() == Isa::avx2)
+  if (isa == Isa::avx2)
     avx2::quantize_x(x, ldx, n, k, f.block, q, d, sums);
   else
     avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
 }
 
-// AMX-INT8 with the operating system's leave to use it: Linux (5.16 on) keeps
+// AMX (tiles, INT8 and BF16) with the operating system's leave to use it: Linux (5.16 on) keeps
 // a process from the tiles' 8 KiB of register state until it asks
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA); the grant covers all its threads.
 bool amx_usable() {
@@ -124,11 +124,12 @@ void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
                     bool accumulate, QuantScratch& scratch) {
   if (n <= 0 || m <= 0) return;
   const PanelFormat f = panel_format(type, k);
-  prepare(f, x, ldx, n, k, scratch);
+  const Isa isa = active_isa();
+  prepare(isa, f, x, ldx, n, k, scratch);
   const int8_t* q = scratch.xq.data();
   const float *d = scratch.xd.data(), *s = scratch.xs.data();
   uint16_t* xh = scratch.xh.data();
-  switch (active_isa()) {
+  switch (isa) {
     case Isa::amx: return amx::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx512:
       return avx512::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
@@ -142,11 +143,12 @@ void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t
                            int64_t ldy, QuantScratch& scratch) {
   if (n <= 0 || hidden <= 0) return;
   const PanelFormat f = panel_format(type, k);
-  prepare(f, x, ldx, n, k, scratch);
+  const Isa isa = active_isa();
+  prepare(isa, f, x, ldx, n, k, scratch);
   const int8_t* q = scratch.xq.data();
   const float *d = scratch.xd.data(), *s = scratch.xs.data();
   uint16_t* xh = scratch.xh.data();
-  switch (active_isa()) {
+  switch (isa) {
     case Isa::amx:
       return amx::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx512:
