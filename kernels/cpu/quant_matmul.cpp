@@ -42,22 +42,33 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// x as one product's kernels take it, on the instruction set read once for it.
+struct Prepared {
+  Isa isa;
+  const int8_t* q;  // the QuantScratch's, below
+  const float* d;
+  const float* s;
+  uint16_t* xh;
+};
+
 // Quantizes x into the scratch for an integer format; for BF16 weights on AMX,
 // makes room for x in bf16 (the kernels round it).
-void prepare(Isa isa, const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,
-             QuantScratch& s) {
+Prepared prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,
+                 QuantScratch& s) {
+  const Isa isa = active_isa();
   if (f.half) {
     if (f.bf16 && isa == Isa::amx) grow(s.xh, size_t(n) * k);
-    return;
+  } else {
+    const size_t blocks = size_t(n) * size_t(k / f.block);
+    int8_t* q = grow(s.xq, size_t(n) * k);
+    float* d = grow(s.xd, blocks);
+    float* sums = grow(s.xs, blocks);
+    if (isa == Isa::avx2)
+      avx2::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+    else
+      avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
   }
-  const size_t blocks = size_t(n) * size_t(k / f.block);
-  int8_t* q = grow(s.xq, size_t(n) * k);
-  float* d = grow(s.xd, blocks);
-  float* sums = grow(s.xs, blocks);
-  if (isa == Isa::avx2)
-    avx2::quantize_x(x, ldx, n, k, f.block, q, d, sums);
-  else
-    avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+  return {isa, s.xq.data(), s.xd.data(), s.xs.data(), s.xh.data()};
 }
 
 // AMX (tiles, INT8 and BF16) with the operating system's leave to use it: Linux (5.16 on) keeps
@@ -124,11 +135,7 @@ void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
                     bool accumulate, QuantScratch& scratch) {
   if (n <= 0 || m <= 0) return;
   const PanelFormat f = panel_format(type, k);
-  const Isa isa = active_isa();
-  prepare(isa, f, x, ldx, n, k, scratch);
-  const int8_t* q = scratch.xq.data();
-  const float *d = scratch.xd.data(), *s = scratch.xs.data();
-  uint16_t* xh = scratch.xh.data();
+  const auto [isa, q, d, s, xh] = prepare(f, x, ldx, n, k, scratch);
   switch (isa) {
     case Isa::amx: return amx::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx512:
@@ -143,11 +150,7 @@ void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t
                            int64_t ldy, QuantScratch& scratch) {
   if (n <= 0 || hidden <= 0) return;
   const PanelFormat f = panel_format(type, k);
-  const Isa isa = active_isa();
-  prepare(isa, f, x, ldx, n, k, scratch);
-  const int8_t* q = scratch.xq.data();
-  const float *d = scratch.xd.data(), *s = scratch.xs.data();
-  uint16_t* xh = scratch.xh.data();
+  const auto [isa, q, d, s, xh] = prepare(f, x, ldx, n, k, scratch);
   switch (isa) {
     case Isa::amx:
       return amx::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
