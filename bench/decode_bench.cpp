@@ -216,11 +216,11 @@ double measure_int8_peak(kernels::Isa isa) {
   return best;
 }
 
-// The products' path at a batch size: AMX tiles from 8 rows on where the
-// kernels run amx (quant_matmul.hpp), else the instruction set's own.
+// The products' path at a batch size: AMX tiles from amx_min_rows() rows on
+// where the kernels run amx (quant_matmul.hpp), else the instruction set's own.
 kernels::Isa path_at(int batch_size) {
   const kernels::Isa isa = kernels::active_isa();
-  return isa == kernels::Isa::amx && batch_size < 8 ? kernels::Isa::avx512 : isa;
+  return isa == kernels::Isa::amx && batch_size < kernels::amx_min_rows() ? kernels::Isa::avx512 : isa;
 }
 
 const char* int8_instruction(kernels::Isa isa) {

@@ -119,6 +119,8 @@ void force_isa(Isa isa) {
   forced.store(int(isa), std::memory_order_relaxed);
 }
 
+int32_t amx_min_rows() { return kAmxMinRows; }
+
 bool amx_emulated() { return active_isa() == Isa::amx && detected_isa() != Isa::amx; }
 
 const char* isa_name(Isa isa) {

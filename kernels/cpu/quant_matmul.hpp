@@ -49,6 +49,8 @@ Isa active_isa();
 void force_isa(Isa isa);
 // True while forced amx runs on the emulated tile unit.
 bool amx_emulated();
+// Under amx, products on this many x rows and more run on the tiles.
+int32_t amx_min_rows();
 const char* isa_name(Isa isa);
 
 // True for the types these products run on (all WeightTypes but F32, which

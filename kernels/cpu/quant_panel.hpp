@@ -12,6 +12,8 @@
 namespace conveyor::kernels {
 
 inline constexpr int32_t kQuantPanelRows = 16;
+// Under Isa::amx, products on this many x rows and more run on the tiles.
+inline constexpr int32_t kAmxMinRows = 8;
 
 struct PanelFormat {
   bool half = false;        // F16/BF16: [m/16][k][16] 16-bit values
