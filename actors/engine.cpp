@@ -160,9 +160,10 @@ Engine::~Engine() { caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutd
 
 void Engine::set_scheduler(scheduler_actor scheduler) {
   scheduler_ = std::move(scheduler);
-  // One stream actor per CAF worker (at most four): each costs the scheduler
-  // a message per iteration, and they detokenize in parallel where there
-  // are workers to run them.
+  // As many stream actors as CAF workers (at most four): each costs the
+  // scheduler a message per iteration, and they detokenize in parallel where
+  // there are cores for them. Each is detached (actors/stream_actor.cpp says
+  // why).
   const size_t n = std::clamp<size_t>(sys_.scheduler().num_workers(), 1, 4);
   for (size_t i = 0; i < n; ++i) streams_.push_back(spawn_stream(sys_, scheduler_));
 }
