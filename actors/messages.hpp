@@ -78,9 +78,24 @@ CONVEYOR_INSPECT(SampleResult, token, logprob, top)
 CONVEYOR_INSPECT(PromptLogprob, token, logprob, rank, top)
 CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, tenant, n, session,
                  resume, prompt_logprobs)
-CONVEYOR_INSPECT(TokenEvent, id, index, token, logprob, top, finish, prompt_tokens,
-                 cached_prompt_tokens, completion_tokens, message, error_code, request_done,
+CONVEYOR_INSPECT(TokenEventDetail, top, prompt_tokens, cached_prompt_tokens, completion_tokens, message,
                  prompt_logprobs)
+// The detail travels as a list of none or one.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
+  std::vector<TokenEventDetail> detail;
+  if constexpr (Inspector::reads_state) {
+    if (x.detail) detail.push_back(*x.detail.get());
+  }
+  auto unpack = caf::meta::load_callback([&]() -> caf::error {
+    if (detail.size() > 1) return caf::sec::invalid_argument;
+    x.detail.reset();
+    if (!detail.empty()) x.detail.get_or_make() = std::move(detail.front());
+    return caf::none;
+  });
+  return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.logprob, x.finish, x.error_code,
+           x.request_done, detail, unpack);
+}
 CONVEYOR_INSPECT(TokenBatch, events)
 CONVEYOR_INSPECT(BlockRequest, seq, is_new, uncached, token_begin, token_end)
 CONVEYOR_INSPECT(BlockGrant, seq, ok, shortfall, cached_tokens, table_begin, blocks_begin,

@@ -124,7 +124,7 @@ void fail_all(self_ptr self, const std::string& why) {
     e.id = id;
     e.finish = FinishReason::error;
     e.error_code = Errc::internal;
-    e.message = "the engine failed: " + why;
+    e.detail.get_or_make().message = "the engine failed: " + why;
     e.request_done = true;
     st.outbox.add(sink, std::move(e));
   }

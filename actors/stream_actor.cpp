@@ -154,11 +154,13 @@ void fail_open_samples(self_ptr self, request_id id, RequestStream& r, const Str
 bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clock_type::time_point now) {
   if (t.index < 0 || size_t(t.index) >= r.samples.size()) return false;
   sample_state& sample = r.samples[size_t(t.index)];
+  TokenEventDetail* detail = t.detail.get();  // null on most events
+  const TokenEventDetail& d = t.details();
   if (!sample.done) {
     StreamEvent e;
     e.id = id;
     e.index = t.index;
-    e.prompt_logprobs = std::move(t.prompt_logprobs);
+    if (detail) e.prompt_logprobs = std::move(detail->prompt_logprobs);
     if (t.token >= 0) {
       if (r.metrics) {
         if (!r.first_token_seen) r.metrics->time_to_first_token.observe(seconds_between(r.start, now));
@@ -169,8 +171,8 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clo
       r.first_token_seen = true;
       ++sample.completion_tokens;
       e.token_ids.push_back(t.token);
-      if (!t.top.empty() || t.logprob != 0.0f)
-        e.logprobs.push_back(SampleResult{t.token, t.logprob, std::move(t.top)});
+      if (!d.top.empty() || t.logprob != 0.0f)
+        e.logprobs.push_back(SampleResult{t.token, t.logprob, detail ? std::move(detail->top) : std::vector<TokenLogprob>{}});
       if (sample.detok) e.text = sample.detok->push(t.token);
       if (std::find(r.shown_tokens.begin(), r.shown_tokens.end(), t.token) != r.shown_tokens.end())
         e.text += sample.detok->flush() + r.tokenizer->piece(t.token);
@@ -181,7 +183,7 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clo
           if (r.samples.size() == 1) self->send(self->state.scheduler, cancel_atom_v, id);
           else self->send(self->state.scheduler, cancel_atom_v, id, t.index);
           e.finish = FinishReason::stop;
-          e.prompt_tokens = t.prompt_tokens;
+          e.prompt_tokens = d.prompt_tokens;
           e.completion_tokens = sample.completion_tokens;
           return emit_final(self, id, r, std::move(e));
         }
@@ -194,10 +196,10 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clo
       }
       if (sample.stops && !sample.stops->stopped()) e.text += sample.stops->flush();
       e.finish = t.finish;
-      e.prompt_tokens = t.prompt_tokens;
-      e.cached_prompt_tokens = t.cached_prompt_tokens;
-      e.completion_tokens = t.completion_tokens;
-      e.message = t.message;
+      e.prompt_tokens = d.prompt_tokens;
+      e.cached_prompt_tokens = d.cached_prompt_tokens;
+      e.completion_tokens = d.completion_tokens;
+      e.message = d.message;
       if (e.finish == FinishReason::error) e.error_code = t.error_code;
       if (emit_final(self, id, r, std::move(e))) return true;
     } else if (!e.text.empty() || !e.token_ids.empty()) {
@@ -207,7 +209,7 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clo
   if (t.request_done && r.open > 0) {  // samples the scheduler ended together (an engine failure)
     StreamEvent e;
     e.finish = t.finish == FinishReason::none ? FinishReason::error : t.finish;
-    e.message = t.message;
+    e.message = d.message;
     e.error_code = t.error_code;
     fail_open_samples(self, id, r, e);
   }

@@ -199,12 +199,13 @@ void SchedulerCore::emit_final(Sequence& s, FinishReason reason, const std::stri
     e.id = s.request;
     e.index = s.samples > 1 ? i : s.index;
     e.finish = reason;
-    e.prompt_tokens = s.prompt_len;
-    e.cached_prompt_tokens = s.cached_prompt_tokens.value_or(0);
-    e.completion_tokens = s.generated();
-    e.message = message;
+    TokenEventDetail& d = e.detail.get_or_make();
+    d.prompt_tokens = s.prompt_len;
+    d.cached_prompt_tokens = s.cached_prompt_tokens.value_or(0);
+    d.completion_tokens = s.generated();
+    d.message = message;
     if (reason == FinishReason::error) e.error_code = code;
-    e.prompt_logprobs = scores;
+    d.prompt_logprobs = scores;
     e.request_done = close_sample(s.request);
     events_.push_back(std::move(e));
   }
@@ -1036,8 +1037,9 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
     e.index = s->index;
     e.token = token;
     e.logprob = t.result.logprob;
-    e.top = t.result.top;
-    e.prompt_logprobs = take_prompt_scores(*s);
+    if (!t.result.top.empty()) e.detail.get_or_make().top = t.result.top;
+    if (std::vector<PromptLogprob> scores = take_prompt_scores(*s); !scores.empty())
+      e.detail.get_or_make().prompt_logprobs = std::move(scores);
     events_.push_back(std::move(e));
     if (s->generated() >= s->sampling.max_tokens ||
         int32_t(s->tokens.size()) >= config_.context_length) {

@@ -178,10 +178,11 @@ void end_sample(self_ptr self, request_id id, int32_t index, FinishReason finish
   TokenEvent t;
   t.token = -1;
   t.finish = finish;
-  t.message = message;
   if (finish == FinishReason::error) t.error_code = code;
-  t.prompt_tokens = int32_t(it->second.request.prompt.size());
-  t.completion_tokens = int32_t(it->second.samples[size_t(index)].tokens.size());
+  TokenEventDetail& d = t.detail.get_or_make();
+  d.message = message;
+  d.prompt_tokens = int32_t(it->second.request.prompt.size());
+  d.completion_tokens = int32_t(it->second.samples[size_t(index)].tokens.size());
   deliver(self, id, std::move(t), index);
 }
 
@@ -583,7 +584,7 @@ caf::behavior router(self_ptr self, RouterOptions options, ModelInfo model, std:
       t.token = -1;
       t.finish = FinishReason::error;
       t.error_code = Errc::io_error;
-      t.message = "the router stopped";
+      t.detail.get_or_make().message = "the router stopped";
       t.request_done = true;
       self->send(r.client, TokenBatch{{std::move(t)}});
     }
