@@ -100,7 +100,7 @@ struct TokenEventDetail {
 
 // Most events are a token and nothing else, and an iteration hands hundreds
 // of them from the scheduler's thread to the stream actors': the rest is out
-// of line (40 bytes an event instead of 136).
+// of line (40 bytes an event instead of 128).
 struct TokenEvent {
   request_id id = 0;
   int32_t index = 0;                // which of the request's n samples
