@@ -82,7 +82,6 @@ struct PromptLogprob {
   std::vector<TokenLogprob> top;    // the K most likely, most likely first (ties: lower id)
 };
 
-// One event per produced token, and a last one with finish != none.
 // What few token events carry besides their token: a sample's usage on its
 // final event, an error's message, the alternatives when logprobs were asked
 // for, and the prompt's logprobs on a sample's first event.
@@ -98,9 +97,10 @@ struct TokenEventDetail {
   std::vector<PromptLogprob> prompt_logprobs;
 };
 
-// Most events are a token and nothing else, and an iteration hands hundreds
-// of them from the scheduler's thread to the stream actors': the rest is out
-// of line (40 bytes an event instead of 128).
+// One event per produced token, and a last one with finish != none. Most
+// are a token and nothing else, and an iteration hands hundreds of them from
+// the scheduler's thread to the stream actors': the rest is out of line (40
+// bytes an event instead of 128).
 struct TokenEvent {
   request_id id = 0;
   int32_t index = 0;                // which of the request's n samples
