@@ -1,13 +1,14 @@
 // The stream actor: the client side of requests. Engine::submit hands each
 // request to one of the engine's few stream actors (as many as CAF workers,
 // at most four; each detached, a thread of its own), which submits it to the
-// scheduler with itself as the sink, turns the scheduler's token events into text for the request's client
-// (incremental detokenization, so a character split across tokens is never
-// broken; stop strings, held back while they may still match), and forwards
-// the client's cancel after the request's own submit, so it can never
-// overtake it. The scheduler sends each stream actor one TokenBatch per
-// iteration for all of its requests: streaming costs a message per sink and
-// iteration, not per request (docs/benchmarks/history.md, 2026-12-03).
+// scheduler with itself as the sink, turns the scheduler's token events into
+// text for the request's client (incremental detokenization, so a character
+// split across tokens is never broken; stop strings, held back while they may
+// still match), and forwards the client's cancel after the request's own
+// submit, so it can never overtake it. The scheduler sends each stream actor
+// one TokenBatch per iteration for all of its requests: streaming costs a
+// message per sink and iteration, not per request
+// (docs/benchmarks/history.md, 2026-12-03).
 //
 // Receives: open (a request and its callback), TokenBatch (from the
 // scheduler), cancel (from the client). Calls each request's callback with
