@@ -291,7 +291,7 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
 
 // Detached: a thread of its own, so that detokenizing and the clients'
 // callbacks run beside the scheduler instead of queueing with it on a CAF
-// worker (a 2-core machine has one). With 256 streams on the 2-core AMD EPYC
+// worker (a 2-core machine has one). With 256 sequences on the 2-core AMD EPYC
 // (docs/benchmarks/history.md, 2026-12-04) the zero-cost iteration fell by
 // about a tenth and the real model's time outside the forward pass by a
 // quarter, at the price of a thread wake-up an iteration.
