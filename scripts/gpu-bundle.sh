@@ -48,7 +48,7 @@ model_files=(stories260K.bin tiny-random-llama-f32.gguf tiny-llama2-q4_k_m.gguf 
              tiny-qwen2-q4_k_m.gguf)
 # gpu-check.sh's targets.
 targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test cuda_runner_test
-         host_sampling_test runner_bench swap_overlap_bench)
+         host_sampling_test runner_bench swap_overlap_bench conveyor_kernels_cpu_test decode_bench)
 
 command -v nvcc > /dev/null || { echo "gpu-bundle: nvcc is not on the PATH" >&2; exit 1; }
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
@@ -69,10 +69,11 @@ for t in "${targets[@]}"; do
   binaries+=("$f")
 done
 files=("${binaries[@]}")
-for d in "$BUILD" "$BUILD/tests" "$BUILD/tests/kernels" "$BUILD/tests/kernels/cuda" "$BUILD/tests/backends"; do
+for d in "$BUILD" "$BUILD/tests" "$BUILD/tests/kernels" "$BUILD/tests/kernels/cuda" "$BUILD/tests/kernels/cpu" \
+         "$BUILD/tests/backends"; do
   [ -f "$d/CTestTestfile.cmake" ] && files+=("$d/CTestTestfile.cmake")
 done
-while IFS= read -r f; do files+=("$f"); done < <(find "$BUILD/tests/kernels/cuda" "$BUILD/tests/backends" -maxdepth 1 \
+while IFS= read -r f; do files+=("$f"); done < <(find "$BUILD/tests/kernels/cuda" "$BUILD/tests/kernels/cpu" "$BUILD/tests/backends" -maxdepth 1 \
   \( -name '*_include.cmake' -o -name '*_tests.cmake' \))
 
 # The libraries: whatever the binaries load that a GPU machine's image may

@@ -25,7 +25,15 @@
 #     dummy:llama-110m and dummy:llama-1b (Llama 3.2 1B's shape), bf16
 #     weights and KV, context 128, run in turn and pipelined;
 #   - bench/swap_overlap_bench.cpp: swap copies on their streams while 32
-#     sequences decode, the overlap fraction from CUDA events.
+#     sequences decode, the overlap fraction from CUDA events;
+#   - the host CPU's matrix paths (GPU hosts are often Xeons with AMX): the
+#     CPU kernel tests, the int8 and bf16 products on every path among them
+#     (tests/kernels/cpu; on a CPU with AMX the tile kernels run on real
+#     tiles, elsewhere on the emulated tile unit), and
+#     bench/decode_bench on the 110M shape as Q8_0 and Q4_K_M with two
+#     threads, on the path it picks and forced to AVX-512 (CPU_CHECK=0 leaves
+#     this out). Not the 0.8B shape: on the H200 machine lent on 2026-12-04
+#     building and quantizing its weights took over 110 s even on 16 cores.
 #
 # It exits 0 only when every test suite ran to its end and exited 0 with at
 # least one test run and none failed or skipped (on a GPU machine every
@@ -39,7 +47,7 @@ JOBS=${JOBS:-$(nproc)}
 ARCH=${ARCH:-native}
 PREBUILT=${PREBUILT:-}
 [ -n "$PREBUILT" ] && BUILD=build-gpu  # the bundle's folder
-LOG=$BUILD/gpu-check.log
+LOG=${LOG:-$BUILD/gpu-check.log}
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 
@@ -113,7 +121,9 @@ build_s=$(elapsed)
 # shellcheck source=scripts/gpu-check-suite.sh
 source scripts/gpu-check-suite.sh
 run_suite tests/kernels/cuda
-run_suite tests/backends "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16"
+# UnusableDeviceIsAnErrorBeforeLoading runs only where no device is usable.
+run_suite tests/backends "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16" \
+  "UnusableDeviceIsAnErrorBeforeLoading"
 
 echo "gpu-check: build ${build_s} s; tests done at $(elapsed) s"
 failed=0
@@ -139,6 +149,26 @@ echo "$overlap" >> "$LOG"
 echo "gpu-check: swap copies against decode (swap_overlap_bench):"
 echo "$overlap" | sed 's/^/  /'
 [ "$overlap_rc" -ne 0 ] && echo "gpu-check: the overlap benchmark FAILED (exit $overlap_rc)" && failed=$((failed + 1))
+if [ "${CPU_CHECK:-1}" != 0 ]; then
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  has() { [[ " $flags " == *" $1 "* ]] && echo yes || echo no; }
+  echo "gpu-check: host CPU: $cpu; $(nproc) cores; avx512_vnni $(has avx512_vnni), amx_int8 $(has amx_int8), amx_bf16 $(has amx_bf16)"
+  cpu_tests=$(timeout 240 "$BUILD/tests/kernels/cpu/conveyor_kernels_cpu_test" --gtest_brief=1 2>&1)
+  cpu_rc=$?
+  echo "$cpu_tests" >> "$LOG"
+  echo "gpu-check: CPU kernel tests: $(echo "$cpu_tests" | grep -E '^\[ *(PASSED|FAILED|SKIPPED|note) ' | tr '\n' ' ')"
+  [ "$cpu_rc" -ne 0 ] && echo "gpu-check: the CPU product tests FAILED (exit $cpu_rc)" && failed=$((failed + 1))
+  for isa in "" avx512; do
+    out=$(timeout 120 "$BUILD/bench/decode_bench" --models dummy:llama-110m --types q8_0,q4_k_m --batches 1,16 \
+            --threads 2 --steps 8 --repeats 2 ${isa:+--isa $isa} 2>&1)
+    rc=$?
+    echo "$out" >> "$LOG"
+    echo "gpu-check: decode_bench, 110M as Q8_0 and Q4_K_M, 2 threads, ${isa:-the path it picks}:"
+    echo "$out" | sed 's/^/  /'
+    [ "$rc" -ne 0 ] && echo "gpu-check: decode_bench FAILED (exit $rc)" && failed=$((failed + 1))
+  done
+fi
 echo "gpu-check: total $(elapsed) s; log in $LOG"
 if [ "$failed" -ne 0 ]; then
   echo "gpu-check: FAILED (see above)"

@@ -73,17 +73,21 @@ inline float exp_fast(float x) { return kernels::exp_fast(x); }
 
 typedef int32_t i32x16 __attribute__((vector_size(64)));
 
-// exp_fast on 16 lanes at once; the same arithmetic as the scalar version.
-inline f32x16 exp_fast(f32x16 x) {
-  const f32x16 lo = f32x16{} - 87.0f, hi = f32x16{} + 88.0f;
+// exp_fast on a vector's lanes at once (F: a vector of floats, I: of as
+// many int32s); the same arithmetic as the scalar version.
+template <class F, class I>
+inline F exp_fast_lanes(F x) {
+  const F lo = F{} - 87.0f, hi = F{} + 88.0f;
   x = x < lo ? lo : (x > hi ? hi : x);
   constexpr float kRound = 12582912.0f;
-  const f32x16 n = (x * 1.44269504088896341f + kRound) - kRound;
-  f32x16 r = x - n * 0.693145751953125f;
+  const F n = (x * 1.44269504088896341f + kRound) - kRound;
+  F r = x - n * 0.693145751953125f;
   r = r - n * 1.428606765330187045e-06f;
-  const f32x16 n_or_0 = n == n ? n : f32x16{};  // NaN lanes: as the scalar version
-  const i32x16 bits = (__builtin_convertvector(n_or_0, i32x16) + 127) << 23;
-  return kernels::exp_polynomial(r) * std::bit_cast<f32x16>(bits);
+  const F n_or_0 = n == n ? n : F{};  // NaN lanes: as the scalar version
+  const I bits = (__builtin_convertvector(n_or_0, I) + 127) << 23;
+  return kernels::exp_polynomial(r) * std::bit_cast<F>(bits);
 }
+
+inline f32x16 exp_fast(f32x16 x) { return exp_fast_lanes<f32x16, i32x16>(x); }
 
 }  // namespace conveyor::kernels::simd

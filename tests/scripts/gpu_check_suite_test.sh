@@ -20,10 +20,15 @@ fake_ctest pass "$passed_out; exit 0"
 fake_ctest fail 'echo "  3 - CudaRunner.X (Failed)"; echo "80% tests passed, 1 tests failed out of 5"; exit 8'
 fake_ctest killed "$passed_out; sleep 30"
 fake_ctest crash 'echo "100% tests passed, 0 tests failed out of 5"; exit 2'
+# CTest 4's line when none failed; one excluded test is passed on as -E.
+fake_ctest pass4 'echo "100% tests passed out of 26"; exit 0'
+fake_ctest exclude 'if [ "$5" = "-R" ] && [ "$7" = "-E" ] && [ "$8" = "Skips" ]; then echo "100% tests passed out of 2"; exit 0; fi
+echo "  1 - Skips (Skipped)"; echo "100% tests passed out of 3"; exit 0'
 fake_ctest empty 'echo "No tests were found!!!"; exit 0'
 fake_ctest skipped 'for i in 1 2 3; do echo "  $i - CudaKernels.K$i (Skipped)"; done; echo "100% tests passed, 0 tests failed out of 3"; exit 0'
 
-# expect NAME WANT(0 pass, 1 fail) SUITES...: runs the suites with ctest NAME.
+# expect NAME WANT(0 pass, 1 fail) SUITES...: runs the suites with ctest NAME;
+# a suite is DIR or DIR:FILTER:EXCLUDE.
 expect() {
   local name=$1 want=$2 out got
   shift 2
@@ -31,7 +36,7 @@ expect() {
     CTEST=$work/$name
     # shellcheck source=scripts/gpu-check-suite.sh
     source "$here/scripts/gpu-check-suite.sh"
-    for s in "$@"; do run_suite "$s"; done
+    for s in "$@"; do IFS=: read -r dir filter exclude <<< "$s"; run_suite "$dir" "$filter" "$exclude"; done
     suite_verdict
   )
   got=$?
@@ -52,6 +57,9 @@ expect killed 1 a
 expect crash 1 a
 expect empty 1 a
 expect skipped 1 a
+expect pass4 0 a
+expect exclude 0 a:Cuda:Skips
+expect exclude 1 a
 # One bad suite among good ones fails the check.
 fake_ctest mixed "if [ \"\$2\" = \"$work/b\" ]; then exit 8; fi; $passed_out"
 expect mixed 1 a b

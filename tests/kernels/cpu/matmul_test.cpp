@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/matmul_tiles.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
 #include "tests/kernels/cpu/random.hpp"
 
 namespace conveyor::kernels {
@@ -42,7 +44,20 @@ TEST(Matmul, PackUnpackRoundTrip) {
   }
 }
 
-TEST(Matmul, PackedMatchesNaiveOverShapes) {
+// The packed products on each instruction set's tiles (matmul_packed.inc):
+// AVX2's 3-row tiles and AVX-512's 12-row ones, forced as the kernels choose
+// them at run time.
+class PackedMatmul : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2) GTEST_SKIP() << "this CPU has no AVX-512";
+    if (!quant_kernels_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
+    force_isa(GetParam());
+  }
+  void TearDown() override { force_isa(detected_isa()); }
+};
+
+TEST_P(PackedMatmul, MatchesNaiveOverShapes) {
   uint32_t seed = 10;
   for (int n : {1, 2, 5, 11, 12, 13, 32, 64, 100})
     for (int m : {1, 15, 16, 17, 32, 33, 48, 100})
@@ -66,7 +81,7 @@ TEST(Matmul, PackedMatchesNaiveOverShapes) {
       }
 }
 
-TEST(Matmul, PackedAccumulates) {
+TEST_P(PackedMatmul, Accumulates) {
   const int n = 9, m = 40, k = 50;
   const std::vector<float> x = random_vector(size_t(n) * k, 3);
   const std::vector<float> w = random_vector(size_t(m) * k, 4);
@@ -80,7 +95,7 @@ TEST(Matmul, PackedAccumulates) {
   EXPECT_LT(relative_error(y.data(), ref.data(), ref.size()), 1e-5);
 }
 
-TEST(Matmul, LargeProductUsesThreadsAndStaysExact) {
+TEST_P(PackedMatmul, LargeProductUsesThreadsAndStaysExact) {
   // Large enough to run the parallel path; sizes as in llama-15m's FFN.
   const int n = 33, m = 768, k = 288;
   const std::vector<float> x = random_vector(size_t(n) * k, 6);
@@ -93,7 +108,7 @@ TEST(Matmul, LargeProductUsesThreadsAndStaysExact) {
   EXPECT_LT(relative_error(y.data(), ref.data(), ref.size()), 1e-5);
 }
 
-TEST(Matmul, FusedSwigluMatchesNaive) {
+TEST_P(PackedMatmul, FusedSwigluMatchesNaive) {
   uint32_t seed = 50;
   for (int n : {1, 7, 12, 30})
     for (int hidden : {1, 16, 17, 40, 100})
@@ -118,6 +133,27 @@ TEST(Matmul, FusedSwigluMatchesNaive) {
           for (int64_t j = hidden; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], 7.0f);
         }
       }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, PackedMatmul, ::testing::Values(Isa::avx2, Isa::avx512),
+                         [](const auto& info) { return info.param == Isa::avx2 ? "avx2" : "avx512"; });
+
+// The tiles built with the build's own flags, which CPUs without AVX2 run.
+TEST(Matmul, BaseTilesMatchNaive) {
+  uint32_t seed = 200;
+  for (int n : {1, 2, 3, 13})
+    for (int m : {15, 33}) {
+      const int k = 40;
+      const std::vector<float> x = random_vector(size_t(n) * k, ++seed);
+      const std::vector<float> w = random_vector(size_t(m) * k, ++seed);
+      std::vector<float> packed(packed_matrix_floats(m, k));
+      pack_matrix(w.data(), m, k, packed.data());
+      std::vector<float> y(size_t(n) * m, 7.0f);
+      const int32_t panels = (m + kPanelRows - 1) / kPanelRows;
+      base::run_packed(Epilogue::store, x.data(), k, n, packed.data(), panels, k, y.data(), m, m);
+      const std::vector<float> ref = naive(x, k, n, w, m, k);
+      EXPECT_LT(relative_error(y.data(), ref.data(), ref.size()), 1e-5) << "n=" << n << " m=" << m;
+    }
 }
 
 TEST(Matmul, BlasMatchesNaive) {
