@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/paged_attention.hpp"
+#include "tests/kernels/cpu/isa_param.hpp"
 
 namespace conveyor::kernels {
 namespace {
@@ -41,7 +42,11 @@ TEST(KvDtype, SizesAndNames) {
 
 // q8_0 against llama.cpp's block_q8_0 rule, written out: d = max|x| / 127 as
 // an f16, q = x / d rounded (to nearest even), values d·q.
-TEST(KvDtype, Q8BlocksHoldAScaleAndRoundedBytes) {
+// kv_store and kv_load on the AVX2 (or the build's own) and the AVX-512
+// compilation of the kernels (paged_attention.inc).
+class KvConversions : public testing::IsaParamTest {};
+
+TEST_P(KvConversions, Q8BlocksHoldAScaleAndRoundedBytes) {
   std::vector<float> x(64);
   for (int i = 0; i < 32; ++i) x[size_t(i)] = float(i - 16) * 0.25f;  // max |x| = 4
   for (int i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;                  // an all-zero block
@@ -67,7 +72,7 @@ TEST(KvDtype, Q8BlocksHoldAScaleAndRoundedBytes) {
   EXPECT_EQ(back[41], 0.0f);
 }
 
-TEST(KvDtype, Q8RoundTripErrorIsHalfAStep) {
+TEST_P(KvConversions, Q8RoundTripErrorIsHalfAStep) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
   std::vector<float> x(32 * 257), back(x.size());
@@ -135,7 +140,7 @@ TEST(KvDtype, Bf16KnownValues) {
                                        << ") != " << want << " (0x" << std::bit_cast<uint32_t>(want) << ")";
 }
 
-TEST(KvDtype, ReadsEveryHalfExactly) {
+TEST_P(KvConversions, ReadsEveryHalfExactly) {
   std::vector<uint16_t> all(65536 + 5);  // + a tail past the 16-wide vectors
   for (size_t i = 0; i < all.size(); ++i) all[i] = uint16_t(i);
   std::vector<float> out(all.size());
@@ -165,7 +170,7 @@ std::vector<float> test_floats() {
   return v;
 }
 
-TEST(KvDtype, WritesRoundToNearestEvenLikeTheScalarCode) {
+TEST_P(KvConversions, WritesRoundToNearestEvenLikeTheScalarCode) {
   const std::vector<float> x = test_floats();
   std::vector<uint16_t> h(x.size());
   kv_store(KvDtype::f16, x.data(), h.data(), int64_t(x.size()));
@@ -176,7 +181,7 @@ TEST(KvDtype, WritesRoundToNearestEvenLikeTheScalarCode) {
     ASSERT_TRUE(same(bf16_to_f32(h[i]), bf16_to_f32(f32_to_bf16(x[i])))) << "bf16 of " << x[i];
 }
 
-TEST(KvDtype, RoundTripErrorIsHalfAnUlp) {
+TEST_P(KvConversions, RoundTripErrorIsHalfAnUlp) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> exponent(-14.0f, 15.0f);
   std::vector<float> x(10001);
@@ -194,6 +199,8 @@ TEST(KvDtype, RoundTripErrorIsHalfAnUlp) {
   kv_store(KvDtype::f32, x.data(), f32_back.data(), int64_t(x.size()));
   EXPECT_EQ(f32_back, x);
 }
+
+CONVEYOR_INSTANTIATE_ISAS(KvConversions);
 
 }  // namespace
 }  // namespace conveyor::kernels

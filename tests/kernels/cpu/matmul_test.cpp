@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "kernels/cpu/matmul_tiles.hpp"
-#include "kernels/cpu/quant_matmul.hpp"
+#include "tests/kernels/cpu/isa_param.hpp"
 #include "tests/kernels/cpu/random.hpp"
 
 namespace conveyor::kernels {
@@ -47,15 +47,7 @@ TEST(Matmul, PackUnpackRoundTrip) {
 // The packed products on each instruction set's tiles (matmul_packed.inc):
 // AVX2's 3-row tiles and AVX-512's 12-row ones, forced as the kernels choose
 // them at run time.
-class PackedMatmul : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2) GTEST_SKIP() << "this CPU has no AVX-512";
-    if (!quant_kernels_supported()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
-    force_isa(GetParam());
-  }
-  void TearDown() override { force_isa(detected_isa()); }
-};
+class PackedMatmul : public testing::IsaParamTest {};
 
 TEST_P(PackedMatmul, MatchesNaiveOverShapes) {
   uint32_t seed = 10;
@@ -135,8 +127,7 @@ TEST_P(PackedMatmul, FusedSwigluMatchesNaive) {
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, PackedMatmul, ::testing::Values(Isa::avx2, Isa::avx512),
-                         [](const auto& info) { return info.param == Isa::avx2 ? "avx2" : "avx512"; });
+CONVEYOR_INSTANTIATE_ISAS(PackedMatmul);
 
 // The tiles built with the build's own flags, which CPUs without AVX2 run.
 TEST(Matmul, BaseTilesMatchNaive) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <tuple>
 
+#include "tests/kernels/cpu/isa_param.hpp"
 #include "tests/kernels/cpu/random.hpp"
 
 namespace conveyor::kernels {
@@ -164,7 +165,12 @@ Fixture make_fixture(int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int3
 }
 
 // Every dtype, head sizes with and without a 16-wide vector path and a tail.
-TEST(WriteKv, PutsEachTokenInItsPositionsSlot) {
+// Each on the AVX2 (or the build's own) and the AVX-512 compilation of the
+// kernels (paged_attention.inc).
+class WriteKv : public testing::IsaParamTest {};
+class PagedAttention : public testing::IsaParamTest {};
+
+TEST_P(WriteKv, PutsEachTokenInItsPositionsSlot) {
   for (KvDtype dtype : kAllDtypes)
     for (int32_t head_dim : {8, 32, 20, 96}) {
       if (!kv_dtype_fits(dtype, head_dim)) continue;
@@ -286,7 +292,7 @@ struct WorstError {
   }
 };
 
-TEST(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
+TEST_P(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
   WorstError worst;
   for (KvDtype dtype : kAllDtypes) {
     uint32_t seed = 100;
@@ -303,7 +309,7 @@ TEST(PagedAttention, DecodeAndPrefillSpansMatchDenseAttention) {
 }
 
 // The vector path for every head size it has (16·V, V = 1..8), in each dtype.
-TEST(PagedAttention, EveryVectorHeadSize) {
+TEST_P(PagedAttention, EveryVectorHeadSize) {
   WorstError worst;
   for (KvDtype dtype : kAllDtypes)
     for (int32_t head_dim = 16; head_dim <= 128; head_dim += 16) {
@@ -318,7 +324,7 @@ TEST(PagedAttention, EveryVectorHeadSize) {
 // key and value row (kGroupTile: 8 heads for head sizes up to 32, 4 up to 64,
 // else 2), with groups that are whole tiles, tiles and a remainder, and
 // smaller than one tile.
-TEST(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
+TEST_P(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
   WorstError worst;
   uint32_t seed = 500;
   for (KvDtype dtype : kAllDtypes)
@@ -332,7 +338,7 @@ TEST(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
 }
 
 // The generic path (a head size with no vector path), many sequences.
-TEST(PagedAttention, OddHeadDimAndManySequences) {
+TEST_P(PagedAttention, OddHeadDimAndManySequences) {
   std::vector<int32_t> start, len;
   for (int i = 0; i < 40; ++i) {
     start.push_back((i * 37) % 70);
@@ -346,7 +352,7 @@ TEST(PagedAttention, OddHeadDimAndManySequences) {
   }
 }
 
-TEST(PagedAttention, WorkspaceIsReusedAcrossCalls) {
+TEST_P(PagedAttention, WorkspaceIsReusedAcrossCalls) {
   Fixture big = make_fixture(4, 2, 8, 4, {10, 0}, {5, 30}, 3);
   Fixture small = make_fixture(4, 2, 8, 4, {3}, {1}, 4);
   big.fill_prefix();
@@ -360,6 +366,9 @@ TEST(PagedAttention, WorkspaceIsReusedAcrossCalls) {
   EXPECT_EQ(ws.scratch.data(), scratch);
   EXPECT_EQ(ws.items.capacity(), capacity);
 }
+
+CONVEYOR_INSTANTIATE_ISAS(WriteKv);
+CONVEYOR_INSTANTIATE_ISAS(PagedAttention);
 
 }  // namespace
 }  // namespace conveyor::kernels

@@ -1,0 +1,25 @@
+// A test fixture that runs each test once per instruction-set path the CPU
+// kernels choose at run time (quant_matmul.hpp's Isa, forced for the test).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/quant_matmul.hpp"
+
+namespace conveyor::kernels::testing {
+
+class IsaParamTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2) GTEST_SKIP() << "this CPU has no AVX-512";
+    force_isa(GetParam());
+  }
+  void TearDown() override { force_isa(detected_isa()); }
+};
+
+// The AVX2 path (on CPUs without AVX2, the build's own code) and AVX-512.
+#define CONVEYOR_INSTANTIATE_ISAS(suite)                                          \
+  INSTANTIATE_TEST_SUITE_P(Isas, suite, ::testing::Values(Isa::avx2, Isa::avx512), \
+                           [](const auto& info) { return info.param == Isa::avx2 ? "avx2" : "avx512"; })
+
+}  // namespace conveyor::kernels::testing
