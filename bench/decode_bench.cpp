@@ -499,7 +499,7 @@ int main(int argc, char** argv) {
     }
   }
   omp_set_num_threads(o.threads);
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, into a pipe too
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps what it printed, in a pipe too
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("threads %d, OMP_WAIT_POLICY=%s\n", o.threads, wait ? wait : "(unset)");
   conveyor::Roofline best;

@@ -32,8 +32,10 @@
 #     tiles, elsewhere on the emulated tile unit), and
 #     bench/decode_bench on the 110M shape as Q8_0 and Q4_K_M with two
 #     threads, on the path it picks and forced to AVX-512 (CPU_CHECK=0 leaves
-#     this out). Not the 0.8B shape: on the H200 machine lent on 2026-12-04
-#     building and quantizing its weights took over 110 s even on 16 cores.
+#     this out). Not the 0.8B shape, to keep the check short: building and
+#     quantizing its weights takes a minute or more (on the H200 machine lent
+#     on 2026-12-04 its run, with the portable build's slow f32 kernel in
+#     decode_bench's roofline then, did not end in 150 s).
 #
 # It exits 0 only when every test suite ran to its end and exited 0 with at
 # least one test run and none failed or skipped (on a GPU machine every

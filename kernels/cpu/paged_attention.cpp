@@ -74,9 +74,9 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
       (SoftmaxState::floats(heads_per_item * group, hd, kv.block_size) + 15) / 16 * 16;
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
-  (on_avx512() ? avx512::attend_items : base::attend_items)(q, ldq, spans, kv, out, ldo, items.data(), n_items,
-                                                             heads_per_item, group,
-                                                             workspace.scratch.data(), per_thread);
+  const auto attend_items = on_avx512() ? avx512::attend_items : base::attend_items;
+  attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, group,
+               workspace.scratch.data(), per_thread);
 }
 
 }  // namespace conveyor::kernels
