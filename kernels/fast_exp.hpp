@@ -19,7 +19,10 @@
 #if defined(__CUDACC__)
 #define CONVEYOR_HD __host__ __device__ __forceinline__
 #else
-#define CONVEYOR_HD inline
+// Always inlined: files compiled for different instruction sets use these on
+// vectors (kernels/cpu/simd.hpp), and no file's out-of-line copy may serve
+// another's.
+#define CONVEYOR_HD inline __attribute__((always_inline))
 #endif
 
 namespace conveyor::kernels {

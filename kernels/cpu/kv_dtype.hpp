@@ -56,9 +56,11 @@ constexpr const char* kv_dtype_name(KvDtype d) {
   }
 }
 
+// Always inlined: attention's compilations for different instruction sets
+// use them (paged_attention.inc), and no file's copy may serve another's.
 namespace kv_half {
 
-inline uint16_t f32_to_f16(float f) {
+[[gnu::always_inline]] inline uint16_t f32_to_f16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
@@ -76,7 +78,7 @@ inline uint16_t f32_to_f16(float f) {
   return uint16_t(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-inline float f16_to_f32(uint16_t h) {
+[[gnu::always_inline]] inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = h & 0x7c00u, mant = h & 0x3ffu;
   if (exp == 0x7c00u) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));  // inf, NaN
@@ -87,14 +89,14 @@ inline float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(sign | ((uint32_t(h & 0x7fffu) << 13) + 0x38000000u));
 }
 
-inline uint16_t f32_to_bf16(float f) {
+[[gnu::always_inline]] inline uint16_t f32_to_bf16(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // NaN, quiet
   if ((x & 0x7f800000u) == 0) x &= 0x80000000u;  // subnormal: signed zero
   return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+[[gnu::always_inline]] inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
 
 }  // namespace kv_half
 }  // namespace conveyor::kernels

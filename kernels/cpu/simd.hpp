@@ -2,7 +2,14 @@
 //
 // GCC vector extensions rather than intrinsics: with -march=native on an
 // AVX-512 machine f32x16 is one zmm register; elsewhere the compiler splits it
-// into what the target has, so the kernels build everywhere.
+// into what the target has, so the kernels build everywhere (slowly, in large
+// kernels: matmul_packed.inc uses the target's own width).
+//
+// The functions are in an unnamed namespace: files compiled for different
+// instruction sets include this (matmul_packed.inc, paged_attention.inc), and
+// a copy that one of them did not inline (sanitizer and -O0 builds) must not
+// stand in for the other's at link time, where a 64-byte vector even passes
+// differently (in a zmm register with AVX-512, in memory without).
 #pragma once
 
 #include "kernels/fast_exp.hpp"
@@ -15,6 +22,8 @@ namespace conveyor::kernels::simd {
 typedef float f32x16 __attribute__((vector_size(64)));
 // Same, but without the 64-byte alignment requirement, for loads and stores.
 typedef float f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
+
+namespace {
 
 inline f32x16 load(const float* p) { return *reinterpret_cast<const f32x16u*>(p); }
 inline void store(float* p, f32x16 v) { *reinterpret_cast<f32x16u*>(p) = v; }
@@ -90,4 +99,5 @@ inline F exp_fast_lanes(F x) {
 
 inline f32x16 exp_fast(f32x16 x) { return exp_fast_lanes<f32x16, i32x16>(x); }
 
+}  // namespace
 }  // namespace conveyor::kernels::simd
