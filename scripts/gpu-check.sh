@@ -160,7 +160,7 @@ if [ "${CPU_CHECK:-1}" != 0 ]; then
   cpu_rc=$?
   echo "$cpu_tests" >> "$LOG"
   echo "gpu-check: CPU kernel tests: $(echo "$cpu_tests" | grep -E '^\[ *(PASSED|FAILED|SKIPPED|note) ' | tr '\n' ' ')"
-  [ "$cpu_rc" -ne 0 ] && echo "gpu-check: the CPU product tests FAILED (exit $cpu_rc)" && failed=$((failed + 1))
+  [ "$cpu_rc" -ne 0 ] && echo "gpu-check: the CPU kernel tests FAILED (exit $cpu_rc)" && failed=$((failed + 1))
   for isa in "" avx512; do
     out=$(timeout 120 "$BUILD/bench/decode_bench" --models dummy:llama-110m --types q8_0,q4_k_m --batches 1,16 \
             --threads 2 --steps 8 --repeats 2 ${isa:+--isa $isa} 2>&1)

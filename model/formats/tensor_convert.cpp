@@ -50,6 +50,7 @@ bool encode_from_f32(GgmlType type, std::span<const float> src, std::span<uint8_
   if (!is_convertible_type(type)) return false;
   const size_t n = src.size();
   if (encoded_size(type, n) != dst.size() || n == 0) return n == 0 && dst.empty();
+  void (*quantize)(const float*, uint8_t*, size_t) = nullptr;
   switch (type) {
     case GgmlType::F32:
       std::memcpy(dst.data(), src.data(), n * 4);
@@ -60,10 +61,6 @@ bool encode_from_f32(GgmlType type, std::span<const float> src, std::span<uint8_
     case GgmlType::BF16:
       for (size_t i = 0; i < n; ++i) store_u16(dst.data() + 2 * i, float_to_bf16(src[i]));
       return true;
-    default: break;
-  }
-  void (*quantize)(const float*, uint8_t*, size_t) = nullptr;
-  switch (type) {
     case GgmlType::Q8_0: quantize = quantize_q8_0; break;
     case GgmlType::Q4_0: quantize = quantize_q4_0; break;
     case GgmlType::Q4_K: quantize = quantize_q4_k; break;

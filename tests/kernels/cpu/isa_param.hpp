@@ -11,7 +11,7 @@ namespace conveyor::kernels::testing {
 class IsaParamTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2) GTEST_SKIP() << "this CPU has no AVX-512";
+    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
     force_isa(GetParam());
   }
   void TearDown() override { force_isa(detected_isa()); }

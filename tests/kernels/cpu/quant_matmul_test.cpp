@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/quant_formats.hpp"
+#include "tests/kernels/cpu/isa_param.hpp"
 
 namespace conveyor::kernels {
 namespace {
@@ -94,17 +95,15 @@ struct Case {
   int32_t m, k, n;
 };
 
-class QuantMatmul : public ::testing::TestWithParam<Isa> {
+class QuantMatmul : public testing::IsaParamTest {
  protected:
   void SetUp() override {
     // amx runs on the CPU's tiles where it has them, else on the emulated
     // tile unit, which needs AVX-512 VNNI for the rest of the kernels.
-    if (GetParam() != Isa::avx2 && detected_isa() == Isa::avx2)
-      GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
-    force_isa(GetParam());
+    IsaParamTest::SetUp();
+    if (IsSkipped()) return;
     if (amx_emulated()) std::printf("[ note     ] AMX tiles emulated: this CPU has none\n");
   }
-  void TearDown() override { force_isa(detected_isa()); }
 
   // Checks y = x·Wᵀ (and y += x·Wᵀ) for one type and shape.
   void check(WeightType type, Case c, uint32_t seed) {
