@@ -31,11 +31,15 @@
 #     (tests/kernels/cpu; on a CPU with AMX the tile kernels run on real
 #     tiles, elsewhere on the emulated tile unit), and
 #     bench/decode_bench on the 110M shape as Q8_0 and Q4_K_M with two
-#     threads, on the path it picks and forced to AVX-512 (CPU_CHECK=0 leaves
-#     this out). Not the 0.8B shape, to keep the check short: building and
-#     quantizing its weights takes a minute or more (on the H200 machine lent
-#     on 2026-12-04 its run, with the portable build's slow f32 kernel in
-#     decode_bench's roofline then, did not end in 150 s).
+#     threads, batches 1 to 64 (AMX takes batches of 8 and more), on the path
+#     it picks and forced to AVX-512 (CPU_CHECK=0 leaves this out). The 0.8B
+#     shape as Q4_K_M only with CPU_LARGE=1: building and quantizing its
+#     weights adds about a minute a run (on the H200 machine lent on
+#     2026-12-04 its run, with the portable build's slow f32 kernel in
+#     decode_bench's roofline then, did not end in 150 s; on this 2-core EPYC
+#     it now takes 50 s).
+#
+#   GPU_CHECK=0 PREBUILT=1 scripts/gpu-check.sh   # the host CPU's part alone
 #
 # It exits 0 only when every test suite ran to its end and exited 0 with at
 # least one test run and none failed or skipped (on a GPU machine every
@@ -122,35 +126,37 @@ build_s=$(elapsed)
 
 # shellcheck source=scripts/gpu-check-suite.sh
 source scripts/gpu-check-suite.sh
-run_suite tests/kernels/cuda
-# UnusableDeviceIsAnErrorBeforeLoading runs only where no device is usable.
-run_suite tests/backends "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16" \
-  "UnusableDeviceIsAnErrorBeforeLoading"
-
-echo "gpu-check: build ${build_s} s; tests done at $(elapsed) s"
 failed=0
-suite_verdict || failed=1
-if [ "$suite_skipped" -gt 0 ]; then
-  why=$("$BUILD/tests/kernels/cuda/conveyor_kernels_cuda_device_test" --gtest_filter='CudaKernels.RmsNorm*' 2>&1 |
-        grep -A1 ': Skipped' | tail -1)
-  echo "gpu-check: skipped because: ${why:-see $LOG}"
+if [ "${GPU_CHECK:-1}" != 0 ]; then
+  run_suite tests/kernels/cuda
+  # UnusableDeviceIsAnErrorBeforeLoading runs only where no device is usable.
+  run_suite tests/backends "ParseDevice|CudaBackend|CpuBackend|CudaRunner|CudaSwap|CudaEngine|HostSampling|PackBf16" \
+    "UnusableDeviceIsAnErrorBeforeLoading"
+
+  echo "gpu-check: build ${build_s} s; tests done at $(elapsed) s"
+  suite_verdict || failed=1
+  if [ "$suite_skipped" -gt 0 ]; then
+    why=$("$BUILD/tests/kernels/cuda/conveyor_kernels_cuda_device_test" --gtest_filter='CudaKernels.RmsNorm*' 2>&1 |
+          grep -A1 ': Skipped' | tail -1)
+    echo "gpu-check: skipped because: ${why:-see $LOG}"
+  fi
+  # The decode sweep: one line per model and batch size.
+  SWEEP_MODELS=${SWEEP_MODELS:-dummy:llama-110m,dummy:llama-1b}
+  sweep=$(timeout 240 "$BUILD/bench/runner_bench" --device cuda --models "$SWEEP_MODELS" \
+            --batches 1,2,4,8,16,32,64,128,256 --context 128 --steps 16 --repeats 3 2>&1)
+  sweep_rc=$?
+  echo "$sweep" >> "$LOG"
+  echo "gpu-check: decode sweep (runner_bench, bf16, context 128; step_ms is the median of 16 steps run in turn,"
+  echo "  pipelined_ms the mean of 16 steps each launched before the last one finished, as the executor runs them; best of 3):"
+  echo "$sweep" | sed 's/^/  /'
+  [ "$sweep_rc" -ne 0 ] && echo "gpu-check: the sweep FAILED (exit $sweep_rc)" && failed=$((failed + 1))
+  overlap=$(timeout 120 "$BUILD/bench/swap_overlap_bench" --model dummy:llama-110m --batch 32 --steps 64 2>&1)
+  overlap_rc=$?
+  echo "$overlap" >> "$LOG"
+  echo "gpu-check: swap copies against decode (swap_overlap_bench):"
+  echo "$overlap" | sed 's/^/  /'
+  [ "$overlap_rc" -ne 0 ] && echo "gpu-check: the overlap benchmark FAILED (exit $overlap_rc)" && failed=$((failed + 1))
 fi
-# The decode sweep: one line per model and batch size.
-SWEEP_MODELS=${SWEEP_MODELS:-dummy:llama-110m,dummy:llama-1b}
-sweep=$(timeout 240 "$BUILD/bench/runner_bench" --device cuda --models "$SWEEP_MODELS" \
-          --batches 1,2,4,8,16,32,64,128,256 --context 128 --steps 16 --repeats 3 2>&1)
-sweep_rc=$?
-echo "$sweep" >> "$LOG"
-echo "gpu-check: decode sweep (runner_bench, bf16, context 128; step_ms is the median of 16 steps run in turn,"
-echo "  pipelined_ms the mean of 16 steps each launched before the last one finished, as the executor runs them; best of 3):"
-echo "$sweep" | sed 's/^/  /'
-[ "$sweep_rc" -ne 0 ] && echo "gpu-check: the sweep FAILED (exit $sweep_rc)" && failed=$((failed + 1))
-overlap=$(timeout 120 "$BUILD/bench/swap_overlap_bench" --model dummy:llama-110m --batch 32 --steps 64 2>&1)
-overlap_rc=$?
-echo "$overlap" >> "$LOG"
-echo "gpu-check: swap copies against decode (swap_overlap_bench):"
-echo "$overlap" | sed 's/^/  /'
-[ "$overlap_rc" -ne 0 ] && echo "gpu-check: the overlap benchmark FAILED (exit $overlap_rc)" && failed=$((failed + 1))
 if [ "${CPU_CHECK:-1}" != 0 ]; then
   cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
   flags=$(grep -m1 '^flags' /proc/cpuinfo)
@@ -161,15 +167,27 @@ if [ "${CPU_CHECK:-1}" != 0 ]; then
   echo "$cpu_tests" >> "$LOG"
   echo "gpu-check: CPU kernel tests: $(echo "$cpu_tests" | grep -E '^\[ *(PASSED|FAILED|SKIPPED|note) ' | tr '\n' ' ')"
   [ "$cpu_rc" -ne 0 ] && echo "gpu-check: the CPU kernel tests FAILED (exit $cpu_rc)" && failed=$((failed + 1))
-  for isa in "" avx512; do
-    out=$(timeout 120 "$BUILD/bench/decode_bench" --models dummy:llama-110m --types q8_0,q4_k_m --batches 1,16 \
-            --threads 2 --steps 8 --repeats 2 ${isa:+--isa $isa} 2>&1)
+  # decode_bench [label] [timeout] [flags...]: one run, logged and summed up.
+  decode() {
+    local label=$1 limit=$2 out rc
+    shift 2
+    out=$(timeout "$limit" "$BUILD/bench/decode_bench" --threads 2 --steps 8 --repeats 2 "$@" 2>&1)
     rc=$?
     echo "$out" >> "$LOG"
-    echo "gpu-check: decode_bench, 110M as Q8_0 and Q4_K_M, 2 threads, ${isa:-the path it picks}:"
+    echo "gpu-check: decode_bench, $label, 2 threads:"
     echo "$out" | sed 's/^/  /'
     [ "$rc" -ne 0 ] && echo "gpu-check: decode_bench FAILED (exit $rc)" && failed=$((failed + 1))
+  }
+  for isa in "" avx512; do
+    decode "110M as Q8_0 and Q4_K_M, ${isa:-the path it picks}" 120 --models dummy:llama-110m \
+      --types q8_0,q4_k_m --batches 1,4,8,16,32,64 ${isa:+--isa $isa}
   done
+  if [ "${CPU_LARGE:-0}" != 0 ]; then
+    for isa in "" avx512; do
+      decode "0.8B as Q4_K_M, ${isa:-the path it picks}" 150 --models dummy:llama-0.8b --types q4_k_m \
+        --batches 1,8,16,32 ${isa:+--isa $isa}
+    done
+  fi
 fi
 echo "gpu-check: total $(elapsed) s; log in $LOG"
 if [ "$failed" -ne 0 ]; then
