@@ -1,12 +1,14 @@
 // attention_bench: paged attention's decode step with the KV cache in f32,
 // f16, bf16 and q8_0 (not for heads of 48), for the attention shapes of
-// llama-15m (6 heads of 48), llama-110m (12 heads of 64) and llama-0.8b (32
-// query heads of 64 over 4 kv heads), at several batch sizes and contexts. Each
+// llama-15m (6 heads of 48), llama-110m (12 heads of 64), llama-0.8b (32
+// query heads of 64 over 4 kv heads) and Llama 3 8B (32 query heads of 128
+// over 8 kv heads), at several batch sizes and contexts. Each
 // sequence's blocks are scattered over the pool, as the block manager leaves
 // them. Prints the median time of one layer's call and the KV bytes it read
 // per second.
 //
-// usage: attention_bench [--threads N] [--reps R]
+// usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512]
+// (--isa: the compilation that runs, as decode_bench's)
 #include <omp.h>
 
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
+#include "bench/isa_flag.hpp"
 #include "kernels/cpu/paged_attention.hpp"
 
 using namespace conveyor::kernels;
@@ -76,8 +79,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: attention_bench [--threads N] [--reps R]\n");
+    else if (!std::strcmp(argv[i], "--isa") && i + 1 < argc) {
+      if (!conveyor::bench::force_isa_flag(argv[++i])) return 2;
+    } else {
+      std::fprintf(stderr, "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512]\n");
       return 2;
     }
   }
@@ -85,7 +90,8 @@ int main(int argc, char** argv) {
               reps, omp_get_max_threads());
   std::printf("%-10s %5s %5s | %20s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)",
               "f16 us (GB/s)", "bf16 us (GB/s)", "q8_0 us (GB/s)");
-  for (const Shape& s : {Shape{"15m", 6, 48, 6}, Shape{"110m", 12, 64, 12}, Shape{"0.8b", 32, 64, 4}})
+  for (const Shape& s : {Shape{"15m", 6, 48, 6}, Shape{"110m", 12, 64, 12}, Shape{"0.8b", 32, 64, 4},
+                       Shape{"8b", 32, 128, 8}})
     for (int32_t batch : {1, 8, 32})
       for (int32_t ctx : {256, 1024}) {
         std::printf("%-10s %5d %5d", s.name, batch, ctx);

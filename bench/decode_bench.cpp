@@ -43,6 +43,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/isa_flag.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
 #include "model/batch.hpp"
@@ -142,8 +143,14 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double int8_ops_vnni(long
       for (int j = 0; j < 24; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], w, x);
       asm volatile("" : "+v"(w), "+v"(x));
     }
+    // Summed through memory: _mm512_reduce_add_epi32's undefined upper
+    // halves draw GCC 12's -Wuninitialized.
     int sink = 0;
-    for (int j = 0; j < 24; ++j) sink += _mm512_reduce_add_epi32(acc[j]);
+    alignas(64) int32_t lanes[16];
+    for (int j = 0; j < 24; ++j) {
+      _mm512_store_si512(lanes, acc[j]);
+      for (int32_t lane : lanes) sink += lane;
+    }
     ops = 2.0 * 64 * 24 * double(iters) + (sink == 42 ? 1 : 0);
   }
   return ops;
@@ -474,25 +481,7 @@ int main(int argc, char** argv) {
       }
       o.kv_dtype = *d;
     } else if (flag == "--isa") {
-      // The products' instruction set: a forced AVX2 or VNNI run on a CPU
-      // with more; amx only where the CPU has it (not the tests' emulation).
-      const auto by_name = [&]() -> std::optional<conveyor::kernels::Isa> {
-        using conveyor::kernels::Isa;
-        if (value == "avx2") return Isa::avx2;
-        if (value == "avx512") return Isa::avx512;
-        if (value == "amx") return Isa::amx;
-        return std::nullopt;
-      }();
-      if (!by_name) {
-        std::fprintf(stderr, "--isa must be avx2, avx512 or amx, not '%s'\n", value.c_str());
-        return 2;
-      }
-      if (int(*by_name) > int(conveyor::kernels::detected_isa())) {
-        std::fprintf(stderr, "--isa %s: this CPU runs at most %s\n", value.c_str(),
-                     conveyor::kernels::isa_name(conveyor::kernels::detected_isa()));
-        return 2;
-      }
-      conveyor::kernels::force_isa(*by_name);
+      if (!conveyor::bench::force_isa_flag(value)) return 2;
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;

@@ -28,7 +28,13 @@
 namespace conveyor::kernels {
 
 // e^r for |r| <= ln2 / 2. T is float or a GCC vector of floats (the same
-// operations in every lane).
+// operations in every lane). Always inlined, so a 64-byte vector never
+// crosses a call: GCC's -Wpsabi note about passing one without AVX-512 does
+// not apply.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 template <class T>
 CONVEYOR_HD T exp_polynomial(T r) {
   T p = T{} + 1.9875691500e-4f;
@@ -39,6 +45,9 @@ CONVEYOR_HD T exp_polynomial(T r) {
   p = p * r + 5.0000001201e-1f;
   return p * r * r + r + 1.0f;
 }
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC diagnostic pop
+#endif
 
 // 2^n for an integral n in [-126, 127].
 CONVEYOR_HD float exp2_integral(float n) {

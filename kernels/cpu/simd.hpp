@@ -23,13 +23,22 @@ typedef float f32x16 __attribute__((vector_size(64)));
 // Same, but without the 64-byte alignment requirement, for loads and stores.
 typedef float f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
 
+// GCC warns (-Wpsabi) that a 64-byte vector passes differently with and
+// without AVX-512: true of an exported function, but these have internal
+// linkage, so no caller from another compilation can exist.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
 namespace {
 
 inline f32x16 load(const float* p) { return *reinterpret_cast<const f32x16u*>(p); }
 inline void store(float* p, f32x16 v) { *reinterpret_cast<f32x16u*>(p) = v; }
 
 typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x4 __attribute__((vector_size(16)));
+
+inline f32x8 load8(const float* p) { return *reinterpret_cast<const f32x8u*>(p); }
+inline void store(float* p, f32x8 v) { *reinterpret_cast<f32x8u*>(p) = v; }
 
 // Horizontal sum and max as a tree of halvings (a plain loop over the lanes
 // compiles to 16 dependent scalar adds).
@@ -63,6 +72,27 @@ inline f32x16 hsum16(const f32x16* a) {
   return __builtin_shufflevector(e, e, 0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15);
 }
 
+// The same for eight vectors of eight lanes (one ymm each with AVX2): three
+// folds, then the lanes back in place.
+inline f32x8 hsum8(const f32x8* a) {
+  f32x8 b[4], c[2];
+  for (int i = 0; i < 4; ++i)
+    b[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
+           __builtin_shufflevector(a[2 * i], a[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15);
+  for (int i = 0; i < 2; ++i)
+    c[i] = __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+           __builtin_shufflevector(b[2 * i], b[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  const f32x8 e = __builtin_shufflevector(c[0], c[1], 0, 8, 2, 10, 4, 12, 6, 14) +
+                  __builtin_shufflevector(c[0], c[1], 1, 9, 3, 11, 5, 13, 7, 15);
+  return __builtin_shufflevector(e, e, 0, 4, 2, 6, 1, 5, 3, 7);
+}
+
+inline float hsum(f32x8 v) {
+  const f32x4 b = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  const f32x4 c = b + __builtin_shufflevector(b, b, 2, 3, 0, 1);
+  return c[0] + c[1];
+}
+
 inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
 inline f32x4 max4(f32x4 a, f32x4 b) { return a > b ? a : b; }
 inline f32x16 max16(f32x16 a, f32x16 b) { return a > b ? a : b; }
@@ -71,6 +101,12 @@ inline float hmax(f32x16 v) {
   const f32x8 a = max8(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
                        __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
   const f32x4 b = max4(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(a, a, 4, 5, 6, 7));
+  const f32x4 c = max4(b, __builtin_shufflevector(b, b, 2, 3, 0, 1));
+  return c[0] > c[1] ? c[0] : c[1];
+}
+
+inline float hmax(f32x8 v) {
+  const f32x4 b = max4(__builtin_shufflevector(v, v, 0, 1, 2, 3), __builtin_shufflevector(v, v, 4, 5, 6, 7));
   const f32x4 c = max4(b, __builtin_shufflevector(b, b, 2, 3, 0, 1));
   return c[0] > c[1] ? c[0] : c[1];
 }
@@ -97,7 +133,11 @@ inline F exp_fast_lanes(F x) {
   return kernels::exp_polynomial(r) * std::bit_cast<F>(bits);
 }
 
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
 inline f32x16 exp_fast(f32x16 x) { return exp_fast_lanes<f32x16, i32x16>(x); }
+inline f32x8 exp_fast(f32x8 x) { return exp_fast_lanes<f32x8, i32x8>(x); }
 
 }  // namespace
+#pragma GCC diagnostic pop
 }  // namespace conveyor::kernels::simd
