@@ -23,9 +23,10 @@ enum class Endpoint : uint8_t {
 struct ChatMessage {
   std::string role;     // system | user | assistant | tool (others pass through the template as user)
   std::string content;
-  std::string tool_calls_json;  // assistant: its `tool_calls` array as sent, or ""
-  std::string tool_call_id;     // tool: the call this message answers
-  std::string name;             // tool (or function): the function's name, when given
+  // Optional fields, default-initialized so that {role, content} says a plain message.
+  std::string tool_calls_json{};  // assistant: its `tool_calls` array as sent, or ""
+  std::string tool_call_id{};     // tool: the call this message answers
+  std::string name{};             // tool (or function): the function's name, when given
 };
 
 // A constraint on the generated text (structured outputs), from OpenAI's

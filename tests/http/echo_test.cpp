@@ -133,7 +133,9 @@ TEST_F(Echo, StreamedPromptComesFirst) {
                                    if (payload == "[DONE]") return true;
                                    json::object c = parse_object(payload)["choices"].as_array().at(0).as_object();
                                    const std::string piece(c["text"].as_string());
-                                   if (first) EXPECT_TRUE(piece.starts_with(kPrompt)) << piece;
+                                   if (first) {
+                                     EXPECT_TRUE(piece.starts_with(kPrompt)) << piece;
+                                   }
                                    first = false;
                                    text += piece;
                                    if (c["logprobs"].is_object()) tokens += c["logprobs"].as_object()["tokens"].as_array().size();
@@ -167,7 +169,9 @@ TEST_F(Echo, WebSocketDeltasStartWithThePrompt) {
     }
     ASSERT_EQ(event["type"], "delta") << *m;
     const std::string piece(event["text"].as_string());
-    if (first) EXPECT_TRUE(piece.starts_with(kPrompt)) << piece;
+    if (first) {
+      EXPECT_TRUE(piece.starts_with(kPrompt)) << piece;
+    }
     first = false;
     text += piece;
   }

@@ -18,8 +18,12 @@ TEST(SettingsTable, FlagsAndKeysAreEachNamedOnce) {
   std::set<std::string> flags, keys;
   for (const Setting& s : serve_settings_table()) {
     ASSERT_TRUE(s.assign && s.show) << s.key;
-    if (!s.flag.empty()) EXPECT_TRUE(flags.insert(std::string(s.flag)).second) << s.flag;
-    if (!s.key.empty()) EXPECT_TRUE(keys.insert(std::string(s.table) + "." + std::string(s.key)).second) << s.key;
+    if (!s.flag.empty()) {
+      EXPECT_TRUE(flags.insert(std::string(s.flag)).second) << s.flag;
+    }
+    if (!s.key.empty()) {
+      EXPECT_TRUE(keys.insert(std::string(s.table) + "." + std::string(s.key)).second) << s.key;
+    }
     EXPECT_TRUE(s.table.empty() || s.table == "server" || s.table == "engine") << s.table;
     EXPECT_FALSE(s.flag.empty() && s.key.empty());
   }

@@ -283,8 +283,9 @@ TEST(ToolCallAnswers, SseDeltasAssembleIntoOneCall) {
     const json::object& delta = choice.at("delta").as_object();
     if (const json::value* c = delta.if_contains("content"); c != nullptr && !c->is_null())
       content += json::value_to<std::string>(*c);
-    if (delta.contains("tool_calls") && id.empty())
+    if (delta.contains("tool_calls") && id.empty()) {
       EXPECT_TRUE(!delta.contains("content") || delta.at("content").is_null()) << out[i];
+    }
     if (const json::value* calls = delta.if_contains("tool_calls")) {
       for (const json::value& call : calls->as_array()) {
         ++fragments;
