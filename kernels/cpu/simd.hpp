@@ -1,9 +1,10 @@
 // Portable vector helpers for the CPU kernels (internal to kernels/cpu).
 //
 // GCC vector extensions rather than intrinsics: with -march=native on an
-// AVX-512 machine f32x16 is one zmm register; elsewhere the compiler splits it
-// into what the target has, so the kernels build everywhere (slowly, in large
-// kernels: matmul_packed.inc uses the target's own width).
+// AVX-512 machine f32x16 is one zmm register, f32x8 one ymm with AVX2;
+// elsewhere the compiler splits them into what the target has, so the
+// kernels build everywhere (slowly, in large kernels: matmul_packed.inc and
+// paged_attention.inc use the target's own width).
 //
 // The functions are in an unnamed namespace: files compiled for different
 // instruction sets include this (matmul_packed.inc, paged_attention.inc), and
@@ -20,8 +21,6 @@
 namespace conveyor::kernels::simd {
 
 typedef float f32x16 __attribute__((vector_size(64)));
-// Same, but without the 64-byte alignment requirement, for loads and stores.
-typedef float f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 // GCC warns (-Wpsabi) that a 64-byte vector passes differently with and
 // without AVX-512: true of an exported function, but these have internal
@@ -30,24 +29,34 @@ typedef float f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
 #pragma GCC diagnostic ignored "-Wpsabi"
 namespace {
 
-inline f32x16 load(const float* p) { return *reinterpret_cast<const f32x16u*>(p); }
-inline void store(float* p, f32x16 v) { *reinterpret_cast<f32x16u*>(p) = v; }
-
 typedef float f32x8 __attribute__((vector_size(32)));
-typedef float f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x4 __attribute__((vector_size(16)));
 
-inline f32x8 load8(const float* p) { return *reinterpret_cast<const f32x8u*>(p); }
-inline void store(float* p, f32x8 v) { *reinterpret_cast<f32x8u*>(p) = v; }
+inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
+inline f32x4 max4(f32x4 a, f32x4 b) { return a > b ? a : b; }
 
 // Horizontal sum and max as a tree of halvings (a plain loop over the lanes
-// compiles to 16 dependent scalar adds).
-inline float hsum(f32x16 v) {
-  const f32x8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const f32x4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+// compiles to dependent scalar adds); sixteen lanes fold into eight first.
+inline float hsum(f32x8 v) {
+  const f32x4 b = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
   const f32x4 c = b + __builtin_shufflevector(b, b, 2, 3, 0, 1);
   return c[0] + c[1];
+}
+
+inline float hsum(f32x16 v) {
+  return hsum(f32x8(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)));
+}
+
+inline float hmax(f32x8 v) {
+  const f32x4 b = max4(__builtin_shufflevector(v, v, 0, 1, 2, 3), __builtin_shufflevector(v, v, 4, 5, 6, 7));
+  const f32x4 c = max4(b, __builtin_shufflevector(b, b, 2, 3, 0, 1));
+  return c[0] > c[1] ? c[0] : c[1];
+}
+
+inline float hmax(f32x16 v) {
+  return hmax(max8(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                   __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)));
 }
 
 // Lane i of the result is the sum of a[i]'s lanes: sixteen horizontal sums at
@@ -87,29 +96,6 @@ inline f32x8 hsum8(const f32x8* a) {
   return __builtin_shufflevector(e, e, 0, 4, 2, 6, 1, 5, 3, 7);
 }
 
-inline float hsum(f32x8 v) {
-  const f32x4 b = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
-  const f32x4 c = b + __builtin_shufflevector(b, b, 2, 3, 0, 1);
-  return c[0] + c[1];
-}
-
-inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
-inline f32x4 max4(f32x4 a, f32x4 b) { return a > b ? a : b; }
-inline f32x16 max16(f32x16 a, f32x16 b) { return a > b ? a : b; }
-
-inline float hmax(f32x16 v) {
-  const f32x8 a = max8(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
-                       __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
-  const f32x4 b = max4(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(a, a, 4, 5, 6, 7));
-  const f32x4 c = max4(b, __builtin_shufflevector(b, b, 2, 3, 0, 1));
-  return c[0] > c[1] ? c[0] : c[1];
-}
-
-inline float hmax(f32x8 v) {
-  const f32x4 b = max4(__builtin_shufflevector(v, v, 0, 1, 2, 3), __builtin_shufflevector(v, v, 4, 5, 6, 7));
-  const f32x4 c = max4(b, __builtin_shufflevector(b, b, 2, 3, 0, 1));
-  return c[0] > c[1] ? c[0] : c[1];
-}
 
 // e^x (kernels/fast_exp.hpp), with a SIMD version for `#pragma omp simd`
 // loops (the kernels are built with -fopenmp-simd).
