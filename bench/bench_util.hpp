@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 // Seconds on the steady clock.
@@ -29,4 +31,37 @@ std::vector<T> parse_list(const char* s) {
     p = *end == ',' ? end + 1 : end;
   }
   return out;
+}
+
+// A comma-separated list of words ("q4_0,q8_0"); empty items are dropped.
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// The CPU as /proc/cpuinfo names it, with its family and model numbers
+// ("AMD EPYC (family 26, model 2)"): machines of one name differ (an EPYC
+// of family 25 runs one 512-bit vpdpbusd a cycle, one of family 26 two), so
+// every figure should say which it came from. Empty where there is no
+// /proc/cpuinfo.
+inline std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model;
+  auto value = [](const std::string& l) {
+    const size_t at = l.find_first_not_of(" \t", l.find(':') == std::string::npos ? l.size() : l.find(':') + 1);
+    return at == std::string::npos ? std::string() : l.substr(at);
+  };
+  while (std::getline(in, line) && (name.empty() || family.empty() || model.empty())) {
+    if (name.empty() && line.rfind("model name", 0) == 0) name = value(line);
+    else if (family.empty() && line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (model.empty() && line.rfind("model", 0) == 0 && line.find("name") == std::string::npos) model = value(line);
+  }
+  if (name.empty()) return {};
+  return name + " (family " + family + ", model " + model + ")";
 }

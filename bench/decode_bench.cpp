@@ -28,6 +28,9 @@
 // step reads to the weight bytes: attention at long contexts is memory-bound
 // too, and the plain roofline does not count it. The KV cache is float32
 // unless --kv-cache-dtype says otherwise (the server's default is bf16 or f16).
+// `mm_GOP/s` is the layers' products alone and `of_i8` their share of the int8
+// peak of the path that ran (bench/int8_peak.hpp, measured with the roofline);
+// bench/quant_matmul_bench times the products one shape at a time.
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
@@ -43,6 +46,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/int8_peak.hpp"
 #include "bench/isa_flag.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
@@ -57,16 +61,9 @@
 namespace conveyor {
 namespace {
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = std::min(s.find(',', start), s.size());
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
+using bench::int8_instruction;
+using bench::measure_int8_peak;
+using bench::path_at;
 
 // Read bandwidth in bytes/s: every thread sums its share of a 512 MiB buffer
 // (16 times the last-level cache).
@@ -125,122 +122,6 @@ std::pair<double, double> measure_peak() {
   const double flops = 2.0 * n * n * n;
   return {flops / *std::min_element(blas.begin(), blas.end()),
           flops / *std::min_element(own.begin(), own.end())};
-}
-
-// The integer peak of the quantized products' inner instruction, in int8
-// multiply-adds x 2 per second over the OpenMP team: vpdpbusd on zmm where
-// the kernels run AVX-512 VNNI, else AVX2's vpmaddubsw + vpmaddwd + vpaddd
-// (the kernels' AVX2 dot). 24 independent accumulators per thread: fewer do
-// not reach the throughput (12 gave 55% of it on an AMD EPYC).
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) double int8_ops_vnni(long iters) {
-  double ops = 0;
-#pragma omp parallel reduction(+ : ops)
-  {
-    __m512i acc[24];
-    for (int j = 0; j < 24; ++j) acc[j] = _mm512_set1_epi32(j);
-    __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(1);
-    for (long i = 0; i < iters; ++i) {
-      for (int j = 0; j < 24; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], w, x);
-      asm volatile("" : "+v"(w), "+v"(x));
-    }
-    // Summed through memory: _mm512_reduce_add_epi32's undefined upper
-    // halves draw GCC 12's -Wuninitialized.
-    int sink = 0;
-    alignas(64) int32_t lanes[16];
-    for (int j = 0; j < 24; ++j) {
-      _mm512_store_si512(lanes, acc[j]);
-      for (int32_t lane : lanes) sink += lane;
-    }
-    ops = 2.0 * 64 * 24 * double(iters) + (sink == 42 ? 1 : 0);
-  }
-  return ops;
-}
-
-__attribute__((target("avx2"))) double int8_ops_avx2(long iters) {
-  double ops = 0;
-#pragma omp parallel reduction(+ : ops)
-  {
-    __m256i acc[12];
-    for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_epi32(j);
-    __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(1);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (long i = 0; i < iters; ++i) {
-      for (int j = 0; j < 12; ++j) {
-        // w "changes" before every vpmaddubsw, or the compiler computes the
-        // one product once for all twelve (the peak then read 2.7x high).
-        asm volatile("" : "+x"(w));
-        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-      }
-      asm volatile("" : "+x"(x));
-    }
-    int sink = 0;
-    for (int j = 0; j < 12; ++j) sink += _mm256_extract_epi32(acc[j], 0);
-    ops = 2.0 * 32 * 12 * double(iters) + (sink == 42 ? 1 : 0);
-  }
-  return ops;
-}
-
-// The same for AMX's tdpbusd: four independent 16x16 int32 accumulator
-// tiles, each a 16x64 by 64x16 byte product per instruction.
-__attribute__((target("amx-tile,amx-int8"))) double int8_ops_amx(long iters) {
-  double ops = 0;
-#pragma omp parallel reduction(+ : ops)
-  {
-    alignas(64) uint8_t config[64] = {};
-    config[0] = 1;  // palette 1: tiles 0-7, 16 rows of 64 bytes
-    for (int t = 0; t < 8; ++t) config[16 + 2 * t] = 64, config[48 + t] = 16;
-    alignas(64) uint8_t data[16 * 64];
-    std::memset(data, 1, sizeof data);
-    alignas(64) int32_t out[16 * 16];
-    _tile_loadconfig(config);
-    _tile_loadd(4, data, 64);
-    _tile_loadd(5, data, 64);
-    _tile_loadd(6, data, 64);
-    _tile_loadd(7, data, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (long i = 0; i < iters; ++i) {
-      _tile_dpbusd(0, 4, 6);
-      _tile_dpbusd(1, 4, 7);
-      _tile_dpbusd(2, 5, 6);
-      _tile_dpbusd(3, 5, 7);
-    }
-    _tile_stored(0, out, 64);
-    _tile_release();
-    ops = 2.0 * 16 * 16 * 64 * 4 * double(iters) + (out[0] == 42 ? 1 : 0);
-  }
-  return ops;
-}
-
-// Integer ops/s of an instruction set's inner instruction (the best of 3 runs).
-double measure_int8_peak(kernels::Isa isa) {
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double t0 = now_s();
-    const double ops = isa == kernels::Isa::amx      ? int8_ops_amx(100000)
-                       : isa == kernels::Isa::avx512 ? int8_ops_vnni(400000)
-                                                     : int8_ops_avx2(400000);
-    best = std::max(best, ops / (now_s() - t0));
-  }
-  return best;
-}
-
-// The products' path at a batch size: AMX tiles from amx_min_rows() rows on
-// where the kernels run amx (quant_matmul.hpp), else the instruction set's own.
-kernels::Isa path_at(int batch_size) {
-  const kernels::Isa isa = kernels::active_isa();
-  return isa == kernels::Isa::amx && batch_size < kernels::amx_min_rows() ? kernels::Isa::avx512 : isa;
-}
-
-const char* int8_instruction(kernels::Isa isa) {
-  switch (isa) {
-    case kernels::Isa::amx: return "tdpbusd";
-    case kernels::Isa::avx512: return "vpdpbusd zmm";
-    case kernels::Isa::avx2: break;
-  }
-  return "vpmaddubsw ymm";
 }
 
 // The machine's limits. The memory bandwidth this VM gets from its host moves
@@ -467,11 +348,11 @@ int main(int argc, char** argv) {
   conveyor::Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--models") o.models = conveyor::split(value);
-    else if (flag == "--types") o.types = conveyor::split(value);
+    if (flag == "--models") o.models = split_list(value);
+    else if (flag == "--types") o.types = split_list(value);
     else if (flag == "--batches") {
       o.batches.clear();
-      for (const std::string& b : conveyor::split(value)) o.batches.push_back(std::atoi(b.c_str()));
+      for (const std::string& b : split_list(value)) o.batches.push_back(std::atoi(b.c_str()));
     } else if (flag == "--steps") o.steps = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--repeats") o.repeats = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--context") o.context = std::max(17, std::atoi(value.c_str()));
@@ -494,7 +375,7 @@ int main(int argc, char** argv) {
   omp_set_num_threads(o.threads);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps what it printed, in a pipe too
   const char* wait = std::getenv("OMP_WAIT_POLICY");
-  std::printf("threads %d, OMP_WAIT_POLICY=%s\n", o.threads, wait ? wait : "(unset)");
+  std::printf("%s; threads %d, OMP_WAIT_POLICY=%s\n", cpu_description().c_str(), o.threads, wait ? wait : "(unset)");
   conveyor::Roofline best;
   for (const std::string& spec : o.models)
     for (const std::string& type : o.types) conveyor::run_model(spec, type, o, best);

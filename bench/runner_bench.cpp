@@ -31,17 +31,6 @@ using namespace conveyor;
 
 namespace {
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 int fail(const std::string& message) {
   std::fprintf(stderr, "runner_bench: %s\n", message.c_str());
   return 1;
@@ -175,10 +164,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--device") a.device = value;
-    else if (flag == "--models") a.models = split(value);
+    else if (flag == "--models") a.models = split_list(value);
     else if (flag == "--batches") {
       a.batches.clear();
-      for (const std::string& v : split(value)) a.batches.push_back(std::max(1, std::atoi(v.c_str())));
+      for (const std::string& v : split_list(value)) a.batches.push_back(std::max(1, std::atoi(v.c_str())));
     } else if (flag == "--context") a.context = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--steps") a.steps = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value.c_str()));

@@ -48,7 +48,8 @@ model_files=(stories260K.bin tiny-random-llama-f32.gguf tiny-llama2-q4_k_m.gguf 
              tiny-qwen2-q4_k_m.gguf)
 # gpu-check.sh's targets.
 targets=(conveyor_kernels_cuda_device_test conveyor_kernels_cuda_math_test backend_test cuda_runner_test
-         host_sampling_test runner_bench swap_overlap_bench conveyor_kernels_cpu_test decode_bench)
+         host_sampling_test runner_bench swap_overlap_bench conveyor_kernels_cpu_test decode_bench
+         quant_matmul_bench)
 
 command -v nvcc > /dev/null || { echo "gpu-bundle: nvcc is not on the PATH" >&2; exit 1; }
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \

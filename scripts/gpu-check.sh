@@ -182,6 +182,17 @@ if [ "${CPU_CHECK:-1}" != 0 ]; then
     decode "110M as Q8_0 and Q4_K_M, ${isa:-the path it picks}" 120 --models dummy:llama-110m \
       --types q8_0,q4_k_m --batches 1,4,8,16,32,64 ${isa:+--isa $isa}
   done
+  # The products alone, per type and batch, against the int8 peak of the
+  # path that ran (AMX's tdpbusd from 8 rows on where the CPU has the tiles).
+  for isa in "" avx512; do
+    out=$(timeout 90 "$BUILD/bench/quant_matmul_bench" --threads 2 --types q4_k,q6_k,q8_0 --batches 1,8,16,64 \
+      --shapes 2048x2048 --repeats 3 --matrices 8 ${isa:+--isa $isa} 2>&1)
+    rc=$?
+    echo "$out" >> "$LOG"
+    echo "gpu-check: quant_matmul_bench, ${isa:-the path it picks}, 2 threads:"
+    echo "$out" | sed 's/^/  /'
+    [ "$rc" -ne 0 ] && echo "gpu-check: quant_matmul_bench FAILED (exit $rc)" && failed=$((failed + 1))
+  done
   if [ "${CPU_LARGE:-0}" != 0 ]; then
     for isa in "" avx512; do
       decode "0.8B as Q4_K_M, ${isa:-the path it picks}" 150 --models dummy:llama-0.8b --types q4_k_m \
