@@ -18,7 +18,6 @@
 // line gives the peaks.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -112,6 +111,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     parsed.push_back(sh);
+  }
+  if (!kernels::quant_kernels_supported()) {
+    std::fprintf(stderr, "quant_matmul_bench: this CPU lacks AVX2, FMA or F16C, which the products need\n");
+    return 1;
   }
   omp_set_num_threads(threads);
 
