@@ -53,8 +53,9 @@ inline std::vector<std::string> split_list(const std::string& s) {
 inline std::string cpu_description() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, name, family, model;
-  auto value = [](const std::string& l) {
-    const size_t at = l.find_first_not_of(" \t", l.find(':') == std::string::npos ? l.size() : l.find(':') + 1);
+  auto value = [](const std::string& l) {  // what follows "key\t: "
+    const size_t colon = l.find(':');
+    const size_t at = colon == std::string::npos ? colon : l.find_first_not_of(" \t", colon + 1);
     return at == std::string::npos ? std::string() : l.substr(at);
   };
   while (std::getline(in, line) && (name.empty() || family.empty() || model.empty())) {

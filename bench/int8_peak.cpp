@@ -18,9 +18,9 @@ namespace {
 // array of accumulators kept some of them on the stack in one build and all
 // in registers in another, and the figure moved by 1.5x between builds.
 //
-// AVX-512 VNNI: vpdpbusd on zmm, into 24 independent accumulators (fewer do
-// not reach the throughput: 12 gave 55% of it on an AMD EPYC). The values
-// are whatever the registers hold: the timing does not depend on them.
+// AVX-512 VNNI: vpdpbusd on zmm, into 24 independent accumulators, more than
+// its latency times two a cycle. The values are whatever the registers hold:
+// the timing does not depend on them.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) double int8_ops_vnni(long iters) {
   double ops = 0;
 #pragma omp parallel reduction(+ : ops)

@@ -167,16 +167,23 @@ if [ "${CPU_CHECK:-1}" != 0 ]; then
   echo "$cpu_tests" >> "$LOG"
   echo "gpu-check: CPU kernel tests: $(echo "$cpu_tests" | grep -E '^\[ *(PASSED|FAILED|SKIPPED|note) ' | tr '\n' ' ')"
   [ "$cpu_rc" -ne 0 ] && echo "gpu-check: the CPU kernel tests FAILED (exit $cpu_rc)" && failed=$((failed + 1))
-  # decode_bench [label] [timeout] [flags...]: one run, logged and summed up.
-  decode() {
-    local label=$1 limit=$2 out rc
-    shift 2
-    out=$(timeout "$limit" "$BUILD/bench/decode_bench" --threads 2 --steps 8 --repeats 2 "$@" 2>&1)
+  # bench PROGRAM LABEL TIMEOUT [flags...]: one run of a benchmark on 2
+  # threads, logged and summed up.
+  bench() {
+    local program=$1 label=$2 limit=$3 out rc
+    shift 3
+    out=$(timeout "$limit" "$BUILD/bench/$program" --threads 2 "$@" 2>&1)
     rc=$?
     echo "$out" >> "$LOG"
-    echo "gpu-check: decode_bench, $label, 2 threads:"
+    echo "gpu-check: $program, $label, 2 threads:"
     echo "$out" | sed 's/^/  /'
-    [ "$rc" -ne 0 ] && echo "gpu-check: decode_bench FAILED (exit $rc)" && failed=$((failed + 1))
+    [ "$rc" -ne 0 ] && echo "gpu-check: $program FAILED (exit $rc)" && failed=$((failed + 1))
+  }
+  # decode_bench LABEL TIMEOUT [flags...]
+  decode() {
+    local label=$1 limit=$2
+    shift 2
+    bench decode_bench "$label" "$limit" --steps 8 --repeats 2 "$@"
   }
   for isa in "" avx512; do
     decode "110M as Q8_0 and Q4_K_M, ${isa:-the path it picks}" 120 --models dummy:llama-110m \
@@ -185,13 +192,8 @@ if [ "${CPU_CHECK:-1}" != 0 ]; then
   # The products alone, per type and batch, against the int8 peak of the
   # path that ran (AMX's tdpbusd from 8 rows on where the CPU has the tiles).
   for isa in "" avx512; do
-    out=$(timeout 90 "$BUILD/bench/quant_matmul_bench" --threads 2 --types q4_k,q6_k,q8_0 --batches 1,8,16,64 \
-      --shapes 2048x2048 --repeats 3 --matrices 8 ${isa:+--isa $isa} 2>&1)
-    rc=$?
-    echo "$out" >> "$LOG"
-    echo "gpu-check: quant_matmul_bench, ${isa:-the path it picks}, 2 threads:"
-    echo "$out" | sed 's/^/  /'
-    [ "$rc" -ne 0 ] && echo "gpu-check: quant_matmul_bench FAILED (exit $rc)" && failed=$((failed + 1))
+    bench quant_matmul_bench "${isa:-the path it picks}" 90 --types q4_k,q6_k,q8_0 --batches 1,8,16,64 \
+      --shapes 2048x2048 --repeats 3 --matrices 8 ${isa:+--isa $isa}
   done
   if [ "${CPU_LARGE:-0}" != 0 ]; then
     for isa in "" avx512; do
