@@ -190,6 +190,38 @@ TEST_P(QuantMatmul, SwigluMatchesGateAndUpProducts) {
   }
 }
 
+// x's quantization (vectorized per instruction set) keeps the scalar rules:
+// a NaN never sets a block's scale and quantizes to 0, so a row with NaNs
+// gives what the same row with zeros there gives; a block of subnormals
+// (127 / max|x| overflows) quantizes to ±127 and still gives finite results.
+TEST_P(QuantMatmul, NaNsInXActAsZerosAndSubnormalBlocksStayFinite) {
+  for (WeightType type : {WeightType::q8_0, WeightType::q4_k, WeightType::q6_k}) {
+    SCOPED_TRACE(weight_type_name(type));
+    const int32_t k = quant_k_multiple(type), m = 32;
+    for (int32_t n : {1, 16}) {
+      const std::vector<uint8_t> w = random_rows(type, m, k, 7);
+      std::vector<uint8_t> packed(packed_weight_bytes(type, m, k));
+      pack_weights(type, w.data(), m, k, packed.data());
+      std::mt19937 rng(11);
+      std::normal_distribution<float> normal;
+      std::vector<float> x(size_t(n) * k), zeroed;
+      for (float& v : x) v = normal(rng);
+      for (size_t i = 3; i < x.size(); i += 37) x[i] = 0;
+      zeroed = x;
+      for (size_t i = 3; i < x.size(); i += 37) x[i] = std::nanf("");
+      for (int32_t j = 0; j < 32; ++j) x[size_t(k) - 32 + j] = zeroed[size_t(k) - 32 + j] = 1e-40f * float(j - 16);
+      QuantScratch scratch;
+      std::vector<float> y(size_t(n) * m), want(y.size());
+      matmul_weights(type, x.data(), k, n, packed.data(), m, k, y.data(), m, false, scratch);
+      matmul_weights(type, zeroed.data(), k, n, packed.data(), m, k, want.data(), m, false, scratch);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(y[i])) << i;
+        ASSERT_EQ(y[i], want[i]) << i;
+      }
+    }
+  }
+}
+
 TEST(QuantPacking, UnpackRowGivesTheDecodedRow) {
   for (WeightType type : kTypes) {
     const int32_t k = quant_k_multiple(type) * 2, m = 21;
