@@ -140,11 +140,12 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
         const int32_t chunks = f.block / 8;  // nibble vectors: groups g and g + chunks
         const int32_t chunk = group % chunks, shift = group < chunks ? 0 : 4;
         quants[chunk * 64 + byte] |= uint8_t((b.q[c] & 15) << shift);
-        for (int32_t e = 0; e < f.planes; ++e)
-          if ((b.q[c] >> (4 + e)) & 1) {
-            uint8_t* mask = quants + f.block * kQuantPanelRows / 2 + (group * f.planes + e) * 8;
-            mask[byte / 8] |= uint8_t(1 << (byte % 8));
-          }
+        // High bits after all nibbles (group = the value vector): Q5_K's as
+        // a 64-bit mask per group, bit `byte`; Q6_K's in one vector, byte
+        // `byte`, bits 2·group (quant_kernels.inc's add_plane, add_high2).
+        uint8_t* high = quants + f.block * kQuantPanelRows / 2;
+        if (f.planes == 1 && (b.q[c] >> 4) != 0) high[group * 8 + byte / 8] |= uint8_t(1 << (byte % 8));
+        if (f.planes == 2) high[byte] |= uint8_t((b.q[c] >> 4) << (2 * group));
       }
     }
   }
@@ -210,10 +211,9 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
       } else {
         const int32_t chunks = f.block / 8;
         q = (quants[(group % chunks) * 64 + byte] >> (group < chunks ? 0 : 4)) & 15;
-        for (int32_t e = 0; e < f.planes; ++e) {
-          const uint8_t* mask = quants + f.block * kQuantPanelRows / 2 + (group * f.planes + e) * 8;
-          q |= ((mask[byte / 8] >> (byte % 8)) & 1) << (4 + e);
-        }
+        const uint8_t* high = quants + f.block * kQuantPanelRows / 2;
+        if (f.planes == 1) q |= ((high[group * 8 + byte / 8] >> (byte % 8)) & 1) << 4;
+        if (f.planes == 2) q |= ((high[byte] >> (2 * group)) & 3) << 4;
       }
       out[ib * f.block + c] = scale * float(q) - offset;
     }

@@ -20,7 +20,7 @@ struct PanelFormat {
   bool bf16 = false;        // which half type
   int32_t block = 0;        // k values per block (32, or 16 for Q6_K)
   int32_t bits = 0;         // 8: one byte per quant; 4: a nibble, plus `planes` high bits
-  int32_t planes = 0;       // with bits 4: bit planes for bits 4 (Q5_K) and 5 (Q6_K)
+  int32_t planes = 0;       // with bits 4: high bits a value (Q5_K 1, Q6_K 2), after the nibbles
   bool offsets = false;     // per-row f16 offsets follow the scales (Q4_K, Q5_K)
   float zero = 0;           // without offsets: value = scale · (q − zero)
   bool full_range = false;  // quants use all 8 bits (Q8_0): AVX2 needs a signed trick
