@@ -15,8 +15,8 @@ namespace conveyor::kernels {
 // Declared for both instruction sets; defined in quant_kernels_{avx512,avx2}.cpp.
 #define CONVEYOR_DECLARE_ISA(ns)                                                                 \
   namespace ns {                                                                                 \
-  void quantize_x(const float* x, int64_t ldx, int32_t n, int32_t k, int32_t block, int8_t* q,  \
-                  float* d, float* s);                                                           \
+  void quantize_x(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,      \
+                  int8_t* q, float* d, float* s);                                                \
   void matmul(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, const int8_t* q,     \
               const float* d, const float* s, uint16_t* xh, const uint8_t* packed, int32_t m,    \
               int32_t k, float* y, int64_t ldy, bool accumulate);                                \
@@ -64,9 +64,9 @@ Prepared prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, i
     float* d = grow(s.xd, blocks);
     float* sums = grow(s.xs, blocks);
     if (isa == Isa::avx2)
-      avx2::quantize_x(x, ldx, n, k, f.block, q, d, sums);
-    else
-      avx512::quantize_x(x, ldx, n, k, f.block, q, d, sums);
+      avx2::quantize_x(f, x, ldx, n, k, q, d, sums);
+    else  // AMX's kernels share AVX-512's quantization
+      avx512::quantize_x(f, x, ldx, n, k, q, d, sums);
   }
   return {isa, s.xq.data(), s.xd.data(), s.xs.data(), s.xh.data()};
 }
