@@ -16,13 +16,15 @@ namespace conveyor::kernels {
 #define CONVEYOR_DECLARE_ISA(ns)                                                                 \
   namespace ns {                                                                                 \
   void quantize_x(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,      \
-                  int8_t* q, float* d, float* s);                                                \
+                  int8_t* q, float* d, float* s, int8_t* m);                                     \
   void matmul(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, const int8_t* q,     \
-              const float* d, const float* s, uint16_t* xh, const uint8_t* packed, int32_t m,    \
-              int32_t k, float* y, int64_t ldy, bool accumulate);                                \
+              const float* d, const float* s, const int8_t* m, uint16_t* xh,                     \
+              const uint8_t* packed, int32_t m_out, int32_t k, float* y, int64_t ldy,            \
+              bool accumulate);                                                                  \
   void matmul_swiglu(const PanelFormat& f, const float* x, int64_t ldx, int32_t n,               \
-                     const int8_t* q, const float* d, const float* s, uint16_t* xh,              \
-                     const uint8_t* packed, int32_t hidden, int32_t k, float* y, int64_t ldy);   \
+                     const int8_t* q, const float* d, const float* s, const int8_t* m,           \
+                     uint16_t* xh, const uint8_t* packed, int32_t hidden, int32_t k, float* y,   \
+                     int64_t ldy);                                                               \
   }
 CONVEYOR_DECLARE_ISA(avx512)
 CONVEYOR_DECLARE_ISA(avx2)
@@ -48,6 +50,7 @@ struct Prepared {
   const int8_t* q;  // the QuantScratch's, below
   const float* d;
   const float* s;
+  const int8_t* m;
   uint16_t* xh;
 };
 
@@ -60,15 +63,17 @@ Prepared prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, i
     if (f.bf16 && isa == Isa::amx) grow(s.xh, size_t(n) * k);
   } else {
     const size_t blocks = size_t(n) * size_t(k / f.block);
+    const size_t supers = f.super > 0 ? size_t(n) * size_t(k / f.super) : 0;
     int8_t* q = grow(s.xq, size_t(n) * k);
-    float* d = grow(s.xd, blocks);
-    float* sums = grow(s.xs, blocks);
+    float* d = grow(s.xd, supers > 0 ? supers : blocks);
+    float* sums = grow(s.xs, supers > 0 ? 0 : blocks);
+    int8_t* m = grow(s.xm, supers * 16);
     if (isa == Isa::avx2)
-      avx2::quantize_x(f, x, ldx, n, k, q, d, sums);
+      avx2::quantize_x(f, x, ldx, n, k, q, d, sums, m);
     else  // AMX's kernels share AVX-512's quantization
-      avx512::quantize_x(f, x, ldx, n, k, q, d, sums);
+      avx512::quantize_x(f, x, ldx, n, k, q, d, sums, m);
   }
-  return {isa, s.xq.data(), s.xd.data(), s.xs.data(), s.xh.data()};
+  return {isa, s.xq.data(), s.xd.data(), s.xs.data(), s.xm.data(), s.xh.data()};
 }
 
 // AMX (tiles, INT8 and BF16) with the operating system's leave to use it: Linux (5.16 on) keeps
@@ -137,13 +142,14 @@ void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
                     bool accumulate, QuantScratch& scratch) {
   if (n <= 0 || m <= 0) return;
   const PanelFormat f = panel_format(type, k);
-  const auto [isa, q, d, s, xh] = prepare(f, x, ldx, n, k, scratch);
+  const auto [isa, q, d, s, xm, xh] = prepare(f, x, ldx, n, k, scratch);
   switch (isa) {
-    case Isa::amx: return amx::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
+    case Isa::amx:
+      return amx::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx512:
-      return avx512::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
+      return avx512::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx2:
-      return avx2::matmul(f, x, ldx, n, q, d, s, xh, packed_w, m, k, y, ldy, accumulate);
+      return avx2::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
   }
 }
 
@@ -152,14 +158,14 @@ void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t
                            int64_t ldy, QuantScratch& scratch) {
   if (n <= 0 || hidden <= 0) return;
   const PanelFormat f = panel_format(type, k);
-  const auto [isa, q, d, s, xh] = prepare(f, x, ldx, n, k, scratch);
+  const auto [isa, q, d, s, xm, xh] = prepare(f, x, ldx, n, k, scratch);
   switch (isa) {
     case Isa::amx:
-      return amx::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
+      return amx::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx512:
-      return avx512::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
+      return avx512::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx2:
-      return avx2::matmul_swiglu(f, x, ldx, n, q, d, s, xh, packed_gate_up, hidden, k, y, ldy);
+      return avx2::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
   }
 }
 

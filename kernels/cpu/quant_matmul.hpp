@@ -82,8 +82,9 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
 // Scratch for the products: x quantized per block. Grown on demand, reused.
 struct QuantScratch {
   std::vector<int8_t> xq;  // [n, k]
-  std::vector<float> xd;   // [n, k / block]: scale of each block
+  std::vector<float> xd;   // [n, k / block]: scale of each block (or super-block)
   std::vector<float> xs;   // [n, k / block]: scale · sum of each block's quants
+  std::vector<int8_t> xm;  // [n, k / 256, 16]: Q4_K, Q5_K: each block's sum of quants, split
   std::vector<uint16_t> xh;  // [n, k]: x in bf16 (BF16 weights on AMX tiles)
 };
 

@@ -27,12 +27,18 @@ PanelFormat panel_format(WeightType type, int32_t k) {
       return f;
     case WeightType::q8_0: f.block = 32, f.bits = 8, f.zero = 128, f.full_range = true; break;
     case WeightType::q4_0: f.block = 32, f.bits = 4, f.zero = 8; break;
-    case WeightType::q4_k: f.block = 32, f.bits = 4, f.offsets = true; break;
-    case WeightType::q5_k: f.block = 32, f.bits = 4, f.planes = 1, f.offsets = true; break;
+    case WeightType::q4_k: f.block = 32, f.bits = 4, f.offsets = true, f.super = 256; break;
+    case WeightType::q5_k: f.block = 32, f.bits = 4, f.planes = 1, f.offsets = true, f.super = 256; break;
     case WeightType::q6_k: f.block = 16, f.bits = 4, f.planes = 2, f.zero = 32; break;
     case WeightType::f32: break;
   }
   f.quant_bytes = size_t(kQuantPanelRows) * f.block * (f.bits + f.planes) / 8;
+  if (f.super > 0) {
+    const int32_t blocks = f.super / f.block;
+    f.super_bytes = super_header_bytes(blocks) + blocks * f.quant_bytes;
+    f.panel_bytes = size_t(k / f.super) * f.super_bytes;
+    return f;
+  }
   f.block_bytes = kQuantPanelRows * 2 * (f.offsets ? 2 : 1) + f.quant_bytes;
   f.panel_bytes = size_t(k / f.block) * f.block_bytes;
   return f;
@@ -45,6 +51,8 @@ namespace {
 struct IntBlock {
   uint8_t q[32];
   float scale, offset;
+  uint8_t min = 0;  // K-quants (Q4_K, Q5_K): offset = dmin · min
+  float dmin = 0;
 };
 
 // Internal block `ib` (of panel_format's block size) of a row in ggml blocks.
@@ -82,6 +90,8 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
       k_quant_scale_min(sub, scales, &sc, &m);
       out.scale = d * sc;
       out.offset = dmin * m;
+      out.min = m;
+      out.dmin = dmin;
       const uint8_t* q = qs + (sub / 2) * 32;
       for (int l = 0; l < 32; ++l) {
         out.q[l] = (q[l] >> (4 * (sub & 1))) & 15;
@@ -109,6 +119,29 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
   return out;
 }
 
+// Where block `ib` of a panel keeps its parts, in bytes from the panel's start:
+// its 16 scales (and, without a super-block, the 16 offsets after them), its
+// quants, and in a super-block the dmin of its rows and its first row's min.
+struct BlockPlace {
+  size_t scale, quants, dmin = 0, min = 0;
+};
+
+BlockPlace place_block(const PanelFormat& f, int32_t ib) {
+  if (f.super == 0) {
+    const size_t blk = size_t(ib) * f.block_bytes;
+    return {blk, blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1)};
+  }
+  const int32_t blocks = f.super / f.block, j = ib % blocks;
+  const size_t sb = size_t(ib / blocks) * f.super_bytes;
+  BlockPlace at;
+  at.scale = sb + size_t(j) * kQuantPanelRows * 2;
+  at.dmin = sb + size_t(blocks) * kQuantPanelRows * 2;
+  // mins: [blocks / 4][16 rows][4], four blocks' mins a 32-bit lane
+  at.min = at.dmin + kQuantPanelRows * 2 + size_t(j / 4) * kQuantPanelRows * 4 + j % 4;
+  at.quants = sb + super_header_bytes(blocks) + size_t(j) * f.quant_bytes;
+  return at;
+}
+
 // Packs `rows` (<= 16) rows starting at `w` into one panel; missing rows are zero.
 void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t row_stride,
                 int32_t rows, int32_t k, uint8_t* out) {
@@ -123,14 +156,18 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
   }
   const int32_t blocks = k / f.block;
   for (int32_t ib = 0; ib < blocks; ++ib) {
-    uint8_t* blk = out + size_t(ib) * f.block_bytes;
-    auto* scales = reinterpret_cast<uint16_t*>(blk);
-    auto* offsets = scales + kQuantPanelRows;
-    uint8_t* quants = blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1);
+    const BlockPlace at = place_block(f, ib);
+    uint8_t* quants = out + at.quants;
+    auto* scales = reinterpret_cast<uint16_t*>(out + at.scale);
     for (int32_t r = 0; r < rows; ++r) {
       const IntBlock b = decode_int_block(type, w + r * row_stride, ib);
       scales[r] = f32_to_fp16(b.scale);
-      if (f.offsets) offsets[r] = f32_to_fp16(b.offset);
+      if (f.super > 0) {
+        reinterpret_cast<uint16_t*>(out + at.dmin)[r] = f32_to_fp16(b.dmin);
+        out[at.min + r * 4] = b.min;
+      } else if (f.offsets) {
+        scales[kQuantPanelRows + r] = f32_to_fp16(b.offset);
+      }
       for (int32_t c = 0; c < f.block; ++c) {
         const int32_t group = c / 4, byte = r * 4 + c % 4;
         if (f.bits == 8) {
@@ -198,11 +235,15 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
     return;
   }
   for (int32_t ib = 0; ib < k / f.block; ++ib) {
-    const uint8_t* blk = panel + size_t(ib) * f.block_bytes;
-    const auto* scales = reinterpret_cast<const uint16_t*>(blk);
+    const BlockPlace at = place_block(f, ib);
+    const auto* scales = reinterpret_cast<const uint16_t*>(panel + at.scale);
     const float scale = fp16_to_f32(scales[r]);
-    const float offset = f.offsets ? fp16_to_f32(scales[kQuantPanelRows + r]) : f.zero * scale;
-    const uint8_t* quants = blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1);
+    float offset = f.zero * scale;
+    if (f.super > 0)
+      offset = fp16_to_f32(reinterpret_cast<const uint16_t*>(panel + at.dmin)[r]) * float(panel[at.min + r * 4]);
+    else if (f.offsets)
+      offset = fp16_to_f32(scales[kQuantPanelRows + r]);
+    const uint8_t* quants = panel + at.quants;
     for (int32_t c = 0; c < f.block; ++c) {
       const int32_t group = c / 4, byte = r * 4 + c % 4;
       int q;

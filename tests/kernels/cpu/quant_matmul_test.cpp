@@ -64,10 +64,14 @@ std::vector<uint8_t> random_rows(WeightType type, int32_t m, int32_t k, uint32_t
   return w;
 }
 
-// x as the integer kernels see it: per block, q = round(x · 127 / max|x|).
+// x as the integer kernels see it: per block, q = round(x · 127 / max|x|),
+// the blocks of 256 values for Q4_K and Q5_K (as llama.cpp's Q8_K), of 16
+// for Q6_K and of 32 for the others.
 std::vector<float> as_quantized(WeightType type, const std::vector<float>& x, int32_t k) {
   if (type == WeightType::f16 || type == WeightType::bf16) return x;
-  const int32_t block = type == WeightType::q6_k ? 16 : 32;
+  const int32_t block = type == WeightType::q6_k                            ? 16
+                        : type == WeightType::q4_k || type == WeightType::q5_k ? 256
+                                                                              : 32;
   std::vector<float> out(x.size());
   for (size_t b = 0; b < x.size(); b += size_t(block)) {
     float amax = 0;
