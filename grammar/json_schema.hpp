@@ -22,9 +22,11 @@
 //     (grammar/regex.hpp, unanchored as JSON Schema says: `a` means `.*a.*`;
 //     ^ and $ anchor), format: date, time, date-time (RFC 3339 full-date,
 //     full-time, date-time: month lengths and leap years checked, T and Z in
-//     either case, seconds up to 60), uuid (RFC 4122's 8-4-4-4-12 hex), email
-//     (dot-atom local part @ dot-separated hostname labels of at most 63
-//     characters; no quoted local parts or IP literals), ipv4 (dotted
+//     either case, seconds up to 60, at most 9 fraction digits: nanoseconds,
+//     so that a weak model cannot run to max_tokens in one), uuid (RFC
+//     4122's 8-4-4-4-12 hex), email (dot-atom local part @ dot-separated
+//     hostname labels of at most 63 characters; no quoted local parts or IP
+//     literals), ipv4 (dotted
 //     decimal, 0-255 without leading zeros). At most one of pattern, format
 //     and the lengths on one string schema.
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum: within +-1e18;
