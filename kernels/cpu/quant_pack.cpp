@@ -39,18 +39,19 @@ PanelFormat panel_format(WeightType type, int32_t k) {
     f.panel_bytes = size_t(k / f.super) * f.super_bytes;
     return f;
   }
-  f.block_bytes = kQuantPanelRows * 2 * (f.offsets ? 2 : 1) + f.quant_bytes;
+  f.block_bytes = kQuantPanelRows * 2 + f.quant_bytes;
   f.panel_bytes = size_t(k / f.block) * f.block_bytes;
   return f;
 }
 
 namespace {
 
-// One block of `block` values of a row as unsigned integers:
-// value = scale · q − offset.
+// One block of `block` values of a row as unsigned integers: value =
+// scale · q − offset, the offset zero · scale (PanelFormat::zero) or, for
+// K-quants, dmin · min.
 struct IntBlock {
   uint8_t q[32];
-  float scale, offset;
+  float scale;
   uint8_t min = 0;  // K-quants (Q4_K, Q5_K): offset = dmin · min
   float dmin = 0;
 };
@@ -63,14 +64,12 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
       const auto& b = reinterpret_cast<const BlockQ8_0*>(row)[ib];
       out.scale = fp16_to_f32(b.d);
       for (int j = 0; j < 32; ++j) out.q[j] = uint8_t(b.qs[j] + 128);
-      out.offset = 128 * out.scale;
       break;
     }
     case WeightType::q4_0: {
       const auto& b = reinterpret_cast<const BlockQ4_0*>(row)[ib];
       out.scale = fp16_to_f32(b.d);
       for (int j = 0; j < 16; ++j) out.q[j] = b.qs[j] & 15, out.q[j + 16] = b.qs[j] >> 4;
-      out.offset = 8 * out.scale;
       break;
     }
     case WeightType::q4_k:
@@ -89,7 +88,6 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
       uint8_t sc, m;
       k_quant_scale_min(sub, scales, &sc, &m);
       out.scale = d * sc;
-      out.offset = dmin * m;
       out.min = m;
       out.dmin = dmin;
       const uint8_t* q = qs + (sub / 2) * 32;
@@ -110,7 +108,6 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
         out.q[i] = uint8_t(low | (((qh[l] >> (2 * t)) & 3) << 4));
       }
       out.scale = fp16_to_f32(b.d) * float(b.scales[sub]);
-      out.offset = 32 * out.scale;
       break;
     }
     default:
@@ -120,8 +117,8 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
 }
 
 // Where block `ib` of a panel keeps its parts, in bytes from the panel's start:
-// its 16 scales (and, without a super-block, the 16 offsets after them), its
-// quants, and in a super-block the dmin of its rows and its first row's min.
+// its 16 scales, its quants, and in a super-block the dmin of its rows and
+// its first row's min.
 struct BlockPlace {
   size_t scale, quants, dmin = 0, min = 0;
 };
@@ -129,7 +126,7 @@ struct BlockPlace {
 BlockPlace place_block(const PanelFormat& f, int32_t ib) {
   if (f.super == 0) {
     const size_t blk = size_t(ib) * f.block_bytes;
-    return {blk, blk + kQuantPanelRows * 2 * (f.offsets ? 2 : 1)};
+    return {blk, blk + kQuantPanelRows * 2};
   }
   const int32_t blocks = f.super / f.block, j = ib % blocks;
   const size_t sb = size_t(ib / blocks) * f.super_bytes;
@@ -165,8 +162,6 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
       if (f.super > 0) {
         reinterpret_cast<uint16_t*>(out + at.dmin)[r] = f32_to_fp16(b.dmin);
         out[at.min + r * 4] = b.min;
-      } else if (f.offsets) {
-        scales[kQuantPanelRows + r] = f32_to_fp16(b.offset);
       }
       for (int32_t c = 0; c < f.block; ++c) {
         const int32_t group = c / 4, byte = r * 4 + c % 4;
@@ -241,8 +236,6 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
     float offset = f.zero * scale;
     if (f.super > 0)
       offset = fp16_to_f32(reinterpret_cast<const uint16_t*>(panel + at.dmin)[r]) * float(panel[at.min + r * 4]);
-    else if (f.offsets)
-      offset = fp16_to_f32(scales[kQuantPanelRows + r]);
     const uint8_t* quants = panel + at.quants;
     for (int32_t c = 0; c < f.block; ++c) {
       const int32_t group = c / 4, byte = r * 4 + c % 4;

@@ -21,11 +21,11 @@ struct PanelFormat {
   int32_t block = 0;        // k values per block (32, or 16 for Q6_K)
   int32_t bits = 0;         // 8: one byte per quant; 4: a nibble, plus `planes` high bits
   int32_t planes = 0;       // with bits 4: high bits a value (Q5_K 1, Q6_K 2), after the nibbles
-  bool offsets = false;     // per-row offsets (Q4_K, Q5_K): value = scale · q − offset
+  bool offsets = false;     // per-row offsets dmin · min (Q4_K, Q5_K; with super only)
   float zero = 0;           // without offsets: value = scale · (q − zero)
   bool full_range = false;  // quants use all 8 bits (Q8_0): AVX2 needs a signed trick
   size_t quant_bytes = 0;   // quants of one (panel, block): 16 · block · (bits + planes) / 8
-  size_t block_bytes = 0;   // scales, offsets and quants of one (panel, block); 0 with super
+  size_t block_bytes = 0;   // scales and quants of one (panel, block); 0 with super
   // Q4_K and Q5_K: k values a super-block (256), whose blocks share one header
   // [block scales f16 [8][16] | dmin f16 [16] | mins u8 [2][16][4]] and follow
   // it as quants only; offset = dmin · min. x is quantized per super-block.
