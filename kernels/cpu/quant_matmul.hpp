@@ -5,12 +5,17 @@
 // 16 rows so that a product streams W exactly once and a tile of x rows
 // reuses each panel from cache. The repacking keeps the file's bits:
 //
-//  - Integer types become, per (panel, block of `block` k values), 16 f16
-//    scales, 16 f16 offsets (Q4_K and Q5_K only; the others have a fixed zero
-//    point), then the 16 rows' unsigned quants interleaved 4 k values at a
-//    time (the operand shape of VNNI's vpdpbusd), 4 bits (Q4_0, Q4_K) or 8
-//    bits (Q8_0, Q5_K, Q6_K) each: value = scale · q − offset.
-//  - x is quantized per block to int8 with a float scale (as llama.cpp does),
+//  - Q8_0 and Q4_0 become, per (panel, block of 32 k values), 16 f16 scales,
+//    then the 16 rows' unsigned quants interleaved 4 k values at a time (the
+//    operand shape of VNNI's vpdpbusd), 8 bits (Q8_0, stored + 128) or 4
+//    bits (Q4_0) each: value = scale · (q − zero).
+//  - The K-quants (Q4_K, Q5_K, Q6_K) become, per (panel, super-block of 256),
+//    a header of each row's f16 d and dmin and its blocks' integer scales and
+//    mins as bytes, then the blocks' quants interleaved the same way, as 4-bit
+//    nibbles followed by their fifth (Q5_K) or fifth and sixth (Q6_K) bits:
+//    value = d · sc · (q − zero) − dmin · min, ggml's own numbers.
+//  - x is quantized per block (per super-block for the K-quants) to int8 with
+//    a float scale (as llama.cpp does),
 //    the block dot products run on int8 (vpdpbusd with AVX512-VNNI,
 //    vpmaddubsw on AVX2), and each block's integer sum is scaled in float.
 //  - F16 and BF16 keep matmul_packed's layout [m/16][k][16] in 16-bit values,
@@ -83,8 +88,8 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
 struct QuantScratch {
   std::vector<int8_t> xq;  // [n, k]
   std::vector<float> xd;   // [n, k / block]: scale of each block (or super-block)
-  std::vector<float> xs;   // [n, k / block]: scale · sum of each block's quants
-  std::vector<int8_t> xm;  // [n, k / 256, 16]: Q4_K, Q5_K: each block's sum of quants, split
+  std::vector<float> xs;   // [n, k / block]: −zero · scale · sum of each block's quants (or super-block's sum)
+  std::vector<int8_t> xm;  // [n, k / 256, 2 · blocks]: K-quants: each block's sum of quants, split
   std::vector<uint16_t> xh;  // [n, k]: x in bf16 (BF16 weights on AMX tiles)
 };
 

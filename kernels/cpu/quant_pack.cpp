@@ -27,15 +27,17 @@ PanelFormat panel_format(WeightType type, int32_t k) {
       return f;
     case WeightType::q8_0: f.block = 32, f.bits = 8, f.zero = 128, f.full_range = true; break;
     case WeightType::q4_0: f.block = 32, f.bits = 4, f.zero = 8; break;
-    case WeightType::q4_k: f.block = 32, f.bits = 4, f.offsets = true, f.super = 256; break;
-    case WeightType::q5_k: f.block = 32, f.bits = 4, f.planes = 1, f.offsets = true, f.super = 256; break;
-    case WeightType::q6_k: f.block = 16, f.bits = 4, f.planes = 2, f.zero = 32; break;
+    case WeightType::q4_k: f.block = 32, f.bits = 4, f.super = kQK; break;
+    case WeightType::q5_k: f.block = 32, f.bits = 4, f.planes = 1, f.super = kQK; break;
+    case WeightType::q6_k:
+      f.block = 16, f.bits = 4, f.planes = 2, f.zero = 32, f.super = kQK, f.signed_scales = true;
+      break;
     case WeightType::f32: break;
   }
   f.quant_bytes = size_t(kQuantPanelRows) * f.block * (f.bits + f.planes) / 8;
   if (f.super > 0) {
     const int32_t blocks = f.super / f.block;
-    f.super_bytes = super_header_bytes(blocks) + blocks * f.quant_bytes;
+    f.super_bytes = super_header(blocks, f.signed_scales).bytes + blocks * f.quant_bytes;
     f.panel_bytes = size_t(k / f.super) * f.super_bytes;
     return f;
   }
@@ -46,14 +48,14 @@ PanelFormat panel_format(WeightType type, int32_t k) {
 
 namespace {
 
-// One block of `block` values of a row as unsigned integers: value =
-// scale · q − offset, the offset zero · scale (PanelFormat::zero) or, for
-// K-quants, dmin · min.
+// One block of `block` values of a row as unsigned integers q: value =
+// scale · (q − zero) (PanelFormat::zero) for Q8_0 and Q4_0; for the
+// K-quants, d · sc · (q − zero) − dmin · min with ggml's f16 d and dmin.
 struct IntBlock {
   uint8_t q[32];
-  float scale;
-  uint8_t min = 0;  // K-quants (Q4_K, Q5_K): offset = dmin · min
-  float dmin = 0;
+  float scale = 0;             // Q8_0, Q4_0
+  uint16_t d = 0, dmin = 0;    // K-quants: their super-block's, f16
+  int32_t sc = 0, min = 0;     // K-quants: the block's scale (Q6_K's signed) and min
 };
 
 // Internal block `ib` (of panel_format's block size) of a row in ggml blocks.
@@ -77,19 +79,16 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
       const int64_t super = ib / 8;
       const int sub = int(ib % 8);
       const uint8_t *scales, *qs, *qh = nullptr;
-      float d, dmin;
       if (type == WeightType::q4_k) {
         const auto& b = reinterpret_cast<const BlockQ4_K*>(row)[super];
-        scales = b.scales, qs = b.qs, d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+        scales = b.scales, qs = b.qs, out.d = b.d, out.dmin = b.dmin;
       } else {
         const auto& b = reinterpret_cast<const BlockQ5_K*>(row)[super];
-        scales = b.scales, qs = b.qs, qh = b.qh, d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+        scales = b.scales, qs = b.qs, qh = b.qh, out.d = b.d, out.dmin = b.dmin;
       }
       uint8_t sc, m;
       k_quant_scale_min(sub, scales, &sc, &m);
-      out.scale = d * sc;
-      out.min = m;
-      out.dmin = dmin;
+      out.sc = sc, out.min = m;
       const uint8_t* q = qs + (sub / 2) * 32;
       for (int l = 0; l < 32; ++l) {
         out.q[l] = (q[l] >> (4 * (sub & 1))) & 15;
@@ -107,7 +106,7 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
         const int low = t < 2 ? ql[l] & 15 : ql[l] >> 4;
         out.q[i] = uint8_t(low | (((qh[l] >> (2 * t)) & 3) << 4));
       }
-      out.scale = fp16_to_f32(b.d) * float(b.scales[sub]);
+      out.d = b.d, out.sc = b.scales[sub];
       break;
     }
     default:
@@ -116,26 +115,25 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
   return out;
 }
 
-// Where block `ib` of a panel keeps its parts, in bytes from the panel's start:
-// its 16 scales, its quants, and in a super-block the dmin of its rows and
-// its first row's min.
+// Where block `ib` of a panel keeps its parts, in bytes from the panel's
+// start: its quants; without super-blocks its 16 f16 scales, with them its
+// super-block's header, its index there, and the byte of its min (Q6_K's
+// scale) in its first row's lane (SuperHeader).
 struct BlockPlace {
-  size_t scale, quants, dmin = 0, min = 0;
+  size_t quants, scale = 0, head = 0, block = 0, lane_byte = 0;
 };
 
 BlockPlace place_block(const PanelFormat& f, int32_t ib) {
   if (f.super == 0) {
     const size_t blk = size_t(ib) * f.block_bytes;
-    return {blk, blk + kQuantPanelRows * 2};
+    return {blk + kQuantPanelRows * 2, blk};
   }
   const int32_t blocks = f.super / f.block, j = ib % blocks;
-  const size_t sb = size_t(ib / blocks) * f.super_bytes;
   BlockPlace at;
-  at.scale = sb + size_t(j) * kQuantPanelRows * 2;
-  at.dmin = sb + size_t(blocks) * kQuantPanelRows * 2;
-  // mins: [blocks / 4][16 rows][4], four blocks' mins a 32-bit lane
-  at.min = at.dmin + kQuantPanelRows * 2 + size_t(j / 4) * kQuantPanelRows * 4 + j % 4;
-  at.quants = sb + super_header_bytes(blocks) + size_t(j) * f.quant_bytes;
+  at.head = size_t(ib / blocks) * f.super_bytes;
+  at.block = size_t(j);
+  at.lane_byte = size_t(j / 4) * kQuantPanelRows * 4 + j % 4;
+  at.quants = at.head + super_header(blocks, f.signed_scales).bytes + size_t(j) * f.quant_bytes;
   return at;
 }
 
@@ -152,16 +150,24 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
     return;
   }
   const int32_t blocks = k / f.block;
+  const SuperHeader sh = super_header(f.super > 0 ? f.super / f.block : 0, f.signed_scales);
   for (int32_t ib = 0; ib < blocks; ++ib) {
     const BlockPlace at = place_block(f, ib);
     uint8_t* quants = out + at.quants;
-    auto* scales = reinterpret_cast<uint16_t*>(out + at.scale);
     for (int32_t r = 0; r < rows; ++r) {
       const IntBlock b = decode_int_block(type, w + r * row_stride, ib);
-      scales[r] = f32_to_fp16(b.scale);
       if (f.super > 0) {
-        reinterpret_cast<uint16_t*>(out + at.dmin)[r] = f32_to_fp16(b.dmin);
-        out[at.min + r * 4] = b.min;
+        uint8_t* head = out + at.head;
+        std::memcpy(head + 2 * r, &b.d, 2);
+        if (!f.signed_scales) std::memcpy(head + sh.dmin + 2 * r, &b.dmin, 2);
+        if (f.signed_scales) {
+          head[sh.scales + at.lane_byte + r * 4] = uint8_t(b.sc + 128);
+        } else {
+          head[sh.scales + at.block * kQuantPanelRows + r] = uint8_t(b.sc);
+          head[sh.mins + at.lane_byte + r * 4] = uint8_t(b.min);
+        }
+      } else {
+        reinterpret_cast<uint16_t*>(out + at.scale)[r] = f32_to_fp16(b.scale);
       }
       for (int32_t c = 0; c < f.block; ++c) {
         const int32_t group = c / 4, byte = r * 4 + c % 4;
@@ -229,13 +235,22 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
     }
     return;
   }
+  const SuperHeader sh = super_header(f.super > 0 ? f.super / f.block : 0, f.signed_scales);
   for (int32_t ib = 0; ib < k / f.block; ++ib) {
     const BlockPlace at = place_block(f, ib);
-    const auto* scales = reinterpret_cast<const uint16_t*>(panel + at.scale);
-    const float scale = fp16_to_f32(scales[r]);
-    float offset = f.zero * scale;
-    if (f.super > 0)
-      offset = fp16_to_f32(reinterpret_cast<const uint16_t*>(panel + at.dmin)[r]) * float(panel[at.min + r * 4]);
+    // As ggml's dequantize_row_*: (d · sc) · (q − zero) − dmin · min.
+    float scale, offset = 0;
+    if (f.super > 0) {
+      const uint8_t* head = panel + at.head;
+      const int32_t sc = f.signed_scales ? head[sh.scales + at.lane_byte + r * 4] - 128
+                                         : head[sh.scales + at.block * kQuantPanelRows + r];
+      scale = fp16_to_f32(reinterpret_cast<const uint16_t*>(head)[r]) * float(sc);
+      if (!f.signed_scales)
+        offset = fp16_to_f32(reinterpret_cast<const uint16_t*>(head + sh.dmin)[r]) *
+                 float(head[sh.mins + at.lane_byte + r * 4]);
+    } else {
+      scale = fp16_to_f32(reinterpret_cast<const uint16_t*>(panel + at.scale)[r]);
+    }
     const uint8_t* quants = panel + at.quants;
     for (int32_t c = 0; c < f.block; ++c) {
       const int32_t group = c / 4, byte = r * 4 + c % 4;
@@ -249,7 +264,7 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
         if (f.planes == 1) q |= ((high[group * 8 + byte / 8] >> (byte % 8)) & 1) << 4;
         if (f.planes == 2) q |= ((high[byte] >> (2 * group)) & 3) << 4;
       }
-      out[ib * f.block + c] = scale * float(q) - offset;
+      out[ib * f.block + c] = scale * (float(q) - f.zero) - offset;
     }
   }
 }

@@ -21,22 +21,38 @@ struct PanelFormat {
   int32_t block = 0;        // k values per block (32, or 16 for Q6_K)
   int32_t bits = 0;         // 8: one byte per quant; 4: a nibble, plus `planes` high bits
   int32_t planes = 0;       // with bits 4: high bits a value (Q5_K 1, Q6_K 2), after the nibbles
-  bool offsets = false;     // per-row offsets dmin · min (Q4_K, Q5_K; with super only)
-  float zero = 0;           // without offsets: value = scale · (q − zero)
+  float zero = 0;           // value = scale · (q − zero) (− dmin · min with super-blocks)
   bool full_range = false;  // quants use all 8 bits (Q8_0): AVX2 needs a signed trick
   size_t quant_bytes = 0;   // quants of one (panel, block): 16 · block · (bits + planes) / 8
-  size_t block_bytes = 0;   // scales and quants of one (panel, block); 0 with super
-  // Q4_K and Q5_K: k values a super-block (256), whose blocks share one header
-  // [block scales f16 [8][16] | dmin f16 [16] | mins u8 [2][16][4]] and follow
-  // it as quants only; offset = dmin · min. x is quantized per super-block.
+  size_t block_bytes = 0;   // 16 f16 scales and the quants of one (panel, block); 0 with super
+  // K-quants (Q4_K, Q5_K, Q6_K): k values a super-block (256), whose blocks
+  // share one header (SuperHeader) and follow it as quants only, and whose
+  // block scales are integers times the super-block's d, as in ggml. x is
+  // quantized per super-block.
   int32_t super = 0;
-  size_t super_bytes = 0;   // header and quants of one (panel, super-block)
-  size_t panel_bytes = 0;   // one panel for the k it was made for
+  bool signed_scales = false;  // Q6_K: block scales −128..127, stored + 128
+  size_t super_bytes = 0;      // header and quants of one (panel, super-block)
+  size_t panel_bytes = 0;      // one panel for the k it was made for
 };
 
-// Bytes of a super-block's header (PanelFormat::super) for `blocks` blocks.
-inline constexpr size_t super_header_bytes(int32_t blocks) {
-  return size_t(kQuantPanelRows) * (2 * blocks + 2 + blocks);
+// Where a super-block's header keeps its parts, in bytes from its start, for
+// `blocks` blocks: per panel row (lane) d and dmin (f16 [16] each), each
+// block's scale as a byte [blocks][16], and each block's min as a byte
+// [blocks / 4][16][4] (four blocks a 32-bit lane, the vpdpbusd operand), for
+// value = d · scale · (q − zero) − dmin · min. Q6_K's scales are signed
+// (stored + 128) and it has no dmin and mins: value = d · scale · (q − 32),
+// whose offset is 32 · d · scale, so its scales, stored in the mins' layout,
+// serve as the mins, with dmin = 32 · d (quant_kernels.inc). The header is
+// padded to whole cache lines, so that the quants after it are aligned (Q6_K's
+// 288 bytes to 320).
+struct SuperHeader {
+  size_t dmin, scales, mins, bytes;
+};
+inline constexpr SuperHeader super_header(int32_t blocks, bool signed_scales) {
+  const size_t halves = size_t(kQuantPanelRows) * 2, lanes = size_t(blocks) * kQuantPanelRows;
+  auto lines = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  if (signed_scales) return {0, halves, halves, lines(halves + lanes)};
+  return {halves, 2 * halves, 2 * halves + lanes, lines(2 * halves + 2 * lanes)};
 }
 
 }  // namespace conveyor::kernels
