@@ -30,14 +30,14 @@ PanelFormat panel_format(WeightType type, int32_t k) {
     case WeightType::q4_k: f.block = 32, f.bits = 4, f.super = kQK; break;
     case WeightType::q5_k: f.block = 32, f.bits = 4, f.planes = 1, f.super = kQK; break;
     case WeightType::q6_k:
-      f.block = 16, f.bits = 4, f.planes = 2, f.zero = 32, f.super = kQK, f.signed_scales = true;
+      f.block = 16, f.bits = 4, f.planes = 2, f.zero = 32, f.super = kQK, f.centered = true;
       break;
     case WeightType::f32: break;
   }
   f.quant_bytes = size_t(kQuantPanelRows) * f.block * (f.bits + f.planes) / 8;
   if (f.super > 0) {
     const int32_t blocks = f.super / f.block;
-    f.super_bytes = super_header(blocks, f.signed_scales).bytes + blocks * f.quant_bytes;
+    f.super_bytes = super_header(blocks, f.centered).bytes + blocks * f.quant_bytes;
     f.panel_bytes = size_t(k / f.super) * f.super_bytes;
     return f;
   }
@@ -117,8 +117,8 @@ IntBlock decode_int_block(WeightType type, const uint8_t* row, int64_t ib) {
 
 // Where block `ib` of a panel keeps its parts, in bytes from the panel's
 // start: its quants; without super-blocks its 16 f16 scales, with them its
-// super-block's header, its index there, and the byte of its min (Q6_K's
-// scale) in its first row's lane (SuperHeader).
+// super-block's header, its index there, and the byte of its min in its
+// first row's lane (SuperHeader).
 struct BlockPlace {
   size_t quants, scale = 0, head = 0, block = 0, lane_byte = 0;
 };
@@ -133,7 +133,7 @@ BlockPlace place_block(const PanelFormat& f, int32_t ib) {
   at.head = size_t(ib / blocks) * f.super_bytes;
   at.block = size_t(j);
   at.lane_byte = size_t(j / 4) * kQuantPanelRows * 4 + j % 4;
-  at.quants = at.head + super_header(blocks, f.signed_scales).bytes + size_t(j) * f.quant_bytes;
+  at.quants = at.head + super_header(blocks, f.centered).bytes + size_t(j) * f.quant_bytes;
   return at;
 }
 
@@ -150,7 +150,7 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
     return;
   }
   const int32_t blocks = k / f.block;
-  const SuperHeader sh = super_header(f.super > 0 ? f.super / f.block : 0, f.signed_scales);
+  const SuperHeader sh = super_header(f.super > 0 ? f.super / f.block : 0, f.centered);
   for (int32_t ib = 0; ib < blocks; ++ib) {
     const BlockPlace at = place_block(f, ib);
     uint8_t* quants = out + at.quants;
@@ -159,11 +159,16 @@ void pack_panel(WeightType type, const PanelFormat& f, const uint8_t* w, size_t 
       if (f.super > 0) {
         uint8_t* head = out + at.head;
         std::memcpy(head + 2 * r, &b.d, 2);
-        if (!f.signed_scales) std::memcpy(head + sh.dmin + 2 * r, &b.dmin, 2);
-        if (f.signed_scales) {
-          head[sh.scales + at.lane_byte + r * 4] = uint8_t(b.sc + 128);
+        head[sh.scales + at.block * kQuantPanelRows + r] = uint8_t(b.sc);  // Q6_K's as int8
+        if (f.centered) {
+          int32_t centered_sum = 0;
+          for (int32_t c = 0; c < f.block; ++c) centered_sum += b.q[c] - int32_t(f.zero);
+          int32_t k;
+          std::memcpy(&k, head + sh.consts + 4 * r, 4);
+          k += 128 * b.sc * centered_sum;
+          std::memcpy(head + sh.consts + 4 * r, &k, 4);
         } else {
-          head[sh.scales + at.block * kQuantPanelRows + r] = uint8_t(b.sc);
+          std::memcpy(head + sh.dmin + 2 * r, &b.dmin, 2);
           head[sh.mins + at.lane_byte + r * 4] = uint8_t(b.min);
         }
       } else {
@@ -235,17 +240,17 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
     }
     return;
   }
-  const SuperHeader sh = super_header(f.super > 0 ? f.super / f.block : 0, f.signed_scales);
+  const SuperHeader sh = super_header(f.super > 0 ? f.super / f.block : 0, f.centered);
   for (int32_t ib = 0; ib < k / f.block; ++ib) {
     const BlockPlace at = place_block(f, ib);
     // As ggml's dequantize_row_*: (d · sc) · (q − zero) − dmin · min.
     float scale, offset = 0;
     if (f.super > 0) {
       const uint8_t* head = panel + at.head;
-      const int32_t sc = f.signed_scales ? head[sh.scales + at.lane_byte + r * 4] - 128
-                                         : head[sh.scales + at.block * kQuantPanelRows + r];
+      const uint8_t byte = head[sh.scales + at.block * kQuantPanelRows + r];
+      const int32_t sc = f.centered ? int32_t(int8_t(byte)) : int32_t(byte);
       scale = fp16_to_f32(reinterpret_cast<const uint16_t*>(head)[r]) * float(sc);
-      if (!f.signed_scales)
+      if (!f.centered)
         offset = fp16_to_f32(reinterpret_cast<const uint16_t*>(head + sh.dmin)[r]) *
                  float(head[sh.mins + at.lane_byte + r * 4]);
     } else {

@@ -30,7 +30,10 @@ struct PanelFormat {
   // block scales are integers times the super-block's d, as in ggml. x is
   // quantized per super-block.
   int32_t super = 0;
-  bool signed_scales = false;  // Q6_K: block scales −128..127, stored + 128
+  // Q6_K: value = d · sc · (q − 32), sc signed and no mins. The kernels
+  // multiply the centred q − 32 (signed) by x's quants + 128 (unsigned) and
+  // take 128 · Σ sc · Σ (q − 32), a constant of each row, out once.
+  bool centered = false;
   size_t super_bytes = 0;      // header and quants of one (panel, super-block)
   size_t panel_bytes = 0;      // one panel for the k it was made for
 };
@@ -39,20 +42,18 @@ struct PanelFormat {
 // `blocks` blocks: per panel row (lane) d and dmin (f16 [16] each), each
 // block's scale as a byte [blocks][16], and each block's min as a byte
 // [blocks / 4][16][4] (four blocks a 32-bit lane, the vpdpbusd operand), for
-// value = d · scale · (q − zero) − dmin · min. Q6_K's scales are signed
-// (stored + 128) and it has no dmin and mins: value = d · scale · (q − 32),
-// whose offset is 32 · d · scale, so its scales, stored in the mins' layout,
-// serve as the mins, with dmin = 32 · d (quant_kernels.inc). The header is
-// padded to whole cache lines, so that the quants after it are aligned (Q6_K's
-// 288 bytes to 320).
+// value = d · scale · (q − zero) − dmin · min. Centred formats (Q6_K) have
+// signed scales and no dmin and mins, but the row's constant 128 · Σ scale ·
+// Σ (q − 32) as int32 [16] (PanelFormat::centered). The header is padded to
+// whole cache lines, so that the quants after it are aligned.
 struct SuperHeader {
-  size_t dmin, scales, mins, bytes;
+  size_t dmin, scales, mins, consts, bytes;
 };
-inline constexpr SuperHeader super_header(int32_t blocks, bool signed_scales) {
+inline constexpr SuperHeader super_header(int32_t blocks, bool centered) {
   const size_t halves = size_t(kQuantPanelRows) * 2, lanes = size_t(blocks) * kQuantPanelRows;
   auto lines = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
-  if (signed_scales) return {0, halves, halves, lines(halves + lanes)};
-  return {halves, 2 * halves, 2 * halves + lanes, lines(2 * halves + 2 * lanes)};
+  if (centered) return {0, halves, 0, halves + lanes, lines(halves + lanes + 4 * kQuantPanelRows)};
+  return {halves, 2 * halves, 2 * halves + lanes, 0, lines(2 * halves + 2 * lanes)};
 }
 
 }  // namespace conveyor::kernels
