@@ -66,8 +66,8 @@ Prepared prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, i
     const size_t supers = f.super > 0 ? size_t(n) * size_t(k / f.super) : 0;
     int8_t* q = grow(s.xq, size_t(n) * k);
     float* d = grow(s.xd, supers > 0 ? supers : blocks);
-    float* sums = grow(s.xs, supers > 0 ? supers : blocks);
-    int8_t* m = grow(s.xm, f.super > 0 ? supers * size_t(2 * f.super / f.block) : 0);
+    float* sums = grow(s.xs, supers > 0 ? 0 : blocks);
+    int8_t* m = grow(s.xm, f.super > 0 && !f.centered ? supers * size_t(2 * f.super / f.block) : 0);
     if (isa == Isa::avx2)
       avx2::quantize_x(f, x, ldx, n, k, q, d, sums, m);
     else  // AMX's kernels share AVX-512's quantization

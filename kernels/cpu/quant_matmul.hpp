@@ -88,8 +88,8 @@ void unpack_weight_row(WeightType type, const uint8_t* packed, int32_t k, int32_
 struct QuantScratch {
   std::vector<int8_t> xq;  // [n, k]
   std::vector<float> xd;   // [n, k / block]: scale of each block (or super-block)
-  std::vector<float> xs;   // [n, k / block]: −zero · scale · sum of each block's quants (or super-block's sum)
-  std::vector<int8_t> xm;  // [n, k / 256, 2 · blocks]: K-quants: each block's sum of quants, split
+  std::vector<float> xs;   // [n, k / block]: −zero · scale · sum of each block's quants (Q8_0, Q4_0)
+  std::vector<int8_t> xm;  // [n, k / 256, 2 · blocks]: Q4_K, Q5_K: each block's sum of quants, split
   std::vector<uint16_t> xh;  // [n, k]: x in bf16 (BF16 weights on AMX tiles)
 };
 
