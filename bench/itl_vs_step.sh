@@ -5,6 +5,9 @@
 #
 #   bench/itl_vs_step.sh [BUILD_DIR] [MODEL...]
 #
+# Without a MODEL it measures the condition: dummy:llama-110m stored
+# as Q8_0 (`conveyor convert` writes the file into a temporary directory).
+#
 # For each model, ROUNDS (3) alternating rounds of
 #   - decode_bench at batch 1, context 192, the server's KV cache type (bf16
 #     where the CPU has AVX512-BF16, else f16: KV=... overrides), 2 threads;
@@ -17,7 +20,6 @@ set -euo pipefail
 build=${1:-build}
 shift || true
 models=("$@")
-((${#models[@]})) || models=(dummy:llama-110m)
 rounds=${ROUNDS:-3}
 requests=${REQUESTS:-4}
 port=${PORT:-18241}
@@ -25,6 +27,10 @@ kv=${KV:-$(grep -q avx512_bf16 /proc/cpuinfo && echo bf16 || echo f16)}
 out=$(mktemp -d)
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$out"' EXIT
+if ((${#models[@]} == 0)); then
+  "$build/conveyor" convert --model dummy:llama-110m --type q8_0 --out "$out/llama-110m-q8_0.gguf" >/dev/null
+  models=("$out/llama-110m-q8_0.gguf")
+fi
 
 printf '%-28s %5s %9s %11s %11s %8s\n' model round "step ms" "ITL p50 ms" "ITL mean" "p50/step"
 for model in "${models[@]}"; do
@@ -53,7 +59,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
 step = float(sys.argv[4])
 p50, mean = s["itl_ms"]["p50"], s["itl_ms"]["mean"]
-print(f"{sys.argv[2]:<28} {sys.argv[3]:>5} {step:9.3f} {p50:11.3f} {mean:11.3f} {p50 / step:7.2f}x")
+print(f"{sys.argv[2].rsplit('/', 1)[-1]:<28} {sys.argv[3]:>5} {step:9.3f} {p50:11.3f} {mean:11.3f} {p50 / step:7.2f}x")
 EOF
   done
 done
