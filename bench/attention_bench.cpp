@@ -7,15 +7,21 @@
 // them. Prints the median time of one layer's call and the KV bytes it read
 // per second.
 //
-// usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512]
-// (--isa: the compilation that runs, as decode_bench's)
+// usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D]
+//                        [--no-bf16-dot]
+// (--isa: the compilation that runs, as decode_bench's; --shape and --dtype:
+// only that shape or cache type, for profiling; --no-bf16-dot: bf16 keys
+// widened to float where the CPU has AVX512-BF16 dot products)
 #include <omp.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.hpp"
@@ -76,13 +82,25 @@ double time_decode(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, in
 
 int main(int argc, char** argv) {
   int reps = 31;
+  std::string only_shape, only_dtype;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--isa") && i + 1 < argc) {
       if (!conveyor::bench::force_isa_flag(argv[++i])) return 2;
+    } else if (!std::strcmp(argv[i], "--no-bf16-dot")) {
+      set_attention_bf16_dot(false);
+    } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      only_shape = argv[++i];
+    } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      only_dtype = argv[++i];
+      const char* names[] = {"f32", "f16", "bf16", "q8_0"};
+      if (std::find(std::begin(names), std::end(names), only_dtype) == std::end(names)) {
+        std::fprintf(stderr, "--dtype: f32, f16, bf16 or q8_0\n");
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512]\n");
+      std::fprintf(stderr, "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D] [--no-bf16-dot]\n");
       return 2;
     }
   }
@@ -91,11 +109,16 @@ int main(int argc, char** argv) {
   std::printf("%-10s %5s %5s | %20s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)",
               "f16 us (GB/s)", "bf16 us (GB/s)", "q8_0 us (GB/s)");
   for (const Shape& s : {Shape{"15m", 6, 48, 6}, Shape{"110m", 12, 64, 12}, Shape{"0.8b", 32, 64, 4},
-                       Shape{"8b", 32, 128, 8}})
+                       Shape{"8b", 32, 128, 8}}) {
+    if (!only_shape.empty() && only_shape != s.name) continue;
     for (int32_t batch : {1, 8, 32})
       for (int32_t ctx : {256, 1024}) {
         std::printf("%-10s %5d %5d", s.name, batch, ctx);
         for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::q8_0}) {
+          if (!only_dtype.empty() && only_dtype != kv_dtype_name(dtype)) {
+            std::printf(" | %20s", "");
+            continue;
+          }
           if (!kv_dtype_fits(dtype, s.head_dim)) {  // q8_0 needs heads of whole 32-blocks
             std::printf(" | %20s", "-");
             continue;
@@ -106,5 +129,6 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
       }
+  }
   return 0;
 }

@@ -281,8 +281,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) requests = 64;
     else if (!std::strcmp(argv[i], "--overhead")) overhead_only = true;
     else if (!std::strcmp(argv[i], "--zero-cost")) overhead_only = zero_cost_only = true;
-    else if (!std::strcmp(argv[i], "--core")) {  // only the scheduler core's CPU cost (for profiling)
-      for (int k = 0; k < 20; ++k) std::printf("%.1f us\n", core_cpu_us(256, 32000));
+    else if (!std::strcmp(argv[i], "--core")) {  // only the scheduler core's CPU cost, for N sequences (profiling)
+      const int n = i + 1 < argc ? std::atoi(argv[i + 1]) : 256;
+      const int seqs = n > 0 ? n : 256;
+      for (int k = 0; k < 20 * std::max(1, 256 / seqs); ++k) std::printf("%.1f us\n", core_cpu_us(seqs, 32000));
       return 0;
     }
     else if (!std::strcmp(argv[i], "--closed-loop") && i + 1 < argc) closed = std::atoi(argv[++i]);

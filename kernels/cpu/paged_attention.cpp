@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "kernels/cpu/quant_matmul.hpp"
@@ -24,13 +25,44 @@ void attend_items(const float* q, int64_t ldq, const SpanTable& spans, const Pag
                   int32_t heads_per_item, int32_t group, float* scratch, size_t per_thread);
 }  // namespace avx512
 
+// paged_attention_avx512bf16.cpp's.
+namespace avx512bf16 {
+void attend_items(const float* q, int64_t ldq, const SpanTable& spans, const PagedKvView& kv,
+                  float* out, int64_t ldo, const int32_t* items, int32_t n_items,
+                  int32_t heads_per_item, int32_t group, float* scratch, size_t per_thread);
+}  // namespace avx512bf16
+
 namespace {
 
 // The AVX-512 compilation where the kernels use AVX-512 (active_isa():
 // forced in tests and benchmarks), else the build's own.
 bool on_avx512() { return active_isa() != Isa::avx2; }
 
+std::atomic<bool> bf16_dot_off{false};
+
+bool cpu_has_bf16_dot() {
+  static const bool has = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
 }  // namespace
+
+bool attention_bf16_dot() { return cpu_has_bf16_dot() && !bf16_dot_off.load(std::memory_order_relaxed); }
+
+void set_attention_bf16_dot(bool on) { bf16_dot_off.store(!on, std::memory_order_relaxed); }
+
+bool attention_rounds_queries(const PagedKvView& kv, const AttentionWorkspace& workspace) {
+  return kv.dtype == KvDtype::bf16 && kv.head_dim % 32 == 0 && kv.head_dim <= 128 && !workspace.widen_bf16 &&
+         on_avx512() && attention_bf16_dot();
+}
 
 void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n) {
   if (on_avx512()) return avx512::kv_store(dtype, src, dst, n);
@@ -74,7 +106,9 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
       (SoftmaxState::floats(heads_per_item * group, hd, kv.block_size) + 15) / 16 * 16;
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
-  const auto attend_items = on_avx512() ? avx512::attend_items : base::attend_items;
+  const auto attend_items = attention_rounds_queries(kv, workspace) ? avx512bf16::attend_items
+                            : on_avx512()                 ? avx512::attend_items
+                                                          : base::attend_items;
   attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, group,
                workspace.scratch.data(), per_thread);
 }

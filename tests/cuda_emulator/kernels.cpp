@@ -111,7 +111,11 @@ int64_t paged_attention_workspace_bytes(int32_t, int32_t, int32_t, int32_t) { re
 cudaError_t paged_attention(const float* q, int64_t ldq, int32_t, int32_t n_heads, const SpanTable& spans,
                             const PagedKvView& kv, int32_t, float* out, int64_t ldo, void*, cudaStream_t stream) {
   enqueue(stream, [=] {
-    thread_local AttentionWorkspace workspace;  // the stream's thread's
+    thread_local AttentionWorkspace workspace = [] {  // the stream's thread's
+      AttentionWorkspace w;
+      w.widen_bf16 = true;  // the CUDA kernel widens bf16 keys
+      return w;
+    }();
     kernels::paged_attention(q, ldq, n_heads, spans, kv, out, ldo, workspace);
   });
   return cudaSuccess;

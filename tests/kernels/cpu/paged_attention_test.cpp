@@ -235,9 +235,40 @@ std::vector<float> naive_attention(const Fixture& f, int32_t s, const std::vecto
   return out;
 }
 
+// The kernel's output `out` against naive attention over the cache's values
+// with the queries it multiplied (`q_as_run`: float tolerance), and over the
+// exact values with the given queries (returned: the worst relative error).
+double compare_attention(const Fixture& f, const Fixture& as_cached, const std::vector<float>& q_as_run,
+                         const std::vector<float>& q, int64_t ldq, const std::vector<float>& out, int64_t ldo) {
+  double worst_exact = 0.0;
+  for (int32_t s = 0; s < int32_t(f.start_pos.size()); ++s) {
+    const std::vector<float> ref = naive_attention(as_cached, s, q_as_run, ldq);
+    const std::vector<float> exact = naive_attention(f, s, q, ldq);
+    for (int32_t i = 0; i < f.span_len[s]; ++i) {
+      const float* got = out.data() + (f.token_begin[s] + i) * ldo;
+      const size_t n = size_t(f.n_heads) * f.head_dim;
+      EXPECT_LT(testing::relative_error(got, ref.data() + size_t(i) * n, n), 1e-5)
+          << "sequence " << s << " token " << i;
+      worst_exact = std::max(worst_exact, testing::relative_error(got, exact.data() + size_t(i) * n, n));
+    }
+  }
+  return worst_exact;
+}
+
+// The queries as the kernel multiplies them with bf16 keys where it takes
+// the AVX512-BF16 dot products (attention_rounds_queries): times the scale,
+// rounded to bf16, and divided by the scale again for naive_attention.
+std::vector<float> as_rounded_queries(std::vector<float> q, int32_t head_dim) {
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+  for (float& x : q) x = kv_half::bf16_to_f32(kv_half::f32_to_bf16(x * scale)) / scale;
+  return q;
+}
+
 // Attention over `f` against the naive version of its values rounded to the
 // dtype (the arithmetic: float tolerance) and of the exact values (the
-// dtype's own error: below `dtype_tolerance`). Returns that error.
+// dtype's own error: below `dtype_tolerance`). Returns that error. Where the
+// CPU has AVX512-BF16 and the AVX-512 kernels run, bf16 caches are checked
+// with the dot products and without them.
 double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) {
   SCOPED_TRACE(kv_dtype_name(f.dtype));
   f.fill_prefix();
@@ -247,21 +278,21 @@ double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) 
   // Large queries make the softmax peaked, which tests the running maximum.
   const std::vector<float> q = testing::random_vector(size_t(f.n_tokens()) * ldq, seed, -4, 4);
   const int64_t ldo = ldq + 1;
-  std::vector<float> out(size_t(f.n_tokens()) * ldo, 0.0f);
-  AttentionWorkspace ws;
-  paged_attention(q.data(), ldq, f.n_heads, f.spans(), f.view(), out.data(), ldo, ws);
   const Fixture as_cached = f.rounded_copy();
   double worst_exact = 0.0;
-  for (int32_t s = 0; s < int32_t(f.start_pos.size()); ++s) {
-    const std::vector<float> ref = naive_attention(as_cached, s, q, ldq);
-    const std::vector<float> exact = naive_attention(f, s, q, ldq);
-    for (int32_t i = 0; i < f.span_len[s]; ++i) {
-      const float* got = out.data() + (f.token_begin[s] + i) * ldo;
-      const size_t n = size_t(f.n_heads) * f.head_dim;
-      EXPECT_LT(testing::relative_error(got, ref.data() + size_t(i) * n, n), 1e-5)
-          << "sequence " << s << " token " << i;
-      worst_exact = std::max(worst_exact, testing::relative_error(got, exact.data() + size_t(i) * n, n));
-    }
+  const bool both = attention_bf16_dot() && f.dtype == KvDtype::bf16;
+  for (const bool dot : {false, true}) {
+    if (dot && !both) break;
+    SCOPED_TRACE(dot ? "AVX512-BF16 scores" : "keys widened to float");
+    const bool was = attention_bf16_dot();
+    if (both) set_attention_bf16_dot(dot);
+    std::vector<float> out(size_t(f.n_tokens()) * ldo, 0.0f);
+    AttentionWorkspace ws;
+    paged_attention(q.data(), ldq, f.n_heads, f.spans(), f.view(), out.data(), ldo, ws);
+    const bool rounded = attention_rounds_queries(f.view(), ws);
+    if (both) set_attention_bf16_dot(was);
+    worst_exact = std::max(worst_exact, compare_attention(f, as_cached, rounded ? as_rounded_queries(q, f.head_dim) : q,
+                                                          q, ldq, out, ldo));
   }
   if (f.dtype == KvDtype::f32) return 0.0;
   // Rounding the cache is all the difference from exact values, and it is small.
