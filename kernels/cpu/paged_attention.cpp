@@ -59,9 +59,10 @@ bool attention_bf16_dot() { return cpu_has_bf16_dot() && !bf16_dot_off.load(std:
 
 void set_attention_bf16_dot(bool on) { bf16_dot_off.store(!on, std::memory_order_relaxed); }
 
-bool attention_rounds_queries(const PagedKvView& kv, const AttentionWorkspace& workspace) {
-  return kv.dtype == KvDtype::bf16 && kv.head_dim % 32 == 0 && kv.head_dim <= 128 && !workspace.widen_bf16 &&
-         on_avx512() && attention_bf16_dot();
+bool attention_takes_bf16_dot(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace) {
+  return kv.dtype == KvDtype::bf16 && kv.head_dim % 32 == 0 && kv.head_dim <= 128 &&
+         n_heads / kv.n_kv_heads >= base::kChunkMinGroup && !workspace.widen_bf16 && on_avx512() &&
+         attention_bf16_dot();
 }
 
 void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n) {
@@ -106,7 +107,7 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
       (SoftmaxState::floats(heads_per_item * group, hd, kv.block_size) + 15) / 16 * 16;
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
-  const auto attend_items = attention_rounds_queries(kv, workspace) ? avx512bf16::attend_items
+  const auto attend_items = attention_takes_bf16_dot(kv, n_heads, workspace) ? avx512bf16::attend_items
                             : on_avx512()                 ? avx512::attend_items
                                                           : base::attend_items;
   attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, group,

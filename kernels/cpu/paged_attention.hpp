@@ -54,7 +54,7 @@ struct AttentionWorkspace {
   std::vector<int32_t> items;  // [n_items][3]: sequence, kv head, first token
   std::vector<float> scratch;  // per-thread scores and accumulators
   // Calls with this workspace widen bf16 keys to float even where the CPU
-  // has AVX512-BF16 dot products (attention_rounds_queries below): for
+  // has AVX512-BF16 dot products (attention_takes_bf16_dot below): for
   // callers that stand in for kernels which widen, as the CUDA kernels do.
   bool widen_bf16 = false;
 };
@@ -70,14 +70,16 @@ void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim pe
                      int64_t ldo, AttentionWorkspace& workspace);
 
 // bf16 caches on CPUs with AVX512-BF16 (and AVX-512 chosen, quant_matmul.hpp's
-// active_isa): the scores are vdpbf16ps dot products of the stored keys and
-// the queries (times 1/sqrt(head_dim)) rounded to bf16, for head sizes that
-// are multiples of 32 up to 128; elsewhere, and when turned off (tests
-// compare both), keys are widened to float. attention_rounds_queries says
-// whether a call on `kv` with `workspace` takes that path now.
+// active_isa), under grouped-query attention with 4 query heads a kv head or
+// more and head sizes that are multiples of 32 up to 128: the scores are
+// vdpbf16ps dot products of the stored keys and the queries (times
+// 1/sqrt(head_dim)) rounded to bf16. Elsewhere, when turned off (tests
+// compare both) and for workspaces that ask (AttentionWorkspace::widen_bf16),
+// keys are widened to float. attention_takes_bf16_dot says whether a call on
+// `kv` with `n_heads` query heads and `workspace` takes that path now.
 bool attention_bf16_dot();
 void set_attention_bf16_dot(bool on);
-bool attention_rounds_queries(const PagedKvView& kv, const AttentionWorkspace& workspace);
+bool attention_takes_bf16_dot(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace);
 
 // n floats to n elements of `dtype` (rounded to nearest even), and back
 // (exact): the conversions write_kv and paged_attention use, row by row.

@@ -256,7 +256,7 @@ double compare_attention(const Fixture& f, const Fixture& as_cached, const std::
 }
 
 // The queries as the kernel multiplies them with bf16 keys where it takes
-// the AVX512-BF16 dot products (attention_rounds_queries): times the scale,
+// the AVX512-BF16 dot products (attention_takes_bf16_dot): times the scale,
 // rounded to bf16, and divided by the scale again for naive_attention.
 std::vector<float> as_rounded_queries(std::vector<float> q, int32_t head_dim) {
   const float scale = 1.0f / std::sqrt(float(head_dim));
@@ -289,7 +289,7 @@ double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) 
     std::vector<float> out(size_t(f.n_tokens()) * ldo, 0.0f);
     AttentionWorkspace ws;
     paged_attention(q.data(), ldq, f.n_heads, f.spans(), f.view(), out.data(), ldo, ws);
-    const bool rounded = attention_rounds_queries(f.view(), ws);
+    const bool rounded = attention_takes_bf16_dot(f.view(), f.n_heads, ws);
     if (both) set_attention_bf16_dot(was);
     worst_exact = std::max(worst_exact, compare_attention(f, as_cached, rounded ? as_rounded_queries(q, f.head_dim) : q,
                                                           q, ldq, out, ldo));
