@@ -92,6 +92,11 @@ int main(int argc, char** argv) {
       set_attention_bf16_dot(false);
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       only_shape = argv[++i];
+      const char* names[] = {"15m", "110m", "0.8b", "8b"};
+      if (std::find(std::begin(names), std::end(names), only_shape) == std::end(names)) {
+        std::fprintf(stderr, "--shape: 15m, 110m, 0.8b or 8b\n");
+        return 2;
+      }
     } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) {
       only_dtype = argv[++i];
       const char* names[] = {"f32", "f16", "bf16", "q8_0"};
@@ -100,12 +105,15 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D] [--no-bf16-dot]\n");
+      std::fprintf(stderr,
+                   "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D] "
+                   "[--no-bf16-dot]\n");
       return 2;
     }
   }
-  std::printf("paged attention, one decode token per sequence, one layer; median of %d calls, %d threads\n",
-              reps, omp_get_max_threads());
+  std::printf("paged attention, one decode token per sequence, one layer; median of %d calls, %d threads; "
+              "bf16 scores under grouped-query attention: %s\n",
+              reps, omp_get_max_threads(), attention_bf16_dot() ? "vdpbf16ps" : "keys widened to float");
   std::printf("%-10s %5s %5s | %20s | %20s | %20s | %20s\n", "shape", "batch", "ctx", "f32 us (GB/s)",
               "f16 us (GB/s)", "bf16 us (GB/s)", "q8_0 us (GB/s)");
   for (const Shape& s : {Shape{"15m", 6, 48, 6}, Shape{"110m", 12, 64, 12}, Shape{"0.8b", 32, 64, 4},
