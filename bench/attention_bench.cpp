@@ -19,9 +19,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/bench_util.hpp"
@@ -78,6 +80,15 @@ double time_decode(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, in
   return median(times);
 }
 
+// Whether `value` is one of `names`; if not, says so.
+bool one_of(const char* flag, const std::string& value, std::initializer_list<std::string_view> names) {
+  if (std::find(names.begin(), names.end(), value) != names.end()) return true;
+  std::fprintf(stderr, "%s: one of", flag);
+  for (std::string_view n : names) std::fprintf(stderr, " %.*s", int(n.size()), n.data());
+  std::fprintf(stderr, "\n");
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,18 +103,10 @@ int main(int argc, char** argv) {
       set_attention_bf16_dot(false);
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       only_shape = argv[++i];
-      const char* names[] = {"15m", "110m", "0.8b", "8b"};
-      if (std::find(std::begin(names), std::end(names), only_shape) == std::end(names)) {
-        std::fprintf(stderr, "--shape: 15m, 110m, 0.8b or 8b\n");
-        return 2;
-      }
+      if (!one_of("--shape", only_shape, {"15m", "110m", "0.8b", "8b"})) return 2;
     } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) {
       only_dtype = argv[++i];
-      const char* names[] = {"f32", "f16", "bf16", "q8_0"};
-      if (std::find(std::begin(names), std::end(names), only_dtype) == std::end(names)) {
-        std::fprintf(stderr, "--dtype: f32, f16, bf16 or q8_0\n");
-        return 2;
-      }
+      if (!one_of("--dtype", only_dtype, {"f32", "f16", "bf16", "q8_0"})) return 2;
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D] "
