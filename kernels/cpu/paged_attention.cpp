@@ -60,7 +60,7 @@ bool attention_bf16_dot() { return cpu_has_bf16_dot() && !bf16_dot_off.load(std:
 void set_attention_bf16_dot(bool on) { bf16_dot_off.store(!on, std::memory_order_relaxed); }
 
 bool attention_takes_bf16_dot(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace) {
-  return kv.dtype == KvDtype::bf16 && kv.head_dim % 32 == 0 && kv.head_dim <= 128 &&
+  return kv.dtype == KvDtype::bf16 && kv.head_dim % 32 == 0 && kv.head_dim <= 128 && kv.n_kv_heads > 0 &&
          n_heads / kv.n_kv_heads >= base::kChunkMinGroup && !workspace.widen_bf16 && on_avx512() &&
          attention_bf16_dot();
 }
