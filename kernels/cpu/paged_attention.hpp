@@ -7,8 +7,9 @@
 // elements further on (kv_bytes(dtype, block_stride) bytes). Elements are
 // `dtype` (kv_dtype.hpp): float32, or f16, bf16 or q8_0, which write_kv
 // rounds to and attention widens back to float in registers; every product
-// and sum is computed in float (but for the scores of bf16 caches on CPUs with
-// AVX512-BF16, whose queries are rounded to bf16: attention_bf16_dot below).
+// and sum is computed in float (but for the scores of bf16 caches under
+// grouped-query attention on CPUs with AVX512-BF16, whose queries are rounded
+// to bf16: attention_bf16_dot below).
 // q8_0 needs a head_dim that is a multiple of 32.
 //
 // A batch is a list of sequence spans (model/batch.hpp): sequence s brings the
