@@ -234,7 +234,14 @@ TEST_F(PromptLogprobs, SurvivePreemption) {
     config.threads = 1;
     config.prefill_chunk = 16;
     config.kv_cache_dtype = KvDtype::f32;
-    config.kv_cache_tokens = 16 * 12;  // 12 blocks for twelve sequences of up to ~98 tokens
+    // Nine blocks: a sequence's 97 positions take 7 of them, so no two
+    // sequences can both finish without a preemption (7 + a prompt's 4 > 9),
+    // and two do run at once whatever the timing. The watermark (1 block)
+    // admits a second sequence only while the first still holds at most its
+    // prompt's 4 blocks, or a pair together when one leaves: the test once
+    // used 12 blocks, where sequences started 17 tokens apart took turns
+    // without one (1 run in 40 beside two busy loops).
+    config.kv_cache_tokens = 16 * 9;
     config.swap_space_tokens = 16 * 64;
     config.preemption = *parse_preemption_mode(mode);
     auto e = Engine::create(sys, config, *model_);
