@@ -22,14 +22,14 @@ void kv_load(KvDtype dtype, const void* src, float* dst, int64_t n);
 void write_kv(const float* k, const float* v, int64_t ld, const SpanTable& spans, const PagedKvView& kv);
 void attend_items(const float* q, int64_t ldq, const SpanTable& spans, const PagedKvView& kv,
                   float* out, int64_t ldo, const int32_t* items, int32_t n_items,
-                  int32_t heads_per_item, int32_t group, float* scratch, size_t per_thread);
+                  int32_t heads_per_item, int32_t item_tokens, int32_t group, float* scratch, size_t per_thread);
 }  // namespace avx512
 
 // paged_attention_avx512bf16.cpp's.
 namespace avx512bf16 {
 void attend_items(const float* q, int64_t ldq, const SpanTable& spans, const PagedKvView& kv,
                   float* out, int64_t ldo, const int32_t* items, int32_t n_items,
-                  int32_t heads_per_item, int32_t group, float* scratch, size_t per_thread);
+                  int32_t heads_per_item, int32_t item_tokens, int32_t group, float* scratch, size_t per_thread);
 }  // namespace avx512bf16
 
 namespace {
@@ -84,15 +84,18 @@ void write_kv(const float* k, const float* v, int64_t ld, const SpanTable& spans
 void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTable& spans,
                      const PagedKvView& kv, float* out, int64_t ldo,
                      AttentionWorkspace& workspace) {
-  using base::kItemsPerThread, base::kTokenTile, base::SoftmaxState;
+  using base::kItemsPerThread, base::kTokenTile;
   const int32_t n_kv = kv.n_kv_heads, group = n_heads / n_kv, hd = kv.head_dim;
   const int max_threads = omp_get_max_threads();
+  // An item takes kTokenTile tokens, or more where that leaves its rows
+  // (tokens × query heads a kv head) short of what the tile kernel wants.
+  const int32_t item_tokens = std::max(kTokenTile, base::kTileRowsWanted / std::max(group, 1));
   // An item takes a run of kv heads: as many as still leaves every thread
   // kItemsPerThread items, since a block's heads are contiguous and one long
   // read streams better than several short ones.
   int64_t tiles = 0;
   for (int32_t s = 0; s < spans.n_seqs; ++s)
-    tiles += (base::sequence(spans, s).n_tokens + kTokenTile - 1) / kTokenTile;
+    tiles += (base::sequence(spans, s).n_tokens + item_tokens - 1) / item_tokens;
   const int32_t heads_per_item = int32_t(
       std::clamp<int64_t>(tiles * n_kv / (int64_t(kItemsPerThread) * max_threads), 1, n_kv));
   std::vector<int32_t>& items = workspace.items;
@@ -100,17 +103,17 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
   for (int32_t s = 0; s < spans.n_seqs; ++s) {
     const int32_t n_tokens = base::sequence(spans, s).n_tokens;
     for (int32_t h = 0; h < n_kv; h += heads_per_item)
-      for (int32_t i = 0; i < n_tokens; i += kTokenTile) items.insert(items.end(), {s, h, i});
+      for (int32_t i = 0; i < n_tokens; i += item_tokens) items.insert(items.end(), {s, h, i});
   }
   const int32_t n_items = int32_t(items.size() / 3);
   const size_t per_thread =
-      (SoftmaxState::floats(heads_per_item * group, hd, kv.block_size) + 15) / 16 * 16;
+      (base::scratch_floats(heads_per_item, item_tokens, group, hd, kv.block_size) + 15) / 16 * 16;
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
   const auto attend_items = attention_takes_bf16_dot(kv, n_heads, workspace) ? avx512bf16::attend_items
                             : on_avx512()                 ? avx512::attend_items
                                                           : base::attend_items;
-  attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, group,
+  attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, item_tokens, group,
                workspace.scratch.data(), per_thread);
 }
 

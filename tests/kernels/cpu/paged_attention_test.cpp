@@ -368,6 +368,29 @@ TEST_P(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
     }
 }
 
+// Spans long enough for the tile kernel (paged_attention_tile.inc: two
+// tokens and more, 16 rows and more of tokens × query heads a kv head),
+// beside decode tokens in the same call: rows that fill the item and leave
+// remainders, chunks of positions that the causal mask cuts in every place
+// (block sizes from 1 to 64, so chunks of 16 to 64 positions), a span that
+// continues a cached prefix and one that starts fresh, and two-token spans
+// (a speculative verify step's size).
+TEST_P(PagedAttention, PrefillTilesMatchDenseAttention) {
+  WorstError worst;
+  uint32_t seed = 900;
+  for (KvDtype dtype : kAllDtypes)
+    for (auto [heads, kv_heads, head_dim] : {std::tuple{32, 4, 64}, std::tuple{12, 12, 64}, std::tuple{6, 2, 128},
+                                             std::tuple{10, 1, 16}, std::tuple{9, 3, 48}, std::tuple{16, 2, 32}})
+      for (int32_t block_size : {1, 16, 64}) {
+        if (!kv_dtype_fits(dtype, head_dim)) continue;
+        SCOPED_TRACE(std::to_string(heads) + "/" + std::to_string(kv_heads) + " heads of " +
+                     std::to_string(head_dim) + ", blocks of " + std::to_string(block_size));
+        Fixture f = make_fixture(heads, kv_heads, head_dim, block_size, {21, 0, 90, 5, 70}, {40, 70, 1, 2, 9},
+                                 ++seed, dtype);
+        worst.add(dtype, check_attention(f, ++seed, dtype_tolerance(dtype)));
+      }
+}
+
 // The generic path (a head size with no vector path), many sequences.
 TEST_P(PagedAttention, OddHeadDimAndManySequences) {
   std::vector<int32_t> start, len;
