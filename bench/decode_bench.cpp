@@ -344,10 +344,29 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
 }  // namespace
 }  // namespace conveyor
 
+namespace {
+
+constexpr const char* kUsage =
+    "usage: decode_bench [--models dummy:llama-15m,dummy:llama-110m] [--batches 1,8,16,32,64]\n"
+    "                    [--types f32,bf16,q8_0,q4_k_m] [--steps 16] [--repeats 3] [--context 128]\n"
+    "                    [--threads 2] [--block-size 16] [--kv-cache-dtype f32|f16|bf16|q8_0]\n"
+    "                    [--isa avx2|avx512|amx]\n";
+
+}  // namespace
+
 int main(int argc, char** argv) {
   conveyor::Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 == argc) {  // every flag takes a value
+      std::fprintf(stderr, "%s needs a value\n%s", flag.c_str(), kUsage);
+      return 2;
+    }
+    const std::string value = argv[i + 1];
     if (flag == "--models") o.models = split_list(value);
     else if (flag == "--types") o.types = split_list(value);
     else if (flag == "--batches") {
@@ -368,7 +387,7 @@ int main(int argc, char** argv) {
     } else if (flag == "--isa") {
       if (!conveyor::bench::force_isa_flag(value)) return 2;
     } else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\n%s", flag.c_str(), kUsage);
       return 2;
     }
   }
