@@ -64,6 +64,10 @@ struct AttentionWorkspace {
 // attends to its sequence's positions up to its own, and query head h reads
 // kv head h / (n_heads / n_kv_heads). The span's keys and values must already
 // be in the cache (write_kv). Parallel over (sequence, kv head, token tile).
+// On AVX-512 CPUs the tokens of a span of several (a prefill chunk, a
+// speculative verify step) are computed together as flash-style tiles
+// (paged_attention_tile.inc), decode tokens one at a time: the two agree to
+// float rounding, not bit for bit.
 void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim per row
                      int64_t ldq, int32_t n_heads, const SpanTable& spans,
                      const PagedKvView& kv,
