@@ -126,17 +126,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (prefill)
-    std::printf("paged attention, one sequence's prefill chunk of `span` tokens ending at position ctx, one layer; "
-                "median of %d calls, %d threads; bf16 scores under grouped-query attention: %s\n",
-                reps, omp_get_max_threads(), attention_bf16_dot() ? "vdpbf16ps" : "keys widened to float");
-  else
-    std::printf("paged attention, one decode token per sequence, one layer; median of %d calls, %d threads; "
-                "bf16 scores under grouped-query attention: %s\n",
-                reps, omp_get_max_threads(), attention_bf16_dot() ? "vdpbf16ps" : "keys widened to float");
-  std::printf("%-10s %5s %5s %5s | %20s | %20s | %20s | %20s\n", "shape", "batch", "span", "ctx",
-              prefill ? "f32 us (GFLOP/s)" : "f32 us (GB/s)", prefill ? "f16 us (GFLOP/s)" : "f16 us (GB/s)",
-              prefill ? "bf16 us (GFLOP/s)" : "bf16 us (GB/s)", prefill ? "q8_0 us (GFLOP/s)" : "q8_0 us (GB/s)");
+  const char* unit = prefill ? "GFLOP/s" : "GB/s";
+  std::printf("paged attention, %s, one layer; median of %d calls, %d threads; bf16 scores under grouped-query "
+              "attention: %s\n",
+              prefill ? "one sequence's prefill chunk of `span` tokens ending at position ctx"
+                      : "one decode token per sequence",
+              reps, omp_get_max_threads(), attention_bf16_dot() ? "vdpbf16ps" : "keys widened to float");
+  std::printf("%-10s %5s %5s %5s", "shape", "batch", "span", "ctx");
+  for (const char* dtype : {"f32", "f16", "bf16", "q8_0"}) {
+    const std::string column = std::string(dtype) + " us (" + unit + ")";
+    std::printf(" | %20s", column.c_str());
+  }
+  std::printf("\n");
   struct Case {
     int32_t batch, span, ctx;
   };
