@@ -112,7 +112,7 @@ CONVEYOR_INSPECT(BlockStats, total, used, free, cached, host_total, host_used, p
                  prefix_hits, prefix_query_tokens, prefix_hit_tokens, cow_copies)
 CONVEYOR_INSPECT(SwapDone, seq, direction, seconds)
 CONVEYOR_INSPECT(ForwardBatch, tokens, seq_token_begin, seq_start_pos, block_tables,
-                 block_table_begin, want_logits)
+                 block_table_begin, want_logits, seq_prompt_len)
 CONVEYOR_INSPECT(PromptScoring, slot, row_offset, first, top, targets)
 CONVEYOR_INSPECT(PromptScores, seq, first, entries)
 CONVEYOR_INSPECT(StepPlan, iteration, batch, seq_ids, copies, new_samplers, new_sampler_prompts,

@@ -44,7 +44,7 @@ struct Shape {
 
 // Median seconds of one call: `batch` sequences, each `span` tokens at the
 // positions [ctx - span, ctx) over ctx cached positions (span 1: a decode
-// step; more: a prefill chunk).
+// step; more: a prompt's chunk, as the engine marks it: SpanTable::tile_until).
 double time_call(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, int32_t span, int reps) {
   const int32_t bs = 16, n_kv = s.n_kv_heads, hd = s.head_dim;
   const int32_t per_seq = (ctx + bs - 1) / bs, n_blocks = batch * per_seq;
@@ -68,7 +68,9 @@ double time_call(const Shape& s, KvDtype dtype, int32_t batch, int32_t ctx, int3
     table_begin[size_t(b)] = b * per_seq;
     if (b < batch) start_pos[size_t(b)] = ctx - span;
   }
-  const SpanTable spans{batch, token_begin.data(), start_pos.data(), ids.data(), table_begin.data()};
+  const std::vector<int32_t> tile_until(static_cast<size_t>(batch), span > 1 ? ctx : 0);
+  const SpanTable spans{batch,           token_begin.data(), start_pos.data(), ids.data(), table_begin.data(),
+                        tile_until.data()};
   const PagedKvView view{pool.data(), pool.data() + kv_bytes(dtype, int64_t(n_kv) * bs * hd), block_stride, n_kv,
                          bs, hd, dtype};
   const int64_t width = int64_t(s.n_heads) * hd;

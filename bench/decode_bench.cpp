@@ -238,7 +238,7 @@ void run_model(const std::string& spec, const std::string& type, const Options& 
         const int32_t n = std::min<int32_t>(64, int32_t(tokens[s].size()) - done[s]);
         if (n <= 0) continue;
         batch.add_sequence({tokens[s].data() + done[s], size_t(n)}, done[s], tables[s],
-                           done[s] + n == int32_t(tokens[s].size()));
+                           done[s] + n == int32_t(tokens[s].size()), int32_t(tokens[s].size()));
         done[s] += n;
         more = true;
       }

@@ -184,7 +184,7 @@ double decode_step_ms(const LoadedModel& model, int b) {
     for (int i = 0; i < per_seq; ++i) t[size_t(i)] = s * per_seq + i;
     return t;
   };
-  for (int s = 0; s < b; ++s) batch.add_sequence(prompt, 0, table(s), true);
+  for (int s = 0; s < b; ++s) batch.add_sequence(prompt, 0, table(s), true, int32_t(prompt.size()));
   t.forward(batch, kv, logits);
   std::vector<double> times;
   for (int step = 0; step < 9; ++step) {

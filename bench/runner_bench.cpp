@@ -93,7 +93,7 @@ int bench_model(const Args& a, const std::string& spec) {
       for (; i < b && tokens + a.context <= kStepTokens; ++i) {
         std::vector<int32_t> prompt(size_t(a.context));
         for (int32_t& t : prompt) t = int32_t(rng() % uint32_t(mc.vocab_size));
-        plan.batch.add_sequence(prompt, 0, tables[size_t(i)], true);
+        plan.batch.add_sequence(prompt, 0, tables[size_t(i)], true, int32_t(prompt.size()));
         plan.seq_ids.push_back(ids[size_t(i)]);
         plan.new_samplers.emplace_back(ids[size_t(i)], greedy);
         plan.new_sampler_prompts.push_back(prompt);

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     for (int32_t k = 0; k < per_seq; ++k) tables[size_t(i)].push_back(i * per_seq + k);
     std::vector<int32_t> prompt(kContext);
     for (int32_t& t : prompt) t = int32_t(rng() % 1000) + 3;
-    prefill.batch.add_sequence(prompt, 0, tables[size_t(i)], true);
+    prefill.batch.add_sequence(prompt, 0, tables[size_t(i)], true, int32_t(prompt.size()));
     prefill.seq_ids.push_back(seq_id(i + 1));
     prefill.new_samplers.emplace_back(seq_id(i + 1), greedy);
     prefill.new_sampler_prompts.push_back(prompt);

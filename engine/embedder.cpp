@@ -76,7 +76,7 @@ int32_t embedding_batch(const std::vector<std::vector<int32_t>>& inputs, size_t 
   int32_t next_block = 0;
   for (size_t i = first; i < last; ++i) {
     const int32_t n = int32_t(inputs[i].size()), n_blocks = (n + block_size - 1) / block_size;
-    batch.add_sequence(inputs[i], 0, std::span(table).subspan(size_t(next_block), size_t(n_blocks)), 0);
+    batch.add_sequence(inputs[i], 0, std::span(table).subspan(size_t(next_block), size_t(n_blocks)), 0, n);
     next_block += n_blocks;
   }
   return blocks;

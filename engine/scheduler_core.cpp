@@ -842,6 +842,7 @@ StepPlan SchedulerCore::build_step() {
   plan.batch.seq_token_begin.reserve(plan_.size() + 1);
   plan.batch.block_table_begin.reserve(plan_.size() + 1);
   plan.batch.want_logits.reserve(plan_.size());
+  plan.batch.seq_prompt_len.reserve(plan_.size());
   plan.batch.tokens.reserve(plan_.size());
   plan.batch.block_tables.reserve(block_table_hint_);
   for (Planned& p : plan_) {
@@ -869,7 +870,7 @@ StepPlan SchedulerCore::build_step() {
       scratch_tokens_.resize(size_t(n), -1);
       span = scratch_tokens_;
     }
-    plan.batch.add_sequence(span, s.scheduled, s.block_table, last ? 1 + p.drafts : 0);
+    plan.batch.add_sequence(span, s.scheduled, s.block_table, last ? 1 + p.drafts : 0, s.prompt_len);
     plan.seq_ids.push_back(s.id);
     if (s.prompt_scoring.pending()) plan_scoring(s, s.scheduled, n, plan);
     s.scheduled += n;

@@ -97,7 +97,8 @@ void DraftModel::prepare(StepPlan& plan) {
       if (q.synced < start) {
         forget(table, q.synced, start);
         caught_up_ += start - q.synced;
-        batch_.add_sequence(std::span<const int32_t>(q.tokens).subspan(size_t(q.synced)), q.synced, table, 0);
+        batch_.add_sequence(std::span<const int32_t>(q.tokens).subspan(size_t(q.synced)), q.synced, table, 0,
+                            target.seq_prompt_len.empty() ? 0 : target.seq_prompt_len[size_t(s)]);
       }
     } else {
       remember(q, table, q.synced);

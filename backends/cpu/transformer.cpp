@@ -268,8 +268,12 @@ void Transformer::run_layers(const ForwardBatch& batch, KvCache& kv, Workspace& 
   m.embed(c, batch.tokens.data(), n, x);
   clock.mark(&ForwardProfile::embed);
 
-  const kernels::SpanTable spans{n_seqs, batch.seq_token_begin.data(), batch.seq_start_pos.data(),
-                                 batch.block_tables.data(), batch.block_table_begin.data()};
+  const kernels::SpanTable spans{n_seqs,
+                                 batch.seq_token_begin.data(),
+                                 batch.seq_start_pos.data(),
+                                 batch.block_tables.data(),
+                                 batch.block_table_begin.data(),
+                                 batch.seq_prompt_len.size() == size_t(n_seqs) ? batch.seq_prompt_len.data() : nullptr};
   const kernels::RopeStyle rope_style = c.rope_layout == RopeLayout::adjacent_pairs
                                             ? kernels::RopeStyle::adjacent_pairs
                                             : kernels::RopeStyle::half_split;

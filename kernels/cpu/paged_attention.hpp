@@ -41,6 +41,11 @@ struct SpanTable {
   const int32_t* start_pos;     // [n_seqs] position of each span's first token
   const int32_t* block_tables;  // concatenated block ids
   const int32_t* table_begin;   // [n_seqs + 1] offsets into block_tables
+  // [n_seqs], or null for none: paged_attention may compute sequence s's
+  // tokens at positions below tile_until[s] together (tiles, on AVX-512
+  // CPUs); the others it computes one at a time, bit for bit as a decode
+  // step of one token computes its position (model/batch.hpp says why).
+  const int32_t* tile_until = nullptr;
 };
 
 // Stores each token's key and value heads in the slot of its position,
@@ -64,10 +69,11 @@ struct AttentionWorkspace {
 // attends to its sequence's positions up to its own, and query head h reads
 // kv head h / (n_heads / n_kv_heads). The span's keys and values must already
 // be in the cache (write_kv). Parallel over (sequence, kv head, token tile).
-// On AVX-512 CPUs the tokens of a span of several (a prefill chunk, a
-// speculative verify step) are computed together as flash-style tiles
-// (paged_attention_tile.inc), decode tokens one at a time: the two agree to
-// float rounding, not bit for bit.
+// On AVX-512 CPUs a span's tokens below spans.tile_until (a prompt's) are
+// computed together as flash-style tiles (paged_attention_tile.inc), the
+// rest one at a time. Each way, a token's result depends only on its query
+// and the cache, not on the call's other tokens or how the span is cut into
+// chunks; the two ways agree to float rounding, not bit for bit.
 void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim per row
                      int64_t ldq, int32_t n_heads, const SpanTable& spans,
                      const PagedKvView& kv,

@@ -159,7 +159,8 @@ int run_generate(const GenerateArgs& args) {
     StepPlan plan;
     plan.iteration = iteration++;
     const int32_t end = pos + int32_t(tokens.size());
-    plan.batch.add_sequence(tokens, pos, std::span(block_table).first((end + kBlockSize - 1) / kBlockSize), last);
+    plan.batch.add_sequence(tokens, pos, std::span(block_table).first((end + kBlockSize - 1) / kBlockSize), last,
+                            int32_t(prompt.size()));
     plan.seq_ids.push_back(kSeq);
     if (pos == 0) {
       plan.new_samplers.emplace_back(kSeq, params);

@@ -34,8 +34,12 @@ class PagedDriver {
     std::shuffle(free_.begin(), free_.end(), std::mt19937(seed));
   }
 
-  int32_t add(std::vector<int32_t> tokens) {
-    seqs_.push_back({std::move(tokens), 0, {}});
+  // A sequence whose first `prompt_len` tokens are its prompt (-1: all
+  // given here); the rest, and what append() adds, count as generated
+  // (ForwardBatch::seq_prompt_len).
+  int32_t add(std::vector<int32_t> tokens, int32_t prompt_len = -1) {
+    const int32_t prompt = prompt_len < 0 ? int32_t(tokens.size()) : prompt_len;
+    seqs_.push_back({std::move(tokens), prompt, 0, {}});
     return int32_t(seqs_.size() - 1);
   }
   void append(int32_t seq, int32_t token) { seqs_[size_t(seq)].tokens.push_back(token); }
@@ -62,7 +66,7 @@ class PagedDriver {
         free_.pop_back();
       }
       const bool logits = logits_every_span || end == int32_t(s.tokens.size());
-      batch_.add_sequence({s.tokens.data() + s.done, size_t(n)}, s.done, s.table, logits);
+      batch_.add_sequence({s.tokens.data() + s.done, size_t(n)}, s.done, s.table, logits, s.prompt_len);
       if (logits) wanted.emplace_back(int32_t(i), end - 1);
       s.done = end;
     }
@@ -80,6 +84,7 @@ class PagedDriver {
  private:
   struct Seq {
     std::vector<int32_t> tokens;
+    int32_t prompt_len;
     int32_t done;  // tokens already in the cache
     std::vector<int32_t> table;
   };

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "kernels/cpu/quant_matmul.hpp"
 #include "model/formats/loader.hpp"
 #include "tests/backends/cpu/paged_driver.hpp"
 #include "tests/backends/cpu/reference_model.hpp"
@@ -182,6 +183,94 @@ TEST(Transformer, Llama31FrequencyFactorsAndLinearScalingMatchReference) {
   for (int32_t i = 0; i < c.rotary_dim() / 2; ++i)
     w.rope_freq_factors.push_back(1.0f + 7.0f * float(i) / float(c.rotary_dim() / 2));
   check_all_layouts(c, w, 66);
+}
+
+// The logits after a generated token are bit for bit the same whether it
+// was decoded step by step, or recomputed in chunks with its prompt (as
+// after a preemption, or on the node a request is resumed on), or the
+// prompt was chunked otherwise, among other sequences or alone. (On AVX-512
+// CPUs prompt chunks take the attention tiles, generated tokens not.)
+void check_generated_match_decode_steps(Transformer& model) {
+  const int32_t vocab = model.config().vocab_size;
+  std::mt19937 rng(9);
+  auto random_tokens = [&](size_t n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng);
+    return t;
+  };
+  const std::vector<int32_t> prompt = random_tokens(37);
+  std::vector<std::vector<int32_t>> others;
+  for (size_t n : {5, 60, 1, 19}) others.push_back(random_tokens(n));
+  constexpr int32_t kNew = 20;
+
+  // Decoded: the prompt in chunks of 7 beside the others, then a token a step.
+  std::vector<std::vector<float>> decoded;  // logits after prompt.size() - 1 + i
+  {
+    PagedDriver driver(model, 16, 64, 1);
+    driver.add(prompt);
+    for (const auto& o : others) driver.add(o);
+    while (int32_t(decoded.size()) <= kNew)
+      for (PagedDriver::Row& r : driver.step(7)) {
+        driver.append(r.seq, argmax(r.logits));
+        if (r.seq == 0) decoded.push_back(std::move(r.logits));
+      }
+  }
+  // Recomputed: the prompt and its generated tokens in chunks, alone or beside the others.
+  std::vector<int32_t> all = prompt;
+  for (int32_t i = 0; i < kNew; ++i) all.push_back(argmax(decoded[size_t(i)]));
+  for (int32_t chunk : {64, 5, 1})
+    for (bool alone : {true, false}) {
+      SCOPED_TRACE("chunks of " + std::to_string(chunk) + (alone ? ", alone" : ", among others"));
+      PagedDriver driver(model, 16, 64, 2);
+      driver.add(all, int32_t(prompt.size()));
+      if (!alone)
+        for (const auto& o : others) driver.add(o);
+      size_t compared = 0;
+      while (driver.pending())
+        for (const PagedDriver::Row& r : driver.step(chunk, /*logits_every_span=*/true)) {
+          const int32_t i = r.pos - int32_t(prompt.size() - 1);
+          if (r.seq != 0 || i < 0) continue;
+          ASSERT_EQ(r.logits, decoded[size_t(i)]) << "position " << r.pos;
+          ++compared;
+        }
+      EXPECT_GE(compared, chunk == 64 ? size_t(1) : size_t(4));
+    }
+}
+
+// Heads of 16, 8 query heads a kv head, float weights.
+TEST(Transformer, GeneratedPositionsMatchDecodeStepsBitForBit) {
+  ModelConfig c = small_config();
+  c.name = "small-tiled";
+  c.dim = 128;
+  c.n_heads = 8;
+  c.n_kv_heads = 1;
+  c.head_size = 16;
+  Transformer model(c, make_random_weights(c, 8), 2);
+  check_generated_match_decode_steps(model);
+}
+
+// The same through the int8 products of quantized files (heads of 32, 2 and
+// 4 query heads a kv head), on each path the products take: a batch's rows
+// and a decode step's must get the same bits from them too (AMX tiles, on
+// CPUs without them emulated, from kernels::amx_min_rows() rows).
+TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
+  using kernels::Isa;
+  for (const char* name : {"tiny-llama2-q4_k_m.gguf", "tiny-llama2-q8_0.gguf", "tiny-llama3-q4_k_m.gguf"}) {
+    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
+    SCOPED_TRACE(name);
+    auto loaded = load_model(path);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx}) {
+      if (isa != Isa::avx2 && kernels::detected_isa() == Isa::avx2) continue;
+      SCOPED_TRACE(kernels::isa_name(isa));
+      kernels::force_isa(isa);
+      Transformer model(loaded->config, loaded->weights, 2);
+      check_generated_match_decode_steps(model);
+      kernels::force_isa(kernels::detected_isa());
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 TEST(Transformer, ProfileCountsCallsAndPhases) {

@@ -47,6 +47,7 @@ struct Fixture {
   int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0, n_layers = 2, layer = 1;
   KvDtype dtype = KvDtype::f32;
   std::vector<int32_t> start_pos, span_len;  // per sequence
+  std::vector<int32_t> tile_until;           // per sequence, or empty (SpanTable::tile_until)
   std::vector<int32_t> token_begin{0}, block_tables, table_begin{0};
   std::vector<std::byte> pool;                 // [n_blocks][n_layers][2][n_kv][bs][hd] of dtype
   std::vector<std::vector<float>> dense_k, dense_v;  // per sequence [pos][n_kv][hd]
@@ -59,8 +60,9 @@ struct Fixture {
             block_stride, n_kv_heads, block_size, head_dim, dtype};
   }
   SpanTable spans() const {
-    return {int32_t(start_pos.size()), token_begin.data(), start_pos.data(), block_tables.data(),
-            table_begin.data()};
+    return {int32_t(start_pos.size()), token_begin.data(),
+            start_pos.data(),          block_tables.data(),
+            table_begin.data(),        tile_until.empty() ? nullptr : tile_until.data()};
   }
   int32_t n_tokens() const { return token_begin.back(); }
   int32_t kv_width() const { return n_kv_heads * head_dim; }
@@ -387,7 +389,48 @@ TEST_P(PagedAttention, PrefillTilesMatchDenseAttention) {
                      std::to_string(head_dim) + ", blocks of " + std::to_string(block_size));
         Fixture f = make_fixture(heads, kv_heads, head_dim, block_size, {21, 0, 90, 5, 70}, {40, 70, 1, 2, 9},
                                  ++seed, dtype);
+        // Prompt chunks (the first a whole one, the second's last 20
+        // tokens generated, two tokens of a prompt), a decode token and a
+        // verify step of 4 drafts after a prompt's last token.
+        f.tile_until = {61, 50, 0, 7, 71};
         worst.add(dtype, check_attention(f, ++seed, dtype_tolerance(dtype)));
+      }
+}
+
+// What makes recomputed, verified and decoded positions agree, and a prompt
+// the same however it is chunked: every token's output is bit for bit what
+// a call with that token alone (a decode step; a prompt chunk of one token)
+// gives, tiles or not.
+TEST_P(PagedAttention, EachTokenAsAloneBitForBit) {
+  uint32_t seed = 1300;
+  for (KvDtype dtype : kAllDtypes)
+    for (auto [heads, kv_heads, head_dim] : {std::tuple{32, 4, 64}, std::tuple{12, 12, 64}, std::tuple{10, 1, 16},
+                                             std::tuple{9, 3, 48}})
+      for (int32_t block_size : {1, 16}) {
+        if (!kv_dtype_fits(dtype, head_dim)) continue;
+        SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + ", " + std::to_string(heads) + "/" +
+                     std::to_string(kv_heads) + " heads of " + std::to_string(head_dim) + ", blocks of " +
+                     std::to_string(block_size));
+        Fixture f = make_fixture(heads, kv_heads, head_dim, block_size, {0, 33, 7}, {45, 12, 1}, ++seed, dtype);
+        f.tile_until = {45, 40, 0};
+        f.fill_prefix();
+        const std::vector<float> kv = f.span_kv();
+        write_kv(kv.data(), kv.data() + f.kv_width(), 2 * f.kv_width(), f.spans(), f.view());
+        const int64_t ld = int64_t(heads) * head_dim;
+        const std::vector<float> q = testing::random_vector(size_t(f.n_tokens()) * ld, ++seed, -4, 4);
+        std::vector<float> out(q.size()), alone(static_cast<size_t>(ld));
+        AttentionWorkspace ws;
+        paged_attention(q.data(), ld, heads, f.spans(), f.view(), out.data(), ld, ws);
+        for (int32_t s = 0; s < 3; ++s)
+          for (int32_t i = 0; i < f.span_len[s]; ++i) {
+            const int32_t token_begin[] = {0, 1}, start[] = {f.start_pos[s] + i},
+                          tables[] = {0, f.table_begin[s + 1] - f.table_begin[s]}, until[] = {f.tile_until[s]};
+            const SpanTable one{1, token_begin, start, f.block_tables.data() + f.table_begin[s], tables, until};
+            const int64_t t = f.token_begin[s] + i;
+            paged_attention(q.data() + t * ld, ld, heads, one, f.view(), alone.data(), ld, ws);
+            ASSERT_EQ(std::vector<float>(out.begin() + t * ld, out.begin() + (t + 1) * ld), alone)
+                << "sequence " << s << " token " << i;
+          }
       }
 }
 
