@@ -498,15 +498,16 @@ TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
 // itself, greedy and seeded, with swap pressure and without: the ids are
 // those of plain decoding. Its drafts' positions are computed as decode
 // steps compute them (model/batch.hpp), so flat random logits do not
-// resolve a near tie otherwise.
+// resolve a near tie otherwise (with the tiles chosen by an item's size,
+// as on 2026-12-05, the seeded streams differed).
 TEST_F(SpeculativeDraftModel, GroupedHeadsOutputsAreThoseOfPlainDecoding) {
   const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama3-q4_k_m.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto loaded = load_model(path);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
   const LoadedModel llama3 = std::move(loaded).value();
-  auto prompts = random_prompts(6, 2000, 41, 5, 30);
-  const std::vector<int32_t> lengths(prompts.size(), 64);
+  auto prompts = random_prompts(4, 2000, 41, 5, 30);
+  const std::vector<int32_t> lengths(prompts.size(), 48);
   for (bool sampled : {false, true})
     for (bool swap_pressure : {false, true}) {
       SCOPED_TRACE(std::string(sampled ? "sampled" : "greedy") + (swap_pressure ? ", swap pressure" : ""));
@@ -515,7 +516,7 @@ TEST_F(SpeculativeDraftModel, GroupedHeadsOutputsAreThoseOfPlainDecoding) {
       const auto self = run_drafted(llama3, prompts, lengths, path, 1024, sampled, self_stats, swap_pressure);
       ASSERT_EQ(plain.size(), self.size());
       for (const auto& [id, o] : plain) {
-        EXPECT_EQ(o.tokens.size(), 64u);
+        EXPECT_EQ(o.tokens.size(), 48u);
         EXPECT_EQ(self.at(id).tokens, o.tokens) << "request " << id / 16 << " sample " << id % 16;
       }
       EXPECT_GT(self_stats.spec_draft_tokens, 0u);
