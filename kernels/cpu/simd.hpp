@@ -18,6 +18,10 @@
 #include <cstdint>
 #include <bit>
 
+#if defined(__FMA__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace conveyor::kernels::simd {
 
 typedef float f32x16 __attribute__((vector_size(64)));
@@ -34,6 +38,37 @@ typedef float f32x4 __attribute__((vector_size(16)));
 
 inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
 inline f32x4 max4(f32x4 a, f32x4 b) { return a > b ? a : b; }
+
+// a·b + c rounded once where the compilation has the instruction. Kernels
+// whose rows must get the same bits however they are blocked (the float
+// product, attention's tiles) write their multiply-adds with it rather than
+// leave them to the compiler's contraction of `c += a * b`, which can differ
+// between a kernel's sizes: under AddressSanitizer, Clang split such
+// statements at the checks of their loads and fused some, not others, so a
+// row's bits depended on the rows computed with it.
+[[gnu::always_inline]] inline f32x16 fused(f32x16 a, f32x16 b, f32x16 c) {
+#if defined(__AVX512F__)
+  return std::bit_cast<f32x16>(_mm512_fmadd_ps(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b), std::bit_cast<__m512>(c)));
+#else
+  return a * b + c;  // the kernels use 16 lanes only where AVX-512 has them
+#endif
+}
+
+[[gnu::always_inline]] inline f32x8 fused(f32x8 a, f32x8 b, f32x8 c) {
+#if defined(__FMA__)
+  return std::bit_cast<f32x8>(_mm256_fmadd_ps(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
+#else
+  return a * b + c;
+#endif
+}
+
+[[gnu::always_inline]] inline f32x4 fused(f32x4 a, f32x4 b, f32x4 c) {
+#if defined(__FMA__)
+  return std::bit_cast<f32x4>(_mm_fmadd_ps(std::bit_cast<__m128>(a), std::bit_cast<__m128>(b), std::bit_cast<__m128>(c)));
+#else
+  return a * b + c;
+#endif
+}
 
 // Horizontal sum and max as a tree of halvings (a plain loop over the lanes
 // compiles to dependent scalar adds); sixteen lanes fold into eight first.
