@@ -25,11 +25,15 @@ if(CONVEYOR_SANITIZE)
     list(APPEND _conveyor_sanitize_flags -fno-sanitize-recover=undefined)
   endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    set(_conveyor_sanitize_debug -gline-tables-only)
+    set(_conveyor_sanitize_compile -gline-tables-only)
+    # At -O1 Clang leaves some `omp simd` loops scalar (the kernels', the
+    # samplers') and warns for each (-Wpass-failed, 90 lines a CI run); their
+    # speed counts in the release build, not here.
+    list(APPEND _conveyor_sanitize_compile -Wno-pass-failed)
   else()
-    set(_conveyor_sanitize_debug -g1)
+    set(_conveyor_sanitize_compile -g1)
   endif()
-  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_conveyor_sanitize_flags};-O1;${_conveyor_sanitize_debug}>")
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_conveyor_sanitize_flags};-O1;${_conveyor_sanitize_compile}>")
   add_link_options(${_conveyor_sanitize_flags})
   message(STATUS "Sanitizers: ${CONVEYOR_SANITIZE} (-O1)")
 endif()

@@ -134,8 +134,8 @@ void grammar_seeds(const std::filesystem::path& dir) {
                            R"(\u00e9\x41.?[\b-\u{1F600}]|(a|)*b+?)", R"(a{2}|b{1,}|c{0,3}?)"};
   const char* gbnfs[] = {
       "root ::= greeting (\" \" name)? \"!\"\ngreeting ::= \"hi\" | \"hello\"\nname ::= [A-Z] [a-z]{1,8}\n",
-      "# json\nroot ::= value\nvalue ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\" | [0-9]+ | \"\\\"\" [^\"]* \"\\\"\"\n"
-      "pair ::= [a-z]+ \":\" ws value\nws ::= [ \\t\\n]{0,4}\n",
+      ("# json\nroot ::= value\nvalue ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\" | [0-9]+ | \"\\\"\" [^\"]* \"\\\"\"\n"
+       "pair ::= [a-z]+ \":\" ws value\nws ::= [ \\t\\n]{0,4}\n"),
       "root ::= (\"a\"? x)* .\nx ::= [^\\x00-\\x1F\\u00e9] | \"\\U0001F600\"\n",
       "root ::= <[5]> name <[6]> \"{\" [0-9]* \"}\" (<[5]> name)? !<[7]>*\nname ::= [a-z_]{1,16}\n",
   };

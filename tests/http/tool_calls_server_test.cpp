@@ -327,7 +327,7 @@ class MistralNamedCallsServer : public ::testing::Test {
 TestServer* MistralNamedCallsServer::server_ = nullptr;
 
 TEST_F(MistralNamedCallsServer, RequiredCallsAreTheNewerFormUnderTheSchemas) {
-  for (const json::value choice : {json::value("required"), json::value(json::parse(
+  for (const json::value& choice : {json::value("required"), json::value(json::parse(
                                        R"({"type": "function", "function": {"name": "stop_alarm"}})"))}) {
     json::object body = request(choice);
     body["n"] = 2;
@@ -343,7 +343,9 @@ TEST_F(MistralNamedCallsServer, RequiredCallsAreTheNewerFormUnderTheSchemas) {
       ASSERT_EQ(calls.size(), 1u) << r.body;
       const json::object& fn = calls[0].at("function").as_object();
       const std::string name = json::value_to<std::string>(fn.at("name"));
-      if (choice.is_object()) EXPECT_EQ(name, "stop_alarm");
+      if (choice.is_object()) {
+        EXPECT_EQ(name, "stop_alarm");
+      }
       expect_valid_call(name, json::value_to<std::string>(fn.at("arguments")));
       EXPECT_EQ(c.at("finish_reason"), "tool_calls") << r.body;
       // [TOOL_CALLS] name [ARGS] {...}: the control tokens have no text of their own.

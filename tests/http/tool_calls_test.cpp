@@ -297,7 +297,9 @@ TEST(ToolCallsStreaming, RandomTextsReadTheSameInAnyCuts) {
         boost::system::error_code ec;
         EXPECT_TRUE(boost::json::parse(call.arguments, ec).is_object() && !ec) << text;
       }
-      if (a.calls.empty()) EXPECT_EQ(a.content, text);  // not calls: the text as written
+      if (a.calls.empty()) {
+        EXPECT_EQ(a.content, text);  // not calls: the text as written
+      }
       ++(a.calls.empty() ? without : with_calls);
     }
   }

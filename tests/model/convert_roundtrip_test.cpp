@@ -79,8 +79,9 @@ TEST_P(ConvertRoundTrip, LogitsStayWithinTheFormatsError) {
   file->storage = storage;
   auto back = llama_from_gguf(*file);
   ASSERT_TRUE(back) << back.error().message;
-  if (std::string(c.type) != "f32")  // kept encoded, not expanded to float32
+  if (std::string(c.type) != "f32") {  // kept encoded, not expanded to float32
     EXPECT_NE(back->weights.layers[0].w2.type, WeightType::f32);
+  }
   const std::vector<float> got = logits(*back, prompt);
 
   ASSERT_EQ(got.size(), want.size());

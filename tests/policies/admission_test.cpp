@@ -21,7 +21,12 @@ AdmissionQuery query(int32_t free, int32_t total, std::vector<AdmissionCandidate
 
 // id, prompt tokens, max tokens
 AdmissionCandidate cand(uint64_t id, int32_t prompt, int32_t max_tokens) {
-  return AdmissionCandidate{id, prompt, max_tokens, 0, id};
+  AdmissionCandidate c;
+  c.id = id;
+  c.prompt_tokens = prompt;
+  c.max_tokens = max_tokens;
+  c.arrival = id;
+  return c;
 }
 
 TEST(Admission, ParsesItsNames) {

@@ -74,6 +74,9 @@ TEST(Bpe, AppliesMergesByRank) {
   EXPECT_EQ(tokenizer->encode("ell", false), (Ids{'e', kLl}));  // "l l" before "e l"
   EXPECT_EQ(tokenizer->encode("el", false), (Ids{kEl}));
   EXPECT_EQ(tokenizer->encode("hex", false), (Ids{kHe, 'x'}));
+  // Words that stop at a merge's intermediate piece keep it.
+  EXPECT_EQ(tokenizer->encode("hell", false), (Ids{kHell}));
+  EXPECT_EQ(tokenizer->encode("or w", false), (Ids{kOr, kGw}));
   // Pre-tokenization keeps merges inside words: " hello" is "Ġ" + "hello".
   EXPECT_EQ(tokenizer->encode("a hello", false), (Ids{'a', ' ', kHello}));
 }
