@@ -88,11 +88,12 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
   const int32_t n_kv = kv.n_kv_heads, group = n_heads / n_kv, hd = kv.head_dim;
   const int max_threads = omp_get_max_threads();
   // An item takes kTokenTile tokens, or, where the tile kernel runs (the
-  // AVX-512 compilations: paged_attention_tile.inc's pick_tile), more where
-  // that leaves its rows (tokens × query heads a kv head) short of what the
-  // tiles want.
-  const int32_t item_tokens =
-      on_avx512() ? std::max(kTokenTile, base::kTileRowsWanted / std::max(group, 1)) : kTokenTile;
+  // AVX-512 compilations, and the build's own where it has tiles:
+  // paged_attention_tile.inc's kTiles), more where that leaves its rows
+  // (tokens × query heads a kv head) short of what the tiles want.
+  const int32_t item_tokens = on_avx512() || base::kTiles
+                                  ? std::max(kTokenTile, base::kTileRowsWanted / std::max(group, 1))
+                                  : kTokenTile;
   // An item takes a run of kv heads: as many as still leaves every thread
   // kItemsPerThread items, since a block's heads are contiguous and one long
   // read streams better than several short ones.
