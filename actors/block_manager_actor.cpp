@@ -14,8 +14,11 @@ std::vector<std::pair<int32_t, int32_t>> to_pairs(const std::vector<BlockCopy>& 
 AllocationResult apply_allocation_batch(BlockManager& bm, const AllocationBatch& batch) {
   // Errors below concern sequences that are already gone (a free racing a
   // completion, say): they change nothing, so they are ignored.
-  for (const TokenFill& t : batch.fills) (void)bm.set_token(t.seq, t.pos, t.token);
-  for (const SeqProgress& p : batch.computed) (void)bm.commit_computed(p.seq, p.computed);
+  for (const SeqProgress& p : batch.computed) {
+    const std::span<const int32_t> tokens(batch.progress_tokens.data() + p.token_begin,
+                                          size_t(p.token_end - p.token_begin));
+    if (bm.set_tokens(p.seq, p.first, tokens)) (void)bm.commit_computed(p.seq, p.computed);
+  }
   for (const SeqFork& f : batch.forks) (void)bm.fork(f.parent, f.child);
   for (seq_id id : batch.frees) (void)bm.free(id);
   for (seq_id id : batch.swap_out_done) (void)bm.complete_swap_out(id);

@@ -100,10 +100,9 @@ CONVEYOR_INSPECT(TokenBatch, events)
 CONVEYOR_INSPECT(BlockRequest, seq, is_new, uncached, token_begin, token_end)
 CONVEYOR_INSPECT(BlockGrant, seq, ok, shortfall, cached_tokens, table_begin, blocks_begin,
                  blocks_end)
-CONVEYOR_INSPECT(SeqProgress, seq, computed)
+CONVEYOR_INSPECT(SeqProgress, seq, computed, first, token_begin, token_end)
 CONVEYOR_INSPECT(SeqFork, parent, child)
-CONVEYOR_INSPECT(TokenFill, seq, pos, token)
-CONVEYOR_INSPECT(AllocationBatch, fills, computed, forks, frees, swap_out_done, swap_in_done,
+CONVEYOR_INSPECT(AllocationBatch, computed, progress_tokens, forks, frees, swap_out_done, swap_in_done,
                  swap_out, swap_in, requests, tokens)
 CONVEYOR_INSPECT(SwapOrder, seq, direction, blocks)
 CONVEYOR_INSPECT(AllocationResult, grants, swaps, swap_in_grants, blocks, copies, free_blocks,

@@ -357,14 +357,19 @@ Status BlockManager::fork(uint64_t parent_seq_id, uint64_t child_seq_id) {
   return Status::ok();
 }
 
-Status BlockManager::set_token(uint64_t seq_id, int32_t pos, int32_t token) {
+Status BlockManager::set_tokens(uint64_t seq_id, int32_t pos, std::span<const int32_t> tokens) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return sequence_error(GrantStatus::unknown_sequence, seq_id);
   Seq& seq = it->second;
   if (seq.where != SeqLocation::device) return sequence_error(GrantStatus::not_on_device, seq_id);
-  if (pos < seq.num_registered * block_size_ || pos >= seq.num_tokens)
+  const auto n = int64_t(tokens.size());
+  if (n == 0) return Status::ok();
+  if (pos < seq.num_registered * block_size_ || pos + n > seq.num_tokens)
     return sequence_error(GrantStatus::invalid_argument, seq_id);
-  tokens_of(seq.table[size_t(pos / block_size_)])[size_t(pos % block_size_)] = token;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos + i;
+    tokens_of(seq.table[size_t(p / block_size_)])[size_t(p % block_size_)] = tokens[size_t(i)];
+  }
   return Status::ok();
 }
 

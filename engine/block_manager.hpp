@@ -247,11 +247,12 @@ class BlockManager {
   // parent not on the device, child already live.
   Status fork(uint64_t parent_seq_id, uint64_t child_seq_id);
 
-  // Records `token` in the slot of position `pos`, reserved earlier with a
-  // placeholder (a token the executor samples after the slot was reserved).
-  // Registered (hashed) blocks never change. Errors: unknown id, not on the
-  // device, pos outside the sequence's tokens or inside a registered block.
-  Status set_token(uint64_t seq_id, int32_t pos, int32_t token);
+  // Records `tokens` in the slots of positions [pos, pos + tokens.size()),
+  // reserved earlier, some with placeholders (tokens sampled after their
+  // slots were reserved). Registered (hashed) blocks never change. Errors
+  // (and no change): unknown id, not on the device, positions outside the
+  // sequence's tokens or inside a registered block.
+  Status set_tokens(uint64_t seq_id, int32_t pos, std::span<const int32_t> tokens);
 
   // Releases every block the sequence holds, on device and host, in any
   // location (a swap in flight is abandoned: the caller must not let its

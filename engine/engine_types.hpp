@@ -169,10 +169,17 @@ struct BlockGrant {
 
 // How many leading tokens of a sequence have their KV computed: the block
 // manager hashes the full blocks among them into the prefix cache (never a
-// block whose KV is not computed yet).
+// block whose KV is not computed yet). Told once a block is full, not every
+// token, with the tokens of the blocks filled since the last time: their
+// slots may have been reserved before the tokens were sampled, and held
+// placeholders until now. Positions [first, first + token_end - token_begin)
+// hold AllocationBatch::progress_tokens[token_begin, token_end).
 struct SeqProgress {
   seq_id seq = 0;
   int32_t computed = 0;
+  int32_t first = 0;
+  int32_t token_begin = 0;
+  int32_t token_end = 0;
 };
 
 // A sample forked from its parent: it gets the parent's block table (the
@@ -182,19 +189,10 @@ struct SeqFork {
   seq_id child = 0;
 };
 
-// A token sampled after its slot was reserved (the step that consumes it was
-// planned while the step that samples it ran): the block manager records it
-// for the prefix cache's hashes.
-struct TokenFill {
-  seq_id seq = 0;
-  int32_t pos = 0;
-  int32_t token = 0;
-};
-
 // One iteration's work for the block manager, applied in field order.
 struct AllocationBatch {
-  std::vector<TokenFill> fills;
   std::vector<SeqProgress> computed;
+  std::vector<int32_t> progress_tokens;  // the tokens the progress entries carry, back to back
   std::vector<SeqFork> forks;
   std::vector<seq_id> frees;          // release every block (device and host)
   std::vector<seq_id> swap_out_done;  // release the device blocks of swapped-out sequences

@@ -185,6 +185,7 @@ void SchedulerCore::finish(Sequence& s, FinishReason reason, std::string message
   if ((reason == FinishReason::stop || reason == FinishReason::length) && !s.session.empty()) keep_for_session(s);
   if ((reason == FinishReason::stop || reason == FinishReason::length) && suffix_store_) suffix_store_->add(s.tokens);
   if (s.runner_has_sampler) retired_samplers_.push_back(s.id);
+  if (s.in_batch()) tell_progress(s);  // its last full blocks enter the prefix cache too
   release_blocks(s);
   finished_.push_back({s.id, s.generated(), reason});
   erase_sequence(s.id);  // `s` dangles from here on
@@ -211,12 +212,19 @@ void SchedulerCore::emit_final(Sequence& s, FinishReason reason, const std::stri
   }
 }
 
-void SchedulerCore::append_token(Sequence& s, int32_t token) {
-  const auto pos = int32_t(s.tokens.size());
-  s.tokens.push_back(token);
-  // A slot reserved while the token was a placeholder: the block manager
-  // learns the token for its hashes.
-  if (s.slots > pos) pending_fills_.push_back(TokenFill{s.id, pos, token});
+void SchedulerCore::append_token(Sequence& s, int32_t token) { s.tokens.push_back(token); }
+
+void SchedulerCore::tell_progress(Sequence& s) {
+  const int32_t bs = config_.block_size;
+  // Computed positions whose tokens are in: all but accepted drafts whose
+  // tokens this step's result has yet to append.
+  const int32_t known = std::min(s.num_computed, int32_t(s.tokens.size()));
+  if (known / bs <= s.committed / bs) return;
+  const int32_t first = s.committed / bs * bs, end = known / bs * bs;
+  const auto begin = int32_t(pending_progress_tokens_.size());
+  pending_progress_tokens_.insert(pending_progress_tokens_.end(), s.tokens.begin() + first, s.tokens.begin() + end);
+  pending_computed_.push_back(SeqProgress{s.id, known, first, begin, int32_t(pending_progress_tokens_.size())});
+  s.committed = known;
 }
 
 void SchedulerCore::end_into_padding(Sequence& s, FinishReason reason, int32_t stop_token) {
@@ -434,11 +442,11 @@ std::optional<double> SchedulerCore::next_session_expiry() const { return sessio
 // accumulated, so a completion that arrived in the middle of an iteration is
 // applied before that sequence can be chosen as a victim.
 void SchedulerCore::take_pending_updates(AllocationBatch& batch) {
-  batch.fills = std::move(pending_fills_);
-  pending_fills_.clear();
   batch.computed = std::move(pending_computed_);
   pending_computed_.clear();
   pending_computed_.reserve(batch.computed.size());
+  batch.progress_tokens = std::move(pending_progress_tokens_);
+  pending_progress_tokens_.clear();
   batch.forks = std::move(pending_forks_);
   pending_forks_.clear();
   batch.frees = std::move(pending_frees_);
@@ -494,7 +502,7 @@ AllocationBatch SchedulerCore::build_allocation() {
     const bool needs_slots = is_new || s.slots < s.scheduled + n;
     plan(s, n, is_new, /*granted=*/!needs_slots);
     plan_.back().drafts = drafts;
-    if (needs_slots) request_slots(batch, s, is_new, s.scheduled + n);
+    if (needs_slots) request_slots(batch, s, is_new, decoding ? reserve_end(s, s.scheduled + n) : s.scheduled + n);
     return true;
   };
   if (config_.speculative.drafts()) {
@@ -608,17 +616,27 @@ SchedulerCore::Planned* SchedulerCore::planned_for(const Sequence& s) {
   return p.id == s.id && !p.dropped ? &p : nullptr;
 }
 
+int32_t SchedulerCore::reserve_end(const Sequence& s, int32_t end) const {
+  // A parent whose samples fork later shares its blocks with them: its slots
+  // must be its tokens exactly (the block manager forks its token state).
+  if (s.samples != 1) return end;
+  const int32_t block_end = (end + config_.block_size - 1) / config_.block_size * config_.block_size;
+  const int32_t last = std::min(config_.context_length, s.prompt_len + s.sampling.max_tokens);
+  return std::max(end, std::min(block_end, last));
+}
+
 void SchedulerCore::request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end) {
   const auto begin = int32_t(batch.tokens.size());
   if (is_new) {
     batch.tokens.insert(batch.tokens.end(), s.tokens.begin(), s.tokens.end());
-  } else {  // tokens an outstanding step samples are placeholders until a TokenFill
+  } else {  // tokens not sampled yet are placeholders until the block fills (SeqProgress)
     const int32_t known = std::min(end, int32_t(s.tokens.size()));
     if (s.slots < known) batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.slots, s.tokens.begin() + known);
     batch.tokens.resize(batch.tokens.size() + size_t(end - std::max(s.slots, known)), -1);
   }
   batch.requests.push_back(
       BlockRequest{s.id, is_new, is_new && s.prompt_scoring.pending(), begin, int32_t(batch.tokens.size())});
+  if (Planned* p = planned_for(s)) p->slots_end = end;
 }
 
 void SchedulerCore::apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result) {
@@ -639,6 +657,7 @@ void SchedulerCore::requeue_for_recompute(Sequence& s) {
   s.num_computed = 0;
   s.scheduled = 0;
   s.slots = 0;
+  s.committed = 0;
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
 }
 
@@ -682,7 +701,7 @@ void SchedulerCore::admit_granted(Sequence& s, const BlockGrant& g) {
   // The last token is always computed, so that its logits exist.
   const int32_t cap = (int32_t(s.tokens.size()) - 1) / config_.block_size * config_.block_size;
   s.num_computed = std::min(g.cached_tokens, cap);
-  s.scheduled = s.num_computed;
+  s.scheduled = s.committed = s.num_computed;
   if (!s.cached_prompt_tokens) {  // its first admission
     s.cached_prompt_tokens = s.num_computed;
     queue_times_.push_back(now_ - s.arrival_time);
@@ -704,7 +723,7 @@ SchedulerCore::Shortfall SchedulerCore::apply_grants(const AllocationResult& res
       if (planned->is_new) {
         admit_granted(*s, g);
       } else {
-        s->slots = std::max(s->slots, s->scheduled + planned->max_new);
+        s->slots = std::max(s->slots, planned->slots_end);
       }
       continue;
     }
@@ -828,7 +847,7 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
     // A verify step's rejected drafts may have left it the slots it needs now.
     const bool needs_slots = s.slots < s.scheduled + n;
     plan(s, n, false, /*granted=*/!needs_slots);
-    if (needs_slots) request_slots(retry, s, false, s.scheduled + n);
+    if (needs_slots) request_slots(retry, s, false, remaining == 1 ? reserve_end(s, s.scheduled + n) : s.scheduled + n);
   }
   failed_.clear();
   return retry;
@@ -904,7 +923,7 @@ StepPlan SchedulerCore::build_step() {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (!s.in_batch()) continue;
-    live += uint64_t(s.slots);
+    live += uint64_t(s.scheduled);
     slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
   }
   if (slots > 0) {
@@ -1006,7 +1025,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
       s->num_computed += p.max_new;
     }
     if (p.samples) --s->unconfirmed;
-    pending_computed_.push_back(SeqProgress{s->id, s->num_computed});
+    tell_progress(*s);
   }
   apply_scores(result.prompt_scores);  // before the forks copy them
   apply_forks(flight.forks);
@@ -1127,7 +1146,7 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
   flights_.clear();
   step_forks_.clear();
   deferred_frees_.clear();
-  pending_fills_.clear();
+  pending_progress_tokens_.clear();
   pending_computed_.clear();
   pending_forks_.clear();
   pending_frees_.clear();
@@ -1164,7 +1183,7 @@ void SchedulerCore::recover_from_fault(const std::string& why) {
     s.restart();
     s.blocks_held = 0;
     s.block_table.clear();
-    s.num_computed = s.scheduled = s.slots = 0;
+    s.num_computed = s.scheduled = s.slots = s.committed = 0;
     s.unconfirmed = 0;
     s.last_plan = 0;
     s.plan_slot = -1;
@@ -1250,7 +1269,7 @@ size_t SchedulerCore::num_running() const { return running_.size(); }
 size_t SchedulerCore::num_swapped() const { return swapped_.size(); }
 bool SchedulerCore::idle() const {
   return seqs_.empty() && flights_.empty() && deferred_frees_.empty() && pending_frees_.empty() &&
-         pending_computed_.empty() && pending_forks_.empty() && pending_fills_.empty() &&
+         pending_computed_.empty() && pending_forks_.empty() &&
          pending_swap_out_done_.empty() && pending_swap_in_done_.empty();
   // Samplers to retire travel with the next step, whenever one comes.
 }

@@ -20,8 +20,17 @@
 // back. Such a plan cannot know the tokens the running step samples: a
 // sequence that decodes in both steps gets a placeholder (-1) that the
 // executor fills with its own last sample, and its slot is reserved before
-// the token is known (the token reaches the block manager later, as a
-// TokenFill). A sequence that the running step ends (a stop token) runs one
+// the token is known.
+//
+// Slots: a decoding sequence asks the block manager for slots up to the end
+// of the block its next token goes in (reserve_end), so that it asks once a
+// block, not once a token; and the block manager hears of its computed
+// tokens once they fill a block, with that block's tokens (SeqProgress),
+// which it needs only then, to hash the block into the prefix cache. Slots
+// whose tokens were not known when they were reserved hold placeholders
+// until then.
+//
+// A sequence that the running step ends (a stop token) runs one
 // wasted decode in the planned step. At most one step is outstanding while a
 // plan is built (can_build()); blocks of a finished sequence are released
 // only once no outstanding step uses them; and a sequence short of blocks
@@ -212,6 +221,7 @@ class SchedulerCore {
     bool dropped = false;  // left this iteration (not admitted after all, short of blocks, victim)
     bool samples = false;  // the step samples its next token
     int32_t drafts = 0;    // of max_new, drafts the step verifies (Sequence::drafts)
+    int32_t slots_end = 0; // the slots asked of the block manager reach this position
   };
 
   // The sequences of a request with n > 1, by sample index (forked ones
@@ -251,7 +261,14 @@ class SchedulerCore {
   // accepted, then one more), so that many positions have their KV.
   void apply_verified(Sequence& s, const Planned& p, int32_t emitted);
   Planned* planned_for(const Sequence& s);
+  // Asks the block manager for s's slots up to position `end` (exclusive).
   void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
+  // Where a decoding sequence's request for slots up to `end` reaches: the
+  // end of the block that holds position end - 1 (never past the sequence's
+  // last position), so that the block manager hears from it once a block
+  // rather than once a token. The block is taken either way; the slots
+  // after its tokens are placeholders until the block fills (SeqProgress).
+  int32_t reserve_end(const Sequence& s, int32_t end) const;
   void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
   // apply_allocation's parts.
   struct Shortfall {
@@ -290,8 +307,10 @@ class SchedulerCore {
   void keep_for_session(const Sequence& s);
   void finish(Sequence& s, FinishReason reason, std::string message = {},
               Errc code = Errc::invalid_argument);
-  // Appends a sampled token (with a TokenFill if its slot was reserved ahead).
   void append_token(Sequence& s, int32_t token);
+  // Tells the block manager of s's computed tokens once they fill a block
+  // (SeqProgress), with those blocks' tokens.
+  void tell_progress(Sequence& s);
   // The client events that end a sequence (all its samples before a fork).
   void emit_final(Sequence& s, FinishReason reason, const std::string& message,
                   Errc code = Errc::invalid_argument);
@@ -336,7 +355,6 @@ class SchedulerCore {
   // iteration found no room for it (no slot, admission said no, or its
   // blocks were not granted); 0 otherwise.
   seq_id blocked_head_ = 0;
-  std::vector<TokenFill> pending_fills_;
   uint64_t last_applied_ = 0;                // the last step whose result was applied
   bool drain_requested_ = false;             // the next plan waits for the outstanding step
   std::vector<SeqFork> pending_forks_;       // for the block manager's next batch
@@ -359,6 +377,7 @@ class SchedulerCore {
   std::vector<seq_id> swap_out_requested_;   // victims whose swap-out the block manager must confirm
   std::vector<std::pair<int32_t, int32_t>> copies_;  // copy-on-write for the next step
   std::vector<SeqProgress> pending_computed_;
+  std::vector<int32_t> pending_progress_tokens_;  // what pending_computed_ carries
   std::vector<FinishedSequence> finished_;
   std::vector<double> queue_times_;
   double now_ = 0.0;                         // as of begin_iteration

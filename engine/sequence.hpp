@@ -69,6 +69,7 @@ struct Sequence {
   int32_t scheduled = 0;            // ... or is being computed by an outstanding step
   int32_t unconfirmed = 0;          // tokens outstanding steps sample for it
   int32_t slots = 0;                // tokens the block manager holds slots for
+  int32_t committed = 0;            // computed tokens the block manager has been told of (SeqProgress)
   int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
   // Its length once the outstanding steps' samples arrive.
   int32_t length() const { return int32_t(tokens.size()) + unconfirmed; }

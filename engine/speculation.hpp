@@ -18,7 +18,7 @@
 // rejection sampling of Leviathan et al. gives for such a proposal.) The KV
 // of rejected positions stays in slots the sequence holds and is overwritten
 // when those positions are computed again; the block manager only hashes
-// positions whose tokens it has been told (TokenFill).
+// full computed blocks, whose tokens it is told then (SeqProgress).
 //
 // Proposers: ngram (prompt lookup): the continuation of the latest earlier
 // occurrence of the last n tokens (n from ngram_max down to ngram_min) in

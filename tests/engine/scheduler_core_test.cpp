@@ -182,6 +182,7 @@ class Simulation {
     if (auto q = core_.begin_iteration(now_)) core_.apply_admission((*admission_)(*q));
     collect();
     AllocationBatch batch = core_.build_allocation();
+    slot_requests_ += int64_t(batch.requests.size());
     for (int round = 0;; ++round) {
       EXPECT_LT(round, 1000) << "preemption does not converge";
       if (round >= 1000) return {};
@@ -277,6 +278,7 @@ class Simulation {
   int64_t steps_run() const { return steps_run_; }
   int64_t placeholders() const { return placeholders_; }
   int64_t computed_tokens() const { return computed_tokens_; }
+  int64_t slot_requests() const { return slot_requests_; }  // in iterations' first batches
   const std::vector<double>& step_times() const { return step_times_; }
   std::mt19937_64& rng() { return rng_; }
 
@@ -293,6 +295,7 @@ class Simulation {
   int64_t steps_run_ = 0;
   int64_t placeholders_ = 0;
   int64_t computed_tokens_ = 0;
+  int64_t slot_requests_ = 0;
   std::vector<double> step_times_;  // synthetic, with a latency target
   std::mt19937_64 rng_;
   std::deque<std::pair<int64_t, SwapOrder>> in_flight_;
@@ -743,6 +746,50 @@ TEST(SchedulerCore, OverlapKeepsAStepQueuedAndFillsItsPlaceholders) {
   ASSERT_TRUE(sim.run_until_idle(100));
   sim.check_outputs();
   sim.check_all_free();
+}
+
+// A decoding sequence asks for slots up to the end of its block, so the
+// block manager hears from it once a block, not once a token.
+TEST(SchedulerCore, DecodingAsksForSlotsOnceABlock) {
+  for (bool overlap : {false, true}) {
+    SimOptions o = overlap_options();
+    o.overlap = overlap;
+    o.num_blocks = 128;  // room for all four: no preemption
+    Simulation sim(o);
+    for (request_id id = 1; id <= 4; ++id) ASSERT_TRUE(sim.submit(id, random_prompt(sim.rng(), 8, 8), 64).is_ok());
+    ASSERT_TRUE(sim.run_until_idle(200));
+    sim.check_outputs();
+    sim.check_all_free();
+    // Per sequence: its prompt, then one request per block of 4 it decodes
+    // into (64 tokens from position 8 on: 16 blocks), where it made 63 before.
+    EXPECT_LE(sim.slot_requests(), 4 * (1 + 16)) << "overlap " << overlap;
+  }
+}
+
+// The blocks a sequence fills with generated tokens enter the prefix cache
+// with those tokens, though their slots were reserved before the tokens
+// were sampled: a later prompt that repeats prompt and output finds them.
+TEST(SchedulerCore, GeneratedBlocksEnterThePrefixCacheWithTheirTokens) {
+  for (bool overlap : {false, true}) {
+    SimOptions o = overlap_options();
+    o.overlap = overlap;
+    Simulation sim(o);
+    std::vector<int32_t> prompt = random_prompt(sim.rng(), 10, 10);
+    ASSERT_TRUE(sim.submit(1, prompt, 21).is_ok());
+    ASSERT_TRUE(sim.run_until_idle(100));
+    const std::vector<int32_t>& generated = sim.records().at(1).samples[0].tokens;
+    ASSERT_EQ(generated.size(), 21u);
+    const uint64_t hits_before = sim.bm().stats().hit_tokens;
+    prompt.insert(prompt.end(), generated.begin(), generated.end());
+    prompt.push_back(11);
+    ASSERT_TRUE(sim.submit(2, prompt, 3).is_ok());
+    ASSERT_TRUE(sim.run_until_idle(100));
+    // Request 1 computed 10 + 20 positions (its last token was never fed
+    // back): 7 full blocks of 4, all found.
+    EXPECT_EQ(sim.bm().stats().hit_tokens - hits_before, 28u) << "overlap " << overlap;
+    sim.check_outputs();
+    sim.check_all_free();
+  }
 }
 
 TEST(SchedulerCore, OverlapRunsOneWastedDecodeAfterAStopToken) {
