@@ -228,9 +228,19 @@ double ratio_ceiling(const Workload& w, int slots, double c1, double cmax, bool 
   return static_ms / continuous_ms;
 }
 
+// Microseconds an iteration spends in each phase of the scheduler core and
+// the block manager (core_cpu_us, for profiling).
+struct CorePhases {
+  static constexpr int kCount = 7;
+  static constexpr const char* kNames[kCount] = {"admission",  "build_allocation", "block_manager",
+                                                 "apply_allocation", "build_step", "runner", "apply_step"};
+  double us[kCount] = {};
+};
+
 // The scheduler core and block manager alone, no actors: the CPU cost of one
-// decode iteration's bookkeeping for n running sequences, in microseconds.
-double core_cpu_us(int n, int32_t vocab) {
+// decode iteration's bookkeeping for n running sequences, in microseconds,
+// and (into `phases`, when given) its split between the phases.
+double core_cpu_us(int n, int32_t vocab, CorePhases* phases = nullptr) {
   SchedulerConfig c;
   c.block_size = 16;
   c.num_blocks = n * 80;
@@ -251,17 +261,35 @@ double core_cpu_us(int n, int32_t vocab) {
     r.sampling.ignore_eos = true;
     (void)core.submit(std::move(r), 0.0);
   }
+  CorePhases sums;
   auto iterate = [&] {
+    clock_type::time_point t[CorePhases::kCount + 1];
+    t[0] = clock_type::now();
     if (auto q = core.begin_iteration(0.0)) core.apply_admission((*admission)(*q));
-    (void)core.apply_allocation(apply_allocation_batch(bm, core.build_allocation()));
+    t[1] = clock_type::now();
+    AllocationBatch batch = core.build_allocation();
+    t[2] = clock_type::now();
+    AllocationResult granted = apply_allocation_batch(bm, batch);
+    t[3] = clock_type::now();
+    (void)core.apply_allocation(granted);
+    t[4] = clock_type::now();
     StepPlan plan = core.build_step();
-    core.apply_step(runner.run(plan), 0.0);
+    t[5] = clock_type::now();
+    StepResult result = runner.run(plan);
+    t[6] = clock_type::now();
+    core.apply_step(result, 0.0);
     core.take_events(events);
+    t[7] = clock_type::now();
+    for (int p = 0; p < CorePhases::kCount; ++p)
+      sums.us[p] += std::chrono::duration<double, std::micro>(t[p + 1] - t[p]).count();
   };
   for (int i = 0; i < 10; ++i) iterate();  // admit and prefill
+  sums = {};
   const int iterations = 1000;
   const auto start = clock_type::now();
   for (int i = 0; i < iterations; ++i) iterate();
+  if (phases != nullptr)
+    for (int p = 0; p < CorePhases::kCount; ++p) phases->us[p] = sums.us[p] / iterations;
   return std::chrono::duration<double>(clock_type::now() - start).count() / iterations * 1e6;
 }
 
@@ -284,7 +312,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--core")) {  // only the scheduler core's CPU cost, for N sequences (profiling)
       const int n = i + 1 < argc ? std::atoi(argv[i + 1]) : 256;
       const int seqs = n > 0 ? n : 256;
-      for (int k = 0; k < 20 * std::max(1, 256 / seqs); ++k) std::printf("%.1f us\n", core_cpu_us(seqs, 32000));
+      for (int k = 0; k < 20 * std::max(1, 256 / seqs); ++k) {
+        CorePhases phases;
+        std::printf("%.1f us", core_cpu_us(seqs, 32000, &phases));
+        for (int p = 0; p < CorePhases::kCount; ++p) std::printf("  %s %.2f", CorePhases::kNames[p], phases.us[p]);
+        std::printf("\n");
+      }
       return 0;
     }
     else if (!std::strcmp(argv[i], "--closed-loop") && i + 1 < argc) closed = std::atoi(argv[++i]);

@@ -50,6 +50,7 @@ Sequence* SchedulerCore::find(seq_id id) {
 }
 
 void SchedulerCore::erase_sequence(seq_id id) {
+  if (auto it = seqs_.find(id); it != seqs_.end() && it->second.samples > 1) --multi_sample_seqs_;
   seqs_.erase(id);
   std::erase(cancelled_, id);
 }
@@ -126,7 +127,6 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   s.id = r.id;
   s.request = r.id;
   s.samples = r.n;
-  if (r.n > 1) groups_.emplace(r.id, Group{{r.id}, r.n});
   s.priority = r.priority;
   s.tenant = std::move(r.tenant);
   s.arrival = next_arrival_++;
@@ -141,6 +141,10 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   if (r.n == 1) s.session = std::move(r.session);
   // A resumed request delivered its prompt's logprobs with its first token.
   if (r.resume.empty()) s.prompt_scoring.top = r.prompt_logprobs;
+  if (r.n > 1) {
+    groups_.emplace(r.id, Group{{r.id}, r.n});
+    ++multi_sample_seqs_;
+  }
   waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, now});
   seqs_.emplace(s.id, std::move(s));
   return Status::ok();
@@ -513,14 +517,17 @@ AllocationBatch SchedulerCore::build_allocation() {
     }
     speculate_ = decodes <= config_.speculative.disable_batch;
   }
-  for (int pass = 0; pass < 2; ++pass) {
-    for (seq_id id : running_) {
-      Sequence& s = seqs_.at(id);
-      if (!s.in_batch()) continue;
-      const bool decoding = s.length() - s.scheduled == 1;
-      if (decoding == (pass == 0)) schedule(s, false);
-    }
+  // Decodes first, then the prompts' chunks, each in admission order.
+  scratch_seqs_.clear();
+  for (seq_id id : running_) {
+    Sequence& s = seqs_.at(id);
+    if (!s.in_batch()) continue;
+    if (s.length() - s.scheduled == 1)
+      schedule(s, false);
+    else
+      scratch_seqs_.push_back(&s);
   }
+  for (Sequence* s : scratch_seqs_) schedule(*s, false);
   for (const Planned& p : admitted) {
     Sequence& s = seqs_.at(p.id);
     if (!schedule(s, true)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
@@ -803,6 +810,7 @@ PreemptionCandidate SchedulerCore::candidate(const Sequence& s) const {
 }
 
 int32_t SchedulerCore::running_sequences() const {
+  if (multi_sample_seqs_ == 0) return int32_t(running_.size());
   int32_t n = 0;
   for (seq_id id : running_) n += seqs_.at(id).samples;  // one not forked yet will be `samples`
   return n;
@@ -864,6 +872,11 @@ StepPlan SchedulerCore::build_step() {
   plan.batch.seq_prompt_len.reserve(plan_.size());
   plan.batch.tokens.reserve(plan_.size());
   plan.batch.block_tables.reserve(block_table_hint_);
+  // KV utilization: tokens with KV (after this step) over the slots of all
+  // device blocks held by running sequences; summed here while the plan
+  // holds all of them.
+  uint64_t live = 0, slots = 0;
+  size_t counted = 0;
   for (Planned& p : plan_) {
     if (!p.granted || p.dropped) continue;
     Sequence& s = seqs_.at(p.id);
@@ -902,6 +915,9 @@ StepPlan SchedulerCore::build_step() {
     }
     if (last && s.samples > 1 && s.state() != SeqState::forking) plan_forks(s, plan);
     if (last) ++s.unconfirmed;
+    live += uint64_t(s.scheduled);
+    slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+    ++counted;
   }
   if (plan.batch.num_seqs() == 0) {  // not sent: copies and retirements wait for the next
     plan_.clear();
@@ -917,14 +933,14 @@ StepPlan SchedulerCore::build_step() {
   flights_.push_back(Flight{iteration_, std::move(plan_), std::move(step_forks_)});
   plan_.clear();
   step_forks_.clear();
-  // KV utilization: tokens with KV (after this step) over the slots of all
-  // device blocks held by running sequences.
-  uint64_t live = 0, slots = 0;
-  for (seq_id id : running_) {
-    const Sequence& s = seqs_.at(id);
-    if (!s.in_batch()) continue;
-    live += uint64_t(s.scheduled);
-    slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+  if (counted != running_.size()) {  // some sit this step out: count them all
+    live = slots = 0;
+    for (seq_id id : running_) {
+      const Sequence& s = seqs_.at(id);
+      if (!s.in_batch()) continue;
+      live += uint64_t(s.scheduled);
+      slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+    }
   }
   if (slots > 0) {
     kv_live_sum_ += live;
@@ -1002,6 +1018,7 @@ void SchedulerCore::apply_forks(const std::vector<Fork>& forks) {
     running_.push_back(f.child);
     pending_forks_.push_back(SeqFork{f.parent, f.child});
     seqs_.emplace(f.child, std::move(child));  // `parent` stays valid: map nodes do not move
+    if (parent->samples > 1) --multi_sample_seqs_;
     parent->samples = 1;
   }
 }

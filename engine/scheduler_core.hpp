@@ -402,6 +402,8 @@ class SchedulerCore {
   static constexpr int32_t kSuffixStoreTokens = 1 << 17;
   std::unique_ptr<SuffixStore> suffix_store_;
   std::vector<int32_t> scratch_drafts_;
+  std::vector<Sequence*> scratch_seqs_;      // build_allocation's prompt chunks
+  int32_t multi_sample_seqs_ = 0;            // sequences with samples > 1 (not forked yet)
   bool speculate_ = false;                   // this iteration drafts (few enough sequences decode)
 };
 
