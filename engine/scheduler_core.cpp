@@ -506,7 +506,7 @@ AllocationBatch SchedulerCore::build_allocation() {
     const bool needs_slots = is_new || s.slots < s.scheduled + n;
     plan(s, n, is_new, /*granted=*/!needs_slots);
     plan_.back().drafts = drafts;
-    if (needs_slots) request_slots(batch, s, is_new, decoding ? reserve_end(s, s.scheduled + n) : s.scheduled + n);
+    if (needs_slots) request_slots(batch, s, is_new, s.scheduled + n);
     return true;
   };
   if (config_.speculative.drafts()) {
@@ -624,9 +624,10 @@ SchedulerCore::Planned* SchedulerCore::planned_for(const Sequence& s) {
 }
 
 int32_t SchedulerCore::reserve_end(const Sequence& s, int32_t end) const {
-  // A parent whose samples fork later shares its blocks with them: its slots
-  // must be its tokens exactly (the block manager forks its token state).
-  if (s.samples != 1) return end;
+  // Prompt chunks ask for what they compute. A parent whose samples fork
+  // later shares its blocks with them: its slots must be its tokens exactly
+  // (the block manager forks its token state).
+  if (s.length() - s.scheduled != 1 || s.samples != 1) return end;
   const int32_t block_end = (end + config_.block_size - 1) / config_.block_size * config_.block_size;
   const int32_t last = std::min(config_.context_length, s.prompt_len + s.sampling.max_tokens);
   return std::max(end, std::min(block_end, last));
@@ -634,6 +635,7 @@ int32_t SchedulerCore::reserve_end(const Sequence& s, int32_t end) const {
 
 void SchedulerCore::request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end) {
   const auto begin = int32_t(batch.tokens.size());
+  if (!is_new) end = reserve_end(s, end);
   if (is_new) {
     batch.tokens.insert(batch.tokens.end(), s.tokens.begin(), s.tokens.end());
   } else {  // tokens not sampled yet are placeholders until the block fills (SeqProgress)
@@ -855,7 +857,7 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
     // A verify step's rejected drafts may have left it the slots it needs now.
     const bool needs_slots = s.slots < s.scheduled + n;
     plan(s, n, false, /*granted=*/!needs_slots);
-    if (needs_slots) request_slots(retry, s, false, remaining == 1 ? reserve_end(s, s.scheduled + n) : s.scheduled + n);
+    if (needs_slots) request_slots(retry, s, false, s.scheduled + n);
   }
   failed_.clear();
   return retry;
@@ -877,6 +879,10 @@ StepPlan SchedulerCore::build_step() {
   // holds all of them.
   uint64_t live = 0, slots = 0;
   size_t counted = 0;
+  auto count_kv = [&](const Sequence& s) {
+    live += uint64_t(s.scheduled);
+    slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+  };
   for (Planned& p : plan_) {
     if (!p.granted || p.dropped) continue;
     Sequence& s = seqs_.at(p.id);
@@ -915,8 +921,7 @@ StepPlan SchedulerCore::build_step() {
     }
     if (last && s.samples > 1 && s.state() != SeqState::forking) plan_forks(s, plan);
     if (last) ++s.unconfirmed;
-    live += uint64_t(s.scheduled);
-    slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
+    count_kv(s);
     ++counted;
   }
   if (plan.batch.num_seqs() == 0) {  // not sent: copies and retirements wait for the next
@@ -935,12 +940,8 @@ StepPlan SchedulerCore::build_step() {
   step_forks_.clear();
   if (counted != running_.size()) {  // some sit this step out: count them all
     live = slots = 0;
-    for (seq_id id : running_) {
-      const Sequence& s = seqs_.at(id);
-      if (!s.in_batch()) continue;
-      live += uint64_t(s.scheduled);
-      slots += uint64_t(s.blocks_held) * uint64_t(config_.block_size);
-    }
+    for (seq_id id : running_)
+      if (const Sequence& s = seqs_.at(id); s.in_batch()) count_kv(s);
   }
   if (slots > 0) {
     kv_live_sum_ += live;

@@ -261,13 +261,15 @@ class SchedulerCore {
   // accepted, then one more), so that many positions have their KV.
   void apply_verified(Sequence& s, const Planned& p, int32_t emitted);
   Planned* planned_for(const Sequence& s);
-  // Asks the block manager for s's slots up to position `end` (exclusive).
+  // Asks the block manager for s's slots up to position `end` (exclusive),
+  // or for a decoding sequence up to reserve_end(s, end).
   void request_slots(AllocationBatch& batch, const Sequence& s, bool is_new, int32_t end);
   // Where a decoding sequence's request for slots up to `end` reaches: the
   // end of the block that holds position end - 1 (never past the sequence's
   // last position), so that the block manager hears from it once a block
   // rather than once a token. The block is taken either way; the slots
   // after its tokens are placeholders until the block fills (SeqProgress).
+  // Other sequences' requests stay at `end`.
   int32_t reserve_end(const Sequence& s, int32_t end) const;
   void apply_grant(Sequence& s, const BlockGrant& g, const AllocationResult& result);
   // apply_allocation's parts.
