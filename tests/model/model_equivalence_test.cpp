@@ -10,11 +10,12 @@
 #include "model/formats/gguf_writer.hpp"
 #include "model/formats/loader.hpp"
 #include "backends/cpu/transformer.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
 
-std::string shared_model(const char* name) { return std::string(CONVEYOR_SHARED_MODELS) + "/" + name; }
+std::string shared_model(const char* name) { return test::shared_model_path(name); }
 
 // Logits after every position of `prompt`, one sequence, one span.
 std::vector<float> all_logits(const LoadedModel& model, const std::vector<int32_t>& prompt) {

@@ -13,6 +13,7 @@
 
 #include "model/formats/loader.hpp"
 #include "backends/cpu/transformer.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -35,7 +36,7 @@ int64_t resident_bytes() {
 class ResidentMemory : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ResidentMemory, IsAboutTheFileSizePlusTheKvCache) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + GetParam();
+  const std::string path = test::shared_model_path(GetParam());
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not there";
   const double file_bytes = double(std::filesystem::file_size(path));
   const int64_t before = resident_bytes();

@@ -15,11 +15,12 @@
 
 #include "backends/cpu/cpu_embedder.hpp"
 #include "model/formats/loader.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
 
-std::string shared_model(const std::string& name) { return std::string(CONVEYOR_SHARED_MODELS) + "/" + name; }
+std::string shared_model(const std::string& name) { return test::shared_model_path(name); }
 
 struct Case {
   Pooling pooling = Pooling::last;
@@ -29,7 +30,7 @@ struct Case {
 };
 
 std::vector<Case> read_cases(const std::string& name) {
-  std::ifstream in(std::string(CONVEYOR_EMBEDDING_DATA) + "/" + name);
+  std::ifstream in(std::filesystem::path(CONVEYOR_EMBEDDING_DATA) / name);
   std::vector<Case> out;
   simdjson::dom::parser parser;
   for (std::string line; std::getline(in, line);) {

@@ -14,12 +14,13 @@
 
 #include "model/formats/loader.hpp"
 #include "model/weights.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::test {
 
 // Path of a file in ../shared/models, or "" when it is not there.
 inline std::string shared_model(const std::string& name) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
+  const std::string path = shared_model_path(name);
   return std::filesystem::exists(path) ? path : std::string();
 }
 

@@ -7,6 +7,7 @@
 
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::test {
 
@@ -15,7 +16,7 @@ namespace conveyor::test {
 inline const GgufTokenizer* shared_gguf_tokenizer(const std::string& name, std::string& why) {
   static std::map<std::string, GgufTokenizer> loaded;
   if (auto it = loaded.find(name); it != loaded.end()) return &it->second;
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
+  const std::string path = shared_model_path(name);
   if (!std::filesystem::exists(path)) {
     why = "needs " + path;
     return nullptr;

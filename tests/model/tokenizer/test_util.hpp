@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "model/tokenizer/tokenizer.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::test {
 
 inline std::string shared_model(const std::string& name) {
-  return std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
+  return shared_model_path(name);
 }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
