@@ -8,7 +8,14 @@
 
 #include "kernels/cpu/quant_matmul.hpp"
 
-// The kernels with the build's own flags, for CPUs without AVX-512.
+// The kernels with the build's own flags, for CPUs without AVX-512. Where
+// those flags are AVX-512's already (-march=native on such a CPU), the
+// AVX-512 compilation's kernels are the build's own: this one leaves its
+// kernels out (they took a third of the library's compile time) and the
+// items go to those (the rest of it, light, stays).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__) && defined(__FMA__)
+#define CONVEYOR_ATTENTION_NO_ITEMS 1
+#endif
 #define CONVEYOR_ISA_NS base
 #include "kernels/cpu/paged_attention.inc"
 #undef CONVEYOR_ISA_NS
@@ -114,9 +121,14 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
       (base::scratch_floats(heads_per_item, item_tokens, group, hd, kv.block_size) + 15) / 16 * 16;
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
+#ifdef CONVEYOR_ATTENTION_NO_ITEMS
+  const auto attend_items = attention_takes_bf16_dot(kv, n_heads, workspace) ? avx512bf16::attend_items
+                                                                             : avx512::attend_items;
+#else
   const auto attend_items = attention_takes_bf16_dot(kv, n_heads, workspace) ? avx512bf16::attend_items
                             : on_avx512()                 ? avx512::attend_items
                                                           : base::attend_items;
+#endif
   attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, item_tokens, group,
                workspace.scratch.data(), per_thread);
 }
