@@ -135,7 +135,14 @@ Status SchedulerCore::submit(GenerateRequest r, double now) {
   s.tokens = std::move(r.prompt);
   s.tokens.insert(s.tokens.end(), r.resume.begin(), r.resume.end());
   s.sampling = std::move(r.sampling);
-  s.sampling.max_tokens = std::min(s.sampling.max_tokens, config_.context_length - n);
+  // No longer than the model's context, nor than the whole KV cache holds:
+  // a sequence that reaches either ends with "length" when its token that
+  // does arrives, whether the scheduler plans ahead or not and however many
+  // tokens a step verifies (a verify step that asked for slots past the
+  // cache could never have them: it preempted its own sequence, forever).
+  const int64_t cache_tokens = int64_t(config_.num_blocks) * config_.block_size;
+  s.sampling.max_tokens = int32_t(std::min<int64_t>({s.sampling.max_tokens, config_.context_length - n,
+                                                     cache_tokens - n}));
   if (s.generated() >= s.sampling.max_tokens)
     return make_error(Errc::invalid_argument, "the resumed tokens already reach max_tokens");
   if (r.n == 1) s.session = std::move(r.session);

@@ -101,6 +101,55 @@ TEST(SpeculativeFake, SurvivesPreemptionBySwapAndRecompute) {
   }
 }
 
+// Requests that want more tokens than the whole KV cache holds end where
+// they would without speculation (finish "length" at the same token), under
+// swap and recompute preemption, alone and beside another: drafts never ask
+// for slots past the cache, where the sequence could never get them (a
+// verify step asked for them once, preempting itself, and a swapped-out
+// sequence was never finished). A sequence's tokens fill the cache at most.
+TEST(SpeculativeFake, RequestsOutgrowingTheWholeCacheEndAsWithout) {
+  for (PreemptionMode mode : {PreemptionMode::swap, PreemptionMode::recompute})
+    for (size_t requests : {1, 2}) {
+      SCOPED_TRACE(std::string(mode == PreemptionMode::swap ? "swap, " : "recompute, ") +
+                   std::to_string(requests) + " requests");
+      EngineConfig config;
+      config.block_size = 4;
+      config.kv_cache_tokens = 4 * 16;
+      config.swap_space_tokens = 4 * 64;
+      config.preemption = mode;
+      const auto prompts = random_prompts(requests, kFakeVocab, 5, 6, 10);
+      auto run = [&](const EngineConfig& c) {
+        EngineSystemConfig cfg;
+        caf::actor_system sys{cfg};
+        std::shared_ptr<testing::FakeRunner> runner;
+        auto engine = testing::make_fake_engine(sys, c, false, &runner);
+        EXPECT_NE(engine, nullptr);
+        if (engine == nullptr) return std::map<request_id, testing::Outcome>{};
+        runner->set_cyclic(true);
+        Collector collector;
+        for (size_t i = 0; i < prompts.size(); ++i)
+          engine->submit(testing::greedy_spec(0, prompts[i], 200, /*ignore_eos=*/true),
+                         collector.callback_for(100 * (i + 1)));
+        EXPECT_TRUE(collector.wait_for(prompts.size(), std::chrono::seconds(30))) << "a request never ended";
+        expect_all_blocks_free(*engine);
+        return collector.outcomes();
+      };
+      const auto plain = run(config);
+      for (SpeculativeMethod method : {SpeculativeMethod::ngram, SpeculativeMethod::suffix}) {
+        EngineConfig c = speculative(config, 6);
+        c.speculative.method = method;
+        const auto spec = run(c);
+        ASSERT_EQ(spec.size(), plain.size());
+        for (const auto& [id, o] : plain) {
+          EXPECT_EQ(o.finish, FinishReason::length) << o.message;
+          EXPECT_EQ(prompts[id / 100 - 1].size() + o.tokens.size(), size_t(config.kv_cache_tokens));
+          EXPECT_EQ(spec.at(id).finish, o.finish) << spec.at(id).message;
+          EXPECT_EQ(spec.at(id).tokens, o.tokens) << "request " << id / 100;
+        }
+      }
+    }
+}
+
 TEST(SpeculativeFake, SamplesOfOnePromptDraftAlone) {
   const auto prompts = random_prompts(6, kFakeVocab, 21, 3, 20);
   EngineConfig config;
