@@ -1,6 +1,7 @@
 #include "backends/backend.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "backends/cpu/cpu_embedder.hpp"
 #include "backends/cpu/cpu_step_runner.hpp"
@@ -46,6 +47,30 @@ Status check_kv_dtype(KvDtype dtype, const ModelConfig& model) {
                                                 std::to_string(model.head_dim()) + "; use f16 or bf16");
 }
 
+namespace {
+
+// The KV pool and the swap space live in host memory: together they must
+// fit in what the kernel says is available once the weights are in, or the
+// allocation fails (std::bad_alloc, which ended the process) or, overcommitted,
+// the kernel kills the process when the pages are first touched.
+Status check_host_memory(const EngineConfig& config, const ModelConfig& model, const Backend& b) {
+  const int64_t swap_blocks = config.swap_space_tokens / config.block_size;  // an int32 (validate)
+  const int64_t swap_bytes =
+      swap_blocks * config.block_size * int64_t(KvCacheShape::for_model(model, 1, 0, b.kv_dtype).token_bytes());
+  const std::optional<int64_t> available = read_mem_available();
+  if (!available || b.capacity.bytes + swap_bytes <= *available) return Status::ok();
+  std::string what = "the KV cache (" + b.capacity.origin + ": " + std::to_string(b.capacity.tokens) + " tokens, " +
+                     format_bytes(b.capacity.bytes) + ")";
+  if (swap_bytes > 0)
+    what += " and the swap space (--swap-space-tokens: " + std::to_string(swap_blocks * config.block_size) +
+            " tokens, " + format_bytes(swap_bytes) + ")";
+  return make_error(Errc::invalid_argument, what + (swap_bytes > 0 ? " take" : " takes") + " more than the " +
+                                                format_bytes(*available) +
+                                                " of memory available after loading the weights; ask for less");
+}
+
+}  // namespace
+
 Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model) {
   Backend b;
   b.kv_dtype = kv_dtype_of(config);
@@ -84,6 +109,7 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   auto capacity = plan_kv_capacity(request);
   if (!capacity) return capacity.error();
   b.capacity = std::move(capacity).value();
+  if (Status fits = check_host_memory(config, model.config, b); !fits) return fits.error();
 
   const int32_t n_blocks = int32_t(b.capacity.tokens / config.block_size);
   auto kv = std::make_shared<KvCache>(

@@ -1,6 +1,7 @@
 #include "engine/engine_config.hpp"
 
 #include <charconv>
+#include <limits>
 
 #include "engine/fault_injection.hpp"
 
@@ -89,6 +90,9 @@ Status validate(const EngineConfig& c) {
   if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
     return bad("gpu-memory-utilization", "must be in (0, 1]");
   if (c.swap_space_tokens < 0) return bad("swap-space-tokens", "must be >= 0");
+  if (c.swap_space_tokens / c.block_size > std::numeric_limits<int32_t>::max())
+    return bad("swap-space-tokens", "holds " + std::to_string(c.swap_space_tokens / c.block_size) +
+                                        " blocks; at most " + std::to_string(std::numeric_limits<int32_t>::max()));
   if (c.max_num_seqs < 1) return bad("max-num-seqs", "must be >= 1");
   if (c.max_batched_tokens < 1) return bad("max-batched-tokens", "must be >= 1");
   if (c.prefill_chunk < 1) return bad("prefill-chunk", "must be >= 1");

@@ -49,6 +49,13 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
   EXPECT_EQ(exit_code_of("--kv-cache-dtype f8", &out), 2);
   EXPECT_NE(out.find("--kv-cache-dtype"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--kv-cache-memory-fraction 1.5", &out), 2);
+  // More KV cache or swap space than the machine has: a message, not std::bad_alloc's abort.
+  EXPECT_EQ(exit_code_of("--kv-cache-memory 10TB --port 0", &out), 2);
+  EXPECT_NE(out.find("of memory available after loading the weights"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--swap-space-tokens 30000000000 --port 0", &out), 2);
+  EXPECT_NE(out.find("the swap space (--swap-space-tokens: 30000000000 tokens"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--swap-space-tokens 100000000000000 --port 0", &out), 2);
+  EXPECT_NE(out.find("6250000000000 blocks; at most"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--shutdown-timeout -1", &out), 2);
   EXPECT_EQ(exit_code_of("--log-format xml", &out), 2);
   EXPECT_NE(out.find("--log-format: 'xml' is not a log format"), std::string::npos) << out;
