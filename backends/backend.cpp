@@ -53,11 +53,11 @@ namespace {
 // fit in what the kernel says is available once the weights are in, or the
 // allocation fails (std::bad_alloc, which ended the process) or, overcommitted,
 // the kernel kills the process when the pages are first touched.
-Status check_host_memory(const EngineConfig& config, const ModelConfig& model, const Backend& b) {
+Status check_host_memory(const EngineConfig& config, const ModelConfig& model, const Backend& b,
+                         std::optional<int64_t> available) {
   const int64_t swap_blocks = config.swap_space_tokens / config.block_size;  // an int32 (validate)
   const int64_t swap_bytes =
       swap_blocks * config.block_size * int64_t(KvCacheShape::for_model(model, 1, 0, b.kv_dtype).token_bytes());
-  const std::optional<int64_t> available = read_mem_available();
   if (!available || b.capacity.bytes + swap_bytes <= *available) return Status::ok();
   std::string what = "the KV cache (" + b.capacity.origin + ": " + std::to_string(b.capacity.tokens) + " tokens, " +
                      format_bytes(b.capacity.bytes) + ")";
@@ -105,11 +105,12 @@ Expected<Backend> make_cpu_backend(const EngineConfig& config, LoadedModel model
   if (draft)
     request.token_bytes += int64_t(KvCacheShape::for_model(draft->config(), 1, 0, b.kv_dtype).token_bytes());
   request.fraction = config.kv_cache_memory_fraction;
-  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = read_mem_available();
+  const std::optional<int64_t> available = read_mem_available();
+  if (config.kv_cache_tokens == 0 && config.kv_cache_memory == 0) request.available = available;
   auto capacity = plan_kv_capacity(request);
   if (!capacity) return capacity.error();
   b.capacity = std::move(capacity).value();
-  if (Status fits = check_host_memory(config, model.config, b); !fits) return fits.error();
+  if (Status fits = check_host_memory(config, model.config, b, available); !fits) return fits.error();
 
   const int32_t n_blocks = int32_t(b.capacity.tokens / config.block_size);
   auto kv = std::make_shared<KvCache>(

@@ -756,6 +756,8 @@ SchedulerCore::Shortfall SchedulerCore::apply_grants(const AllocationResult& res
       short_of.new_blocks += std::max(g.shortfall, 1);
       continue;
     }
+    // A guard: submit() caps max_tokens at what the cache holds, so a
+    // sequence's slots never reach past it.
     if (blocks_for(int32_t(s->tokens.size()) + 1) > config_.num_blocks) {
       remove_running(s->id);
       finish(*s, FinishReason::length, "the sequence outgrew the whole KV cache");

@@ -19,6 +19,7 @@
 #include "tests/actors/stories_fixture.hpp"
 #include "tests/backends/cpu/paged_driver.hpp"  // argmax
 #include "tests/backends/cpu/reference_model.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -846,7 +847,7 @@ TEST_F(Stories, SamplesOfOnePromptShareItsBlocksAndMatchSingleRequests) {
 // (stories260K has no vocabulary file: this uses the random GGUF model, whose
 // embedded Llama 2 vocabulary gives text.)
 TEST(TinyGguf, StopStringsEndOneSampleAtATime) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-random-llama-f32.gguf";
+  const std::string path = test::shared_model_path("tiny-random-llama-f32.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto loaded = load_model(path);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
@@ -897,7 +898,7 @@ TEST(TinyGguf, StopStringsEndOneSampleAtATime) {
 // Decoding drops control tokens; RequestSpec::shown_tokens writes the ones it
 // names into the text as their pieces (what Mistral's call parser needs).
 TEST(TinyGguf, ShownControlTokensAreWrittenAsTheirPieces) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-random-llama-f32.gguf";
+  const std::string path = test::shared_model_path("tiny-random-llama-f32.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto loaded = load_model(path);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().message;

@@ -18,6 +18,7 @@
 #include "tests/actors/fake_backend.hpp"
 #include "tests/actors/fake_engine.hpp"
 #include "tests/actors/stories_fixture.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -286,7 +287,7 @@ TEST_F(SpeculativeStories, OutputsAreThoseOfPlainDecoding) {
 // constrained request takes fewer steps, and its output (greedy, and seeded
 // at temperature 1) is the same as without jump-forward, and valid.
 TEST(JumpForward, ForcedBytesAreVerifiedInOneStepAndChangeNothing) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-random-llama-f32.gguf";
+  const std::string path = test::shared_model_path("tiny-random-llama-f32.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto loaded = load_model(path);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
@@ -425,7 +426,7 @@ class SpeculativeDraftModel : public ::testing::Test {
   // stories260K (trained weights, whose next token depends on the context)
   // into stories_; false when the file is missing.
   bool load_stories() {
-    stories_path_ = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+    stories_path_ = test::shared_model_path("stories260K.bin");
     if (!std::filesystem::exists(stories_path_)) return false;
     auto loaded = load_model(stories_path_);
     EXPECT_TRUE(loaded.has_value()) << loaded.error().message;
@@ -550,7 +551,7 @@ TEST_F(SpeculativeDraftModel, RequestsSharingAPrefixDraftAsIfEachRanItAll) {
 // resolve a near tie otherwise (with the tiles chosen by an item's size,
 // as on 2026-12-05, the seeded streams differed).
 TEST_F(SpeculativeDraftModel, GroupedHeadsOutputsAreThoseOfPlainDecoding) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama3-q4_k_m.gguf";
+  const std::string path = test::shared_model_path("tiny-llama3-q4_k_m.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto loaded = load_model(path);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
@@ -573,7 +574,7 @@ TEST_F(SpeculativeDraftModel, GroupedHeadsOutputsAreThoseOfPlainDecoding) {
 }
 
 TEST_F(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {
-  const std::string draft_path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+  const std::string draft_path = test::shared_model_path("stories260K.bin");
   if (!std::filesystem::exists(draft_path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
@@ -585,7 +586,7 @@ TEST_F(SpeculativeDraftModel, RefusesAModelWithAnotherVocabulary) {
   auto engine = Engine::create(sys, config, model_);
   ASSERT_FALSE(engine.has_value());
   EXPECT_NE(engine.error().message.find("the same vocabulary"), std::string::npos) << engine.error().message;
-  config.speculative.draft_model = std::string(CONVEYOR_SHARED_MODELS) + "/no-such-file.gguf";
+  config.speculative.draft_model = test::shared_model_path("no-such-file.gguf");
   engine = Engine::create(sys, config, model_);
   ASSERT_FALSE(engine.has_value());
   EXPECT_NE(engine.error().message.find("--speculative draft:"), std::string::npos) << engine.error().message;

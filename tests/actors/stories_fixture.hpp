@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/formats/loader.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::testing {
 
@@ -15,7 +16,7 @@ namespace conveyor::testing {
 class StoriesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+    const std::string path = test::shared_model_path("stories260K.bin");
     if (!std::filesystem::exists(path)) return;
     auto m = load_model(path);
     ASSERT_TRUE(m.has_value()) << m.error().message;

@@ -23,13 +23,14 @@
 #include "kernels/cpu/kv_dtype.hpp"
 #include "tests/actors/engine_test_util.hpp"
 #include "tests/cuda_device.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
 
 constexpr int32_t kBlock = 16;
 
-std::string shared(const std::string& name) { return std::string(CONVEYOR_SHARED_MODELS) + "/" + name; }
+std::string shared(const std::string& name) { return test::shared_model_path(name); }
 
 Backend make(const std::string& device, const std::string& model, int64_t kv_tokens, int64_t swap_tokens = 0,
              KvDtype kv_dtype = KvDtype::bf16) {

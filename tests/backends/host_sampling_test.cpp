@@ -17,6 +17,7 @@
 #include "kernels/cpu/kv_dtype.hpp"
 #include "model/bf16_pack.hpp"
 #include "model/formats/loader.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -371,7 +372,7 @@ TEST(HostSampling, OnlyRowsADeviceCanSampleAreLeftToIt) {
 // Every matrix of a quantized file (Q4_K and Q6_K in a Q4_K_M file) packs to
 // its rows decoded and rounded to bf16, stacked in order.
 TEST(PackBf16, DecodesEachStoredTypeThenRounds) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama2-q4_k_m.gguf";
+  const std::string path = test::shared_model_path("tiny-llama2-q4_k_m.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto model = load_model(path);
   ASSERT_TRUE(model.has_value()) << model.error().message;

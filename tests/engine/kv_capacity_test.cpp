@@ -11,6 +11,7 @@
 
 #include "actors/engine.hpp"
 #include "tests/actors/engine_test_util.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -187,7 +188,7 @@ TEST(EngineKvCapacity, MemoryFlagGivesTheExpectedTokens) {
 // matter: a pool eight times larger, whose free list hands out other block
 // ids, gives the same tokens.
 TEST(EngineKvCapacity, Q8CacheHoldsBlocksOf34BytesAndServes) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama2-q4_0.gguf";
+  const std::string path = test::shared_model_path("tiny-llama2-q4_0.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
   auto model = load_model(path);
   ASSERT_TRUE(model.has_value()) << model.error().message;

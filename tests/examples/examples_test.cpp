@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/integration/process.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::testing {
 namespace {
@@ -421,7 +422,7 @@ TEST(Examples, AgentSwarmCallsToolsWithRealTemplates) {
   const std::vector<std::pair<std::string, std::string>> models = {{"tiny-qwen2-q4_k_m.gguf", "hermes"},
                                                                    {"tiny-llama3-q4_k_m.gguf", "llama3_json"}};
   for (const auto& [file, syntax] : models) {
-    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + file;
+    const std::string path = test::shared_model_path(file);
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path;
     SCOPED_TRACE(file);
     const ProcessResult r =

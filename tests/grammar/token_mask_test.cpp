@@ -13,6 +13,7 @@
 #include "model/sampling/grammar_vocabulary.hpp"
 #include "tests/grammar/earley.hpp"
 #include "tests/grammar/mask_oracle.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::grammar {
 namespace {
@@ -240,7 +241,7 @@ TEST(TokenMask, ThreadsShareALazilyFilledGrammar) {
 }
 
 TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama3-q4_k_m.gguf";
+  const std::string path = test::shared_model_path("tiny-llama3-q4_k_m.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the Llama 3 vocabulary test needs it";
   auto file = read_gguf(path);
   ASSERT_TRUE(file) << file.error().message;

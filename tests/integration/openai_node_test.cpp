@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "tests/integration/process.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::testing {
 namespace {
@@ -97,7 +98,7 @@ TEST(OpenAiNodeClient, RespondsThroughTheResponsesApi) {
 // <tool_call> syntax) and a Llama 3.x-style template with tools
 // (tests/http/data/llama3_tools.jinja: JSON calls, llama3_json).
 void run_tool_check(const std::string& model, const std::vector<std::string>& extra_args, const std::string& log) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + model;
+  const std::string path = test::shared_model_path(model);
   if (!fs::exists(path)) GTEST_SKIP() << path << " is not there (see ../shared/models/README.md)";
   const fs::path dir = fs::path(kWorkDir) / "openai_client";
   if (const std::string why = install_client(dir); !why.empty()) GTEST_SKIP() << why;
@@ -121,7 +122,7 @@ TEST(OpenAiNodeClient, CallsToolsWithQwensTemplate) {
 
 TEST(OpenAiNodeClient, CallsToolsWithLlamasTemplate) {
   run_tool_check("tiny-llama3-q4_k_m.gguf",
-                 {"--chat-template", std::string(CONVEYOR_SOURCE_DIR) + "/tests/http/data/llama3_tools.jinja"},
+                 {"--chat-template", (fs::path(CONVEYOR_SOURCE_DIR) / "tests/http/data/llama3_tools.jinja").string()},
                  "openai_node_tools_llama.log");
 }
 

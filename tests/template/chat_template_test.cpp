@@ -11,6 +11,7 @@
 #include "http/chat_template.hpp"
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -19,7 +20,7 @@ namespace fs = std::filesystem;
 
 // The tokenizer and template of a shared model file, or a reason to skip.
 std::optional<GgufTokenizer> shared_model(const std::string& name, std::string& why) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
+  const std::string path = test::shared_model_path(name);
   if (!fs::exists(path)) {
     why = "needs " + path;
     return std::nullopt;

@@ -12,6 +12,7 @@
 #include "backends/cpu/draft_model.hpp"
 #include "engine/speculation.hpp"
 #include "model/formats/loader.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -21,7 +22,7 @@ constexpr int32_t kBlock = 4;
 class DraftModelCache : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin";
+    const std::string path = test::shared_model_path("stories260K.bin");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "stories260K.bin is not in " << CONVEYOR_SHARED_MODELS;
     auto loaded = load_model(path);
     ASSERT_TRUE(loaded.has_value()) << loaded.error().message;

@@ -14,6 +14,7 @@
 #include "model/formats/loader.hpp"
 #include "tests/backends/cpu/paged_driver.hpp"
 #include "tests/backends/cpu/reference_model.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -256,7 +257,7 @@ TEST(Transformer, GeneratedPositionsMatchDecodeStepsBitForBit) {
 TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
   using kernels::Isa;
   for (const char* name : {"tiny-llama2-q4_k_m.gguf", "tiny-llama2-q8_0.gguf", "tiny-llama3-q4_k_m.gguf"}) {
-    const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/" + name;
+    const std::string path = test::shared_model_path(name);
     if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
     SCOPED_TRACE(name);
     auto loaded = load_model(path);
@@ -291,7 +292,7 @@ TEST(Transformer, ProfileCountsCallsAndPhases) {
   EXPECT_GT(profile.logits, 0.0);
 }
 
-std::string stories_path() { return std::string(CONVEYOR_SHARED_MODELS) + "/stories260K.bin"; }
+std::string stories_path() { return test::shared_model_path("stories260K.bin"); }
 
 TEST(Transformer, Stories260KMatchesReference) {
   if (!std::filesystem::exists(stories_path()))
@@ -466,7 +467,7 @@ TEST(Transformer, Stories260KHalfPrecisionKvStaysClose) {
 // f16 beside it, on a file whose heads are 32 wide (stories260K's are 8):
 // Llama 2's shape with random weights, quantized as Q4_0.
 TEST(Transformer, Q8KvStaysClose) {
-  const std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama2-q4_0.gguf";
+  const std::string path = test::shared_model_path("tiny-llama2-q4_0.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
   auto loaded = load_model(path);
   ASSERT_TRUE(loaded) << loaded.error().message;

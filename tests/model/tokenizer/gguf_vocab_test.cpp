@@ -16,6 +16,7 @@
 #include "model/formats/gguf_llama.hpp"
 #include "model/formats/gguf_reader.hpp"
 #include "tests/model/tokenizer/shared_gguf_tokenizer.hpp"
+#include "tests/shared_models.hpp"
 
 namespace conveyor {
 namespace {
@@ -23,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
-std::string shared(const std::string& name) { return std::string(CONVEYOR_SHARED_MODELS) + "/" + name; }
+std::string shared(const std::string& name) { return test::shared_model_path(name); }
 
 #define TOKENIZER_OR_SKIP(var, file)                          \
   std::string var##_why;                                      \
