@@ -97,10 +97,16 @@ uint64_t mix(uint64_t k) {
 // before the end of an alternative, and, since a reference in last position
 // passes its caller on, the return addresses of the rules that reference it
 // last. A rule with none returns only to the root's end.
+//
+// A rule's set is its own addresses and those of every rule that reaches it
+// by tail calls: each strongly connected component of the tail-call graph
+// shares one set, computed once after those of its callers (Tarjan's order),
+// so a chain of n rules (an object's n required members) costs n merges, not
+// n passes over the chain.
 void add_rule_returns(FlatGrammar& f) {
-  const size_t rules = f.rule_first_alt.size() - 1;
-  std::vector<std::vector<int32_t>> tail_callers(rules);
-  f.rule_returns.assign(rules, {});
+  const auto rules = int32_t(f.rule_first_alt.size() - 1);
+  std::vector<std::vector<int32_t>> tail_callers(static_cast<size_t>(rules));
+  f.rule_returns.assign(size_t(rules), {});
   for (int32_t pos = 0; pos < f.positions(); ++pos) {
     const int32_t callee = f.slots[size_t(pos)].rule;
     if (callee < 0) continue;
@@ -110,21 +116,64 @@ void add_rule_returns(FlatGrammar& f) {
       f.rule_returns[size_t(callee)].push_back(pos + 1);
     }
   }
-  for (auto& r : f.rule_returns) std::sort(r.begin(), r.end());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t callee = 0; callee < rules; ++callee) {
-      for (int32_t caller : tail_callers[callee]) {
-        if (size_t(caller) == callee) continue;
-        std::vector<int32_t> merged;
-        const auto& mine = f.rule_returns[callee];
-        const auto& theirs = f.rule_returns[size_t(caller)];
-        std::set_union(mine.begin(), mine.end(), theirs.begin(), theirs.end(), std::back_inserter(merged));
-        if (merged.size() != mine.size()) {
-          f.rule_returns[callee] = std::move(merged);
-          changed = true;
+  // Tarjan's algorithm without recursion, over the edges callee -> caller.
+  constexpr int32_t kUnvisited = -1;
+  const auto n = static_cast<size_t>(rules);
+  std::vector<int32_t> index(n, kUnvisited), low(n, 0), component(n, -1);
+  std::vector<int32_t> stack, members;
+  std::vector<std::pair<int32_t, size_t>> path;  // (rule, next caller to visit)
+  std::vector<int32_t> merged;
+  int32_t counter = 0, components = 0;
+  for (int32_t root = 0; root < rules; ++root) {
+    if (index[size_t(root)] != kUnvisited) continue;
+    path.emplace_back(root, 0);
+    while (!path.empty()) {
+      auto& [r, next] = path.back();
+      if (next == 0 && index[size_t(r)] == kUnvisited) {
+        index[size_t(r)] = low[size_t(r)] = counter++;
+        stack.push_back(r);
+      }
+      const std::vector<int32_t>& callers = tail_callers[size_t(r)];
+      if (next < callers.size()) {
+        const int32_t c = callers[next++];
+        if (index[size_t(c)] == kUnvisited) {
+          path.emplace_back(c, 0);
+        } else if (component[size_t(c)] < 0) {  // on the stack
+          low[size_t(r)] = std::min(low[size_t(r)], index[size_t(c)]);
+        }
+        continue;
+      }
+      const int32_t done = r;
+      path.pop_back();
+      if (!path.empty()) low[size_t(path.back().first)] = std::min(low[size_t(path.back().first)], low[size_t(done)]);
+      if (low[size_t(done)] != index[size_t(done)]) continue;
+      // `done` roots a component: its members are on the stack down to it,
+      // and every component its members call into is complete.
+      members.clear();
+      int32_t m;
+      do {
+        m = stack.back();
+        stack.pop_back();
+        component[size_t(m)] = components;
+        members.push_back(m);
+      } while (m != done);
+      std::vector<int32_t> set;
+      const auto add = [&](const std::vector<int32_t>& more) {
+        merged.clear();
+        std::set_union(set.begin(), set.end(), more.begin(), more.end(), std::back_inserter(merged));
+        set.swap(merged);
+      };
+      for (int32_t member : members) {
+        std::sort(f.rule_returns[size_t(member)].begin(), f.rule_returns[size_t(member)].end());
+        add(f.rule_returns[size_t(member)]);
+      }
+      for (int32_t member : members) {
+        for (int32_t caller : tail_callers[size_t(member)]) {
+          if (component[size_t(caller)] != components) add(f.rule_returns[size_t(caller)]);
         }
       }
+      for (int32_t member : members) f.rule_returns[size_t(member)] = set;
+      ++components;
     }
   }
 }

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
+#include "grammar/pda.hpp"
 #include "tests/grammar/mask_oracle.hpp"
 
 namespace conveyor::grammar {
@@ -384,6 +386,59 @@ TEST(Compile, RefusesLeftRecursionAndAMissingVocabulary) {
   auto d = compile(*literal_grammar("a"), nullptr);
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error().code, Errc::invalid_argument);
+}
+
+// A rule's return addresses are its own and those of every rule that reaches
+// it by tail calls. flatten() computes them once per strongly connected
+// component of the tail calls; here, the plain fixpoint (merge callers' sets
+// until nothing changes) on random grammars with chains and cycles.
+TEST(Matcher, ReturnAddressesAreTheFixpointOfTailCalls) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    GrammarBuilder b;
+    const int rules = 2 + int(rng() % 30);
+    std::vector<int32_t> ids;
+    for (int r = 0; r < rules; ++r) ids.push_back(b.add_rule("r" + std::to_string(r)));
+    for (int r = 0; r < rules; ++r) {
+      const int alts = 1 + int(rng() % 3);
+      for (int a = 0; a < alts; ++a) {
+        Alternative alt{b.byte(uint8_t('a' + rng() % 3))};
+        const int refs = int(rng() % 3);
+        for (int k = 0; k < refs; ++k) {
+          alt.push_back(b.rule_ref(ids[rng() % ids.size()]));
+          if (rng() % 2) alt.push_back(b.byte('x'));
+        }
+        b.add_alternative(ids[size_t(r)], std::move(alt));
+      }
+    }
+    auto g = std::move(b).build(ids[0]);
+    ASSERT_TRUE(g) << g.error().message;
+    const detail::FlatGrammar f = detail::flatten(*g);
+    const size_t n = f.rule_first_alt.size() - 1;
+    std::vector<std::vector<int32_t>> expected(n), tail_callers(n);
+    for (int32_t pos = 0; pos < f.positions(); ++pos) {
+      const int32_t callee = f.slots[size_t(pos)].rule;
+      if (callee < 0) continue;
+      if (f.is_end(pos + 1)) {
+        tail_callers[size_t(callee)].push_back(f.rule_of[size_t(pos)]);
+      } else {
+        expected[size_t(callee)].push_back(pos + 1);
+      }
+    }
+    for (auto& e : expected) std::sort(e.begin(), e.end());
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t callee = 0; callee < n; ++callee) {
+        for (int32_t caller : tail_callers[callee]) {
+          std::vector<int32_t> merged;
+          std::set_union(expected[callee].begin(), expected[callee].end(), expected[size_t(caller)].begin(),
+                         expected[size_t(caller)].end(), std::back_inserter(merged));
+          if (merged.size() != expected[callee].size()) expected[callee] = std::move(merged), changed = true;
+        }
+      }
+    }
+    ASSERT_EQ(f.rule_returns, expected) << "round " << round;
+  }
 }
 
 }  // namespace
