@@ -13,7 +13,7 @@
 // An Embedder shares the runner's read-only weights but has its own scratch
 // and KV memory, so it runs beside the engine's steps, outside the scheduler:
 // its tokens are not in the engine's token budget. The server runs it on a
-// worker thread of its own (http/embedding_worker.hpp), never on an I/O thread.
+// worker thread of its own (http/work_queue.hpp), never on an I/O thread.
 //
 // Thread-safety: embed() may be called from any thread; calls run one at a
 // time.

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "actors/engine.hpp"
-#include "http/embedding_worker.hpp"
+#include "http/work_queue.hpp"
 
 namespace conveyor::http {
 namespace {
@@ -52,12 +52,14 @@ struct EnginePort::Impl {
   std::shared_ptr<StatsTickets> tickets = std::make_shared<StatsTickets>();
   caf::actor helper;
   std::function<std::string()> extra_metrics;
-  std::unique_ptr<EmbeddingWorker> embeddings;  // null: the backend has no embedder
+  std::shared_ptr<Embedder> embedder;      // null: the backend has none
+  std::unique_ptr<WorkQueue> embeddings;  // its thread (after it: gone first)
 };
 
 EnginePort::EnginePort(Engine& engine) : impl_(std::make_unique<Impl>(engine)) {
   impl_->helper = engine.system().spawn(stats_helper, engine.scheduler(), impl_->tickets);
-  if (engine.embedder()) impl_->embeddings = std::make_unique<EmbeddingWorker>(engine.embedder());
+  impl_->embedder = engine.embedder();
+  if (impl_->embedder) impl_->embeddings = std::make_unique<WorkQueue>(1);
 }
 
 EnginePort::~EnginePort() {
@@ -90,7 +92,10 @@ bool EnginePort::can_embed() const { return impl_->embeddings != nullptr; }
 
 CancelFn EnginePort::embed_async(std::vector<std::vector<int32_t>> inputs, Pooling pooling,
                                  std::function<void(Expected<std::vector<std::vector<float>>>)> done) {
-  return impl_->embeddings->submit(std::move(inputs), pooling, std::move(done));
+  return impl_->embeddings->submit(
+      [embedder = impl_->embedder, inputs = std::move(inputs), pooling, done = std::move(done)] {
+        done(embedder->embed(inputs, pooling));
+      });
 }
 
 const EngineMetrics& EnginePort::metrics() const { return impl_->engine.metrics(); }

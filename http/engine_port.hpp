@@ -51,7 +51,7 @@ class EnginePort {
   // Whether the backend computes embeddings (engine/embedder.hpp; the CPU and
   // CUDA backends do; a router's engine does not).
   bool can_embed() const;
-  // Embeds `inputs` on the port's embedding thread (http/embedding_worker.hpp)
+  // Embeds `inputs` on the port's embedding thread (http/work_queue.hpp)
   // and calls `done` there. Only when can_embed(). The CancelFn drops the job
   // if it has not started.
   CancelFn embed_async(std::vector<std::vector<int32_t>> inputs, Pooling pooling,

@@ -118,7 +118,8 @@ void HttpSession::shutdown() {
       s.emit(out);
       s.finish_job();
     } else if (!s.response_complete_) {
-      s.send_error(shutting_down());  // /metrics waiting for the engine
+      s.planning_ = 0;  // a plan that comes back after this answer is dropped
+      s.send_error(shutting_down());  // being planned, or /metrics waiting for the engine
     }
   });
 }
@@ -256,9 +257,12 @@ void HttpSession::handle_request() {
   }
   if (method == "POST") {
     const auto type = req[bhttp::field::content_type];
-    if (!is_json_content_type(std::string_view(type.data(), type.size())))
-      return send_error(ApiError{415, "the request body must be JSON (Content-Type: application/json), not '" +
-                                          std::string(type) + "'",
+    if (!json_body_accepted(std::string_view(type.data(), type.size()), origin))
+      return send_error(ApiError{415,
+                                 type.empty() ? std::string("a web page's request body must be declared JSON "
+                                                            "(Content-Type: application/json)")
+                                              : "the request body must be JSON (Content-Type: application/json), "
+                                                "not '" + std::string(type) + "'",
                                  "invalid_request_error", {}, "unsupported_media_type"});
   }
   std::string auth(req[bhttp::field::authorization]);
@@ -357,13 +361,53 @@ EventSink HttpSession::make_sink(int32_t first_choice) {
   };
 }
 
+// Parsing and planning run on a planning thread (ServerState::plan): a chat
+// template, the tokenizer and above all a grammar to compile would stall the
+// I/O thread's other connections. The probe notices a client that goes
+// meanwhile; `then` runs unless the request was answered (shutdown) or the
+// connection closed in between.
+template <class Work, class Then>
+void HttpSession::plan_off_thread(Work work, Then then) {
+  const uint64_t serial = ++serial_;
+  planning_ = serial;
+  state_->plan(weak_from_this(), std::move(work), [serial, then](HttpSession& s, auto result) {
+    if (s.planning_ != serial || s.closed_) return;
+    s.planning_ = 0;
+    then(s, std::move(result));
+  });
+  start_probe();
+}
+
+namespace {
+
+struct PlannedCompletion {
+  ApiRequest request;
+  std::variant<RequestPlan, ApiError> plan = ApiError{};
+};
+
+}  // namespace
+
 void HttpSession::start_completion(bool chat) {
-  ParseResult parsed = parse_api_request(parser_->get().body(), chat ? Endpoint::chat : Endpoint::completions);
-  if (parsed.error) return send_error(*parsed.error);
-  auto planned = plan_request(parsed.request, state_->model());
+  auto work = [body = std::make_shared<const std::string>(std::move(parser_->get().body())), chat,
+               model = &state_->model()] {
+    PlannedCompletion out;
+    ParseResult parsed = parse_api_request(*body, chat ? Endpoint::chat : Endpoint::completions);
+    if (parsed.error) {
+      out.plan = std::move(*parsed.error);
+      return out;
+    }
+    out.plan = plan_request(parsed.request, *model);
+    out.request = std::move(parsed.request);
+    return out;
+  };
+  plan_off_thread(std::move(work), [chat](HttpSession& s, PlannedCompletion planned) {
+    s.run_completion(chat, planned.request, planned.plan);
+  });
+}
+
+void HttpSession::run_completion(bool chat, const ApiRequest& r, std::variant<RequestPlan, ApiError>& planned) {
   if (auto* error = std::get_if<ApiError>(&planned)) return send_error(*error);
   RequestPlan& plan = std::get<RequestPlan>(planned);
-  const ApiRequest& r = parsed.request;
   plan.session = scoped_session(key_, plan.session);
   if (!admit(plan)) return;
 
@@ -388,13 +432,18 @@ void HttpSession::start_completion(bool chat) {
 // POST /v1/responses (http/responses_routes.hpp): the chat machinery, with
 // the Responses API's output.
 void HttpSession::start_response() {
-  auto prepared = prepare_response(parser_->get().body(), state_->model(), state_->responses(), key_);
-  if (auto* error = std::get_if<ApiError>(&prepared)) return send_error(*error);
-  PreparedResponse& p = std::get<PreparedResponse>(prepared);
-  if (!admit(p.plan)) return;
-  const std::string id = p.job.response.id;
-  const bool stream = p.job.stream;
-  run_job(std::make_unique<ResponsesJob>(std::move(p.job)), p.plan, id, stream);
+  auto work = [body = std::make_shared<const std::string>(std::move(parser_->get().body())),
+               model = &state_->model(), store = &state_->responses(), scope = ResponseScope(key_)] {
+    return prepare_response(*body, *model, *store, scope);
+  };
+  plan_off_thread(std::move(work), [](HttpSession& s, std::variant<PreparedResponse, ApiError> prepared) {
+    if (auto* error = std::get_if<ApiError>(&prepared)) return s.send_error(*error);
+    PreparedResponse& p = std::get<PreparedResponse>(prepared);
+    if (!s.admit(p.plan)) return;
+    const std::string id = p.job.response.id;
+    const bool stream = p.job.stream;
+    s.run_job(std::make_unique<ResponsesJob>(std::move(p.job)), p.plan, id, stream);
+  });
 }
 
 // The request's place under its API key's limits; false: refused (answered).
@@ -489,9 +538,15 @@ void HttpSession::start_embeddings() {
                                "(a router forwards none to its nodes)",
                                "invalid_request_error", {}, "embeddings_not_supported"});
   }
-  auto parsed = parse_embedding_request(parser_->get().body(), state_->model());
-  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*e);
-  EmbeddingRequest& request = std::get<EmbeddingRequest>(parsed);
+  auto work = [body = std::make_shared<const std::string>(std::move(parser_->get().body())),
+               model = &state_->model()] { return parse_embedding_request(*body, *model); };
+  plan_off_thread(std::move(work), [](HttpSession& s, std::variant<EmbeddingRequest, ApiError> parsed) {
+    if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(*e);
+    s.run_embeddings(std::get<EmbeddingRequest>(parsed));
+  });
+}
+
+void HttpSession::run_embeddings(EmbeddingRequest& request) {
   const int64_t prompt_tokens = request.prompt_tokens();
   auto admitted = state_->keys().admit(key_, prompt_tokens);
   if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {

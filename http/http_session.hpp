@@ -7,8 +7,9 @@
 // outstanding ("already writing?"); queued bytes are bounded by
 // max_output_bytes, past which the streaming request is cancelled and the
 // connection closed (a client that stops reading never holds the engine).
-// While a completion runs, a read stays pending on the socket so that a
-// client that goes away cancels its request at once, not at the next write.
+// While a completion is planned (on a planning thread: ServerState::plan)
+// and while it runs, a read stays pending on the socket so that a client
+// that goes away cancels its request at once, not at the next write.
 //
 // Each request gets a RequestRecord (its access-log line). While the server
 // drains, every request but GET /metrics is answered 503 (/health with a
@@ -33,6 +34,7 @@
 #include <optional>
 
 #include "http/completion_job.hpp"
+#include "http/embeddings.hpp"
 #include "http/request_record.hpp"
 #include "http/server_state.hpp"
 
@@ -62,12 +64,16 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void open_record();  // a record for a request refused before it was routed
   void handle_request();
+  template <class Work, class Then>
+  void plan_off_thread(Work work, Then then);
   void start_completion(bool chat);
+  void run_completion(bool chat, const ApiRequest& r, std::variant<RequestPlan, ApiError>& planned);
   void start_response();
   bool admit(const RequestPlan& plan);
   void run_job(std::unique_ptr<ClientJob> job, const RequestPlan& plan, const std::string& id, bool stream);
   void start_metrics();
   void start_embeddings();
+  void run_embeddings(EmbeddingRequest& request);
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
   void emit(std::vector<std::string>& payloads);
   void finish_job();
@@ -125,6 +131,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   KeyLease lease_;                  // the completion's place under its key's limits
 
   uint64_t serial_ = 0;             // tells this request's events from a previous one's
+  uint64_t planning_ = 0;           // the serial of the request being planned (0: none)
   std::unique_ptr<ClientJob> job_;
   std::vector<CancelFn> cancels_;
   bool sse_started_ = false;

@@ -1,9 +1,9 @@
 // What a web page in someone's browser may ask of this server. A page of
 // another origin must not drive a local conveyor: a WebSocket upgrade
 // carries its page's Origin, which must be the server's own (the playground)
-// or one that --allowed-origins names; a POST body must be JSON, which a
-// page of another origin cannot send without the browser first asking the
-// server (a CORS preflight), and the server grants CORS only to the origins
+// or one that --allowed-origins names; a POST body must be declared JSON,
+// which a page of another origin cannot do without the browser first asking
+// the server (a CORS preflight), and the server grants CORS only to the origins
 // --allowed-origins names, as vLLM's option does. Requests without an Origin
 // are not a page's (curl, SDKs) and pass.
 #pragma once
@@ -31,8 +31,11 @@ bool origin_allowed(std::string_view origin, std::string_view host, std::span<co
 // (no CORS) otherwise, the server's own pages included (they need none).
 std::string cors_allow_origin(std::string_view origin, std::span<const std::string> allowed);
 
-// Whether a Content-Type header says JSON: application/json, any
-// parameters (charset) and case; an absent header counts as JSON.
-bool is_json_content_type(std::string_view content_type);
+// Whether a POST body may be read as JSON: its Content-Type says
+// application/json (any parameters and case), or it has none and no Origin
+// header says a page sent it (curl, SDKs). A page's browser sends a body of
+// no type without a preflight (fetch with a Blob body), so a page's request
+// must name JSON.
+bool json_body_accepted(std::string_view content_type, std::string_view origin);
 
 }  // namespace conveyor::http

@@ -4,8 +4,9 @@
 // requests are refused, how many run on the engine), the API keys and their
 // limits (http/key_gate.hpp), the stored responses of the Responses API
 // (http/response_store.hpp), the count of open connections
-// (max_connections), what the limits refused (for /metrics), and the gate
-// through which actor threads post engine events into the io_context.
+// (max_connections), what the limits refused (for /metrics), the threads
+// that plan requests off the I/O threads, and the gate through which actor
+// threads post engine events into the io_context.
 //
 // Why the gate: stream actors may outlive the io_context (they end a little
 // after the server stops). Posting to a destroyed io_context is undefined, and
@@ -32,6 +33,7 @@
 #include "http/request_plan.hpp"
 #include "http/response_store.hpp"
 #include "http/server_options.hpp"
+#include "http/work_queue.hpp"
 
 namespace conveyor::http {
 
@@ -74,7 +76,8 @@ class ServerState {
         model_(std::move(model)),
         responses_(ResponseStoreLimits{options_.responses_ttl_seconds, options_.responses_max,
                                        options_.responses_max_bytes},
-                   [&engine](const std::string& session) { engine.release_session(session); }) {}
+                   [&engine](const std::string& session) { engine.release_session(session); }),
+        planner_(std::max(1, options_.io_threads)) {}
 
   EnginePort& engine() { return engine_; }
   const ServerOptions& options() const { return options_; }
@@ -134,6 +137,19 @@ class ServerState {
     std::lock_guard lock(gate_mutex_);
     if (gate_open_) boost::asio::post(executor, std::forward<Handler>(handler));
   }
+  // Runs work() on a planning thread (as many as io_threads), then
+  // then(session, result) on the session's strand, unless the session is
+  // gone or the gate is closed (any thread). Parsing and planning a request
+  // (its chat template, the tokenizer, a grammar to compile) would stall the
+  // I/O thread's other connections. `work` must not hold the session or
+  // this state: a planning thread must never drop the last reference to
+  // either (their destructors join it).
+  template <class Session, class Work, class Then>
+  void plan(const std::weak_ptr<Session>& weak, Work work, Then then) {
+    planner_.submit([this, weak, work = std::move(work), then = std::move(then)] {
+      post_to(weak, [result = work(), then](Session& s) mutable { then(s, std::move(result)); });
+    });
+  }
   void close_gate() {
     std::lock_guard lock(gate_mutex_);
     gate_open_ = false;
@@ -161,6 +177,7 @@ class ServerState {
   RefusalCounters refusals_;
   friend class ConnectionSlot;
   std::atomic<size_t> connections_{0};
+  WorkQueue planner_;  // last: joined first, while what its jobs use is there
 };
 
 }  // namespace conveyor::http

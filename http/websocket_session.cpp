@@ -77,6 +77,13 @@ void WebSocketSession::shutdown() {
     }
     s.running_.clear();
     s.by_client_id_.clear();
+    for (const auto& [key, p] : s.planning_) {
+      ApiRequest r;
+      r.client_id = p.client_id;
+      r.client_id_is_number = p.client_id_is_number;
+      s.refuse(why, r);
+    }
+    s.planning_.clear();
     s.closing_ = true;
     if (!s.write_in_flight_) s.do_write();
   });
@@ -161,18 +168,50 @@ void WebSocketSession::close_for_message_size() {
 }
 
 void WebSocketSession::handle_message(std::string_view text) {
-  WsAction action = decide_ws_message(text, state_->model(), state_->draining(),
-                                      [this](const std::string& key) { return by_client_id_.count(key) > 0; });
+  WsAction action = read_ws_message(text, state_->draining(), [this](const std::string& key) {
+    return by_client_id_.count(key) > 0 || planning_.count(key) > 0;
+  });
   if (auto* refused = std::get_if<WsRefuse>(&action)) return refuse(refused->error, refused->request);
   if (auto* cancelled = std::get_if<WsCancel>(&action)) {
     auto running = by_client_id_.find(cancelled->key);
     if (running != by_client_id_.end()) cancel(running_.at(running->second));
+    auto planned = planning_.find(cancelled->key);
+    if (planned != planning_.end()) planned->second.cancelled = true;  // started, then cancelled at once
     return;
   }
-  start(std::get<WsStart>(std::move(action)));
+  plan(std::get<WsStart>(std::move(action)));
 }
 
-void WebSocketSession::start(WsStart start) {
+// Planned on a planning thread (ServerState::plan), so that a template, a
+// long prompt or a grammar to compile stalls none of the I/O thread's
+// connections; the request's id counts as running meanwhile.
+void WebSocketSession::plan(WsStart start) {
+  const uint64_t serial = next_serial_++;
+  Planning& p = planning_[start.key];
+  p.serial = serial;
+  p.client_id = start.request.client_id;
+  p.client_id_is_number = start.request.client_id_is_number;
+  auto work = [start = std::make_shared<WsStart>(std::move(start)), model = &state_->model()] {
+    std::optional<WsRefuse> refused = plan_ws_start(*start, *model);
+    return std::make_pair(std::move(*start), std::move(refused));
+  };
+  state_->plan(weak_from_this(), std::move(work),
+               [serial](WebSocketSession& s, std::pair<WsStart, std::optional<WsRefuse>> planned) {
+                 auto it = s.planning_.find(planned.first.key);
+                 if (it == s.planning_.end() || it->second.serial != serial || s.closed_ || s.closing_) return;
+                 const bool cancelled = it->second.cancelled;
+                 s.planning_.erase(it);
+                 if (planned.second) return s.refuse(planned.second->error, planned.second->request);
+                 const std::string key = planned.first.key;
+                 s.start(std::move(planned.first), serial);
+                 if (cancelled) {
+                   auto running = s.by_client_id_.find(key);
+                   if (running != s.by_client_id_.end()) s.cancel(s.running_.at(running->second));
+                 }
+               });
+}
+
+void WebSocketSession::start(WsStart start, uint64_t serial) {
   const ApiRequest& r = start.request;
   const RequestPlan& plan = start.plan;
   int64_t prompt_tokens = 0;
@@ -183,7 +222,6 @@ void WebSocketSession::start(WsStart start) {
     return refuse(refused->error, r);
   }
 
-  const uint64_t serial = next_serial_++;
   Running& running = running_[serial];
   running.record = RequestRecord(connection_, "WS", "/v1/ws");
   running.record.set_id(r.client_id);
@@ -247,6 +285,7 @@ void WebSocketSession::cancel_all() {
   }
   running_.clear();
   by_client_id_.clear();
+  planning_.clear();  // their plans are dropped when they come back
 }
 
 // ---- writing ----------------------------------------------------------------------

@@ -81,7 +81,8 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   // An error event for a message that runs nothing, and its access-log line.
   void refuse(const ApiError& error, const ApiRequest& request);
   void end_record(Running& r, int status_if_ok);
-  void start(WsStart start);
+  void plan(WsStart start);
+  void start(WsStart start, uint64_t serial);
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
   void cancel(Running& r);
   void cancel_all();
@@ -111,6 +112,14 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   uint64_t next_serial_ = 1;
   std::map<uint64_t, Running> running_;       // by serial
   std::map<std::string, uint64_t> by_client_id_;
+  // Requests being planned, by id key (they count as running).
+  struct Planning {
+    uint64_t serial = 0;
+    std::string client_id;
+    bool client_id_is_number = false;
+    bool cancelled = false;  // a cancel came meanwhile
+  };
+  std::map<std::string, Planning> planning_;
 };
 
 }  // namespace conveyor::http

@@ -8,8 +8,8 @@ std::string ws_id_key(const std::string& client_id, bool is_number) {
   return (is_number ? "n:" : "s:") + client_id;
 }
 
-WsAction decide_ws_message(std::string_view text, const ModelContext& model, bool draining,
-                           const std::function<bool(const std::string& key)>& is_running) {
+WsAction read_ws_message(std::string_view text, bool draining,
+                         const std::function<bool(const std::string& key)>& is_running) {
   ParseResult parsed = parse_api_request(text, Endpoint::websocket);
   ApiRequest& r = parsed.request;
   if (parsed.error) return WsRefuse{std::move(*parsed.error), std::move(r)};
@@ -20,9 +20,23 @@ WsAction decide_ws_message(std::string_view text, const ModelContext& model, boo
     return WsRefuse{
         ApiError{503, "the server is shutting down and accepts no new requests", "server_error", {}, "shutting_down"},
         std::move(r)};
-  auto planned = plan_request(r, model);
-  if (auto* error = std::get_if<ApiError>(&planned)) return WsRefuse{std::move(*error), std::move(r)};
-  return WsStart{std::move(r), std::move(std::get<RequestPlan>(planned)), std::move(key)};
+  return WsStart{std::move(r), RequestPlan{}, std::move(key)};
+}
+
+std::optional<WsRefuse> plan_ws_start(WsStart& start, const ModelContext& model) {
+  auto planned = plan_request(start.request, model);
+  if (auto* error = std::get_if<ApiError>(&planned)) return WsRefuse{std::move(*error), start.request};
+  start.plan = std::move(std::get<RequestPlan>(planned));
+  return std::nullopt;
+}
+
+WsAction decide_ws_message(std::string_view text, const ModelContext& model, bool draining,
+                           const std::function<bool(const std::string& key)>& is_running) {
+  WsAction action = read_ws_message(text, draining, is_running);
+  if (auto* start = std::get_if<WsStart>(&action)) {
+    if (auto refused = plan_ws_start(*start, model)) return std::move(*refused);
+  }
+  return action;
 }
 
 JobSpec ws_job_spec(const ApiRequest& request, const RequestPlan& plan, const ModelContext& model) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -46,6 +47,14 @@ std::string ws_id_key(const std::string& client_id, bool is_number);
 // id key. `draining`: the server takes no new requests (cancels still work).
 WsAction decide_ws_message(std::string_view text, const ModelContext& model, bool draining,
                            const std::function<bool(const std::string& key)>& is_running);
+
+// decide_ws_message in two parts, as the session runs it: the message read
+// and checked (a WsStart's plan is left empty), then the start planned (a
+// chat template, the tokenizer, maybe a grammar to compile: on a planning
+// thread), which the model may refuse.
+WsAction read_ws_message(std::string_view text, bool draining,
+                         const std::function<bool(const std::string& key)>& is_running);
+std::optional<WsRefuse> plan_ws_start(WsStart& start, const ModelContext& model);
 
 // The job that turns a started request's engine events into delta and final
 // events (CompletionJob in websocket mode).

@@ -141,6 +141,15 @@ TEST_F(Errors, PagesOfOtherOriginsAreRefused) {
   const Response form = http_request(port(), "POST", "/tokenize", R"({"prompt": "x"})",
                                      {{"Content-Type", "application/x-www-form-urlencoded"}});
   EXPECT_EQ(form.status, 415) << form.body;
+  // A page's body of no type (fetch with a Blob: no preflight) is refused;
+  // curl's or an SDK's (no Origin) is read as JSON.
+  const Response untyped = http_request(port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})",
+                                        {{"Content-Type", ""}, {"Origin", "https://evil.example"}});
+  EXPECT_EQ(untyped.status, 415) << untyped.body;
+  EXPECT_EQ(http_request(port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})",
+                         {{"Content-Type", ""}})
+                .status,
+            200);
   EXPECT_EQ(http_request(port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})",
                          {{"Content-Type", "Application/JSON; charset=utf-8"}})
                 .status,

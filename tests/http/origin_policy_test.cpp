@@ -44,12 +44,15 @@ TEST(OriginPolicy, CorsIsGrantedToNamedOriginsOnly) {
 }
 
 TEST(OriginPolicy, BodiesMustBeJson) {
-  EXPECT_TRUE(is_json_content_type(""));
-  EXPECT_TRUE(is_json_content_type("application/json"));
-  EXPECT_TRUE(is_json_content_type("Application/JSON; charset=utf-8"));
-  EXPECT_FALSE(is_json_content_type("text/plain;charset=UTF-8"));
-  EXPECT_FALSE(is_json_content_type("application/x-www-form-urlencoded"));
-  EXPECT_FALSE(is_json_content_type("multipart/form-data; boundary=x"));
+  EXPECT_TRUE(json_body_accepted("", ""));  // curl, SDKs
+  EXPECT_TRUE(json_body_accepted("application/json", ""));
+  EXPECT_TRUE(json_body_accepted("Application/JSON; charset=utf-8", "https://app.example.com"));
+  EXPECT_FALSE(json_body_accepted("text/plain;charset=UTF-8", ""));
+  EXPECT_FALSE(json_body_accepted("application/x-www-form-urlencoded", ""));
+  EXPECT_FALSE(json_body_accepted("multipart/form-data; boundary=x", ""));
+  // A page's fetch() with a Blob body of no type needs no preflight.
+  EXPECT_FALSE(json_body_accepted("", "https://evil.example"));
+  EXPECT_FALSE(json_body_accepted(" ; charset=utf-8", "http://127.0.0.1:8000"));
 }
 
 }  // namespace

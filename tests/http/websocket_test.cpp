@@ -92,6 +92,35 @@ TEST_F(WebSocket, CancelEndsOneRequestAndLeavesTheOthers) {
   EXPECT_EQ(got["\"long\""].finals, 1);
 }
 
+// A request is planned off the I/O thread (ServerState::plan): from its
+// message on, its id is taken, and a cancel that comes while it is planned
+// still ends it (the cancel above may come then too).
+TEST_F(WebSocket, AnIdIsTakenFromItsMessageOn) {
+  WsClient ws(port());
+  ASSERT_TRUE(ws.connected());
+  ws.send(body_of({{"id", "dup"}, {"prompt", "x"}, {"max_tokens", 3}, {"ignore_eos", true}}));
+  ws.send(body_of({{"id", "dup"}, {"prompt", "y"}, {"max_tokens", 3}, {"ignore_eos", true}}));
+  ws.send(body_of({{"id", "gone"}, {"prompt", "z"}, {"max_tokens", 480}, {"ignore_eos", true}}));
+  ws.send(body_of({{"type", "cancel"}, {"id", "gone"}}));
+  int errors = 0;
+  std::map<std::string, json::object> finals;
+  while (finals.size() < 2 || errors < 1) {
+    auto message = ws.read();
+    ASSERT_TRUE(message) << "no event within the timeout";
+    json::object e = parse_object(*message);
+    if (e["type"] == "error") {
+      ++errors;
+      EXPECT_EQ(e["id"], "dup");
+      EXPECT_EQ(e["error"].as_object()["param"], "id");
+    } else if (e["type"] == "final") {
+      EXPECT_TRUE(finals.emplace(std::string(e["id"].as_string()), e).second) << *message;
+    }
+  }
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(finals["dup"]["finish_reason"], "length");
+  EXPECT_EQ(finals["gone"]["finish_reason"], "cancelled");
+}
+
 TEST_F(WebSocket, MalformedMessagesGetErrorEventsAndTheSocketStays) {
   WsClient ws(port());
   ASSERT_TRUE(ws.connected());

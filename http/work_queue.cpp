@@ -1,28 +1,30 @@
-#include "http/embedding_worker.hpp"
+#include "http/work_queue.hpp"
 
 #include <algorithm>
 
 namespace conveyor::http {
 
-EmbeddingWorker::EmbeddingWorker(std::shared_ptr<Embedder> embedder) : embedder_(std::move(embedder)) {}
+WorkQueue::WorkQueue(int threads) : max_threads_(std::max(1, threads)) {}
 
-EmbeddingWorker::~EmbeddingWorker() {
+WorkQueue::~WorkQueue() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard lock(queue_->mutex);
     queue_->stopping = true;
     queue_->jobs.clear();
+    threads.swap(threads_);
   }
-  queue_->wake.notify_one();
-  if (thread_.joinable()) thread_.join();
+  queue_->wake.notify_all();
+  for (std::thread& t : threads) t.join();
 }
 
-std::function<void()> EmbeddingWorker::submit(std::vector<std::vector<int32_t>> inputs, Pooling pooling, Done done) {
+std::function<void()> WorkQueue::submit(std::function<void()> job) {
   uint64_t id = 0;
   {
     std::lock_guard lock(queue_->mutex);
     id = queue_->next_id++;
-    queue_->jobs.push_back(Job{id, std::move(inputs), pooling, std::move(done)});
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    queue_->jobs.push_back(Job{id, std::move(job)});
+    if (int(threads_.size()) < max_threads_) threads_.emplace_back([this] { run(); });
   }
   queue_->wake.notify_one();
   return [weak = std::weak_ptr<Queue>(queue_), id] {
@@ -33,7 +35,7 @@ std::function<void()> EmbeddingWorker::submit(std::vector<std::vector<int32_t>> 
   };
 }
 
-void EmbeddingWorker::run() {
+void WorkQueue::run() {
   for (;;) {
     Job job;
     {
@@ -43,7 +45,7 @@ void EmbeddingWorker::run() {
       job = std::move(queue_->jobs.front());
       queue_->jobs.pop_front();
     }
-    job.done(embedder_->embed(job.inputs, job.pooling));
+    job.run();
   }
 }
 
