@@ -56,7 +56,7 @@ NodeInfo describe_node(const Engine& engine, std::string name, std::string model
 }
 
 node_actor spawn_node(caf::actor_system& sys, Engine& engine, std::string name, std::string model) {
-  return sys.spawn(node, &engine, describe_node(engine, std::move(name), std::move(model)));
+  return sys.spawn<caf::detached>(node, &engine, describe_node(engine, std::move(name), std::move(model)));
 }
 
 }  // namespace conveyor

@@ -12,7 +12,10 @@
 // lost) cancels its requests. Text, stop strings and metrics are the
 // router's: the node sends token events only. While draining (drain_atom,
 // SIGTERM on `serve`) it refuses new requests with Errc::io_error, so a
-// router places them on another node.
+// router places them on another node. A constrained request's grammar
+// arrives as IR and is compiled here (up to a second for a schema of
+// thousands of properties): the node runs on a thread of its own (detached),
+// so the compile never holds the CAF worker the scheduler runs on.
 #pragma once
 
 #include <string>
