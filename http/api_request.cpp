@@ -335,10 +335,14 @@ Fail refused_field(std::string_view key, od::value& v, uint8_t scope) {
 Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, uint8_t scope) {
   SamplingParams& s = r.sampling;
   if (key == "prompt") {
+    if (!(scope & kCompletions))
+      return bad_request("'prompt' belongs to /v1/completions; a chat request sends 'messages'", "prompt");
     p.has_prompt = true;
     return parse_prompt(v, r.prompts);
   }
   if (key == "messages") {
+    if (!(scope & (kChat | kRender)))
+      return bad_request("'messages' belongs to /v1/chat/completions; a completion sends 'prompt'", "messages");
     p.has_messages = true;
     return parse_messages(v, r);
   }
@@ -381,7 +385,13 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
   if (key == "stop") return parse_stop(v, r.stop);
   if (key == "logit_bias") return parse_logit_bias(v, s.logit_bias);
   if (key == "n") return get_int32(v, key, r.n);
-  if (key == "logprobs") return parse_logprobs(v, p);
+  if (key == "logprobs") {
+    if (scope == kChat) {  // chat's is a flag; top_logprobs is the count
+      p.logprobs_flag.emplace();
+      return get_bool(v, "logprobs", *p.logprobs_flag);
+    }
+    return parse_logprobs(v, p);
+  }
   if (key == "top_logprobs") return get_int32(v, key, p.top_logprobs.emplace());
   if (key == "stream") return get_bool(v, key, r.stream);
   if (key == "stream_options") return parse_stream_options(v, r.include_usage);
@@ -455,6 +465,9 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
   }
   if (r.n < 1 || r.n > kMaxChoicesPerPrompt)
     return bad_request("'n' must be between 1 and " + std::to_string(kMaxChoicesPerPrompt), "n");
+  if (r.sampling.top_k < -1)
+    return bad_request("'top_k' must be -1 or 0 (off) or a positive count, got " + std::to_string(r.sampling.top_k),
+                       "top_k");
   if (r.sampling.top_k < 0) r.sampling.top_k = 0;  // -1 means off, as in vLLM
   // Chat: logprobs (bool) + top_logprobs (count); completions: logprobs (count).
   int32_t logprobs = -1;
@@ -465,9 +478,12 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
   }
   if (p.top_logprobs && !p.logprobs_flag && !p.logprobs_count && r.chat)
     return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
-  if (logprobs < -1 || logprobs > kMaxLogprobs)
-    return bad_request("'logprobs' must be between 0 and " + std::to_string(kMaxLogprobs),
-                       p.top_logprobs ? "top_logprobs" : "logprobs");
+  for (const auto& [count, name] : {std::pair{p.top_logprobs, "top_logprobs"}, {p.logprobs_count, "logprobs"}}) {
+    if (count && (*count < 0 || *count > kMaxLogprobs))
+      return bad_request("'" + std::string(name) + "' must be between 0 and " + std::to_string(kMaxLogprobs) +
+                             ", got " + std::to_string(*count),
+                         name);
+  }
   r.sampling.logprobs = logprobs;
   if (Fail f = resolve_prompt_logprobs(r, p, endpoint)) return f;
   if (r.echo && r.chat) return bad_request("'echo' applies to completions (a prompt), not to chat", "echo");

@@ -146,6 +146,10 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   }
   plan.stop = request.stop;
   plan.n = request.n;
+  if (request.priority != 0 && model.fcfs_only)
+    return bad_request("'priority' needs the priority scheduling policy (--scheduling-policy priority, where a lower "
+                       "value runs sooner); under fcfs it must be 0",
+                       "priority");
   plan.priority = request.priority;
   if (!request.session_id.empty()) {
     if (request.session_id.size() > kMaxSessionIdBytes)

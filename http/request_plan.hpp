@@ -39,6 +39,10 @@ struct ModelContext {
   // over its engine's GrammarBinder, which knows all the model's end tokens.
   std::shared_ptr<ConstraintCompiler> constraints;
   ToolCallSyntax tool_calls;  // how the model writes tool calls
+  // The engine schedules first come, first served: a request's priority
+  // must be 0 (--scheduling-policy priority takes others). false where it is
+  // not known here (a router's nodes decide).
+  bool fcfs_only = false;
 };
 
 // The longest session_id a request may carry.

@@ -1,5 +1,7 @@
 #include "http/routes.hpp"
 
+#include <cctype>
+
 #include <cstdio>
 
 #include "http/playground/assets.hpp"
@@ -76,9 +78,12 @@ bool authorized(std::string_view authorization, const std::string& api_key) {
 }
 
 std::optional<std::string_view> bearer_token(std::string_view authorization) {
-  constexpr std::string_view prefix = "Bearer ";
-  if (!authorization.starts_with(prefix)) return std::nullopt;
-  return authorization.substr(prefix.size());
+  // The scheme is case-insensitive (RFC 9110 11.1): "bearer KEY" too.
+  constexpr std::string_view scheme = "bearer ";
+  if (authorization.size() < scheme.size()) return std::nullopt;
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (char(std::tolower(uint8_t(authorization[i]))) != scheme[i]) return std::nullopt;
+  return authorization.substr(scheme.size());
 }
 
 bool constant_time_equal(std::string_view given, std::string_view key) {

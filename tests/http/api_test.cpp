@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "http/api_request.hpp"
+#include "http/request_plan.hpp"
 #include "http/chat_template.hpp"
 #include "http/completion_job.hpp"
 #include "http/metrics_text.hpp"
@@ -79,6 +80,41 @@ TEST(ApiRequest, RejectsBadJsonWithParam) {
   EXPECT_EQ(error(R"({"prompt": "x", "max_tokens": 1e99})")->param, "max_tokens");
   EXPECT_EQ(error(R"({"prompt": "x", "stop": [1]})")->param, "stop");
   EXPECT_EQ(error(R"({"prompt": "x", "logprobs": 21})")->status, 400);
+  EXPECT_EQ(error(R"({"prompt": "x", "logprobs": -1})")->param, "logprobs");
+  EXPECT_EQ(error(R"({"prompt": "x", "top_k": -5})")->param, "top_k");
+  EXPECT_FALSE(error(R"({"prompt": "x", "top_k": -1})"));  // off, as in vLLM
+  // The other endpoint's body fields are refused, not ignored.
+  EXPECT_EQ(error(R"({"prompt": "x", "messages": [{"role": "user", "content": "y"}]})")->param, "messages");
+  auto chat_error = [](const char* body) { return parse_api_request(body, Endpoint::chat).error; };
+  const char* kMessages = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(chat_error((std::string("{") + kMessages + R"(, "prompt": "y"})").c_str())->param, "prompt");
+  // Chat's logprobs is a flag and top_logprobs its count, each named when wrong.
+  EXPECT_EQ(chat_error((std::string("{") + kMessages + R"(, "logprobs": 5})").c_str())->param, "logprobs");
+  EXPECT_EQ(chat_error((std::string("{") + kMessages + R"(, "logprobs": true, "top_logprobs": -1})").c_str())->param,
+            "top_logprobs");
+  const auto over = chat_error((std::string("{") + kMessages + R"(, "logprobs": true, "top_logprobs": 21})").c_str());
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->param, "top_logprobs");
+  EXPECT_NE(over->message.find("'top_logprobs'"), std::string::npos) << over->message;
+}
+
+// Under fcfs a request's priority must be 0: a 400 naming it when the request
+// is planned, not a refusal from the engine (which counts as a failure).
+TEST(RequestPlan, PriorityNeedsThePriorityPolicy) {
+  ModelConfig config;
+  config.vocab_size = 300;
+  config.context_length = 64;
+  auto model = make_model_context(config, nullptr, "m", "auto", "");
+  ASSERT_TRUE(model) << model.error().message;
+  const ParseResult r =
+      parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "priority": 1})", Endpoint::completions);
+  ASSERT_FALSE(r.error) << r.error->message;
+  model->fcfs_only = true;
+  auto refused = plan_request(r.request, *model);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+  EXPECT_EQ(std::get<ApiError>(refused).param, "priority");
+  model->fcfs_only = false;  // --scheduling-policy priority, or a router's nodes
+  EXPECT_TRUE(std::holds_alternative<RequestPlan>(plan_request(r.request, *model)));
 }
 
 TEST(ApiRequest, WebSocketEnvelope) {
@@ -301,6 +337,9 @@ TEST(Routes, MatchesPathsMethodsAndKeys) {
   EXPECT_FALSE(match_route("GET", "/health").needs_key);
   EXPECT_TRUE(authorized("", ""));
   EXPECT_TRUE(authorized("Bearer k1", "k1"));
+  EXPECT_TRUE(authorized("bearer k1", "k1"));  // the scheme is case-insensitive
+  EXPECT_TRUE(authorized("BEARER k1", "k1"));
+  EXPECT_FALSE(authorized("Bearer K1", "k1"));  // the key is not
   EXPECT_FALSE(authorized("Bearer k", "k1"));
   EXPECT_FALSE(authorized("k1", "k1"));
   EXPECT_EQ(sse_chunk({"x"}), "9\r\ndata: x\n\n\r\n");

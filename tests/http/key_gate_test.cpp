@@ -114,8 +114,9 @@ TEST(KeyGate, AuthenticatesEachKeyAndOnlyBearerForm) {
   EXPECT_TRUE(gate.authenticate("Bearer sk-alpha-123").ok);
   EXPECT_TRUE(gate.authenticate("Bearer sk-beta-456").ok);
   EXPECT_NE(gate.authenticate("Bearer sk-alpha-123").key, gate.authenticate("Bearer sk-beta-456").key);
-  for (const char* wrong : {"", "sk-alpha-123", "Bearer sk-alpha-12", "Bearer sk-alpha-1234", "bearer sk-alpha-123",
-                            "Bearer "})
+  EXPECT_TRUE(gate.authenticate("bearer sk-alpha-123").ok);  // the scheme is case-insensitive (RFC 9110)
+  for (const char* wrong : {"", "sk-alpha-123", "Bearer sk-alpha-12", "Bearer sk-alpha-1234", "Basic sk-alpha-123",
+                            "Bearer ", "Bearer SK-ALPHA-123"})
     EXPECT_FALSE(gate.authenticate(wrong).ok) << wrong;
 }
 

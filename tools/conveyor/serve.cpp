@@ -138,6 +138,7 @@ int run_serve(const ServeFlags& f) {
                                           s.server.tool_call_parser);
   if (!context) return fail(kExitUsage, context.error().message);
   if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
+  context->fcfs_only = (*engine)->config().scheduling_policy != SchedulingPolicy::priority;
   const std::string template_name = context->chat ? context->chat->description() : "none (no tokenizer)";
 
   const int32_t blocks = (*engine)->num_blocks();
