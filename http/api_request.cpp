@@ -212,6 +212,13 @@ Fail parse_messages(od::value& v, ApiRequest& r) {
       }
     }
     if (msg.role.empty()) return bad_request("every message needs a 'role'", "messages");
+    // OpenAI's roles; developer is the newer models' system (templates know
+    // system). Any other role a template would drop or mislabel.
+    if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      return bad_request("messages[" + std::to_string(out.size()) + "]: role '" + msg.role +
+                             "' is not one of system, developer, user, assistant, tool",
+                         "messages");
     out.push_back(std::move(msg));
   }
   if (out.empty()) return bad_request("'messages' must not be empty", "messages");

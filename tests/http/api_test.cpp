@@ -68,6 +68,17 @@ TEST(ApiRequest, ChatMessagesAndLogprobs) {
   EXPECT_EQ(r.request.sampling.max_tokens, 9);  // max_completion_tokens wins
   EXPECT_TRUE(parse_api_request(R"({"messages": [{"content": "x"}]})", Endpoint::chat).error);
   EXPECT_TRUE(parse_api_request(R"({"prompt": "x"})", Endpoint::chat).error);
+  // developer is read as system; a role no template knows is refused, not dropped.
+  const ParseResult developer =
+      parse_api_request(R"({"messages": [{"role": "developer", "content": "d"}, {"role": "user", "content": "u"}]})",
+                        Endpoint::chat);
+  ASSERT_FALSE(developer.error) << developer.error->message;
+  EXPECT_EQ(developer.request.messages[0].role, "system");
+  const ParseResult wizard = parse_api_request(
+      R"({"messages": [{"role": "user", "content": "u"}, {"role": "wizard", "content": "w"}]})", Endpoint::chat);
+  ASSERT_TRUE(wizard.error);
+  EXPECT_EQ(wizard.error->param, "messages");
+  EXPECT_NE(wizard.error->message.find("messages[1]: role 'wizard'"), std::string::npos) << wizard.error->message;
 }
 
 TEST(ApiRequest, RejectsBadJsonWithParam) {

@@ -98,10 +98,11 @@ TEST_F(WebSocket, CancelEndsOneRequestAndLeavesTheOthers) {
 TEST_F(WebSocket, AnIdIsTakenFromItsMessageOn) {
   WsClient ws(port());
   ASSERT_TRUE(ws.connected());
-  ws.send(body_of({{"id", "dup"}, {"prompt", "x"}, {"max_tokens", 3}, {"ignore_eos", true}}));
+  ws.send(body_of({{"id", "dup"}, {"prompt", "x"}, {"max_tokens", 480}, {"ignore_eos", true}}));
   ws.send(body_of({{"id", "dup"}, {"prompt", "y"}, {"max_tokens", 3}, {"ignore_eos", true}}));
   ws.send(body_of({{"id", "gone"}, {"prompt", "z"}, {"max_tokens", 480}, {"ignore_eos", true}}));
   ws.send(body_of({{"type", "cancel"}, {"id", "gone"}}));
+  ws.send(body_of({{"type", "cancel"}, {"id", "dup"}}));
   int errors = 0;
   std::map<std::string, json::object> finals;
   while (finals.size() < 2 || errors < 1) {
@@ -117,7 +118,7 @@ TEST_F(WebSocket, AnIdIsTakenFromItsMessageOn) {
     }
   }
   EXPECT_EQ(errors, 1);
-  EXPECT_EQ(finals["dup"]["finish_reason"], "length");
+  EXPECT_EQ(finals["dup"]["finish_reason"], "cancelled");
   EXPECT_EQ(finals["gone"]["finish_reason"], "cancelled");
 }
 
