@@ -17,7 +17,17 @@ ResponsesJob::ResponsesJob(ResponsesJobSpec spec) : spec_(std::move(spec)) {
   }
 }
 
-ResponsesJob::~ResponsesJob() = default;
+// A stored response whose client went away before it ended (the session
+// drops its job and cancels the request): stored as the cancellation it is,
+// incomplete with reason "cancelled", not left in_progress for good.
+ResponsesJob::~ResponsesJob() {
+  if (!placed_ || done_) return;
+  StreamEvent last;
+  last.finish = FinishReason::cancelled;
+  last.completion_tokens = int32_t(generated_.size());
+  std::vector<std::string> unsent;
+  finish(last, unsent);
+}
 
 void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std::string>& out) {
   if (done_ || index != 0) return;

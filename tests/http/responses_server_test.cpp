@@ -131,6 +131,31 @@ TEST_F(Responses, StreamingEventsAddUpToTheResponse) {
   EXPECT_EQ(get.status, 200) << get.body;
 }
 
+// A stored response whose client goes away before it ends is kept as the
+// cancellation it is, not left in_progress for good.
+TEST_F(Responses, AResponseWhoseClientWentAwayIsStoredIncomplete) {
+  json::object request = kStory;
+  request["stream"] = true;
+  request["max_output_tokens"] = 480;
+  std::string id;
+  sse_request(port(), "/v1/responses", body_of(request), [&](const std::string& data) {
+    json::object e = parse_object(data);
+    if (e["type"] == "response.created") id = std::string(e["response"].as_object()["id"].as_string());
+    return e["type"] != "response.output_text.delta";  // gone at the first delta
+  });
+  ASSERT_FALSE(id.empty());
+  json::object stored;
+  EXPECT_TRUE(eventually([&] {
+    const Response got = http_request(port(), "GET", "/v1/responses/" + id);
+    if (got.status != 200) return false;
+    stored = parse_object(got.body);
+    return stored["status"] != "in_progress";
+  }));
+  EXPECT_EQ(stored["status"], "incomplete");
+  ASSERT_TRUE(stored["incomplete_details"].is_object()) << json::serialize(stored);
+  EXPECT_EQ(stored["incomplete_details"].as_object()["reason"], "cancelled");
+}
+
 TEST_F(Responses, GetAndDeleteAStoredResponse) {
   const Response created = post(kStory);
   ASSERT_EQ(created.status, 200) << created.body;

@@ -142,7 +142,10 @@ Response sse_request(uint16_t port, const std::string& target, const std::string
     for (size_t end; (end = pending.find("\n\n")) != std::string::npos;) {
       std::string event = pending.substr(0, end);
       pending.erase(0, end + 2);
-      if (event.rfind("data: ", 0) == 0 && !on_event(event.substr(6))) {
+      // "data: JSON", or "event: TYPE\ndata: JSON" (the Responses API's)
+      const size_t data = event.rfind("data: ", 0) == 0 ? 0 : event.find("\ndata: ");
+      if (data == std::string::npos) continue;
+      if (!on_event(event.substr(data == 0 ? 6 : data + 7))) {
         beast::error_code ignored;
         socket.shutdown(tcp::socket::shutdown_both, ignored);
         socket.close(ignored);
