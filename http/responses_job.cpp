@@ -8,7 +8,7 @@
 namespace conveyor::http {
 
 ResponsesJob::ResponsesJob(ResponsesJobSpec spec) : spec_(std::move(spec)) {
-  if (spec_.stream && spec_.tool_format) calls_ = std::make_unique<ToolCallStream>(*spec_.tool_format);
+  if (spec_.tool_format) calls_ = std::make_unique<ToolCallStream>(*spec_.tool_format);
   if (spec_.store != nullptr) {  // GET shows it while it runs
     StoredResponse running{spec_.response.id, response_json(spec_.response), spec_.input_items_json, {}, {}, {}};
     running.in_progress = true;
@@ -29,14 +29,17 @@ ResponsesJob::~ResponsesJob() {
   finish(last, unsent);
 }
 
-void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std::string>& out) {
+// Streamed or not, the output items are built as the text comes (a whole
+// answer's are those its stream's events add up to); without streaming the
+// events are dropped.
+void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std::string>& sent) {
   if (done_ || index != 0) return;
-  if (e.finish == FinishReason::error) return fail(from_engine_error(e.error_code, e.message), out);
+  if (e.finish == FinishReason::error) return fail(from_engine_error(e.error_code, e.message), sent);
+  std::vector<std::string> dropped;
+  std::vector<std::string>& out = spec_.stream ? sent : dropped;
   if (!started_) start(out);
   generated_.insert(generated_.end(), e.token_ids.begin(), e.token_ids.end());
-  if (!spec_.stream) {
-    text_ += e.text;
-  } else if (calls_) {
+  if (calls_) {
     ToolCallOutput parsed;
     calls_->feed(e.text, parsed);
     if (e.last()) calls_->finish(parsed);
@@ -63,7 +66,6 @@ void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std
 
 void ResponsesJob::start(std::vector<std::string>& out) {
   started_ = true;
-  if (!spec_.stream) return;
   ResponseEvents events(out, sequence_);
   events.response("response.created", spec_.response);
   events.response("response.in_progress", spec_.response);
@@ -105,20 +107,7 @@ void ResponsesJob::finish(const StreamEvent& last, std::vector<std::string>& out
   r.usage = ResponseUsage{int64_t(spec_.prompt.size()), last.cached_prompt_tokens,
                           std::max<int64_t>(last.completion_tokens, int64_t(generated_.size()))};
 
-  if (!spec_.stream) {
-    std::optional<std::string> content = text_;
-    std::vector<ToolCall> calls;
-    if (spec_.tool_format) {
-      ParsedAnswer parsed = parse_tool_calls(*spec_.tool_format, text_);
-      content = std::move(parsed.content);
-      calls = std::move(parsed.calls);
-    }
-    if (content && (!content->empty() || calls.empty()))
-      r.output.push_back(message_item(item_status, std::move(*content)));
-    for (ToolCall& c : calls) {
-      r.output.push_back(function_call_item(std::move(c.id), std::move(c.name), std::move(c.arguments), "completed"));
-    }
-  } else {
+  {
     ResponseEvents events(out, sequence_);
     if (r.output.empty()) {  // an empty answer is still a message, as OpenAI's are
       open_message_ = 0;

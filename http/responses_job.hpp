@@ -6,8 +6,10 @@
 // them (and tool_choice other than "none") the text is read by the model
 // family's tool-call parser (tool_calls.hpp): while streaming, content goes
 // to a message item and each call becomes a function_call item whose
-// arguments stream as response.function_call_arguments.delta; a whole
-// answer is parsed at its end (parse_tool_calls, the stricter reading).
+// arguments stream as response.function_call_arguments.delta. A whole
+// answer's items are built the same way (its stream's events are dropped),
+// so they are the same items in the same order streamed or not; a call that
+// max_output_tokens cut short is an incomplete function_call item.
 //
 // The end. stop: status completed; length: incomplete with
 // incomplete_details.reason "max_output_tokens"; cancelled (the drain ran
@@ -73,11 +75,10 @@ class ResponsesJob final : public ClientJob {
   void store();
 
   ResponsesJobSpec spec_;
-  std::unique_ptr<ToolCallStream> calls_;  // streaming with tools
-  std::string text_;                       // not streaming: all of it
+  std::unique_ptr<ToolCallStream> calls_;  // with tools
   int64_t sequence_ = 0;
-  int32_t open_message_ = -1;              // streaming: the message item being written
-  std::vector<int32_t> call_items_;        // streaming: call i's output index
+  int32_t open_message_ = -1;              // the message item being written
+  std::vector<int32_t> call_items_;        // call i's output index
   std::vector<int32_t> generated_;         // the answer's token ids
   FinishReason finish_ = FinishReason::none;
   bool started_ = false;

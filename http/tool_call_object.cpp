@@ -104,6 +104,8 @@ CallObjectReader::Read CallObjectReader::push(char c) {
       const size_t before = value_.text().size();
       const ValueScanner::Step step = value_.push(c);
       if (step == ValueScanner::Step::error) return failed();
+      // Arguments are an object (OpenAI's are an object's JSON text).
+      if (value_is_arguments_ && before == 0 && !value_.text().empty() && value_.text()[0] != '{') return failed();
       if (step == ValueScanner::Step::done_unconsumed) {  // the byte after a number: read it again
         const Read ended = end_value({});
         if (ended.step == Step::error) return ended;

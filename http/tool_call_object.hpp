@@ -13,8 +13,7 @@ namespace conveyor::http::tool_call_detail {
 bool is_json_space(char c);
 
 // One JSON value. It checks only what it needs to find the value's end (a
-// container's brackets, a string's quotes and escapes): parse_tool_calls
-// checks the arguments whole.
+// container's brackets, a string's quotes and escapes).
 class ValueScanner {
  public:
   enum class Step : uint8_t {
@@ -40,7 +39,8 @@ class ValueScanner {
 };
 
 // {"name": "f", "arguments" | "parameters": ARGS}, whitespace anywhere,
-// keys in any order, other keys ("type", "id") skipped.
+// keys in any order, other keys ("type", "id") skipped. ARGS must be an
+// object: any other value is an error where it starts.
 class CallObjectReader {
  public:
   enum class Step : uint8_t { more, done, error };

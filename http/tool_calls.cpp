@@ -192,17 +192,7 @@ ParsedAnswer parse_tool_calls(ToolCallFormat format, std::string_view text, Tool
   stream.finish(out);
   ParsedAnswer answer;
   append_deltas(out.calls, answer.calls);
-  bool valid = stream.calls_complete();
-  for (const ToolCall& call : answer.calls) {
-    boost::system::error_code ec;
-    const json::value args = json::parse(call.arguments, ec);
-    valid = valid && !ec && args.is_object();
-  }
-  if (!valid) {  // not calls after all: the model's text as it wrote it
-    answer.calls.clear();
-    answer.content = std::string(text);
-    return answer;
-  }
+  answer.calls_complete = stream.calls_complete();
   const bool only_space = out.content.find_first_not_of(" \t\r\n") == std::string::npos;
   if (answer.calls.empty() || !only_space) answer.content = std::move(out.content);
   return answer;

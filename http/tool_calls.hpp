@@ -14,9 +14,11 @@
 // like a call but turns out not to be one (a brace that opens prose, a
 // malformed object) is given back as content. Once a call has begun, a
 // malformed rest becomes content from the point where it broke.
-// parse_tool_calls() reads a whole output and is stricter: when anything
-// about the calls is wrong (a call cut short, arguments that are not a JSON
-// object) the whole text is content and there are no calls, as vLLM does.
+// parse_tool_calls() reads a whole output the same way, so an answer has the
+// same content and calls streamed or not: a call that max_tokens cut short
+// is a call whose arguments are cut short too (as OpenAI's are), with
+// calls_complete false. (vLLM gives such an answer's whole text as content
+// when not streaming, and the calls when streaming.)
 //
 // Thread-safety: a ToolCallStream belongs to one choice of one request.
 #pragma once
@@ -97,7 +99,7 @@ class ToolCallStream {
 };
 
 // A whole answer: content (nullopt when there are calls and only whitespace
-// around them) and the calls.
+// around them) and the calls, as the streamed fragments join into.
 struct ToolCall {
   std::string id;
   std::string name;
@@ -106,6 +108,7 @@ struct ToolCall {
 struct ParsedAnswer {
   std::optional<std::string> content;
   std::vector<ToolCall> calls;
+  bool calls_complete = true;  // ToolCallStream::calls_complete()
 };
 ParsedAnswer parse_tool_calls(ToolCallFormat format, std::string_view text,
                               ToolCallStream::IdMaker make_id = {});

@@ -556,6 +556,38 @@ TEST(ResponsesJob, AWholeAnswersCallsAndTheirConversation) {
   EXPECT_EQ(calls.at(0).at("function").at("name"), "get_weather");
 }
 
+// Streamed or not, an answer has the same items in the same order (their
+// ids aside): prose, a call, more prose, and a call max_output_tokens cut.
+TEST(ResponsesJob, AWholeAnswerHasTheItemsItsStreamAddsUpTo) {
+  const std::string text = std::string("Let me look. ") + kHermesCall + "\nAnd also <tool_call>\n{\"name\": \"get_time\", " +
+                           "\"arguments\": {\"zone\": \"Eu";
+  auto items_of = [&](bool stream) {
+    ResponsesJobSpec spec = job_spec(stream);
+    spec.tool_format = ToolCallFormat::hermes;
+    ResponsesJob job(std::move(spec));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < text.size(); i += 5)
+      job.on_event(0, piece(text.substr(i, 5), i + 5 >= text.size() ? FinishReason::length : FinishReason::none), out);
+    EXPECT_TRUE(job.done());
+    const json::value response = stream ? events_of(out).back().data.at("response") : json::parse(job.body());
+    json::array items = response.at("output").as_array();
+    for (json::value& item : items) {
+      item.as_object().erase("id");
+      item.as_object().erase("call_id");
+    }
+    return items;
+  };
+  const json::array streamed = items_of(true), whole = items_of(false);
+  EXPECT_EQ(whole, streamed);
+  ASSERT_EQ(whole.size(), 4u) << json::serialize(whole);
+  EXPECT_EQ(whole.at(0).at("type"), "message");
+  EXPECT_EQ(whole.at(1).at("type"), "function_call");
+  EXPECT_EQ(whole.at(1).at("status"), "incomplete");  // the answer's last call was cut short
+  EXPECT_EQ(whole.at(2).at("type"), "message");
+  EXPECT_EQ(whole.at(3).at("name"), "get_time");
+  EXPECT_EQ(whole.at(3).at("arguments"), R"({"zone":"Eu)");
+}
+
 // ---- a continued prompt in the tokens the engine holds ------------------------------------
 
 // Texts of a few ids; 100 and 101 are control tokens (no bytes).

@@ -258,13 +258,30 @@ TEST(ToolCallAnswers, WholeMessageHasToolCallsAndNullContent) {
   EXPECT_EQ(choices[1].at("finish_reason"), "stop");
 }
 
-TEST(ToolCallAnswers, ACallCutByMaxTokensIsTextAndLength) {
+// Cut short by max_tokens, a call is a call whose arguments are cut short
+// too, finish_reason length: what the stream's deltas add up to.
+TEST(ToolCallAnswers, ACallCutByMaxTokensIsACallAndLength) {
   CompletionJob job(tool_spec(OutputMode::body));
   std::vector<std::string> out;
   job.on_event(0, event(kCallPieces[0] + kCallPieces[1], FinishReason::length), out);
   const json::object choice = json::parse(job.body()).as_object().at("choices").as_array()[0].as_object();
-  EXPECT_EQ(choice.at("message").at("content"), json::value(kCallPieces[0] + kCallPieces[1]));
   EXPECT_EQ(choice.at("finish_reason"), "length");
+  const json::object& message = choice.at("message").as_object();
+  ASSERT_TRUE(message.contains("tool_calls")) << json::serialize(choice);
+  EXPECT_EQ(message.at("tool_calls").as_array().size(), 1u);
+
+  CompletionJob streamed(tool_spec(OutputMode::sse));
+  std::vector<std::string> chunks;
+  streamed.on_event(0, event(kCallPieces[0] + kCallPieces[1], FinishReason::length), chunks);
+  std::string arguments;
+  for (const std::string& chunk : chunks) {
+    if (chunk == "[DONE]") continue;
+    const json::value parsed = json::parse(chunk);
+    const json::object& delta = parsed.at("choices").as_array()[0].at("delta").as_object();
+    if (const json::value* calls = delta.if_contains("tool_calls"))
+      for (const json::value& call : calls->as_array()) arguments += call.at("function").at("arguments").as_string();
+  }
+  EXPECT_EQ(message.at("tool_calls").as_array()[0].at("function").at("arguments").as_string(), arguments);
 }
 
 TEST(ToolCallAnswers, SseDeltasAssembleIntoOneCall) {

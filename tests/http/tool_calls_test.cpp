@@ -137,20 +137,33 @@ TEST(ToolCallsHermes, TextThatOnlyLooksLikeACallStaysContent) {
   }
 }
 
-TEST(ToolCallsHermes, ACallCutShortIsNotACall) {
+// A call that max_tokens cut short: the stream had sent its name and a piece
+// of its arguments, and the whole answer says the same (as OpenAI's does).
+TEST(ToolCallsHermes, ACallCutShortIsACallCutShort) {
   const std::string text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Os";
   const ParsedAnswer a = parse(kHermes, text);
-  EXPECT_TRUE(a.calls.empty());
-  EXPECT_EQ(a.content, text);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  EXPECT_EQ(a.calls[0].arguments, R"({"city":"Os)");
+  EXPECT_FALSE(a.calls_complete);
+  EXPECT_FALSE(a.content);
   const Streamed s = stream_bytes(kHermes, text);
-  ASSERT_EQ(s.calls.size(), 1u);  // a stream had already sent its name and a piece of its arguments
+  ASSERT_EQ(s.calls.size(), 1u);
   EXPECT_EQ(s.calls[0].arguments, R"({"city":"Os)");
   EXPECT_FALSE(s.complete);
 }
 
-TEST(ToolCallsHermes, ArgumentsThatAreNotAnObjectAreNotACall) {
+// Arguments that are not an object break the call where they start: the
+// rest is content, streamed or not.
+TEST(ToolCallsHermes, ArgumentsThatAreNotAnObjectAreContent) {
   const std::string text = "<tool_call>{\"name\": \"f\", \"arguments\": 5}</tool_call>";
-  EXPECT_TRUE(parse(kHermes, text).calls.empty());
+  const ParsedAnswer a = parse(kHermes, text);
+  const Streamed s = stream_bytes(kHermes, text);
+  EXPECT_EQ(a.content.value_or(""), s.content);
+  ASSERT_EQ(a.calls.size(), s.calls.size());
+  for (const ToolCall& call : a.calls) EXPECT_EQ(call.arguments, "") << "no argument was read";
+  EXPECT_NE(s.content.find('5'), std::string::npos) << s.content;
+  EXPECT_FALSE(a.calls_complete);
 }
 
 TEST(ToolCallsStreaming, TheFirstFragmentNamesTheCallAndArgumentsFlowBeforeItEnds) {
@@ -292,13 +305,21 @@ TEST(ToolCallsStreaming, RandomTextsReadTheSameInAnyCuts) {
       for (size_t at = 1 + rng() % 3; at < text.size(); at += 1 + rng() % 4) cuts.push_back(at);
       expect_same(stream(format, text, cuts), whole, text);
       expect_same(stream_bytes(format, text), whole, text);
+      // A whole answer is what its stream adds up to.
       const ParsedAnswer a = parse(format, text);
-      for (const ToolCall& call : a.calls) {
-        boost::system::error_code ec;
-        EXPECT_TRUE(boost::json::parse(call.arguments, ec).is_object() && !ec) << text;
+      EXPECT_EQ(a.content.value_or(""), whole.content) << text;
+      EXPECT_EQ(a.calls_complete, whole.complete) << text;
+      ASSERT_EQ(a.calls.size(), whole.calls.size()) << text;
+      for (size_t i = 0; i < a.calls.size(); ++i) {
+        EXPECT_EQ(a.calls[i].name, whole.calls[i].name) << text;
+        EXPECT_EQ(a.calls[i].arguments, whole.calls[i].arguments) << text;
+        if (a.calls_complete) {  // then every call's arguments are an object
+          boost::system::error_code ec;
+          EXPECT_TRUE(boost::json::parse(a.calls[i].arguments, ec).is_object() && !ec) << text;
+        }
       }
       if (a.calls.empty()) {
-        EXPECT_EQ(a.content, text);  // not calls: the text as written
+        EXPECT_EQ(a.content.value_or(""), text);  // no call began: the text as written
       }
       ++(a.calls.empty() ? without : with_calls);
     }
