@@ -18,6 +18,8 @@ namespace {
 // bound plus this.
 constexpr size_t kFinalEventSlack = 64 * 1024;
 
+std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1000.0)); }
+
 }  // namespace
 
 WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state,
@@ -27,7 +29,8 @@ WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_pt
       state_(std::move(state)),
       slot_(std::move(slot)),
       connection_(connection),
-      key_(std::move(key)) {
+      key_(std::move(key)),
+      message_deadline_(executor_) {
   if (const int32_t rate = state_->options().ws_max_messages_per_second; rate > 0)
     message_rate_.emplace(double(rate), double(rate), TokenBucket::Clock::now());
 }
@@ -40,8 +43,14 @@ WebSocketSession::~WebSocketSession() {
 void WebSocketSession::run(bhttp::request<bhttp::string_body> request) {
   registry_id_ = state_->add_session(weak_from_this());
   beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timeouts
-  auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
-  timeouts.keep_alive_pings = true;  // a client that only listens is not idle
+  // The server's limits, as for HTTP: the handshake within header_timeout; a
+  // peer silent for idle_timeout is gone (a ping goes at half of it, so a
+  // client that only listens answers and stays).
+  const ServerOptions& o = state_->options();
+  websocket::stream_base::timeout timeouts;
+  timeouts.handshake_timeout = millis(o.header_timeout_seconds);
+  timeouts.idle_timeout = millis(o.idle_timeout_seconds);
+  timeouts.keep_alive_pings = true;
   ws_.set_option(timeouts);
   // A browser refuses a handshake that answers none of the subprotocols it
   // offered: answer conveyor.v1 (never the key's, http/ws_subprotocol.hpp).
@@ -127,17 +136,38 @@ void WebSocketSession::do_read() {
 }
 
 void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
-  if (ec) {  // closed by the client, or reset: its requests end here
+  if (ec) {  // closed by the client, reset or silent past idle_timeout: its requests end here
+    if (ec == beast::error::timeout) state_->refusals().add(Refusal::idle_timeout);
     closed_ = true;
     return cancel_all();
   }
   if (buffer_.size() > state_->options().max_body_bytes) return close_for_message_size();
-  if (!ws_.is_message_done()) return do_read();
+  if (!ws_.is_message_done()) {
+    arm_message_deadline();
+    return do_read();
+  }
+  message_deadline_armed_ = false;
+  message_deadline_.cancel();
   const std::string text = beast::buffers_to_string(buffer_.data());
   buffer_.consume(buffer_.size());
   if (message_rate_ && !message_rate_->try_take(1.0, TokenBucket::Clock::now())) return close_for_message_rate();
   handle_message(text);
   if (!closing_) do_read();
+}
+
+// A message begun must end within idle_timeout, as an HTTP body must: a
+// client that stalls halfway (answering pings all the while) cannot hold
+// its connection, and a place under max_connections, for good.
+void WebSocketSession::arm_message_deadline() {
+  if (message_deadline_armed_) return;
+  message_deadline_armed_ = true;
+  message_deadline_.expires_after(millis(state_->options().idle_timeout_seconds));
+  message_deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || !self->message_deadline_armed_ || self->closed_) return;
+    self->state_->refusals().add(Refusal::idle_timeout);
+    beast::error_code ignored;
+    beast::get_lowest_layer(self->ws_).socket().close(ignored);  // the read fails: on_read ends its requests
+  });
 }
 
 void WebSocketSession::close_for_message_rate() {

@@ -22,7 +22,10 @@
 // says `cancelled`); past twice the bound (plus 64 KiB for final events)
 // the socket is closed.
 //
-// Limits: a message larger than max_body_bytes closes the socket with code
+// Limits: the handshake must end within header_timeout_seconds; a client
+// silent for idle_timeout_seconds is closed (pings go at half of it, which a
+// listening client answers), and so is one whose message, once begun, has
+// not ended within idle_timeout_seconds. A message larger than max_body_bytes closes the socket with code
 // 1009 (message too big; Beast sends it) and cancels its requests. More than
 // ws_max_messages_per_second messages (cancels too; a burst of that many
 // is allowed) get an error event (code "ws_rate_limit_exceeded"), then the
@@ -32,6 +35,7 @@
 // request (type rate_limit_error), and the socket carries on.
 #pragma once
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -75,6 +79,7 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   void do_read();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void handle_message(std::string_view text);
+  void arm_message_deadline();
   void close_for_message_rate();
   void close_for_message_size();
   void close_after_queue(boost::beast::websocket::close_code code);
@@ -101,6 +106,8 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   const uint64_t connection_;
   const KeyRef key_;
   std::optional<TokenBucket> message_rate_;  // set when ws_max_messages_per_second is
+  boost::asio::steady_timer message_deadline_;  // a message begun must end within idle_timeout
+  bool message_deadline_armed_ = false;
   boost::beast::websocket::close_code close_code_ = boost::beast::websocket::close_code::going_away;
 
   std::deque<std::string> queue_;

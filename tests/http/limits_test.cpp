@@ -333,6 +333,30 @@ TEST(Limits, WebSocketMessageOverMaxBodyBytesClosesWith1009) {
   ASSERT_TRUE(message.has_value());
 }
 
+// A WebSocket client that stops halfway through a frame is closed at the
+// idle timeout (it held its connection, and a place under max_connections,
+// for good). (One that only listens answers the server's pings, sent at half
+// the idle timeout, as Beast's and browsers' clients do while they read.)
+TEST(Limits, WebSocketStalledMidMessageIsClosed) {
+  ServerOptions options;
+  options.idle_timeout_seconds = 0.6;
+  TestServer server(small_engine(), options);
+  RawClient stalled(server.port());
+  ASSERT_TRUE(stalled.send("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
+  ASSERT_TRUE(stalled.read_until("\r\n\r\n")) << stalled.received();
+  ASSERT_NE(stalled.received().find(" 101 "), std::string::npos) << stalled.received();
+  // A masked text frame of 100 bytes: its mask and 10 of them, then nothing.
+  ASSERT_TRUE(stalled.send(std::string("\x81\xe4", 2) + "abcd" + std::string(10, 'x')));
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_TRUE(stalled.wait_closed(kGenerous));
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, milliseconds(500));
+  EXPECT_TRUE(eventually([&] { return refused(server.port(), "idle_timeout") >= 1; }));
+  WsClient next(server.port());
+  next.send(body_of({{"id", 1}, {"prompt", "x"}, {"max_tokens", 1}}));
+  EXPECT_TRUE(next.read().has_value());
+}
+
 TEST(Limits, WebSocketPastItsMessageRateGetsAnErrorThenAClose) {
   ServerOptions options;
   options.ws_max_messages_per_second = 5;
