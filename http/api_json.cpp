@@ -89,6 +89,9 @@ std::string health_json(Health health) {
       return json::serialize(json::object{
           {"status", "restarting"},
           {"message", "the engine is restarting after a fault; running requests resume when it is back"}});
+    case Health::no_nodes:
+      return json::serialize(json::object{
+          {"status", "unavailable"}, {"message", "no engine node is up: requests are refused until one is"}});
   }
   return json::serialize(json::object{{"status", "ok"}});
 }

@@ -22,7 +22,7 @@ std::string models_json(const std::string& served_name, int64_t created, int32_t
 // GET /health: {"status": "ok"} (200); while the server drains or the
 // engine restarts after a fault, {"status": "draining" | "restarting",
 // "message": ...} (sent with 503).
-enum class Health { ok, draining, restarting };
+enum class Health { ok, draining, restarting, no_nodes };
 std::string health_json(Health health = Health::ok);
 
 // "cmpl-" + 24 random hex digits (any thread).

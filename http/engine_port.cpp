@@ -52,6 +52,7 @@ struct EnginePort::Impl {
   std::shared_ptr<StatsTickets> tickets = std::make_shared<StatsTickets>();
   caf::actor helper;
   std::function<std::string()> extra_metrics;
+  std::function<bool()> ready;
   std::shared_ptr<Embedder> embedder;      // null: the backend has none
   std::unique_ptr<WorkQueue> embeddings;  // its thread (after it: gone first)
 };
@@ -101,6 +102,8 @@ CancelFn EnginePort::embed_async(std::vector<std::vector<int32_t>> inputs, Pooli
 const EngineMetrics& EnginePort::metrics() const { return impl_->engine.metrics(); }
 void EnginePort::set_extra_metrics(std::function<std::string()> render) { impl_->extra_metrics = std::move(render); }
 std::string EnginePort::extra_metrics() const { return impl_->extra_metrics ? impl_->extra_metrics() : std::string(); }
+void EnginePort::set_ready(std::function<bool()> ready) { impl_->ready = std::move(ready); }
+bool EnginePort::ready() const { return !impl_->ready || impl_->ready(); }
 const ModelConfig& EnginePort::model_config() const { return impl_->engine.model().config; }
 std::shared_ptr<const Tokenizer> EnginePort::tokenizer() const { return impl_->engine.model().tokenizer; }
 std::shared_ptr<GrammarBinder> EnginePort::grammar_binder() const { return impl_->engine.grammar_binder(); }

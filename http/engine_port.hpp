@@ -61,6 +61,10 @@ class EnginePort {
   // More /metrics text after the engine's (a router's; set before serving).
   void set_extra_metrics(std::function<std::string()> render);
   std::string extra_metrics() const;
+  // Whether the engine can take requests now, for /health: a router's when
+  // some node is up (set before serving; unset: always).
+  void set_ready(std::function<bool()> ready);
+  bool ready() const;
   const ModelConfig& model_config() const;
   std::shared_ptr<const Tokenizer> tokenizer() const;
   // The engine's grammar binder (all the model's end tokens; one vocabulary index).

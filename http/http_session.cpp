@@ -290,6 +290,8 @@ void HttpSession::handle_request() {
     case Route::health:
       if (state_->engine().metrics().restarting)
         return send_response(503, health_json(Health::restarting), "application/json", nullptr, "1");
+      if (!state_->engine().ready())
+        return send_response(503, health_json(Health::no_nodes), "application/json", nullptr, "1");
       return send_response(200, health_json(), "application/json");
     case Route::models:
       return send_response(200, models_json(model.served_name, unix_seconds_now(), model.config.context_length),

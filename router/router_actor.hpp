@@ -83,6 +83,8 @@ struct RouterMetrics {
 
   // Prometheus text (conveyor:router_*), appended to the server's /metrics.
   std::string render() const;
+  // Some node is up (the router's /health).
+  bool any_node_up() const;
 };
 
 // Node addresses (host:port, [v6]:port) separated by commas or lines; blank

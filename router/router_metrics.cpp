@@ -4,6 +4,13 @@
 
 namespace conveyor {
 
+bool RouterMetrics::any_node_up() const {
+  std::lock_guard lock(mutex);
+  for (const Node& n : nodes)
+    if (n.state == "up") return true;
+  return false;
+}
+
 std::string RouterMetrics::render() const {
   std::lock_guard lock(mutex);
   std::ostringstream out;

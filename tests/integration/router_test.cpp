@@ -413,6 +413,21 @@ TEST_F(Router, ANodeAddedToTheNodesFileReceivesWork) {
   EXPECT_EQ(routed(port, nodes[1]), 2);
 }
 
+// A router's /health says whether it can serve: 503 "unavailable" while no
+// node is up (a load balancer then sends it nothing), 200 once one is.
+TEST_F(Router, HealthIsUnavailableUntilANodeIsUp) {
+  const uint16_t node_port = free_loopback_port();
+  auto router = start_router({"--nodes", "127.0.0.1:" + std::to_string(node_port)}, "router_health");
+  const uint16_t port = router->port();
+  const ht::Response down = ht::http_request(port, "GET", "/health");
+  EXPECT_EQ(down.status, 503) << down.body;
+  EXPECT_EQ(ht::parse_object(down.body)["status"], "unavailable") << down.body;
+  std::vector<Node> nodes;
+  nodes.push_back(start_node("h1", node_port));
+  ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
+  EXPECT_EQ(ht::http_request(port, "GET", "/health").status, 200);
+}
+
 // --api-key-file guards the router as it guards `serve`, and SIGHUP reads
 // it again; a bad file fails the start.
 TEST_F(Router, ApiKeyFileGuardsTheRouterAndReloadsOnSighup) {

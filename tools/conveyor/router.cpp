@@ -135,6 +135,7 @@ int run_router(const RouterFlags& f) {
   auto engine = Engine::over(sys, ec, info, caf::actor_cast<scheduler_actor>(*router), 0);
   http::EnginePort port(*engine);
   port.set_extra_metrics([metrics] { return metrics->render(); });
+  port.set_ready([metrics] { return metrics->any_node_up(); });
 
   std::string served = server_options.served_model_name;
   if (served.empty()) served = settings.model.empty() ? mc.name : settings.model;
