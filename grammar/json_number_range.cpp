@@ -58,8 +58,10 @@ uint64_t pow10(size_t n) {
   return v;
 }
 
-// The integers in [lo, hi] (hi nullopt: unbounded) without leading zeros.
-std::vector<Alternative> unsigned_range(GrammarBuilder& b, uint64_t lo, std::optional<uint64_t> hi) {
+// The integers in [lo, hi] (hi nullopt: up to kMaxIntegerDigits digits)
+// without leading zeros.
+std::vector<Alternative> unsigned_range(DigitRuns& runs, uint64_t lo, std::optional<uint64_t> hi) {
+  GrammarBuilder& b = runs.builder();
   std::vector<Alternative> out;
   if (hi && *hi < lo) return out;
   const std::string lo_text = std::to_string(lo);
@@ -69,10 +71,10 @@ std::vector<Alternative> unsigned_range(GrammarBuilder& b, uint64_t lo, std::opt
     const uint64_t to = hi && len == max_len ? *hi : pow10(len) - 1;
     same_length(b, std::to_string(from), std::to_string(to), {}, out);
   }
-  if (!hi) {  // every longer number
+  if (!hi && int32_t(lo_text.size()) < kMaxIntegerDigits) {  // every longer number
     Alternative longer{digit_class(b, '1', '9')};
-    longer.insert(longer.end(), lo_text.size(), digit_class(b, '0', '9'));
-    longer.push_back(b.star({digit_class(b, '0', '9')}));
+    longer.insert(longer.end(), lo_text.size(), runs.digit());
+    runs.up_to(longer, kMaxIntegerDigits - 1 - int32_t(lo_text.size()));
     out.push_back(std::move(longer));
   }
   return out;
@@ -170,12 +172,20 @@ Expected<std::vector<Piece>> magnitude_pieces(const MagnitudeBound& lower, const
 }
 
 // "." and the fraction digits a bound allows, or nothing where it allows an
-// absent fraction; nullopt when no fraction satisfies it.
-std::optional<Element> fraction_element(GrammarBuilder& b, const std::optional<FractionBound>& f) {
-  const Element digit = digit_class(b, '0', '9');
+// absent fraction; nullopt when no fraction satisfies it. At most about
+// kMaxFractionDigits digits (a strict lower bound's zeros and what follows
+// them may pass it by a few).
+std::optional<Element> fraction_element(DigitRuns& runs, const std::optional<FractionBound>& f) {
+  GrammarBuilder& b = runs.builder();
+  const Element digit = runs.digit();
   const Element dot = b.byte('.');
-  if (!f || f->any()) return b.optional({dot, b.plus({digit})});
+  if (!f || f->any()) {
+    Alternative some{dot, digit};
+    runs.up_to(some, kMaxFractionDigits - 1);
+    return b.optional(some);
+  }
   const std::string& d = f->digits;
+  const auto left = [&](size_t used) { return kMaxFractionDigits - int32_t(used); };
   std::vector<Alternative> alts;
   // D differs from d first at i, by a larger (lower bound) or smaller digit.
   for (size_t i = 0; i < d.size(); ++i) {
@@ -183,7 +193,7 @@ std::optional<Element> fraction_element(GrammarBuilder& b, const std::optional<F
     Alternative alt{dot};
     for (size_t k = 0; k < i; ++k) alt.push_back(b.byte(uint8_t(d[k])));
     alt.push_back(f->lower ? digit_class(b, char(d[i] + 1), '9') : digit_class(b, '0', char(d[i] - 1)));
-    alt.push_back(b.star({digit}));
+    runs.up_to(alt, left(i + 1));
     alts.push_back(std::move(alt));
   }
   // D starts with d.
@@ -191,10 +201,10 @@ std::optional<Element> fraction_element(GrammarBuilder& b, const std::optional<F
   for (char c : d) same.push_back(b.byte(uint8_t(c)));
   if (f->lower) {
     if (f->strict) {  // then something nonzero
-      same.push_back(b.star({b.byte('0')}));
+      runs.up_to(same, left(d.size() + 1), /*zeros=*/true);
       same.push_back(digit_class(b, '1', '9'));
     }
-    same.push_back(b.star({digit}));
+    runs.up_to(same, left(d.size() + (f->strict ? 1 : 0)));
     if (!d.empty() || f->strict) alts.push_back(std::move(same));
   } else {
     // D a proper prefix of d (or absent) is smaller: d ends in a nonzero digit.
@@ -207,9 +217,10 @@ std::optional<Element> fraction_element(GrammarBuilder& b, const std::optional<F
     if (!f->strict) {  // D == d, zeros after
       if (d.empty()) {
         alts.push_back({});
-        same.push_back(b.plus({b.byte('0')}));
+        same.push_back(b.byte('0'));
+        runs.up_to(same, left(1), /*zeros=*/true);
       } else {
-        same.push_back(b.star({b.byte('0')}));
+        runs.up_to(same, left(d.size()), /*zeros=*/true);
       }
       alts.push_back(std::move(same));
     }
@@ -220,16 +231,29 @@ std::optional<Element> fraction_element(GrammarBuilder& b, const std::optional<F
 
 }  // namespace
 
-Element integer_range(GrammarBuilder& b, std::optional<int64_t> lo, std::optional<int64_t> hi) {
+DigitRuns::DigitRuns(GrammarBuilder& b) : b_(b), digit_(digit_class(b, '0', '9')), zero_(b.byte('0')) {}
+
+void DigitRuns::up_to(Alternative& alt, int32_t n, bool zeros) {
+  if (n <= 0) return;
+  std::vector<Element>& chain = zeros ? zeros_ : digits_;
+  const Element one = zeros ? zero_ : digit_;
+  while (int32_t(chain.size()) < n) {
+    chain.push_back(chain.empty() ? b_.optional({one}) : b_.optional({one, chain.back()}));
+  }
+  alt.push_back(chain[size_t(n - 1)]);
+}
+
+Element integer_range(DigitRuns& runs, std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  GrammarBuilder& b = runs.builder();
   std::vector<Alternative> alts;
   if (!hi || *hi >= 0) {
-    alts = unsigned_range(b, uint64_t(lo ? std::max<int64_t>(*lo, 0) : 0),
+    alts = unsigned_range(runs, uint64_t(lo ? std::max<int64_t>(*lo, 0) : 0),
                           hi ? std::optional<uint64_t>(uint64_t(*hi)) : std::nullopt);
   }
   if (!lo || *lo < 0) {  // -m for m in [max(1, -hi), -lo]
     const uint64_t m_lo = hi && *hi < 0 ? uint64_t(-*hi) : 1;
     std::vector<Alternative> negative =
-        lo ? unsigned_range(b, m_lo, uint64_t(-*lo)) : unsigned_range(b, m_lo, std::nullopt);
+        lo ? unsigned_range(runs, m_lo, uint64_t(-*lo)) : unsigned_range(runs, m_lo, std::nullopt);
     for (Alternative& alt : negative) {
       alt.insert(alt.begin(), b.byte('-'));
       alts.push_back(std::move(alt));
@@ -239,12 +263,13 @@ Element integer_range(GrammarBuilder& b, std::optional<int64_t> lo, std::optiona
   return b.choice(std::move(alts), "int_range");
 }
 
-Expected<Element> number_range(GrammarBuilder& b, std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+Expected<Element> number_range(DigitRuns& runs, std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+  GrammarBuilder& b = runs.builder();
   std::vector<Alternative> alts;
   const auto add = [&](const std::vector<Piece>& pieces, bool negative) {
     for (const Piece& p : pieces) {
-      std::vector<Alternative> ints = unsigned_range(b, p.lo, p.hi);
-      const std::optional<Element> fraction = fraction_element(b, p.fraction);
+      std::vector<Alternative> ints = unsigned_range(runs, p.lo, p.hi);
+      const std::optional<Element> fraction = fraction_element(runs, p.fraction);
       if (ints.empty() || !fraction) continue;
       Alternative alt;
       if (negative) alt.push_back(b.byte('-'));

@@ -153,10 +153,10 @@ Expected<Element> SchemaCompiler::compile_number(const json::object& s, bool int
   }
   if (integer) {
     if (!int_lo && !int_hi) return syntax_.integer();
-    return integer_range(b_, int_lo, int_hi);
+    return integer_range(syntax_.digits(), int_lo, int_hi);
   }
   if (!lo && !hi) return syntax_.number();
-  auto e = number_range(b_, lo, hi);
+  auto e = number_range(syntax_.digits(), lo, hi);
   if (!e) return fail(path, e.error().message);
   return e;
 }

@@ -44,7 +44,7 @@ std::vector<std::string> json_units(std::string_view name) {
 
 }  // namespace
 
-JsonSyntax::JsonSyntax(GrammarBuilder& b, bool strict) : b_(b), strict_(strict) {}
+JsonSyntax::JsonSyntax(GrammarBuilder& b, bool strict) : b_(b), strict_(strict), digits_(b) {}
 
 Element JsonSyntax::ws() {
   if (!ws_) {
@@ -112,8 +112,9 @@ Element JsonSyntax::string() {
 
 Element JsonSyntax::integer() {
   if (!integer_) {
-    const Element digits = b_.star({b_.bytes(byte_range('0', '9'))});
-    const Element magnitude = b_.choice({{b_.byte('0')}, {b_.bytes(byte_range('1', '9')), digits}}, "uint");
+    Alternative nonzero{b_.bytes(byte_range('1', '9'))};
+    digits_.up_to(nonzero, kMaxIntegerDigits - 1);
+    const Element magnitude = b_.choice({{b_.byte('0')}, std::move(nonzero)}, "uint");
     integer_ = b_.choice({{magnitude}, {b_.byte('-'), magnitude}}, "integer");
   }
   return *integer_;
@@ -121,10 +122,13 @@ Element JsonSyntax::integer() {
 
 Element JsonSyntax::number() {
   if (!number_) {
-    const Alternative digits{b_.plus({b_.bytes(byte_range('0', '9'))})};
-    const Element fraction = b_.optional({b_.byte('.'), digits[0]});
+    Alternative fraction_digits{b_.byte('.'), digits_.digit()};
+    digits_.up_to(fraction_digits, kMaxFractionDigits - 1);
+    const Element fraction = b_.optional(fraction_digits);
     const Element sign = b_.optional({b_.bytes(bytes_of("+-"))});
-    const Element exponent = b_.optional({b_.bytes(bytes_of("eE")), sign, digits[0]});
+    Alternative exponent_digits{b_.bytes(bytes_of("eE")), sign, digits_.digit()};
+    digits_.up_to(exponent_digits, kMaxExponentDigits - 1);
+    const Element exponent = b_.optional(exponent_digits);
     number_ = b_.choice({{integer(), fraction, exponent}}, "number");
   }
   return *number_;

@@ -16,7 +16,8 @@
 // Strings: UTF-8 characters except '"', '\' and controls, and the escapes
 // \" \\ \/ \b \f \n \r \t \uXXXX, where a \u escape of a surrogate must be a
 // high one followed by a low one (one character). Numbers: JSON's grammar
-// (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?).
+// (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?) with at most 20 integer,
+// 32 fraction and 3 exponent digits (grammar/json_number_range.hpp says why).
 #pragma once
 
 #include <boost/json/value.hpp>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "grammar/grammar.hpp"
+#include "grammar/json_number_range.hpp"
 
 namespace conveyor::grammar {
 
@@ -33,6 +35,8 @@ class JsonSyntax {
   JsonSyntax(GrammarBuilder& b, bool strict);
 
   GrammarBuilder& builder() { return b_; }
+  // The digit runs every number of this builder shares.
+  DigitRuns& digits() { return digits_; }
 
   // Token sequences with the whitespace they own: "{" and "[" with what may
   // follow, "}" and "]" with what may precede, ':' and ',' both.
@@ -69,6 +73,7 @@ class JsonSyntax {
 
   GrammarBuilder& b_;
   bool strict_;
+  DigitRuns digits_;
   std::optional<Element> ws_, string_, string_char_, number_, integer_, value_, object_, hex_, boolean_, null_;
 };
 

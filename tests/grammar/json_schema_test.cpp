@@ -131,6 +131,24 @@ TEST(JsonSchema, NumberBounds) {
   expect_refused(R"({"type": "integer", "maximum": 1e30})", "'maximum' beyond +-1e18");
 }
 
+// A number's digits are bounded (20 integer, 32 fraction, 3 exponent), bounds
+// or not, so a sampled model cannot spend max_tokens on one number.
+TEST(JsonSchema, NumbersHaveBoundedDigits) {
+  const std::string twenty = "1" + std::string(19, '0'), thirty_two = std::string(32, '3');
+  for (const char* schema : {R"({"type": "number"})", R"({"type": "number", "minimum": 0, "maximum": 1})",
+                             R"({"type": "number", "exclusiveMinimum": 0.25})", R"({})"}) {
+    expect_texts(schema, {"0." + thirty_two}, {"0." + thirty_two + "3"});
+  }
+  for (const char* schema : {R"({"type": "integer"})", R"({"type": "integer", "minimum": 5})", R"({"type": "number"})",
+                             R"({"type": "number", "minimum": 5})"}) {
+    expect_texts(schema, {twenty, "5" + std::string(19, '9')}, {twenty + "0"});
+  }
+  expect_texts(R"({"type": "number"})", {"1e308", "-2.5E-300"}, {"1e3080"});
+  // Near a bound of 30 decimals a value is still written.
+  const std::string tiny = "0." + std::string(29, '0') + "1";  // 1e-30
+  expect_texts(R"({"type": "number", "exclusiveMinimum": 1e-30})", {tiny + "1", tiny + "01", "0.2"}, {tiny, "0"});
+}
+
 TEST(JsonSchema, StringsEscapesLengthsPatternsFormats) {
   expect_texts(R"({"type": "string"})",
                {R"("")", R"("a\"b\\c\/\n\u00e9\uD83D\uDE00")", "\"\xE2\x82\xAC\""},
