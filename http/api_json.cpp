@@ -54,6 +54,17 @@ std::string token_text(const Tokenizer* tokenizer, int32_t id) {
   return out;
 }
 
+json::value parse_request_json(std::string_view text, boost::system::error_code& ec) {
+  json::parse_options options;
+  options.max_depth = kMaxJsonDepth;
+  return json::parse(text, ec, {}, options);
+}
+
+std::string json_error_text(const boost::system::error_code& ec) {
+  if (ec == json::error::too_deep) return "nested more than " + std::to_string(kMaxJsonDepth) + " levels deep";
+  return ec.message();
+}
+
 }  // namespace detail
 
 std::string error_json(const ApiError& error) { return json::serialize(detail::error_object(error)); }

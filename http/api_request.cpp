@@ -6,6 +6,7 @@
 #include <charconv>
 #include <limits>
 
+#include "http/json_detail.hpp"
 #include "http/output_constraint_fields.hpp"
 #include "http/request_fields.hpp"
 #include "http/tool_call_fields.hpp"
@@ -22,8 +23,12 @@ ApiError type_error(std::string_view field, std::string_view want) {
   return bad_request(std::move(message), std::string(field));
 }
 
+constexpr const char* kNotJson = "the request body is not valid JSON: ";
+
 ApiError invalid_json(simdjson::error_code err) {
-  return bad_request(std::string("the request body is not valid JSON: ") + simdjson::error_message(err));
+  ApiError e = bad_request(std::string(kNotJson) + simdjson::error_message(err));
+  e.code = "invalid_json";
+  return e;
 }
 
 // The JSON text of a value as sent (consumes the value).
@@ -54,7 +59,13 @@ bool is_null(od::value& v) {
 
 Fail get_string(od::value& v, std::string_view field, std::string& out) {
   std::string_view s;
-  if (v.get_string().get(s)) return type_error(field, "a string");
+  if (auto err = v.get_string().get(s)) {
+    if (err == simdjson::INCORRECT_TYPE) return type_error(field, "a string");
+    std::string message = "'";
+    message.append(field).append("' is not a valid JSON string (an escape that is no character, such as a lone "
+                                 "surrogate \\ud800, or bytes that are not UTF-8)");
+    return bad_request(std::move(message), std::string(field));
+  }
   out.assign(s);  // the view points into the parser's buffer: copy it out now
   return {};
 }
@@ -498,9 +509,7 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
   return {};
 }
 
-}  // namespace
-
-ParseResult parse_api_request(std::string_view body, Endpoint endpoint) {
+ParseResult parse_request(std::string_view body, Endpoint endpoint) {
   thread_local od::parser parser;
   ParseResult result;
   const simdjson::padded_string padded(body);
@@ -541,6 +550,21 @@ ParseResult parse_api_request(std::string_view body, Endpoint endpoint) {
     return result;
   }
   if (Fail f = resolve(result.request, pending, endpoint)) result.error = std::move(f);
+  return result;
+}
+
+}  // namespace
+
+// simdjson's on-demand errors say where reading stopped ("ended early in the
+// middle of an object" for content after it): a body found not to be JSON
+// is read again by Boost, whose message names what is wrong with it.
+ParseResult parse_api_request(std::string_view body, Endpoint endpoint) {
+  ParseResult result = parse_request(body, endpoint);
+  if (result.error && result.error->code == "invalid_json") {
+    boost::system::error_code ec;
+    detail::parse_request_json(body, ec);
+    if (ec) result.error->message = kNotJson + detail::json_error_text(ec);
+  }
   return result;
 }
 

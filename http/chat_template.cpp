@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "template/jinja/chat.hpp"
+#include "http/json_detail.hpp"
 
 namespace conveyor::http {
 
@@ -193,7 +194,7 @@ Expected<ChatPrompt> ChatTemplate::apply_jinja(const std::vector<ChatMessage>& m
   for (const ChatMessage& m : messages) inputs.messages.push_back(template_message(m));
   if (!tools_json.empty()) {
     boost::system::error_code ec;
-    inputs.tools = boost::json::parse(tools_json, ec);
+    inputs.tools = detail::parse_request_json(tools_json, ec);
     if (ec) return make_error(Errc::invalid_argument, "tools: not valid JSON (" + ec.message() + ")");
   }
   inputs.add_generation_prompt = true;

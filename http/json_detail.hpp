@@ -11,6 +11,16 @@
 
 namespace conveyor::http::detail {
 
+// How deep request JSON may nest: Boost's default, 32, is less than a JSON
+// schema the schema compiler takes (64 levels of subschemas, each an object
+// in an object).
+inline constexpr int kMaxJsonDepth = 128;
+// Parses request JSON to kMaxJsonDepth.
+boost::json::value parse_request_json(std::string_view text, boost::system::error_code& ec);
+// What a parse error says to a client: "nested more than 128 levels deep",
+// or Boost's message ("extra data", "incomplete JSON", ...).
+std::string json_error_text(const boost::system::error_code& ec);
+
 boost::json::object error_object(const ApiError& error);
 // The client's id as it sent it: a string or an integer (null when empty).
 boost::json::value client_id_value(const std::string& id, bool is_number);

@@ -1,4 +1,5 @@
 #include "http/output_constraint_fields.hpp"
+#include "http/json_detail.hpp"
 
 #include <boost/json.hpp>
 
@@ -17,8 +18,10 @@ Fail already_set(const OutputConstraint& out, std::string_view field) {
 
 Fail parse(std::string_view text, std::string_view field, json::value& out) {
   boost::system::error_code ec;
-  out = json::parse(text, ec);
-  if (ec) return bad_request("'" + std::string(field) + "' is not valid JSON", std::string(field));
+  out = detail::parse_request_json(text, ec);
+  if (ec)
+    return bad_request("'" + std::string(field) + "' is not valid JSON: " + detail::json_error_text(ec),
+                       std::string(field));
   return std::nullopt;
 }
 

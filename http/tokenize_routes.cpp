@@ -13,8 +13,8 @@ namespace json = boost::json;
 // The body as a JSON object, or the error.
 std::variant<json::object, ApiError> parse_object(std::string_view body) {
   boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec) return bad_request("the request body is not valid JSON: " + ec.message());
+  json::value v = detail::parse_request_json(body, ec);
+  if (ec) return bad_request("the request body is not valid JSON: " + detail::json_error_text(ec));
   if (!v.is_object()) return bad_request("the request body must be a JSON object");
   return std::move(v.as_object());
 }

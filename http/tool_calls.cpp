@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "model/tokenizer/tokenizer.hpp"
+#include "http/json_detail.hpp"
 
 namespace conveyor::http {
 
@@ -147,8 +148,8 @@ Expected<ToolSpec> parse_tool(const json::value& v, size_t i) {
 
 Expected<std::vector<ToolSpec>> parse_tools(std::string_view tools_json) {
   boost::system::error_code ec;
-  const json::value v = json::parse(tools_json, ec);
-  if (ec) return make_error(Errc::invalid_argument, "tools is not valid JSON (" + ec.message() + ")");
+  const json::value v = detail::parse_request_json(tools_json, ec);
+  if (ec) return make_error(Errc::invalid_argument, "tools is not valid JSON: " + detail::json_error_text(ec));
   const json::array* tools = v.if_array();
   if (tools == nullptr) return make_error(Errc::invalid_argument, "tools must be an array of tools");
   if (tools->size() > kMaxTools)

@@ -92,6 +92,23 @@ TEST(ApiRequest, RejectsBadJsonWithParam) {
   EXPECT_EQ(error(R"({"prompt": "x", "stop": [1]})")->param, "stop");
   EXPECT_EQ(error(R"({"prompt": "x", "logprobs": 21})")->status, 400);
   EXPECT_EQ(error(R"({"prompt": "x", "logprobs": -1})")->param, "logprobs");
+  // What is wrong is named: content after the object, a lone surrogate.
+  const auto trailing = error(R"({"prompt": "x"} x)");
+  ASSERT_TRUE(trailing);
+  EXPECT_EQ(trailing->code, "invalid_json");
+  EXPECT_NE(trailing->message.find("extra data"), std::string::npos) << trailing->message;
+  const auto surrogate = error(R"({"prompt": "\ud800"})");
+  ASSERT_TRUE(surrogate);
+  EXPECT_EQ(surrogate->param, "prompt");
+  EXPECT_NE(surrogate->message.find("lone surrogate"), std::string::npos) << surrogate->message;
+  // A schema nested 40 deep is JSON the API reads (Boost's default stops at 32).
+  std::string schema = R"({"type": "integer"})";
+  for (int i = 0; i < 40; ++i) schema = R"({"type": "array", "items": )" + schema + "}";
+  const std::string deep_body =
+      R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "d", "schema": )" + schema +
+      "}}}";
+  const auto deep = error(deep_body.c_str());
+  EXPECT_FALSE(deep) << deep->message;
   EXPECT_EQ(error(R"({"prompt": "x", "top_k": -5})")->param, "top_k");
   EXPECT_FALSE(error(R"({"prompt": "x", "top_k": -1})"));  // off, as in vLLM
   // The other endpoint's body fields are refused, not ignored.
