@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -273,10 +274,10 @@ std::vector<Setting> make_table() {
                       "token's, or the mean of all)"},
                      FIELD(server.pooling), parse_pooling));
   t.push_back(integer({"max-body-bytes", "server", "max_body_bytes", "largest request body, in bytes"},
-                      FIELD(server.max_body_bytes), 0, kInt64Max));
+                      FIELD(server.max_body_bytes), 1, kInt64Max));
   t.push_back(integer({"max-output-bytes", "server", "max_output_bytes",
                        "unsent output per connection, in bytes, before its request is cancelled"},
-                      FIELD(server.max_output_bytes), 0, kInt64Max));
+                      FIELD(server.max_output_bytes), 1, kInt64Max));
   t.push_back(number({"header-timeout", "server", "header_timeout",
                       "seconds a connection has to send a complete request header"},
                      FIELD(server.header_timeout_seconds), positive, "more than 0 seconds"));
@@ -548,6 +549,9 @@ Status validate_server_options(const ServerOptions& o) {
 }
 
 Status load_serve_config(const std::string& path, ServeSettings& settings) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error(Errc::invalid_argument, "--config: '" + path + "' is a directory, not a TOML file");
   std::ifstream in(path);
   if (!in) return make_error(Errc::io_error, "--config: cannot open '" + path + "'");
   std::stringstream text;

@@ -40,6 +40,10 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
   EXPECT_EQ(exit_code_of("--port 70000", &out), 2);
   EXPECT_EQ(exit_code_of("--no-such-flag", &out), 2);
   EXPECT_EQ(exit_code_of("--config /nonexistent.toml", &out), 2);
+  EXPECT_EQ(exit_code_of("--config /tmp", &out), 2);
+  EXPECT_NE(out.find("is a directory"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--max-body-bytes 0", &out), 2);  // every request would be a 413
+  EXPECT_NE(out.find("max-body-bytes"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--chat-template jinja", &out), 2);
   EXPECT_EQ(exit_code_of("--kv-cache-memory 4XB", &out), 2);
   EXPECT_NE(out.find("--kv-cache-memory: '4XB' is not a size: unknown unit"), std::string::npos) << out;
