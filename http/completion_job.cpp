@@ -45,6 +45,7 @@ struct EchoedPrompt {
   std::span<const int32_t> ids;
   std::span<const PromptLogprob> scores;
   int32_t top = 0;
+  std::string_view text;  // as the answer shows it
 };
 
 // Legacy completions format: parallel lists, text_offset counted in bytes of
@@ -53,7 +54,7 @@ json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResu
                                 size_t& text_offset, const EchoedPrompt* prompt = nullptr) {
   detail::LogprobLists lists;
   if (prompt != nullptr)
-    detail::append_prompt_logprobs(tok, prompt->ids, prompt->scores, prompt->top, lists, text_offset);
+    detail::append_prompt_logprobs(tok, prompt->ids, prompt->scores, prompt->top, prompt->text, lists, text_offset);
   auto& [tokens, token_logprobs, top_logprobs, offsets] = lists;
   for (const SampleResult& r : results) {
     tokens.emplace_back(detail::token_text(tok, r.token));
@@ -166,7 +167,8 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& event, std::vecto
       if (!tool_calls.empty()) choice["tool_calls"] = std::move(tool_calls);
     }
     if (spec_.logprobs >= 0) {
-      const EchoedPrompt prompt{spec_.prompts[prompt_index], c.prompt_scores, spec_.logprobs};
+      const EchoedPrompt prompt{spec_.prompts[prompt_index], c.prompt_scores, spec_.logprobs,
+                                spec_.prompt.echo ? std::string_view(spec_.prompt.texts[prompt_index]) : std::string_view()};
       choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
                                       : completion_logprobs(tok, c.logprobs, c.text_offset, echo_now ? &prompt : nullptr);
     } else if (!websocket) {
@@ -308,7 +310,9 @@ std::string CompletionJob::body() const {
     }
     if (spec_.logprobs >= 0) {
       size_t offset = 0;
-      const EchoedPrompt prompt{spec_.prompts[i / size_t(spec_.n)], c.prompt_scores, spec_.logprobs};
+      const EchoedPrompt prompt{spec_.prompts[i / size_t(spec_.n)], c.prompt_scores, spec_.logprobs,
+                                spec_.prompt.echo ? std::string_view(spec_.prompt.texts[i / size_t(spec_.n)])
+                                                  : std::string_view()};
       choice["logprobs"] = spec_.chat ? chat_logprobs(tok, c.logprobs)
                                       : completion_logprobs(tok, c.logprobs, offset,
                                                             spec_.prompt.echo ? &prompt : nullptr);

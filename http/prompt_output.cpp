@@ -37,12 +37,16 @@ json::array prompt_logprobs_json(const Tokenizer* tok, std::span<const PromptLog
 }
 
 void append_prompt_logprobs(const Tokenizer* tok, std::span<const int32_t> prompt,
-                            std::span<const PromptLogprob> scores, int32_t top, LogprobLists& out,
-                            size_t& offset) {
+                            std::span<const PromptLogprob> scores, int32_t top, std::string_view text,
+                            LogprobLists& out, size_t& offset) {
+  size_t total = 0;
+  for (int32_t id : prompt) total += token_bytes(tok, id).size();
+  const size_t unshown = total > text.size() ? total - text.size() : 0;
+  size_t at = 0;  // bytes of the prompt's tokens so far
   for (size_t i = 0; i < prompt.size(); ++i) {
     out.tokens.emplace_back(token_text(tok, prompt[i]));
-    out.text_offset.emplace_back(offset);
-    offset += token_bytes(tok, prompt[i]).size();
+    out.text_offset.emplace_back(offset + (at > unshown ? at - unshown : 0));
+    at += token_bytes(tok, prompt[i]).size();
     // Token i is scored by scores[i - 1]; the first has no position before it.
     if (i == 0 || i > scores.size()) {
       out.token_logprobs.emplace_back(nullptr);
@@ -56,6 +60,7 @@ void append_prompt_logprobs(const Tokenizer* tok, std::span<const int32_t> promp
     for (size_t k = 0; k < shown; ++k) alternatives[token_text(tok, s.top[k].token)] = finite(s.top[k].logprob);
     out.top_logprobs.push_back(std::move(alternatives));
   }
+  offset += text.size();
 }
 
 }  // namespace conveyor::http::detail

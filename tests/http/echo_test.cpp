@@ -2,6 +2,9 @@
 // to end on the embedded model: the echoed text and logprobs lists (lengths,
 // the first token's nulls, offsets), max_tokens 0 scoring the prompt alone,
 // streaming, vLLM's prompt_logprobs shape, and the refusals naming their field.
+#include <map>
+
+#include "http/prompt_output_json.hpp"
 #include "tests/http/test_server.hpp"
 #include "tests/http/test_util.hpp"
 
@@ -57,6 +60,40 @@ TEST_F(Echo, TextAndLogprobsCoverThePrompt) {
   for (size_t i = 0; i < 5; ++i)
     EXPECT_NEAR(lp["token_logprobs"].as_array()[prompt_tokens + i].to_number<double>(),
                 plain_lp["token_logprobs"].as_array()[i].to_number<double>(), 1e-6);
+}
+
+// A SentencePiece tokenizer writes a space before the first word that the
+// echoed text does not show, and a BOS of no bytes: offsets index the text
+// as returned ("Hello world": the second word at 5, not 6).
+class SpacedTokenizer : public Tokenizer {
+ public:
+  int32_t vocab_size() const override { return 3; }
+  std::string token_bytes(int32_t id) const override {
+    static const std::map<int32_t, std::string> text = {{0, ""}, {1, " Hello"}, {2, " world"}};
+    return text.at(id);
+  }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string out;
+    for (int32_t id : ids) out += token_bytes(id);
+    return out.empty() ? out : out.substr(1);
+  }
+  std::string piece(int32_t id) const override { return token_bytes(id); }
+
+ protected:
+  void encode_text(std::string_view, bool, std::vector<int32_t>&) const override {}
+};
+
+TEST(EchoOffsets, IndexTheEchoedText) {
+  const SpacedTokenizer tok;
+  const std::vector<int32_t> prompt = {0, 1, 2};
+  detail::LogprobLists lists;
+  size_t offset = 0;
+  detail::append_prompt_logprobs(&tok, prompt, {}, 0, "Hello world", lists, offset);
+  ASSERT_EQ(lists.text_offset.size(), 3u);
+  EXPECT_EQ(lists.text_offset[0], 0);
+  EXPECT_EQ(lists.text_offset[1], 0);
+  EXPECT_EQ(lists.text_offset[2], 5);
+  EXPECT_EQ(offset, 11u);  // the generated tokens count on from the text's end
 }
 
 // echo with max_tokens 0 is the "score this text" call: the prompt alone,
