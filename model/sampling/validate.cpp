@@ -61,7 +61,8 @@ Status validate(const SamplingParams& p, int32_t vocab_size) {
   }
   if (p.grammar && p.ignore_eos) {
     return make_error(Errc::invalid_argument,
-                      "ignore_eos cannot be combined with a grammar: the grammar decides where the text ends");
+                      "ignore_eos cannot be combined with a grammar (response_format, structured outputs, a GBNF "
+                      "grammar, or tools the output is held to): the grammar decides where the text ends");
   }
   return Status::ok();
 }
