@@ -198,6 +198,13 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
                                    std::to_string(state_->options().max_body_bytes) + " bytes",
                                "invalid_request_error", {}, "request_too_large"});
   }
+  if (ec == bhttp::error::header_limit) {  // Beast's 8 KiB for the request line and fields
+    open_record();
+    busy_ = true;
+    keep_alive_ = false;
+    return send_error(ApiError{431, "the request's header is larger than 8 KiB", "invalid_request_error", {},
+                               "request_header_fields_too_large"});
+  }
   if (ec && ec != bhttp::error::end_of_stream && ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
     open_record();
     busy_ = true;
