@@ -331,13 +331,16 @@ void HttpSession::handle_request() {
     case Route::embeddings: return start_embeddings();
     case Route::render:
     case Route::tokenize:
-    case Route::detokenize: {
-      const std::string& body = req.body();
-      auto answer = m.route == Route::tokenize     ? tokenize_response(body, model)
-                    : m.route == Route::detokenize ? detokenize_response(body, model)
-                                                   : render_response(body, model);
-      if (auto* e = std::get_if<ApiError>(&answer)) return send_error(*e);
-      return send_response(200, std::move(std::get<std::string>(answer)), "application/json");
+    case Route::detokenize: {  // a template or the tokenizer over a whole body: off the I/O thread too
+      auto work = [body = std::make_shared<const std::string>(std::move(req.body())), route = m.route, model = &model] {
+        return route == Route::tokenize     ? tokenize_response(*body, *model)
+               : route == Route::detokenize ? detokenize_response(*body, *model)
+                                            : render_response(*body, *model);
+      };
+      return plan_off_thread(std::move(work), [](HttpSession& s, std::variant<std::string, ApiError> answer) {
+        if (auto* e = std::get_if<ApiError>(&answer)) return s.send_error(*e);
+        s.send_response(200, std::move(std::get<std::string>(answer)), "application/json");
+      });
     }
     case Route::release_session: {
       auto name = parse_session_release(req.body());
