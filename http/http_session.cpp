@@ -377,11 +377,13 @@ EventSink HttpSession::make_sink(int32_t first_choice) {
 // template, the tokenizer and above all a grammar to compile would stall the
 // I/O thread's other connections. The probe notices a client that goes
 // meanwhile; `then` runs unless the request was answered (shutdown) or the
-// connection closed in between.
+// connection closed in between. The request counts as in flight from here,
+// so a drain that begins meanwhile waits for it as for a running one.
 template <class Work, class Then>
 void HttpSession::plan_off_thread(Work work, Then then) {
   const uint64_t serial = ++serial_;
   planning_ = serial;
+  record_.run_on_engine(*state_);  // in flight from here: a drain waits for it
   state_->plan(weak_from_this(), std::move(work), [serial, then](HttpSession& s, auto result) {
     if (s.planning_ != serial || s.closed_) return;
     s.planning_ = 0;

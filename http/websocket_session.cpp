@@ -86,11 +86,11 @@ void WebSocketSession::shutdown() {
     }
     s.running_.clear();
     s.by_client_id_.clear();
-    for (const auto& [key, p] : s.planning_) {
+    for (auto& [key, p] : s.planning_) {
       ApiRequest r;
       r.client_id = p.client_id;
       r.client_id_is_number = p.client_id_is_number;
-      s.refuse(why, r);
+      s.refuse(why, r, std::move(p.record));
     }
     s.planning_.clear();
     s.closing_ = true;
@@ -113,8 +113,8 @@ void WebSocketSession::end_record(Running& r, int status_if_ok) {
   r.record.end(summary.error ? summary.error->status : status_if_ok);
 }
 
-void WebSocketSession::refuse(const ApiError& error, const ApiRequest& request) {
-  RequestRecord record(connection_, "WS", "/v1/ws");
+void WebSocketSession::refuse(const ApiError& error, const ApiRequest& request, RequestRecord record) {
+  if (!record.open()) record = RequestRecord(connection_, "WS", "/v1/ws");
   if (!request.client_id.empty()) record.set_id(request.client_id);
   record.set_stream(true);
   record.set_error(error.message);
@@ -221,6 +221,8 @@ void WebSocketSession::plan(WsStart start) {
   p.serial = serial;
   p.client_id = start.request.client_id;
   p.client_id_is_number = start.request.client_id_is_number;
+  p.record = RequestRecord(connection_, "WS", "/v1/ws");
+  p.record.run_on_engine(*state_);  // in flight from here: a drain waits for it
   auto work = [start = std::make_shared<WsStart>(std::move(start)), model = &state_->model()] {
     std::optional<WsRefuse> refused = plan_ws_start(*start, *model);
     return std::make_pair(std::move(*start), std::move(refused));
@@ -230,10 +232,12 @@ void WebSocketSession::plan(WsStart start) {
                  auto it = s.planning_.find(planned.first.key);
                  if (it == s.planning_.end() || it->second.serial != serial || s.closed_ || s.closing_) return;
                  const bool cancelled = it->second.cancelled;
+                 RequestRecord record = std::move(it->second.record);
                  s.planning_.erase(it);
-                 if (planned.second) return s.refuse(planned.second->error, planned.second->request);
+                 if (planned.second)
+                   return s.refuse(planned.second->error, planned.second->request, std::move(record));
                  const std::string key = planned.first.key;
-                 s.start(std::move(planned.first), serial);
+                 s.start(std::move(planned.first), serial, std::move(record));
                  if (cancelled) {
                    auto running = s.by_client_id_.find(key);
                    if (running != s.by_client_id_.end()) s.cancel(s.running_.at(running->second));
@@ -241,7 +245,7 @@ void WebSocketSession::plan(WsStart start) {
                });
 }
 
-void WebSocketSession::start(WsStart start, uint64_t serial) {
+void WebSocketSession::start(WsStart start, uint64_t serial, RequestRecord record) {
   const ApiRequest& r = start.request;
   const RequestPlan& plan = start.plan;
   int64_t prompt_tokens = 0;
@@ -249,11 +253,11 @@ void WebSocketSession::start(WsStart start, uint64_t serial) {
   auto admitted = state_->keys().admit(key_, prompt_tokens);
   if (auto* refused = std::get_if<KeyRefusal>(&admitted)) {
     if (refused->counted) state_->refusals().add(*refused->counted);
-    return refuse(refused->error, r);
+    return refuse(refused->error, r, std::move(record));
   }
 
   Running& running = running_[serial];
-  running.record = RequestRecord(connection_, "WS", "/v1/ws");
+  running.record = std::move(record);
   running.record.set_id(r.client_id);
   running.record.set_stream(true);
   running.record.run_on_engine(*state_);

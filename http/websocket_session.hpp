@@ -84,10 +84,11 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   void close_for_message_size();
   void close_after_queue(boost::beast::websocket::close_code code);
   // An error event for a message that runs nothing, and its access-log line.
-  void refuse(const ApiError& error, const ApiRequest& request);
+  // `record`: the request's, when it was planned (else a new one).
+  void refuse(const ApiError& error, const ApiRequest& request, RequestRecord record = {});
   void end_record(Running& r, int status_if_ok);
   void plan(WsStart start);
-  void start(WsStart start, uint64_t serial);
+  void start(WsStart start, uint64_t serial, RequestRecord record);
   void on_engine_event(uint64_t serial, int32_t choice, const StreamEvent& event);
   void cancel(Running& r);
   void cancel_all();
@@ -125,6 +126,7 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
     std::string client_id;
     bool client_id_is_number = false;
     bool cancelled = false;  // a cancel came meanwhile
+    RequestRecord record;    // in flight (a drain waits for it)
   };
   std::map<std::string, Planning> planning_;
 };
