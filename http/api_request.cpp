@@ -23,10 +23,8 @@ ApiError type_error(std::string_view field, std::string_view want) {
   return bad_request(std::move(message), std::string(field));
 }
 
-constexpr const char* kNotJson = "the request body is not valid JSON: ";
-
 ApiError invalid_json(simdjson::error_code err) {
-  ApiError e = bad_request(std::string(kNotJson) + simdjson::error_message(err));
+  ApiError e = bad_request(std::string(detail::kBodyNotJson) + simdjson::error_message(err));
   e.code = "invalid_json";
   return e;
 }
@@ -546,7 +544,7 @@ ParseResult parse_request(std::string_view body, Endpoint endpoint) {
   // On-demand parsing stops at the object's end: anything after it is an error.
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) == simdjson::SUCCESS) {
-    result.error = bad_request("the request body is not valid JSON: content after the object");
+    result.error = bad_request(std::string(detail::kBodyNotJson).append("content after the object"));
     return result;
   }
   if (Fail f = resolve(result.request, pending, endpoint)) result.error = std::move(f);
@@ -563,7 +561,7 @@ ParseResult parse_api_request(std::string_view body, Endpoint endpoint) {
   if (result.error && result.error->code == "invalid_json") {
     boost::system::error_code ec;
     detail::parse_request_json(body, ec);
-    if (ec) result.error->message = kNotJson + detail::json_error_text(ec);
+    if (ec) result.error->message = detail::body_not_json(ec).message;
   }
   return result;
 }

@@ -105,7 +105,7 @@ int64_t EmbeddingRequest::prompt_tokens() const {
 std::variant<EmbeddingRequest, ApiError> parse_embedding_request(std::string_view body, const ModelContext& model) {
   boost::system::error_code ec;
   json::value root = detail::parse_request_json(body, ec);
-  if (ec) return bad_request("the request body is not valid JSON: " + detail::json_error_text(ec));
+  if (ec) return detail::body_not_json(ec);
   if (!root.is_object()) return bad_request("the request body must be a JSON object");
   const json::object& o = root.as_object();
   for (const auto& field : o) {

@@ -26,10 +26,6 @@ namespace {
 
 constexpr size_t kMaxPipelinedBytes = 64 * 1024;  // read ahead while a response streams
 
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(int64_t(seconds * 1000.0));
-}
-
 ApiError shutting_down() {
   return ApiError{503, "the server is shutting down", "server_error", {}, "shutting_down"};
 }

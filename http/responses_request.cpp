@@ -244,7 +244,7 @@ std::span<const RequestField> responses_fields() { return kFields; }
 std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_view body) {
   boost::system::error_code ec;
   const json::value doc = detail::parse_request_json(body, ec);
-  if (ec) return bad_request("the request body is not valid JSON: " + detail::json_error_text(ec));
+  if (ec) return detail::body_not_json(ec);
   const json::object* obj = doc.if_object();
   if (obj == nullptr) return bad_request("the request body must be a JSON object");
   ResponsesRequest out;

@@ -26,8 +26,6 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1000.0)); }
-
 std::string seconds_text(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", seconds);

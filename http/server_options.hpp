@@ -4,6 +4,7 @@
 // validate_server_options() checks them; Server::start() refuses what it refuses.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,11 @@
 #include "http/tool_call_format.hpp"
 
 namespace conveyor::http {
+
+// A limit given in seconds (the options' timeouts) as a duration.
+inline std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(int64_t(seconds * 1000.0));
+}
 
 struct ServerOptions {
   std::string host = "127.0.0.1";

@@ -14,7 +14,7 @@ namespace json = boost::json;
 std::variant<json::object, ApiError> parse_object(std::string_view body) {
   boost::system::error_code ec;
   json::value v = detail::parse_request_json(body, ec);
-  if (ec) return bad_request("the request body is not valid JSON: " + detail::json_error_text(ec));
+  if (ec) return detail::body_not_json(ec);
   if (!v.is_object()) return bad_request("the request body must be a JSON object");
   return std::move(v.as_object());
 }

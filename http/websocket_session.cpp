@@ -18,8 +18,6 @@ namespace {
 // bound plus this.
 constexpr size_t kFinalEventSlack = 64 * 1024;
 
-std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1000.0)); }
-
 }  // namespace
 
 WebSocketSession::WebSocketSession(net::ip::tcp::socket&& socket, std::shared_ptr<ServerState> state,
