@@ -483,8 +483,11 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
     const std::string reason = down.reason ? "it stopped (" + to_string(down.reason) + ")" : "it stopped";
     if (down.source == st.actors.admission.address()) return replace_admission(self, down.source, reason);
     if (down.source == st.actors.preemption.address()) return replace_preemption(self, down.source, reason);
-    // A sink that died: its requests are cancelled.
+    // A sink that died: its requests are cancelled. (A router's, on a node:
+    // the router counts them and places them again; a node's own metrics
+    // count only its HTTP clients' requests, so the log says what happened.)
     if (!st.sink_refs.erase(down.source)) return;
+    size_t cancelled = 0;
     for (auto it = st.sinks.begin(); it != st.sinks.end();) {
       if (it->second.address() != down.source) {
         ++it;
@@ -492,7 +495,11 @@ scheduler_actor::behavior_type scheduler(self_ptr self, SchedulerConfig config,
       }
       st.core->cancel(it->first);
       it = st.sinks.erase(it);
+      ++cancelled;
     }
+    if (down.source.node() != self->node())
+      spdlog::info("{} request(s) cancelled: their sink on node {} went away ({})", cancelled,
+                   to_string(down.source.node()), to_string(down.reason));
     wake(self);
   });
   return {

@@ -48,8 +48,8 @@ struct EchoedPrompt {
   std::string_view text;  // as the answer shows it
 };
 
-// Legacy completions format: parallel lists, text_offset counted in bytes of
-// the choice's text (the echoed prompt's first).
+// Legacy completions format: parallel lists, text_offset counted in
+// characters of the choice's text (the echoed prompt's first).
 json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResult> results,
                                 size_t& text_offset, const EchoedPrompt* prompt = nullptr) {
   detail::LogprobLists lists;
@@ -62,8 +62,7 @@ json::value completion_logprobs(const Tokenizer* tok, std::span<const SampleResu
     json::object top;
     for (const TokenLogprob& alt : r.top) top[detail::token_text(tok, alt.token)] = finite(alt.logprob);
     top_logprobs.push_back(std::move(top));
-    offsets.emplace_back(text_offset);
-    text_offset += detail::token_bytes(tok, r.token).size();
+    offsets.emplace_back(detail::next_text_offset(detail::token_bytes(tok, r.token), text_offset));
   }
   return json::object{{"tokens", std::move(tokens)},
                       {"token_logprobs", std::move(token_logprobs)},

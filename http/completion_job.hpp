@@ -84,7 +84,7 @@ class CompletionJob final : public ClientJob {
     std::string text;                   // body mode: everything; streaming: unused
     std::vector<int32_t> token_ids;     // body mode: everything; streaming: this event's
     std::vector<SampleResult> logprobs; // parallel to token_ids when logprobs were asked for
-    size_t text_offset = 0;             // completions logprobs: bytes of text so far
+    size_t text_offset = 0;             // completions logprobs: characters of text so far
     FinishReason finish = FinishReason::none;
     int32_t completion_tokens = 0;
     int32_t received_tokens = 0;

@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "http/json_detail.hpp"
 #include "http/prompt_output_json.hpp"
+#include "model/tokenizer/utf8.hpp"
 
 namespace conveyor::http::detail {
 namespace {
@@ -42,10 +44,15 @@ void append_prompt_logprobs(const Tokenizer* tok, std::span<const int32_t> promp
   size_t total = 0;
   for (int32_t id : prompt) total += token_bytes(tok, id).size();
   const size_t unshown = total > text.size() ? total - text.size() : 0;
-  size_t at = 0;  // bytes of the prompt's tokens so far
+  size_t at = 0;                  // bytes of the prompt's tokens so far
+  size_t counted = 0, chars = 0;   // bytes of `text` counted so far, and their characters
   for (size_t i = 0; i < prompt.size(); ++i) {
     out.tokens.emplace_back(token_text(tok, prompt[i]));
-    out.text_offset.emplace_back(offset + (at > unshown ? at - unshown : 0));
+    const size_t byte = std::min(at > unshown ? at - unshown : 0, text.size());
+    chars += utf8::count_chars(text.substr(counted, byte - counted));
+    counted = byte;
+    const bool inside = chars > 0 && byte < text.size() && utf8::is_continuation(text[byte]);
+    out.text_offset.emplace_back(offset + chars - size_t(inside));
     at += token_bytes(tok, prompt[i]).size();
     // Token i is scored by scores[i - 1]; the first has no position before it.
     if (i == 0 || i > scores.size()) {
@@ -60,7 +67,13 @@ void append_prompt_logprobs(const Tokenizer* tok, std::span<const int32_t> promp
     for (size_t k = 0; k < shown; ++k) alternatives[token_text(tok, s.top[k].token)] = finite(s.top[k].logprob);
     out.top_logprobs.push_back(std::move(alternatives));
   }
-  offset += text.size();
+  offset += utf8::count_chars(text);
+}
+
+size_t next_text_offset(std::string_view bytes, size_t& chars) {
+  const size_t at = chars > 0 && !bytes.empty() && utf8::is_continuation(bytes[0]) ? chars - 1 : chars;
+  chars += utf8::count_chars(bytes);
+  return at;
 }
 
 }  // namespace conveyor::http::detail

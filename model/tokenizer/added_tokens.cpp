@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "model/tokenizer/utf8.hpp"
+
 namespace conveyor::tokenizer_detail {
 namespace {
-
-bool is_continuation_byte(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
 
 // `ranges` without empty ones, sorted and with overlapping or touching ones merged.
 std::vector<TextRange> merged(std::span<const TextRange> ranges) {
@@ -35,7 +35,7 @@ AddedTokens::AddedTokens(const Vocabulary& vocab) {
     if (type != TokenType::control && type != TokenType::unknown &&
         type != TokenType::user_defined)
       continue;
-    if (piece.empty() || is_continuation_byte(piece[0])) continue;
+    if (piece.empty() || utf8::is_continuation(piece[0])) continue;
     entries_.push_back({piece, static_cast<int32_t>(id), type != TokenType::user_defined});
   }
   // Sorted by text; of equal pieces the lowest id stays.

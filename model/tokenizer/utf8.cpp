@@ -134,4 +134,10 @@ void append_code_point(uint32_t cp, std::string& out) {
   }
 }
 
+size_t count_chars(std::string_view in) {
+  size_t chars = 0;
+  for (char c : in) chars += !is_continuation(c);
+  return chars;
+}
+
 }  // namespace conveyor::utf8

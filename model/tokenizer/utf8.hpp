@@ -34,6 +34,13 @@ size_t char_length(std::string_view in, size_t pos);
 // The code point of the well-formed character of length `len` at in[pos].
 uint32_t decode_char(std::string_view in, size_t pos, size_t len);
 
+// Whether `byte` is a continuation byte (10xxxxxx), which no character starts with.
+inline bool is_continuation(char byte) { return (static_cast<uint8_t>(byte) & 0xC0) == 0x80; }
+
+// The characters (code points) of `in`: its bytes that are not continuation
+// bytes, so a character cut at the end counts by its lead byte.
+size_t count_chars(std::string_view in);
+
 // Appends the UTF-8 encoding of code point `cp` (assumed a scalar value).
 void append_code_point(uint32_t cp, std::string& out);
 

@@ -52,7 +52,7 @@ TEST_F(Echo, TextAndLogprobsCoverThePrompt) {
     EXPECT_LE(lp["token_logprobs"].as_array()[i].to_number<double>(), 0.0) << i;
     EXPECT_LE(lp["top_logprobs"].as_array()[i].as_object().size(), 2u) << i;
   }
-  // Offsets count bytes from the start of the echoed text; the generated part is the plain answer's.
+  // Offsets count characters from the start of the echoed text; the generated part is the plain answer's.
   const json::array& offsets = lp["text_offset"].as_array();
   EXPECT_EQ(offsets[0].to_number<int64_t>(), 0);
   for (size_t i = 1; i < offsets.size(); ++i)
@@ -94,6 +94,35 @@ TEST(EchoOffsets, IndexTheEchoedText) {
   EXPECT_EQ(lists.text_offset[1], 0);
   EXPECT_EQ(lists.text_offset[2], 5);
   EXPECT_EQ(offset, 11u);  // the generated tokens count on from the text's end
+}
+
+// Offsets count characters (code points), as OpenAI and vLLM count them,
+// not bytes; a byte token inside a character is at that character.
+class AccentedTokenizer : public SpacedTokenizer {
+ public:
+  int32_t vocab_size() const override { return 7; }
+  std::string token_bytes(int32_t id) const override {
+    static const std::map<int32_t, std::string> text = {
+        {3, " w\xC3\xB6rld"}, {4, "\xC3"}, {5, "\xA9"}, {6, "!"}};
+    return id < 3 ? SpacedTokenizer::token_bytes(id) : text.at(id);
+  }
+};
+
+TEST(EchoOffsets, CountCharacters) {
+  const AccentedTokenizer tok;
+  const std::vector<int32_t> prompt = {0, 1, 3, 4, 5, 2};
+  detail::LogprobLists lists;
+  size_t offset = 0;
+  detail::append_prompt_logprobs(&tok, prompt, {}, 0, "Hello w\xC3\xB6rld\xC3\xA9 world", lists, offset);
+  ASSERT_EQ(lists.text_offset.size(), 6u);
+  const std::vector<int64_t> want = {0, 0, 5, 11, 11, 12};  // the two byte tokens are both the é at 11
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lists.text_offset[i].to_number<int64_t>(), want[i]) << i;
+  EXPECT_EQ(offset, 18u);
+  // Generated tokens count on: é as two byte tokens, then "!".
+  EXPECT_EQ(detail::next_text_offset(tok.token_bytes(4), offset), 18u);
+  EXPECT_EQ(detail::next_text_offset(tok.token_bytes(5), offset), 18u);
+  EXPECT_EQ(detail::next_text_offset(tok.token_bytes(6), offset), 19u);
+  EXPECT_EQ(offset, 20u);
 }
 
 // echo with max_tokens 0 is the "score this text" call: the prompt alone,
