@@ -49,6 +49,7 @@
 #include "bench/int8_peak.hpp"
 #include "bench/isa_flag.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
 #include "model/batch.hpp"
 #include "model/formats/gguf_llama.hpp"

@@ -99,9 +99,16 @@ Status validate(const EngineConfig& c) {
   if (!(c.target_itl_ms >= 0) || c.target_itl_ms > 1e6) return bad("target-itl-ms", "must be between 0 and 1e6");
   if (c.max_waiting < 0) return bad("max-waiting", "must be >= 0");
   if (c.max_fault_retries < 0) return bad("max-fault-retries", "must be >= 0");
-  if (!(c.session_ttl_seconds > 0)) return bad("session-ttl", "must be > 0 seconds");
+  // Settings of the config file only ([engine] keys), named as there.
+  auto bad_key = [](const std::string& key, const std::string& why) {
+    return Status(make_error(Errc::invalid_argument, "engine." + key + ": " + why));
+  };
+  if (!(c.session_ttl_seconds > 0) || c.session_ttl_seconds > 1e9)
+    return bad_key("session_ttl_seconds", "must be more than 0 seconds");
   if (!(c.session_max_share >= 0 && c.session_max_share <= 1))
-    return bad("session-max-share", "must be in [0, 1]");
+    return bad_key("session_max_share", "must be in [0, 1]");
+  if (!(c.aging_interval_seconds >= 0) || c.aging_interval_seconds > 1e9)
+    return bad_key("aging_interval_seconds", "must be 0 (no aging) or more seconds");
   if (!(c.policy_timeout_seconds > 0 && c.policy_timeout_seconds <= 3600))
     return bad("policy-timeout", "must be more than 0 and at most 3600 seconds");
   if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();

@@ -410,7 +410,7 @@ std::vector<Setting> make_table() {
   t.push_back(number({"", "engine", "session_max_share", "the share of the KV blocks sessions may keep"},
                      FIELD(engine.session_max_share), any_number, "a number"));
   t.push_back(number({"", "engine", "aging_interval_seconds",
-                      "under --scheduling-policy priority, a request gains one level per interval"},
+                      "under --scheduling-policy priority, a request gains one level per interval (0: no aging)"},
                      FIELD(engine.aging_interval_seconds), any_number, "a number"));
   t.push_back(integer({"max-waiting", "engine", "max_waiting", "waiting-queue bound; past it requests get 429"},
                       FIELD(engine.max_waiting), 0, kInt32Max));
@@ -541,6 +541,12 @@ Status validate_server_options(const ServerOptions& o) {
     return make_error(Errc::invalid_argument, "--header-timeout (header_timeout) must be more than 0 seconds");
   if (!in_range(o.idle_timeout_seconds))
     return make_error(Errc::invalid_argument, "--idle-timeout (idle_timeout_seconds) must be more than 0 seconds");
+  // Some programs take an empty host for every interface, others for the
+  // default: neither is guessed.
+  if (o.host.empty())
+    return make_error(Errc::invalid_argument,
+                      "--host (host) is empty: give 127.0.0.1 (this machine only, the default) or 0.0.0.0 "
+                      "(every interface)");
   if (o.io_threads < 1) return make_error(Errc::invalid_argument, "io_threads must be 1 or more");
   if (o.ws_max_messages_per_second < 0)
     return make_error(Errc::invalid_argument,

@@ -1,6 +1,5 @@
 #include "kernels/cpu/matmul.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -82,13 +81,6 @@ void matmul_packed_swiglu(const float* x, int64_t ldx, int32_t n, const float* p
   if (n <= 0 || hidden <= 0) return;
   const int32_t panels = 2 * ((hidden + kPanelRows - 1) / kPanelRows);
   run_packed(Epilogue::swiglu, x, ldx, n, packed_gate_up, panels, k, y, ldy, hidden);
-}
-
-void matmul_blas(const float* x, int64_t ldx, int32_t n, const float* w, int32_t m, int32_t k,
-                 float* y, int64_t ldy, bool accumulate) {
-  if (n <= 0 || m <= 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, int(ldx), w, k,
-              accumulate ? 1.0f : 0.0f, y, int(ldy));
 }
 
 }  // namespace conveyor::kernels

@@ -6,8 +6,9 @@
 //    product streams W exactly once with no per-call packing. This is what the
 //    forward pass uses: at decode batch sizes (n <= 64) a BLAS spends most of
 //    its time packing W on every call (kernels/cpu/README.md has the numbers).
-//  - matmul_blas: the same product through the BLAS chosen in
-//    cmake/ConveyorBlas.cmake, on the unpacked W. For comparisons and tests.
+//  - matmul_blas (matmul_blas.hpp, its own library so that the serving
+//    binary does not load a BLAS): the same product through OpenBLAS, on the
+//    unpacked W. For comparisons and tests.
 //
 // Both are multi-threaded with OpenMP (the calling thread's team size) and
 // allocate nothing.
@@ -62,13 +63,5 @@ void matmul_packed_swiglu(const float* x,  // [n, ldx]
                           int32_t hidden, int32_t k,
                           float* y,  // [n, ldy], first hidden columns written
                           int64_t ldy);
-
-// y = x·Wᵀ through BLAS (sgemm, row-major, W transposed).
-void matmul_blas(const float* x,  // [n, ldx]
-                 int64_t ldx, int32_t n,
-                 const float* w,  // [m, k]
-                 int32_t m, int32_t k,
-                 float* y,  // [n, ldy]
-                 int64_t ldy, bool accumulate = false);
 
 }  // namespace conveyor::kernels

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -148,6 +150,27 @@ TEST(EngineConfigValidation, CapacityAndDtypeFlags) {
   EXPECT_EQ(kv_dtype_of(c), __builtin_cpu_supports("avx512bf16") ? KvDtype::bf16 : KvDtype::f16);
   c.kv_cache_memory_fraction = 0.0;
   EXPECT_FALSE(validate(c).is_ok());
+}
+
+// Settings of the config file alone are named as its keys (there is no
+// --session-ttl flag to point at); aging may be off (0), not negative.
+TEST(EngineConfigValidation, FileOnlySettingsNameTheirKeys) {
+  EngineConfig c;
+  c.session_ttl_seconds = 0;
+  ASSERT_FALSE(validate(c).is_ok());
+  EXPECT_EQ(validate(c).error().message.rfind("engine.session_ttl_seconds: ", 0), 0u) << validate(c).error().message;
+  c = EngineConfig{};
+  c.session_max_share = 2;
+  ASSERT_FALSE(validate(c).is_ok());
+  EXPECT_EQ(validate(c).error().message.rfind("engine.session_max_share: ", 0), 0u);
+  c = EngineConfig{};
+  c.aging_interval_seconds = 0;
+  EXPECT_TRUE(validate(c).is_ok());
+  for (double bad : {-1.0, std::nan("")}) {
+    c.aging_interval_seconds = bad;
+    ASSERT_FALSE(validate(c).is_ok()) << bad;
+    EXPECT_EQ(validate(c).error().message.rfind("engine.aging_interval_seconds: ", 0), 0u);
+  }
 }
 
 // The engine sizes its cache from --kv-cache-memory: whole blocks of the

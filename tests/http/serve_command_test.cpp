@@ -42,6 +42,8 @@ TEST(ServeCommand, BadFlagsExitTwoWithAMessage) {
   EXPECT_EQ(exit_code_of("--config /nonexistent.toml", &out), 2);
   EXPECT_EQ(exit_code_of("--config /tmp", &out), 2);
   EXPECT_NE(out.find("is a directory"), std::string::npos) << out;
+  EXPECT_EQ(exit_code_of("--host ''", &out), 2);  // every interface to some programs, the default to others
+  EXPECT_NE(out.find("--host (host) is empty"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--max-body-bytes 0", &out), 2);  // every request would be a 413
   EXPECT_NE(out.find("max-body-bytes"), std::string::npos) << out;
   EXPECT_EQ(exit_code_of("--chat-template jinja", &out), 2);

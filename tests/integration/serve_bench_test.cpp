@@ -43,6 +43,10 @@ TEST(BenchCommand, BadArgumentsExitTwo) {
            {"--endpoint", "embeddings"},
            {"--input-len", "4", "--input-dist", "fixed:4"},
            {"--dataset", "/nonexistent.jsonl"},
+           {"--temperature", "nan"},  // CLI11's own range check lets nan through
+           {"--rate", "0"},
+           {"--timeout", "inf"},
+           {"--json", "/nonexistent/results.json"},  // before the load, not after it
        }) {
     const auto r = run_process(bench_argv(args), std::chrono::seconds(30));
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.output;

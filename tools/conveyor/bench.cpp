@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "tools/conveyor/bench_request.hpp"
 #include "tools/conveyor/bench_stats.hpp"
 #include "tools/conveyor/bench_workload.hpp"
+#include "tools/conveyor/cli_checks.hpp"
 #include "tools/conveyor/commands.hpp"
 
 namespace conveyor::cli {
@@ -134,7 +136,15 @@ int run_bench(const BenchArgs& args) {
     if (!args.report_dir) return usage_error("--add-figures needs --report DIR");
     return add_figures(args);
   }
-  if (args.metrics_interval_s < 0) return usage_error("--metrics-interval must be >= 0");
+  if (args.json_out) {
+    // Before the run, so a results file that cannot be written fails in a second, not after the load.
+    const std::filesystem::path dir = std::filesystem::absolute(*args.json_out).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+      return usage_error("--json " + *args.json_out + ": the folder " + dir.string() + " is missing or not writable");
+    if (std::filesystem::is_directory(*args.json_out, ec))
+      return usage_error("--json " + *args.json_out + " is a folder");
+  }
   if (args.report_dir) {
     // Before the run, so an unreadable report fails in a second, not after the load.
     if (auto existing = load_report(*args.report_dir); !existing) return usage_error("--report: " + existing.error().message);
@@ -142,7 +152,6 @@ int run_bench(const BenchArgs& args) {
   auto url = ServerUrl::parse(args.url);
   if (!url) return usage_error(url.error().message);
   const Endpoint endpoint = args.endpoint == "chat" ? Endpoint::chat : Endpoint::completions;
-  if (args.rate && !(*args.rate > 0)) return usage_error("--rate must be positive");
 
   LengthDist input = LengthDist::fixed(args.input_len.value_or(kDefaultLength));
   LengthDist output = LengthDist::fixed(args.output_len.value_or(kDefaultLength));
@@ -273,11 +282,12 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--concurrency", args->concurrency,
                   "closed loop: keep N requests in flight (default 1); with --rate: at most N in flight")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--rate", args->rate, "open loop: Poisson arrivals, R requests per second");
+  cmd->add_option("--rate", args->rate, "open loop: Poisson arrivals, R requests per second")
+      ->check(positive_number());
   cmd->add_option("--num-requests", args->num_requests, "requests to send (default 100, no limit with --duration)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--duration", args->duration_s, "stop sending after S seconds (requests in flight finish)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   auto* in_len = cmd->add_option("--input-len", args->input_len, "prompt length in tokens (default 128)")
                      ->check(CLI::PositiveNumber);
   auto* out_len = cmd->add_option("--output-len", args->output_len, "tokens to generate (default 128)")
@@ -295,7 +305,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--ignore-eos,!--no-ignore-eos", args->ignore_eos,
                 "generate the full output length even past end-of-sequence (default on)");
   cmd->add_option("--temperature", args->temperature, "sampling temperature (default 0: greedy)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(finite_range(0, 100));
   cmd->add_option("--seed", args->seed, "seed for prompts, lengths and arrival times (default 0)");
   cmd->add_option("--json", args->json_out, "write the results (summary and per-request records) to FILE");
   cmd->add_option("--report", args->report_dir,
@@ -310,10 +320,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--metrics-interval", args->metrics_interval_s,
                   "poll the server's GET /metrics (KV cache usage, running, waiting) every S seconds during the run; "
                   "0: never")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_range(0, 1e6));
   cmd->add_option("--timeout", args->timeout_s, "seconds one network step may take before the request fails")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--quiet", args->quiet, "no progress line");
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }

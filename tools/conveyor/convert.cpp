@@ -1,5 +1,6 @@
 // `conveyor convert`: export any loadable model (llama2.c checkpoint, dummy,
 // GGUF) to a GGUF file that conveyor and llama.cpp read.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -23,6 +24,16 @@ int run_convert(const ConvertArgs& args) {
   if (!type) {
     std::cerr << "conveyor convert: " << type.error().message << "\n";
     return kExitUsage;
+  }
+  // The writer replaces --out whole, so an input named again as --out
+  // would be lost (and a file being read replaced under its reader).
+  for (const std::string* input : {&args.model, &args.tokenizer}) {
+    std::error_code ec;
+    if (!input->empty() && std::filesystem::equivalent(*input, args.out, ec)) {
+      std::cerr << "conveyor convert: --out " << args.out << " is the input file " << *input
+                << "; write the converted model to another path\n";
+      return kExitUsage;
+    }
   }
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "model/kv_cache.hpp"
 #include "model/sampling/sampler.hpp"
 #include "model/tokenizer/detokenizer.hpp"
+#include "tools/conveyor/cli_checks.hpp"
 #include "tools/conveyor/commands.hpp"
 
 namespace conveyor::cli {
@@ -46,25 +48,28 @@ struct GenerateArgs {
 constexpr int32_t kBlockSize = 16;
 constexpr int32_t kPrefillChunk = 256;
 
-// "1,2,3" -> {1, 2, 3}; every id must be in [0, vocab_size).
+// "1,2,3" (spaces around the commas allowed) -> {1, 2, 3}; every id must be
+// in [0, vocab_size).
 Expected<std::vector<int32_t>> parse_ids(const std::string& text, int32_t vocab_size) {
   std::vector<int32_t> ids;
-  const char* p = text.data();
-  const char* end = p + text.size();
-  while (p < end) {
-    while (p < end && (*p == ' ' || *p == ',')) ++p;
-    if (p == end) break;
+  const auto malformed = [&] {
+    return make_error(Errc::invalid_argument, "--prompt-ids: expected comma-separated integers, got '" + text + "'");
+  };
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string_view item(text.data() + begin, end - begin);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     int32_t id = 0;
-    auto [next, ec] = std::from_chars(p, end, id);
-    if (ec != std::errc() || (next < end && *next != ',' && *next != ' '))
-      return make_error(Errc::invalid_argument,
-                        "--prompt-ids: expected comma-separated integers, got '" + text + "'");
+    const auto [next, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc() || next != item.data() + item.size()) return malformed();
     if (id < 0 || id >= vocab_size)
       return make_error(Errc::invalid_argument, "--prompt-ids: token id " + std::to_string(id) +
                                                     " is outside the vocabulary [0, " +
                                                     std::to_string(vocab_size) + ")");
     ids.push_back(id);
-    p = next;
+    begin = end + 1;
   }
   if (ids.empty()) return make_error(Errc::invalid_argument, "--prompt-ids: no token ids given");
   return ids;
@@ -177,6 +182,7 @@ int run_generate(const GenerateArgs& args) {
   }
 
   std::vector<int32_t> generated;
+  bool context_full = false;
   int32_t pos = int32_t(prompt.size());
   while (int32_t(generated.size()) < args.max_tokens) {
     if (token < 0 || stops.is_stop_token(token, eos_ids)) break;
@@ -186,12 +192,19 @@ int run_generate(const GenerateArgs& args) {
     } else {
       std::cout << (generated.size() > 1 ? " " : "") << token << std::flush;
     }
-    if (pos + 1 >= total || int32_t(generated.size()) == args.max_tokens) break;  // context full, or done
+    if (int32_t(generated.size()) == args.max_tokens) break;
+    if (pos + 1 >= total) {
+      context_full = true;
+      break;
+    }
     token = step(std::span(&token, 1), pos, true);
     ++pos;
   }
   if (detok) std::cout << detok->flush();
   std::cout << "\n";
+  if (context_full)
+    std::cerr << "conveyor generate: stopped after " << generated.size() << " tokens: the model's context of "
+              << config.context_length << " tokens is full\n";
   return 0;
 }
 
@@ -208,18 +221,20 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   prompt->excludes(ids);
   ids->excludes(prompt);
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temperature", args->temperature, "0 for greedy")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-p", args->top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--min-p", args->min_p, "drop tokens below min-p times the top probability")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->seed, "random seed (same seed, same output)");
+  cmd->add_option("--temperature", args->temperature, "0 for greedy")->check(finite_range(0, 100));
+  cmd->add_option("--top-p", args->top_p, "nucleus sampling mass")->check(finite_range(0, 1));
+  cmd->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")
+      ->check(CLI::Range(0, std::numeric_limits<int32_t>::max()));
+  cmd->add_option("--min-p", args->min_p, "drop tokens below min-p times the top probability")
+      ->check(finite_range(0, 1));
+  cmd->add_option("--seed", args->seed, "random seed (same seed, same output)")->check(unsigned_integer());
   cmd->add_flag("--ids", args->ids_only, "print the generated token ids instead of text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the end-of-sequence token");
-  cmd->add_option("--threads", args->threads, "compute threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "compute threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->add_option("--device", args->device, "cpu | cuda | cuda:N: the backend (default cpu)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "f32 | f16 | bf16 | auto: the KV cache's element type (default auto: bf16 where the CPU "
-                  "has AVX512-BF16, else f16)");
+                  "f32 | f16 | bf16 | q8_0 | auto: the KV cache's element type (default auto: bf16 where "
+                  "the CPU has AVX512-BF16, else f16)");
   cmd->callback([args, cmd, &exit_code] {
     if (!args->prompt && !args->prompt_ids) {
       exit_code = usage_error("give --prompt TEXT or --prompt-ids 1,2,3 (see --help)");

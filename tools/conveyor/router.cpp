@@ -26,6 +26,7 @@
 #include "http/engine_port.hpp"
 #include "http/server.hpp"
 #include "http/server_log.hpp"
+#include "tools/conveyor/cli_checks.hpp"
 #include "model/formats/loader.hpp"
 #include "http/serve_settings.hpp"
 #include "router/placement.hpp"
@@ -208,8 +209,9 @@ void add_router_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--node-timeout", f->node_timeout,
                   "seconds an up node may answer nothing before it is taken for dead and its requests move "
                   "(default 10)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--block-size", f->block_size, "tokens per block of the prefix chains (default: the nodes')");
+      ->check(finite_range(1e-3, 1e9));
+  cmd->add_option("--block-size", f->block_size, "tokens per block of the prefix chains (default: the nodes')")
+      ->check(power_of_two(1024));
   add_tls_options(cmd, f->tls);
   cmd->callback([f, &exit_code] { exit_code = run_router(*f); });
 }

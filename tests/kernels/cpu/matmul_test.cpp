@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/matmul_blas.hpp"
 #include "kernels/cpu/matmul_tiles.hpp"
 #include "tests/kernels/cpu/isa_param.hpp"
 #include "tests/kernels/cpu/random.hpp"

@@ -1,0 +1,83 @@
+// `conveyor generate`, `convert` and `router` as a user runs them: bad
+// arguments exit 2 with a message naming the flag, never a crash or a
+// silent wrap-around, and convert never writes over its own input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/integration/process.hpp"
+
+namespace conveyor::testing {
+namespace {
+
+const std::string kConveyor = CONVEYOR_BINARY;
+const std::string kWorkDir = INTEGRATION_WORK_DIR;
+
+ProcessResult conveyor(std::vector<std::string> args) {
+  args.insert(args.begin(), kConveyor);
+  return run_process(args, std::chrono::seconds(60), {"OMP_WAIT_POLICY=passive"});
+}
+
+void expect_usage_error(const std::vector<std::string>& args, const std::string& named) {
+  const ProcessResult r = conveyor(args);
+  EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1] << ": " << r.output;
+  EXPECT_NE(r.output.find(named), std::string::npos) << r.output;
+}
+
+TEST(GenerateCommand, BadArgumentsExitTwo) {
+  // 100000 threads crashed OpenMP (serve already refused more than 4096).
+  expect_usage_error({"generate", "--prompt-ids", "1", "--threads", "100000"}, "--threads");
+  // An unsigned seed wrapped -1 and saturated 2^64: all gave one stream.
+  expect_usage_error({"generate", "--prompt-ids", "1", "--seed", "-1"}, "--seed");
+  expect_usage_error({"generate", "--prompt-ids", "1", "--seed", "18446744073709551616"}, "--seed");
+  expect_usage_error({"generate", "--prompt-ids", "1", "--temperature", "nan"}, "--temperature");
+  expect_usage_error({"generate", "--prompt-ids", "1", "--top-p", "nan"}, "--top-p");
+  for (const char* ids : {"1,,2", ",1", "1,", "1 2 3", "1;2"})
+    expect_usage_error({"generate", "--prompt-ids", ids}, "--prompt-ids");
+}
+
+TEST(GenerateCommand, IdsWithSpacesAroundCommasAndALargeSeedRun) {
+  const ProcessResult r = conveyor({"generate", "--prompt-ids", "1, 2 ,3", "--max-tokens", "3", "--ids",
+                                    "--seed", "18446744073709551615", "--threads", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(GenerateCommand, SaysWhenTheContextIsFull) {
+  // dummy:tiny's context is 512 positions: 1 prompt token leaves room for 511.
+  const ProcessResult r = conveyor({"generate", "--model", "dummy:tiny", "--prompt-ids", "1", "--max-tokens",
+                                    "1000", "--ids", "--ignore-eos", "--threads", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("stopped after 511 tokens: the model's context of 512 tokens is full"),
+            std::string::npos) << r.output;
+}
+
+TEST(ConvertCommand, RefusesToWriteOverItsInput) {
+  const std::filesystem::path dir = std::filesystem::path(kWorkDir) / "convert_same_file";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "model.gguf").string();
+  ASSERT_EQ(conveyor({"convert", "--model", "dummy:tiny", "--out", model, "--type", "f16"}).exit_code, 0);
+  const auto size = std::filesystem::file_size(model);
+  const auto written = std::filesystem::last_write_time(model);
+  expect_usage_error({"convert", "--model", model, "--out", model, "--type", "q8_0"}, "is the input file");
+  // The same file by another name (a link) is the same file.
+  const std::string link = (dir / "link.gguf").string();
+  std::filesystem::create_symlink("model.gguf", link);
+  expect_usage_error({"convert", "--model", model, "--out", link, "--type", "q8_0"}, "is the input file");
+  EXPECT_EQ(std::filesystem::file_size(model), size);
+  EXPECT_EQ(std::filesystem::last_write_time(model), written);
+  // Another path is written.
+  EXPECT_EQ(conveyor({"convert", "--model", model, "--out", (dir / "q8.gguf").string(), "--type", "q8_0"}).exit_code,
+            0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RouterCommand, BadArgumentsExitTwo) {
+  expect_usage_error({"router", "--nodes", "127.0.0.1:1", "--node-timeout", "nan"}, "--node-timeout");
+  expect_usage_error({"router", "--nodes", "127.0.0.1:1", "--block-size", "3"}, "--block-size");
+  expect_usage_error({"router", "--nodes", "127.0.0.1:1", "--host", ""}, "--host");
+}
+
+}  // namespace
+}  // namespace conveyor::testing

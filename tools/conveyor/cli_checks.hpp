@@ -1,0 +1,72 @@
+// Checks of the subcommands' flags that CLI11's own do not make: its Range
+// and PositiveNumber let "nan" through (every comparison with it is false),
+// and an unsigned option wraps "-1" to 2^64 - 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+namespace conveyor::cli {
+
+// A finite number in [lo, hi].
+inline CLI::Validator finite_range(double lo, double hi) {
+  std::ostringstream range;
+  range << "[" << lo << ", " << hi << "]";
+  return CLI::Validator(
+      [lo, hi, range = range.str()](std::string& text) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) ||
+            v < lo || v > hi)
+          return "must be a number in " + range + ", not '" + text + "'";
+        return {};
+      },
+      "NUMBER in " + range.str());
+}
+
+// A finite number more than 0.
+inline CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v <= 0)
+          return "must be a number more than 0, not '" + text + "'";
+        return {};
+      },
+      "POSITIVE");
+}
+
+// An integer in [0, 2^64 - 1], as written (no sign, no wrap-around).
+inline CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+          return "must be an integer from 0 to 18446744073709551615, not '" + text + "'";
+        return {};
+      },
+      "UINT64");
+}
+
+// A power of two in [1, max].
+inline CLI::Validator power_of_two(int max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        int v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 1 || v > max ||
+            (v & (v - 1)) != 0)
+          return "must be a power of two from 1 to " + std::to_string(max) + ", not '" + text + "'";
+        return {};
+      },
+      "POWER_OF_TWO");
+}
+
+}  // namespace conveyor::cli
