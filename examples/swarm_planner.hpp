@@ -42,7 +42,8 @@ inline std::optional<std::vector<int32_t>> render_prompt(const http::ChatTemplat
     if (const json::value* id = m.if_contains("tool_call_id")) c.tool_call_id = id->as_string();
     converted.push_back(std::move(c));
   }
-  auto rendered = chat.apply(converted, tools_json());
+  const std::string tools = tools_json();
+  auto rendered = chat.apply(converted, {.tools_json = tools});
   if (!rendered) {
     error = rendered.error().message;
     return std::nullopt;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <utility>
 
 #include "http/json_detail.hpp"
 #include "http/output_constraint_fields.hpp"
@@ -152,7 +153,8 @@ Fail parse_prompt(od::value& v, std::vector<Prompt>& out) {
   return {};
 }
 
-// content: "text" | [{"type": "text", "text": "..."}, ...] | null
+// content: "text" | [{"type": "text", "text": "..."}, ...] | null. Text
+// parts are joined by newlines, as vLLM and llama.cpp join them.
 Fail parse_content(od::value& v, std::string& out) {
   constexpr std::string_view want = "a string or an array of text parts";
   od::json_type t;
@@ -161,6 +163,7 @@ Fail parse_content(od::value& v, std::string& out) {
   if (t == od::json_type::string) return get_string(v, "content", out);
   od::array parts;
   if (v.get_array().get(parts)) return type_error("content", want);
+  bool first = true;
   for (auto part : parts) {
     od::object p;
     if (part.get_object().get(p)) return type_error("content", want);
@@ -177,6 +180,7 @@ Fail parse_content(od::value& v, std::string& out) {
                              "messages");
       } else if (key == "text") {
         if (Fail f = get_string(value, "content", piece)) return f;
+        if (!std::exchange(first, false)) out += '\n';
         out += piece;
       }
     }
@@ -201,6 +205,7 @@ Fail parse_messages(od::value& v, ApiRequest& r) {
     od::object m;
     if (el.get_object().get(m)) return type_error("messages", "an array of objects");
     ChatMessage msg;
+    bool has_content = false;
     for (auto field : m) {
       std::string_view key;
       if (auto err = field.unescaped_key().get(key)) return invalid_json(err);
@@ -209,6 +214,7 @@ Fail parse_messages(od::value& v, ApiRequest& r) {
       if (key == "role") {
         if (Fail f = get_string(value, "role", msg.role)) return f;
       } else if (key == "content") {
+        has_content = !is_null(value);
         if (Fail f = parse_content(value, msg.content)) return f;
       } else if (key == "tool_calls" && !is_null(value)) {
         std::string_view raw;
@@ -218,6 +224,8 @@ Fail parse_messages(od::value& v, ApiRequest& r) {
         if (Fail f = get_string(value, "tool_call_id", msg.tool_call_id)) return f;
       } else if (key == "name" && !is_null(value)) {
         if (Fail f = get_string(value, "name", msg.name)) return f;
+      } else if (key == "reasoning_content" && !is_null(value)) {
+        if (Fail f = get_string(value, "reasoning_content", msg.reasoning_content)) return f;
       }
     }
     if (msg.role.empty()) return bad_request("every message needs a 'role'", "messages");
@@ -227,6 +235,12 @@ Fail parse_messages(od::value& v, ApiRequest& r) {
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
       return bad_request("messages[" + std::to_string(out.size()) + "]: role '" + msg.role +
                              "' is not one of system, developer, user, assistant, tool",
+                         "messages");
+    // As OpenAI's API: only an assistant's turn may go without content
+    // (its tool calls, or a reply being continued, stand for it).
+    if (!has_content && msg.role != "assistant")
+      return bad_request("messages[" + std::to_string(out.size()) + "]: a " + msg.role +
+                             " message needs 'content' (a string or an array of text parts)",
                          "messages");
     out.push_back(std::move(msg));
   }
@@ -366,6 +380,12 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
     std::string_view raw;
     if (raw_json(v, raw) || !raw.starts_with('[')) return type_error(key, "an array of tools");
     return parse_tools_field(raw, r);
+  }
+  if (key == "chat_template_kwargs" && (scope & (kChat | kRender))) {
+    std::string_view raw;
+    if (raw_json(v, raw) || !raw.starts_with('{')) return type_error(key, "an object of template variables");
+    r.chat_template_kwargs_json.assign(raw);
+    return {};
   }
   if (key == "tool_choice" && (scope & kChat)) {
     std::string_view raw;

@@ -27,6 +27,7 @@ struct ChatMessage {
   std::string tool_calls_json{};  // assistant: its `tool_calls` array as sent, or ""
   std::string tool_call_id{};     // tool: the call this message answers
   std::string name{};             // tool (or function): the function's name, when given
+  std::string reasoning_content{};  // assistant: its reasoning (Qwen3's and DeepSeek's templates show it)
 };
 
 // A constraint on the generated text (structured outputs), from OpenAI's
@@ -66,6 +67,7 @@ struct ApiRequest {
   std::vector<ChatMessage> messages; // chat
   std::string messages_json;         // chat: the messages array as sent (for templates)
   std::string tools_json;            // chat, render: the tools array as sent, or ""
+  std::string chat_template_kwargs_json;  // chat, render: extra template variables (an object as sent), or ""
   ToolChoice tool_choice;            // chat: meaningful when tools_json is set
   bool parallel_tool_calls = true;   // chat: more than one call in a turn
   OutputConstraint constraint;       // structured outputs; kind none: free text

@@ -1,8 +1,7 @@
 #include "http/chat_template.hpp"
 
+#include <filesystem>
 #include <fstream>
-#include <optional>
-#include <sstream>
 
 #include <boost/json.hpp>
 
@@ -13,13 +12,32 @@ namespace conveyor::http {
 
 namespace {
 
-std::optional<std::string> read_file(const std::string& path) {
+// Chat templates are a few KiB (the largest known, tool-calling ones, tens);
+// a file past this is not one.
+constexpr std::streamsize kMaxTemplateBytes = std::streamsize{1} << 20;
+
+Expected<std::string> read_template_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error(Errc::invalid_argument, path + " is a directory, not a chat template");
   std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream s;
-  s << f.rdbuf();
-  if (f.bad()) return std::nullopt;
-  return s.str();
+  if (!f) return make_error(Errc::io_error, path + ": cannot read the chat template");
+  std::string text(size_t(kMaxTemplateBytes) + 1, '\0');
+  f.read(text.data(), kMaxTemplateBytes + 1);
+  if (f.bad()) return make_error(Errc::io_error, path + ": cannot read the chat template");
+  if (f.gcount() > kMaxTemplateBytes)
+    return make_error(Errc::invalid_argument, path + ": more than 1 MiB, not a chat template");
+  text.resize(size_t(f.gcount()));
+  return text;
+}
+
+// Python's str.strip() for the built-in llama2 format, as Meta's template
+// strips each content (ASCII whitespace).
+std::string_view strip(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t a = s.find_first_not_of(kSpace);
+  if (a == std::string_view::npos) return {};
+  return s.substr(a, s.find_last_not_of(kSpace) - a + 1);
 }
 
 // An assistant message's tool_calls as templates read them. OpenAI sends
@@ -49,6 +67,7 @@ boost::json::object template_message(const ChatMessage& m) {
   if (!m.tool_calls_json.empty()) o["tool_calls"] = template_tool_calls(m.tool_calls_json);
   if (!m.tool_call_id.empty()) o["tool_call_id"] = m.tool_call_id;
   if (!m.name.empty()) o["name"] = m.name;
+  if (!m.reasoning_content.empty()) o["reasoning_content"] = m.reasoning_content;
   return o;
 }
 
@@ -104,8 +123,8 @@ ChatTemplate::Fragment ChatTemplate::special(int32_t id, const char* spelling) c
   return Fragment{id, spelling};
 }
 
-std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(
-    const std::vector<ChatMessage>& messages) const {
+std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(const std::vector<ChatMessage>& messages,
+                                                            bool add_generation_prompt) const {
   std::vector<Fragment> out;
   auto text = [&out](std::string t) { out.push_back(Fragment{-1, std::move(t)}); };
   switch (kind_) {
@@ -117,36 +136,43 @@ std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(
         out.push_back(special(im_end_, "<|im_end|>"));
         text("\n");
       }
-      out.push_back(special(im_start_, "<|im_start|>"));
-      text("assistant\n");
+      if (add_generation_prompt) {
+        out.push_back(special(im_start_, "<|im_start|>"));
+        text("assistant\n");
+      }
       break;
     }
     case ChatTemplateKind::llama2: {
-      // Meta's format: the system prompt goes inside the first [INST] block;
-      // each user turn opens a block, each assistant answer closes it with EOS.
+      // Meta's format (its template's text, contents stripped as it strips
+      // them): the system prompt goes inside the first [INST] block; each
+      // user turn opens a block, each assistant answer closes it with EOS.
+      // A vocabulary without BOS or EOS gets none (no "<s>" as text).
+      auto bos = [&] {
+        if (tokenizer_->bos_id() >= 0) out.push_back(special(tokenizer_->bos_id(), "<s>"));
+      };
       std::string system;
       bool open = false;  // a [INST] block waits for its answer
       for (const ChatMessage& m : messages) {
         if (m.role == "system") {
           system += m.content;
         } else if (m.role == "assistant") {
-          text(" " + m.content + " ");
-          out.push_back(special(tokenizer_->eos_id(), "</s>"));
+          text(" " + std::string(strip(m.content)) + " ");
+          if (tokenizer_->eos_id() >= 0) out.push_back(special(tokenizer_->eos_id(), "</s>"));
           open = false;
         } else {
           if (open) text(" ");
-          out.push_back(special(tokenizer_->bos_id(), "<s>"));
-          std::string block = "[INST] ";
+          bos();
+          std::string block;
           if (!system.empty()) block += "<<SYS>>\n" + std::exchange(system, {}) + "\n<</SYS>>\n\n";
-          text(block + m.content + " [/INST]");
+          text("[INST] " + std::string(strip(block + m.content)) + " [/INST]");
           open = true;
         }
       }
-      if (!open) {  // no user turn to answer: open an empty one
-        out.push_back(special(tokenizer_->bos_id(), "<s>"));
-        std::string block = "[INST] ";
+      if (!open && add_generation_prompt) {  // no user turn to answer: open an empty one
+        bos();
+        std::string block;
         if (!system.empty()) block += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
-        text(block + " [/INST]");
+        text("[INST] " + std::string(strip(block)) + " [/INST]");
       }
       break;
     }
@@ -157,7 +183,7 @@ std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(
         else if (m.role == "assistant") all += "Assistant: " + m.content + "\n";
         else all += "User: " + m.content + "\n";
       }
-      all += "Assistant:";
+      if (add_generation_prompt) all += "Assistant:";
       if (adds_bos_) out.push_back(special(tokenizer_->bos_id(), "<s>"));
       text(std::move(all));
       break;
@@ -169,35 +195,48 @@ std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(
 }
 
 Expected<ChatPrompt> ChatTemplate::apply(const std::vector<ChatMessage>& messages,
-                                         std::string_view tools_json) const {
-  if (kind_ == ChatTemplateKind::jinja) return apply_jinja(messages, tools_json);
-  return apply_builtin(messages);
+                                         const ChatApplyOptions& options) const {
+  if (kind_ == ChatTemplateKind::jinja) return apply_jinja(messages, options);
+  return apply_builtin(messages, options.add_generation_prompt);
 }
 
-ChatPrompt ChatTemplate::apply_builtin(const std::vector<ChatMessage>& messages) const {
+ChatPrompt ChatTemplate::apply_builtin(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
   ChatPrompt prompt;
-  for (const Fragment& f : fragments(messages)) {
+  std::string run;  // text since the last special token, encoded as one piece
+  auto encode_run = [&] {
+    const std::vector<int32_t> piece = tokenizer_->encode(run, /*add_bos=*/false);
+    prompt.ids.insert(prompt.ids.end(), piece.begin(), piece.end());
+    run.clear();
+  };
+  for (const Fragment& f : fragments(messages, add_generation_prompt)) {
     prompt.text += f.text;
     if (f.special >= 0) {
+      if (!run.empty()) encode_run();
       prompt.ids.push_back(f.special);
     } else {
-      const std::vector<int32_t> piece = tokenizer_->encode(f.text, /*add_bos=*/false);
-      prompt.ids.insert(prompt.ids.end(), piece.begin(), piece.end());
+      run += f.text;
     }
   }
+  if (!run.empty()) encode_run();
   return prompt;
 }
 
 Expected<ChatPrompt> ChatTemplate::apply_jinja(const std::vector<ChatMessage>& messages,
-                                               std::string_view tools_json) const {
+                                               const ChatApplyOptions& options) const {
   jinja::ChatInputs inputs;
   for (const ChatMessage& m : messages) inputs.messages.push_back(template_message(m));
-  if (!tools_json.empty()) {
-    boost::system::error_code ec;
-    inputs.tools = detail::parse_request_json(tools_json, ec);
+  boost::system::error_code ec;
+  if (!options.tools_json.empty()) {
+    inputs.tools = detail::parse_request_json(options.tools_json, ec);
     if (ec) return make_error(Errc::invalid_argument, "tools: not valid JSON (" + ec.message() + ")");
   }
-  inputs.add_generation_prompt = true;
+  if (!options.kwargs_json.empty()) {
+    boost::json::value kwargs = detail::parse_request_json(options.kwargs_json, ec);
+    if (ec || !kwargs.is_object())
+      return make_error(Errc::invalid_argument, "chat_template_kwargs: not a JSON object");
+    inputs.kwargs = std::move(kwargs.get_object());
+  }
+  inputs.add_generation_prompt = options.add_generation_prompt;
   std::string bos;
   if (tokenizer_->bos_id() >= 0) inputs.bos_token = bos = tokenizer_->piece(tokenizer_->bos_id());
   if (tokenizer_->eos_id() >= 0) inputs.eos_token = tokenizer_->piece(tokenizer_->eos_id());
@@ -233,8 +272,8 @@ Expected<std::shared_ptr<const ChatTemplate>> make_chat_template(std::string_vie
   if (!kind) return kind.error();
   if (*kind != ChatTemplateKind::jinja) return std::make_shared<const ChatTemplate>(*kind, tokenizer);
   const std::string path(setting);
-  const std::optional<std::string> source = read_file(path);
-  if (!source) return make_error(Errc::io_error, path + ": cannot read the chat template");
+  auto source = read_template_file(path);
+  if (!source) return source.error();
   auto parsed = jinja::Template::parse(*source);
   if (!parsed) return make_error(Errc::bad_format, path + ": " + parsed.error().message);
   return std::make_shared<const ChatTemplate>(std::move(*parsed), *source, path, tokenizer);

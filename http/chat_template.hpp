@@ -2,11 +2,12 @@
 //
 // The model's own template is a Jinja program (GGUF tokenizer.chat_template,
 // or a file named by --chat-template), rendered as Hugging Face renders it
-// (template/jinja) with messages, tools, add_generation_prompt=true,
-// bos_token and eos_token. The rendered text is encoded with special tokens
-// parsed, except inside the bytes that came from the request (message roles
-// and contents, tools): typing "<|im_start|>" into a message cannot forge a
-// control token. When the text already starts with BOS, no second BOS is added.
+// (template/jinja) with messages, tools, the request's template variables,
+// add_generation_prompt, bos_token and eos_token. The rendered text is
+// encoded with special tokens parsed, except inside the bytes that came from
+// the request (message roles and contents, tools, its variables): typing
+// "<|im_start|>" into a message cannot forge a control token. When the text
+// already starts with BOS, no second BOS is added.
 //
 // Three built-in formats remain, by name or as the fallback for a model
 // without a template (or whose template does not parse here):
@@ -41,6 +42,13 @@ Expected<ChatTemplateKind> parse_chat_template_kind(std::string_view name);
 // not parse here.
 ChatTemplateKind detect_chat_template(std::string_view gguf_template);
 
+// What a request adds to its messages.
+struct ChatApplyOptions {
+  std::string_view tools_json;        // a JSON array of tool schemas, or ""
+  std::string_view kwargs_json;       // chat_template_kwargs: a JSON object, or "" (Jinja templates only)
+  bool add_generation_prompt = true;  // end with the assistant's turn opened
+};
+
 // A prompt: the text, the ranges of it that came from the request, its ids.
 struct ChatPrompt {
   std::string text;             // special tokens spelled out
@@ -64,21 +72,20 @@ class ChatTemplate {
   // model's tool call syntax (http/tool_call_format.hpp).
   const std::string& source() const { return source_; }
 
-  // The prompt for `messages` (and `tools_json`, a JSON array of tool schemas
-  // or ""), ending with the assistant's turn opened. A template's
-  // raise_exception(), a type error in it or bad tools JSON is an Error
-  // (invalid_argument) to report to the client.
-  Expected<ChatPrompt> apply(const std::vector<ChatMessage>& messages, std::string_view tools_json = {}) const;
+  // The prompt for `messages`. A template's raise_exception(), a type error
+  // in it or bad tools JSON is an Error (invalid_argument) to report to the
+  // client.
+  Expected<ChatPrompt> apply(const std::vector<ChatMessage>& messages, const ChatApplyOptions& options = {}) const;
 
  private:
   struct Fragment {
     int32_t special = -1;  // a token id, or -1 for text
     std::string text;      // the text, or the special token's spelling
   };
-  std::vector<Fragment> fragments(const std::vector<ChatMessage>& messages) const;
+  std::vector<Fragment> fragments(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   Fragment special(int32_t id, const char* spelling) const;
-  ChatPrompt apply_builtin(const std::vector<ChatMessage>& messages) const;
-  Expected<ChatPrompt> apply_jinja(const std::vector<ChatMessage>& messages, std::string_view tools_json) const;
+  ChatPrompt apply_builtin(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  Expected<ChatPrompt> apply_jinja(const std::vector<ChatMessage>& messages, const ChatApplyOptions& options) const;
 
   ChatTemplateKind kind_;
   std::string description_;

@@ -84,6 +84,9 @@ constexpr RequestField kFields[] = {
      "false for untrusted text"},
     {"add_generation_prompt", kChat | kRender, I, "",
      "the template opens the assistant's turn (default true)"},
+    {"chat_template_kwargs", kChat | kRender, I, "",
+     "vLLM's and llama.cpp's: extra variables for the chat template (enable_thinking, ...), as data; they "
+     "never replace messages, tools, add_generation_prompt or the special tokens"},
     // The WebSocket envelope.
     {"id", kWebSocket, I, "", "the client's request id"},
     {"type", kWebSocket, I, "", "completion, chat or cancel"},

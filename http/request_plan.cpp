@@ -104,7 +104,8 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
   const char* param = request.chat ? "messages" : "prompt";
   if (request.chat) {
     if (!model.chat) return bad_request("the model has no tokenizer: use /v1/completions with token ids", param);
-    auto prompt = model.chat->apply(request.messages, request.tools_json);
+    auto prompt = model.chat->apply(request.messages, {request.tools_json, request.chat_template_kwargs_json,
+                                                       request.add_generation_prompt});
     if (!prompt) return bad_request(prompt.error().message, param);
     plan.prompts.push_back(std::move(prompt->ids));
   } else {

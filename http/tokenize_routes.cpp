@@ -4,11 +4,27 @@
 
 #include "http/api_request.hpp"
 #include "http/json_detail.hpp"
+#include "model/tokenizer/utf8.hpp"
 
 namespace conveyor::http {
 namespace {
 
 namespace json = boost::json;
+
+// A control token (<s>, <|eot_id|>) adds no bytes to generated text; the
+// tokenize routes show it by its piece, as llama.cpp and vLLM do.
+bool is_control(const Tokenizer& tok, int32_t id) { return tok.token_bytes(id).empty() && !tok.piece(id).empty(); }
+
+// with_pieces' piece, as llama.cpp writes it: the token's text, a control
+// token's piece, or the byte values of a token that is not whole UTF-8.
+json::value piece_json(const Tokenizer& tok, int32_t id) {
+  if (is_control(tok, id)) return json::value(tok.piece(id));
+  const std::string bytes = tok.token_bytes(id);
+  if (utf8::is_valid(bytes)) return json::value(bytes);
+  json::array out;
+  for (unsigned char c : bytes) out.emplace_back(int(c));
+  return out;
+}
 
 // The body as a JSON object, or the error.
 std::variant<json::object, ApiError> parse_object(std::string_view body) {
@@ -82,7 +98,7 @@ std::variant<std::string, ApiError> tokenize_response(std::string_view body, con
     }
     json::object t;
     t["id"] = id;
-    t["piece"] = detail::token_text(model.tokenizer.get(), id);
+    t["piece"] = piece_json(*model.tokenizer, id);
     tokens.emplace_back(std::move(t));
   }
   json::object out;
@@ -110,7 +126,17 @@ std::variant<std::string, ApiError> detokenize_response(std::string_view body, c
     ids.push_back(int32_t(t.as_int64()));
   }
   if (!model.tokenizer) return bad_request("the model has no tokenizer", "tokens");
-  const std::string text = model.tokenizer->decode(ids);
+  // Control tokens written out, the text between them decoded: the result
+  // tokenizes back to `ids` (add_special_tokens false, parse_special true).
+  const Tokenizer& tok = *model.tokenizer;
+  std::string text;
+  size_t run = 0;  // the first id not yet written
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    if (i < ids.size() && !is_control(tok, ids[i])) continue;
+    text += tok.decode(std::span(ids).subspan(run, i - run));
+    if (i < ids.size()) text += tok.piece(ids[i]);
+    run = i + 1;
+  }
   json::object out;
   out["prompt"] = text;
   out["content"] = text;
@@ -136,7 +162,7 @@ std::variant<std::string, ApiError> render_response(std::string_view body, const
   const ApiRequest& r = parsed.request;
   if (auto e = check_model_name(r.model, model)) return *e;
   if (!model.chat) return bad_request("the model has no tokenizer, so no chat template", "messages");
-  auto prompt = model.chat->apply(r.messages, r.tools_json);
+  auto prompt = model.chat->apply(r.messages, {r.tools_json, r.chat_template_kwargs_json, r.add_generation_prompt});
   if (!prompt) return bad_request(prompt.error().message, "messages");
   json::object out;
   out["prompt"] = prompt->text;

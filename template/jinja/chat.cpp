@@ -4,9 +4,13 @@ namespace conveyor::jinja {
 
 Expected<Rendered> render_chat(const Template& chat_template, const ChatInputs& inputs,
                                const RenderOptions& options) {
-  const boost::json::object data = {
-      {"messages", inputs.messages}, {"tools", inputs.tools}, {"documents", inputs.documents}};
-  boost::json::object own = inputs.kwargs;
+  // The caller's variables are data, and never stand for the messages,
+  // tools or documents (nor, on the template's side, for what follows).
+  boost::json::object data = inputs.kwargs;
+  data["messages"] = inputs.messages;
+  data["tools"] = inputs.tools;
+  data["documents"] = inputs.documents;
+  boost::json::object own;
   own["add_generation_prompt"] = inputs.add_generation_prompt;
   if (inputs.bos_token) own["bos_token"] = *inputs.bos_token;
   if (inputs.eos_token) own["eos_token"] = *inputs.eos_token;

@@ -1,8 +1,10 @@
 // A chat template rendered the way Hugging Face's apply_chat_template calls
 // it: the caller's messages, tools and documents are data (tools and
 // documents are None when absent, so `tools is defined` holds as in
-// transformers); the special tokens, add_generation_prompt and the template
-// kwargs (enable_thinking, ...) are the template's side.
+// transformers), and so are the caller's extra variables (kwargs:
+// chat_template_kwargs, enable_thinking, ...), which never replace messages,
+// tools or documents; the special tokens and add_generation_prompt are the
+// template's side.
 #pragma once
 
 #include <optional>
@@ -23,7 +25,7 @@ struct ChatInputs {
   bool add_generation_prompt = true;
   std::optional<std::string> bos_token;  // unset: undefined in the template (as when a config has none)
   std::optional<std::string> eos_token;
-  boost::json::object kwargs;            // extra template variables (chat_template_kwargs)
+  boost::json::object kwargs;            // the caller's extra template variables (chat_template_kwargs)
 };
 
 Expected<Rendered> render_chat(const Template& chat_template, const ChatInputs& inputs,

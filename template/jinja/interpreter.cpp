@@ -200,10 +200,13 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& s) {
     scope_->parent = outer;
     exec_set(s.target, item);
   };
+  // An iteration's scope (and loop object) costs as much as several
+  // statements: an empty body still spends the budget.
+  constexpr uint64_t kIterationSteps = 8;
   if (s.filter) {
     std::vector<Value> kept;
     for (Value& item : items) {
-      budget_.step();
+      budget_.step(kIterationSteps);
       iteration_scope(item);
       if (eval(*s.filter).truthy()) kept.push_back(std::move(item));
     }
@@ -214,6 +217,7 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& s) {
     return exec(s.otherwise);
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    budget_.step(kIterationSteps);
     iteration_scope(items[i]);
     scope_->set("loop", make_loop(i, items));
     if (exec(s.body) == Flow::break_) break;

@@ -17,8 +17,12 @@ namespace conveyor::jinja {
 class Budget {
  public:
   explicit Budget(const RenderLimits& limits) : limits_(limits) {}
-  // One step of evaluation, or `units` bytes/elements built (at 1/16 the cost).
-  void step() { if (++steps_ > limits_.max_steps) exhausted(); }
+  // `n` steps of evaluation (one a statement or expression), or `units`
+  // bytes/elements built (at 1/16 the cost).
+  void step(uint64_t n = 1) {
+    steps_ += n;
+    if (steps_ > limits_.max_steps) exhausted();
+  }
   void charge(size_t units) {
     steps_ += units / 16;
     if (steps_ > limits_.max_steps) exhausted();

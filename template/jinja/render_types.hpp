@@ -24,11 +24,13 @@ struct Rendered {
 };
 
 // Bounds on one render. The defaults are far above what real chat templates
-// need (a long conversation costs thousands of steps) and far below what
-// would hurt a server.
+// need and far below what would hurt a server: Qwen 2.5's template renders
+// 1,000 messages and 20 tools in 56,000 steps (3.5 ms on a 2-core EPYC, about
+// 60 ns a step), so the step limit stops a runaway template within about
+// 0.3 s of one core.
 struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // also the size of any one string or list
-  uint64_t max_steps = 50'000'000;             // evaluation steps plus bytes/elements built / 16
+  uint64_t max_steps = 5'000'000;              // evaluation steps plus bytes/elements built / 16
   int max_call_depth = 64;                     // nested macro calls
 };
 

@@ -63,7 +63,7 @@ TEST(ApiRequest, ChatMessagesAndLogprobs) {
       Endpoint::chat);
   ASSERT_FALSE(r.error) << r.error->message;
   ASSERT_EQ(r.request.messages.size(), 2u);
-  EXPECT_EQ(r.request.messages[1].content, "ab");
+  EXPECT_EQ(r.request.messages[1].content, "a\nb");  // parts joined by newlines, as vLLM and llama.cpp join them
   EXPECT_EQ(r.request.sampling.logprobs, 3);
   EXPECT_EQ(r.request.sampling.max_tokens, 9);  // max_completion_tokens wins
   EXPECT_TRUE(parse_api_request(R"({"messages": [{"content": "x"}]})", Endpoint::chat).error);
@@ -79,6 +79,24 @@ TEST(ApiRequest, ChatMessagesAndLogprobs) {
   ASSERT_TRUE(wizard.error);
   EXPECT_EQ(wizard.error->param, "messages");
   EXPECT_NE(wizard.error->message.find("messages[1]: role 'wizard'"), std::string::npos) << wizard.error->message;
+  // Only an assistant may go without content (its tool calls stand for it), as in OpenAI's API.
+  const ParseResult mute = parse_api_request(
+      R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": null}]})", Endpoint::chat);
+  ASSERT_TRUE(mute.error);
+  EXPECT_EQ(mute.error->message, "messages[1]: a user message needs 'content' (a string or an array of text parts)");
+  EXPECT_TRUE(parse_api_request(R"({"messages": [{"role": "tool", "tool_call_id": "c"}]})", Endpoint::chat).error);
+  const ParseResult calls = parse_api_request(
+      R"({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "reasoning_content": "r",
+          "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}],
+          "chat_template_kwargs": {"enable_thinking": false}})",
+      Endpoint::chat);
+  ASSERT_FALSE(calls.error) << calls.error->message;
+  EXPECT_EQ(calls.request.messages[1].reasoning_content, "r");
+  EXPECT_EQ(calls.request.chat_template_kwargs_json, R"({"enable_thinking": false})");
+  const ParseResult kwargs_list =
+      parse_api_request(R"({"messages": [{"role": "user", "content": "u"}], "chat_template_kwargs": [1]})", Endpoint::chat);
+  ASSERT_TRUE(kwargs_list.error);
+  EXPECT_EQ(kwargs_list.error->param, "chat_template_kwargs");
 }
 
 TEST(ApiRequest, RejectsBadJsonWithParam) {

@@ -112,7 +112,7 @@ TEST(ToolCallRequest, ToolMessagesFillTheirFields) {
 std::string render(const std::string& template_path, const ApiRequest& r) {
   auto chat = make_chat_template(template_path, "", make_byte_tokenizer());
   EXPECT_TRUE(chat) << chat.error().message;
-  auto prompt = (*chat)->apply(r.messages, r.tools_json);
+  auto prompt = (*chat)->apply(r.messages, {.tools_json = r.tools_json});
   EXPECT_TRUE(prompt) << prompt.error().message;
   return prompt ? prompt->text : std::string();
 }

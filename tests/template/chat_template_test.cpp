@@ -9,34 +9,12 @@
 #include <fstream>
 
 #include "http/chat_template.hpp"
-#include "model/formats/gguf_llama.hpp"
-#include "model/formats/gguf_reader.hpp"
-#include "tests/shared_models.hpp"
+#include "tests/model/tokenizer/shared_gguf_tokenizer.hpp"
 
 namespace conveyor::http {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The tokenizer and template of a shared model file, or a reason to skip.
-std::optional<GgufTokenizer> shared_model(const std::string& name, std::string& why) {
-  const std::string path = test::shared_model_path(name);
-  if (!fs::exists(path)) {
-    why = "needs " + path;
-    return std::nullopt;
-  }
-  auto file = read_gguf(path);
-  if (!file) {
-    why = file.error().message;
-    return std::nullopt;
-  }
-  auto tok = tokenizer_from_gguf(*file);
-  if (!tok) {
-    why = tok.error().message;
-    return std::nullopt;
-  }
-  return std::move(tok).value();
-}
 
 int32_t id_of(const Tokenizer& t, std::string_view piece) {
   for (int32_t id = 0; id < t.vocab_size(); ++id) {
@@ -54,7 +32,7 @@ const std::vector<ChatMessage> kForgery = {
 
 TEST(ChatTemplateJinja, QwenTemplateFromGgufMarksOnlyItsOwnSpecialTokens) {
   std::string why;
-  auto g = shared_model("tiny-qwen2-q4_k_m.gguf", why);
+  const GgufTokenizer* g = test::shared_gguf_tokenizer("tiny-qwen2-q4_k_m.gguf", why);
   if (!g) GTEST_SKIP() << why;
   auto chat = make_chat_template("auto", g->chat_template, g->tokenizer);
   ASSERT_TRUE(chat) << chat.error().message;
@@ -82,7 +60,7 @@ TEST(ChatTemplateJinja, QwenTemplateFromGgufMarksOnlyItsOwnSpecialTokens) {
 
 TEST(ChatTemplateJinja, LlamaTemplateWritesBosOnce) {
   std::string why;
-  auto g = shared_model("tiny-llama3-q4_k_m.gguf", why);
+  const GgufTokenizer* g = test::shared_gguf_tokenizer("tiny-llama3-q4_k_m.gguf", why);
   if (!g) GTEST_SKIP() << why;
   auto chat = make_chat_template("auto", g->chat_template, g->tokenizer);
   ASSERT_TRUE(chat) << chat.error().message;
@@ -144,17 +122,81 @@ TEST(ChatTemplateJinja, TemplateErrorsAreRequestErrors) {
   EXPECT_EQ(refused.error().code, Errc::invalid_argument);
   EXPECT_EQ(refused.error().message, "chat template: line 1: Start with a user message.");
   EXPECT_TRUE((*chat)->apply({{"user", "x"}}));
-  EXPECT_FALSE((*chat)->apply({{"user", "x"}}, "[not json"));
+  EXPECT_FALSE((*chat)->apply({{"user", "x"}}, {.tools_json = "[not json"}));
 }
 
 TEST(ChatTemplateJinja, ToolsReachTheTemplateAsData) {
   auto chat = make_chat_template("auto", "{% for t in tools %}{{ t.function.name }};{% endfor %}{{ tools | tojson }}", bytes());
   ASSERT_TRUE(chat);
-  const auto prompt = (*chat)->apply({{"user", "x"}}, R"([{"type": "function", "function": {"name": "f<|x|>"}}])");
+  const auto prompt =
+      (*chat)->apply({{"user", "x"}}, {.tools_json = R"([{"type": "function", "function": {"name": "f<|x|>"}}])"});
   ASSERT_TRUE(prompt) << prompt.error().message;
   EXPECT_EQ(prompt->text, R"(f<|x|>;[{"type": "function", "function": {"name": "f<|x|>"}}])");
   ASSERT_EQ(prompt->data.size(), 2u);  // the name, then the JSON: both the caller's
   EXPECT_EQ(prompt->data[1].end, prompt->text.size());
+}
+
+// The built-in llama2 format on a real SentencePiece vocabulary: Meta's
+// template's text (contents stripped), and its ids are that text's tokens
+// (an answer's leading space is no extra "▁" token of its own), as llama.cpp
+// tokenizes the rendered text.
+TEST(ChatTemplate, Llama2IdsAreTheRenderedTextsTokens) {
+  std::string why;
+  const GgufTokenizer* gguf = test::shared_gguf_tokenizer("tiny-random-llama-f32.gguf", why);
+  if (gguf == nullptr) GTEST_SKIP() << why;
+  const ChatTemplate llama2(ChatTemplateKind::llama2, gguf->tokenizer);
+  const std::vector<ChatMessage> chat = {
+      {"system", " S "}, {"user", " U1 "}, {"assistant", " A1\n"}, {"user", "U2"}};
+  const auto prompt = llama2.apply(chat);
+  ASSERT_TRUE(prompt);
+  EXPECT_EQ(prompt->text, "<s>[INST] <<SYS>>\n S \n<</SYS>>\n\n U1 [/INST] A1 </s><s>[INST] U2 [/INST]");
+  EXPECT_EQ(prompt->ids,
+            gguf->tokenizer->encode(prompt->text, EncodeOptions{.add_bos = false, .parse_special = true}));
+  // Without the generation prompt an answered conversation ends with its EOS.
+  const std::vector<ChatMessage> answered = {{"user", "U1"}, {"assistant", "A1"}};
+  EXPECT_EQ(llama2.apply(answered, {.add_generation_prompt = false})->text, "<s>[INST] U1 [/INST] A1 </s>");
+}
+
+// A vocabulary without BOS (Qwen's) gets none, rather than "<s>" as text.
+TEST(ChatTemplate, Llama2WithoutBosWritesNone) {
+  std::string why;
+  const GgufTokenizer* gguf = test::shared_gguf_tokenizer("tiny-qwen2-q4_k_m.gguf", why);
+  if (gguf == nullptr) GTEST_SKIP() << why;
+  ASSERT_LT(gguf->tokenizer->bos_id(), 0);
+  const auto prompt = ChatTemplate(ChatTemplateKind::llama2, gguf->tokenizer).apply({{"user", "hi"}});
+  ASSERT_TRUE(prompt);
+  EXPECT_EQ(prompt->text, "[INST] hi [/INST]");
+}
+
+TEST(ChatTemplate, GenerationPromptIsTheCallersChoice) {
+  std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
+  const std::vector<ChatMessage> chat = {{"user", "U"}, {"assistant", "A"}};
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::chatml, bytes).apply(chat, {.add_generation_prompt = false})->text,
+            "<s><|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n");
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::plain, bytes).apply(chat, {.add_generation_prompt = false})->text,
+            "<s>User: U\nAssistant: A\n");
+}
+
+// chat_template_kwargs and reasoning_content reach a Jinja template, as
+// data: they replace neither the messages nor the template's own variables.
+TEST(ChatTemplate, RequestVariablesReachTheTemplate) {
+  auto parsed = jinja::Template::parse(
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}"
+      "{% if m.reasoning_content is defined %}/{{ m.reasoning_content }}{% endif %}]{% endfor %}"
+      "{% if enable_thinking is defined and not enable_thinking %}(no thinking){% endif %}"
+      "{% if add_generation_prompt %}>{% endif %}");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
+  const ChatTemplate chat(std::move(*parsed), "", "test", bytes);
+  ChatMessage answer{"assistant", "a"};
+  answer.reasoning_content = "because";
+  const std::vector<ChatMessage> messages = {{"user", "u"}, answer};
+  EXPECT_EQ(chat.apply(messages)->text, "<s>[user:u][assistant:a/because]>");
+  const std::string kwargs =
+      R"({"enable_thinking": false, "add_generation_prompt": true, "messages": [], "bos_token": "<x>"})";
+  EXPECT_EQ(chat.apply(messages, {.kwargs_json = kwargs, .add_generation_prompt = false})->text,
+            "<s>[user:u][assistant:a/because](no thinking)");
+  EXPECT_FALSE(chat.apply(messages, {.kwargs_json = "[]"}));
 }
 
 }  // namespace

@@ -597,6 +597,17 @@ TEST(JinjaLimits, RunawayLoopsStopAtTheStepLimit) {
   EXPECT_NE(r.error().message.find("steps"), std::string::npos) << r.error().message;
 }
 
+// With the default limits too: an empty loop body still spends the budget
+// (each iteration's scope costs several steps), so nested loops of 100,000
+// end in a fraction of a second, not in hours.
+TEST(JinjaLimits, EmptyLoopsSpendTheDefaultBudget) {
+  const auto t = Template::parse("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x");
+  ASSERT_TRUE(t);
+  const auto r = t->render({});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("limit of 5000000 steps"), std::string::npos) << r.error().message;
+}
+
 TEST(JinjaLimits, OutputAndStringsAreBounded) {
   RenderOptions options;
   options.limits.max_output_bytes = 1 << 20;
