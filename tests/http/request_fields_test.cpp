@@ -52,6 +52,7 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"add_special_tokens", "false"},
     {"parse_special", "false"},
     {"add_generation_prompt", "false"},
+    {"chat_template_kwargs", R"({"enable_thinking": false})"},
     {"tools", R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])"},
     {"tool_choice", R"("auto")"},
     {"parallel_tool_calls", "false"},

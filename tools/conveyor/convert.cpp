@@ -62,7 +62,7 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer file (for llama2.c checkpoints)");
   cmd->add_option("--out", args->out, "output GGUF path")->required();
   cmd->add_option("--type", args->type,
-                  "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k (llama.cpp's mixes of "
+                  "f32 (the default), f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k (llama.cpp's mixes of "
                   "tensor types for q4_0 and the _m types)");
   cmd->callback([args, &exit_code] { exit_code = run_convert(*args); });
 }
