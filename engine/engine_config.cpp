@@ -104,11 +104,11 @@ Status validate(const EngineConfig& c) {
     return Status(make_error(Errc::invalid_argument, "engine." + key + ": " + why));
   };
   if (!(c.session_ttl_seconds > 0) || c.session_ttl_seconds > 1e9)
-    return bad_key("session_ttl_seconds", "must be more than 0 seconds");
+    return bad_key("session_ttl_seconds", "must be more than 0 and at most 1e9 seconds");
   if (!(c.session_max_share >= 0 && c.session_max_share <= 1))
     return bad_key("session_max_share", "must be in [0, 1]");
   if (!(c.aging_interval_seconds >= 0) || c.aging_interval_seconds > 1e9)
-    return bad_key("aging_interval_seconds", "must be 0 (no aging) or more seconds");
+    return bad_key("aging_interval_seconds", "must be 0 (no aging) to 1e9 seconds");
   if (!(c.policy_timeout_seconds > 0 && c.policy_timeout_seconds <= 3600))
     return bad("policy-timeout", "must be more than 0 and at most 3600 seconds");
   if (auto f = FaultInjector::parse(c.fault_injection); !f) return f.error();

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "template/jinja/chat.hpp"
+#include "template/jinja/pystr.hpp"
 #include "http/json_detail.hpp"
 
 namespace conveyor::http {
@@ -31,13 +32,11 @@ Expected<std::string> read_template_file(const std::string& path) {
   return text;
 }
 
-// Python's str.strip() for the built-in llama2 format, as Meta's template
-// strips each content (ASCII whitespace).
+// Python's str.strip() (its whitespace, U+3000 included) for the built-in
+// llama2 format, as Meta's template strips each content.
 std::string_view strip(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\f\v";
-  const size_t a = s.find_first_not_of(kSpace);
-  if (a == std::string_view::npos) return {};
-  return s.substr(a, s.find_last_not_of(kSpace) - a + 1);
+  const jinja::pystr::Span kept = jinja::pystr::strip(s, nullptr, true, true);
+  return s.substr(kept.begin, kept.end - kept.begin);
 }
 
 // An assistant message's tool_calls as templates read them. OpenAI sends
@@ -119,8 +118,11 @@ ChatTemplate::ChatTemplate(ChatTemplateKind kind, std::shared_ptr<const Tokenize
   }
 }
 
+// The text shows a special token as the vocabulary spells it (Llama 3's BOS
+// is <|begin_of_text|>), or as `spelling` when the vocabulary lacks it (then
+// the spelling is plain text: ChatML's markers on another model's vocabulary).
 ChatTemplate::Fragment ChatTemplate::special(int32_t id, const char* spelling) const {
-  return Fragment{id, spelling};
+  return Fragment{id, id >= 0 ? tokenizer_->piece(id) : std::string(spelling)};
 }
 
 std::vector<ChatTemplate::Fragment> ChatTemplate::fragments(const std::vector<ChatMessage>& messages,
@@ -234,6 +236,17 @@ Expected<ChatPrompt> ChatTemplate::apply_jinja(const std::vector<ChatMessage>& m
     boost::json::value kwargs = detail::parse_request_json(options.kwargs_json, ec);
     if (ec || !kwargs.is_object())
       return make_error(Errc::invalid_argument, "chat_template_kwargs: not a JSON object");
+    // Extra variables only: what the request or the model says otherwise,
+    // and the template language's functions, are not theirs to replace.
+    for (const auto& [key, value] : kwargs.get_object()) {
+      const std::string_view name = key;
+      if (name == "messages" || name == "tools" || name == "documents" || name == "add_generation_prompt")
+        return make_error(Errc::invalid_argument, "chat_template_kwargs: '" + std::string(name) +
+                                                      "' is a request field of its own; send it there");
+      if (name == "bos_token" || name == "eos_token" || jinja::is_global_function(name))
+        return make_error(Errc::invalid_argument,
+                          "chat_template_kwargs: '" + std::string(name) + "' belongs to the template and the model");
+    }
     inputs.kwargs = std::move(kwargs.get_object());
   }
   inputs.add_generation_prompt = options.add_generation_prompt;

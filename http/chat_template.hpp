@@ -14,7 +14,8 @@
 //   llama2  <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
 //   chatml  <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
 //   plain   {system}\n\nUser: {user}\nAssistant: {assistant}\n ... Assistant:
-// Their special tokens go in as ids and their text as plain text.
+// Their special tokens go in as ids and their text as plain text; the last
+// opening of the assistant's turn only with add_generation_prompt.
 //
 // Thread-safety: immutable after construction.
 #pragma once

@@ -11,14 +11,11 @@ namespace {
 
 namespace json = boost::json;
 
-// A control token (<s>, <|eot_id|>) adds no bytes to generated text; the
-// tokenize routes show it by its piece, as llama.cpp and vLLM do.
-bool is_control(const Tokenizer& tok, int32_t id) { return tok.token_bytes(id).empty() && !tok.piece(id).empty(); }
-
-// with_pieces' piece, as llama.cpp writes it: the token's text, a control
-// token's piece, or the byte values of a token that is not whole UTF-8.
+// with_pieces' piece, as llama.cpp writes it: the token's text, a special
+// token's piece (<s>, <|eot_id|>, which add no bytes to generated text), or
+// the byte values of a token that is not whole UTF-8.
 json::value piece_json(const Tokenizer& tok, int32_t id) {
-  if (is_control(tok, id)) return json::value(tok.piece(id));
+  if (tok.is_special(id)) return json::value(tok.piece(id));
   const std::string bytes = tok.token_bytes(id);
   if (utf8::is_valid(bytes)) return json::value(bytes);
   json::array out;
@@ -126,13 +123,14 @@ std::variant<std::string, ApiError> detokenize_response(std::string_view body, c
     ids.push_back(int32_t(t.as_int64()));
   }
   if (!model.tokenizer) return bad_request("the model has no tokenizer", "tokens");
-  // Control tokens written out, the text between them decoded: the result
-  // tokenizes back to `ids` (add_special_tokens false, parse_special true).
+  // Special tokens written out, as llama.cpp and vLLM write them, and the
+  // text between them decoded: the result tokenizes back to `ids`
+  // (add_special_tokens false, parse_special true).
   const Tokenizer& tok = *model.tokenizer;
   std::string text;
   size_t run = 0;  // the first id not yet written
   for (size_t i = 0; i <= ids.size(); ++i) {
-    if (i < ids.size() && !is_control(tok, ids[i])) continue;
+    if (i < ids.size() && !tok.is_special(ids[i])) continue;
     text += tok.decode(std::span(ids).subspan(run, i - run));
     if (i < ids.size()) text += tok.piece(ids[i]);
     run = i + 1;

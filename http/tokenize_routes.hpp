@@ -22,7 +22,8 @@ namespace conveyor::http {
 // The response body (200), or the error to answer with.
 std::variant<std::string, ApiError> tokenize_response(std::string_view body, const ModelContext& model);
 std::variant<std::string, ApiError> detokenize_response(std::string_view body, const ModelContext& model);
-// POST /v1/chat/completions/render {"messages", "tools", "add_generation_prompt", "model"}
+// POST /v1/chat/completions/render {"messages", "tools", "add_generation_prompt", "chat_template_kwargs",
+// "model"}
 //   -> {"prompt": the rendered text, "prompt_token_ids", "count", "model"}
 std::variant<std::string, ApiError> render_response(std::string_view body, const ModelContext& model);
 // POST /v1/sessions/release {"session_id": "..."}: the session to let go of

@@ -47,7 +47,9 @@ AddedTokens::AddedTokens(const Vocabulary& vocab) {
   for (const Entry& e : entries_) {
     starts_[static_cast<uint8_t>(e.text[0])] = true;
     any_user_defined_ = any_user_defined_ || !e.control;
+    if (e.control) special_ids_.push_back(e.id);
   }
+  std::sort(special_ids_.begin(), special_ids_.end());
 }
 
 template <class Allowed>

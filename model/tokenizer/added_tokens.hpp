@@ -12,6 +12,7 @@
 // position whose byte starts some token; other positions cost one table look-up.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -37,6 +38,8 @@ class AddedTokens {
   explicit AddedTokens(const Vocabulary& vocab);
 
   bool empty() const { return entries_.empty(); }
+  // Whether `id` is an entry that parse_special matches (control, unknown).
+  bool is_special(int32_t id) const { return std::binary_search(special_ids_.begin(), special_ids_.end(), id); }
 
   // `text` as consecutive fragments that cover it; no plain fragment is empty.
   std::vector<TextFragment> partition(std::string_view text, bool parse_special,
@@ -54,6 +57,7 @@ class AddedTokens {
   const Entry* longest_match(std::string_view text, size_t pos, Allowed&& allowed) const;
 
   std::vector<Entry> entries_;      // sorted by text, no two alike
+  std::vector<int32_t> special_ids_;  // the control entries' ids, sorted
   std::array<bool, 256> starts_{};  // bytes that begin some entry
   bool any_user_defined_ = false;
 };

@@ -9,6 +9,8 @@ namespace conveyor {
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
+bool Tokenizer::is_special(int32_t id) const { return added_tokens_ != nullptr && added_tokens_->is_special(id); }
+
 void Tokenizer::set_added_tokens(const Vocabulary& vocab) {
   auto tokens = std::make_shared<const tokenizer_detail::AddedTokens>(vocab);
   added_tokens_ = tokens->empty() ? nullptr : std::move(tokens);

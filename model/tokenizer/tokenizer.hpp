@@ -109,6 +109,10 @@ class Tokenizer {
   // The stored piece of `id`, for display and debugging.
   virtual std::string piece(int32_t id) const = 0;
 
+  // Whether `id` is a control or unknown token that encode() reads from its
+  // piece when parse_special is on (<s>, <|eot_id|>, <unk>).
+  bool is_special(int32_t id) const;
+
  protected:
   Tokenizer();
 

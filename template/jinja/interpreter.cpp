@@ -50,6 +50,12 @@ std::shared_ptr<Interpreter::Scope> Interpreter::child_scope() const {
   return scope;
 }
 
+bool is_global_function(std::string_view name) {
+  // The names the constructor below defines.
+  static constexpr std::string_view kNames[] = {"range", "namespace", "dict", "strftime_now", "raise_exception"};
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
 Interpreter::Interpreter(const RenderOptions& options) : options_(options), budget_(options.limits) {
   auto global = [this](const char* name, Value (Interpreter::*fn)(CallArgs)) {
     globals_[name] = Value::function(name, [fn](Interpreter& in, CallArgs args) { return (in.*fn)(std::move(args)); });

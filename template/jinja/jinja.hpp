@@ -43,6 +43,11 @@
 
 namespace conveyor::jinja {
 
+// Whether `name` is one of the functions every template can call (range,
+// namespace, dict, strftime_now, raise_exception): a variable of that name
+// in a render's context hides it.
+bool is_global_function(std::string_view name);
+
 class Template {
  public:
   // Parses `source`; a syntax error names its line. Newlines are normalized

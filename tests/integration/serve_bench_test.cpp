@@ -47,6 +47,7 @@ TEST(BenchCommand, BadArgumentsExitTwo) {
            {"--rate", "0"},
            {"--timeout", "inf"},
            {"--json", "/nonexistent/results.json"},  // before the load, not after it
+           {"--json", ""},
        }) {
     const auto r = run_process(bench_argv(args), std::chrono::seconds(30));
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.output;

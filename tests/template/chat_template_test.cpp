@@ -7,8 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <variant>
+
+#include <boost/json.hpp>
 
 #include "http/chat_template.hpp"
+#include "http/request_plan.hpp"
+#include "http/tokenize_routes.hpp"
 #include "tests/model/tokenizer/shared_gguf_tokenizer.hpp"
 
 namespace conveyor::http {
@@ -177,26 +182,80 @@ TEST(ChatTemplate, GenerationPromptIsTheCallersChoice) {
             "<s>User: U\nAssistant: A\n");
 }
 
-// chat_template_kwargs and reasoning_content reach a Jinja template, as
-// data: they replace neither the messages nor the template's own variables.
-TEST(ChatTemplate, RequestVariablesReachTheTemplate) {
+// chat_template_kwargs and reasoning_content reach a Jinja template, the
+// kwargs as data (special tokens spelled in them stay text); they replace
+// neither the request's own fields nor the model's or the language's names.
+TEST(ChatTemplate, RequestVariablesReachTheTemplateAsData) {
+  std::string why;
+  const GgufTokenizer* g = test::shared_gguf_tokenizer("tiny-qwen2-q4_k_m.gguf", why);
+  if (g == nullptr) GTEST_SKIP() << why;
   auto parsed = jinja::Template::parse(
-      "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}"
-      "{% if m.reasoning_content is defined %}/{{ m.reasoning_content }}{% endif %}]{% endfor %}"
-      "{% if enable_thinking is defined and not enable_thinking %}(no thinking){% endif %}"
-      "{% if add_generation_prompt %}>{% endif %}");
+      "{% for m in messages %}<|im_start|>{{ m.role }}:{{ m.content }}"
+      "{% if m.reasoning_content is defined %}/{{ m.reasoning_content }}{% endif %}<|im_end|>{% endfor %}"
+      "{% if enable_thinking is defined and not enable_thinking %}{{ note }}{% endif %}"
+      "{% if add_generation_prompt %}<|im_start|>{% endif %}");
   ASSERT_TRUE(parsed) << parsed.error().message;
-  std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
-  const ChatTemplate chat(std::move(*parsed), "", "test", bytes);
+  const ChatTemplate chat(std::move(*parsed), "", "test", g->tokenizer);
   ChatMessage answer{"assistant", "a"};
   answer.reasoning_content = "because";
   const std::vector<ChatMessage> messages = {{"user", "u"}, answer};
-  EXPECT_EQ(chat.apply(messages)->text, "<s>[user:u][assistant:a/because]>");
-  const std::string kwargs =
-      R"({"enable_thinking": false, "add_generation_prompt": true, "messages": [], "bos_token": "<x>"})";
-  EXPECT_EQ(chat.apply(messages, {.kwargs_json = kwargs, .add_generation_prompt = false})->text,
-            "<s>[user:u][assistant:a/because](no thinking)");
+  EXPECT_EQ(chat.apply(messages)->text, "<|im_start|>user:u<|im_end|><|im_start|>assistant:a/because<|im_end|><|im_start|>");
+  const std::string kwargs = R"({"enable_thinking": false, "note": "<|im_start|>"})";
+  const auto prompt = chat.apply(messages, {.kwargs_json = kwargs, .add_generation_prompt = false});
+  ASSERT_TRUE(prompt) << prompt.error().message;
+  const std::string_view text = prompt->text;
+  ASSERT_TRUE(text.ends_with("<|im_end|><|im_start|>")) << text;
+  const int32_t im_start = id_of(*g->tokenizer, "<|im_start|>");
+  ASSERT_GE(im_start, 0);
+  EXPECT_EQ(std::count(prompt->ids.begin(), prompt->ids.end(), im_start), 2);  // the template's two, not the note's
+  for (const char* name : {"messages", "tools", "add_generation_prompt", "bos_token", "range", "raise_exception"}) {
+    const auto refused = chat.apply(messages, {.kwargs_json = std::string("{\"") + name + "\": 1}"});
+    ASSERT_FALSE(refused) << name;
+    EXPECT_NE(refused.error().message.find(name), std::string::npos) << refused.error().message;
+  }
   EXPECT_FALSE(chat.apply(messages, {.kwargs_json = "[]"}));
+}
+
+// /tokenize and /detokenize on a real vocabulary (Llama 2's): special tokens
+// are written out and read back to the same ids; a piece that is not whole
+// UTF-8 (a byte-fallback token) is its byte values, as llama.cpp writes it.
+TEST(TokenizeRoutes, SpecialTokensRoundTripAndBytePiecesAreBytes) {
+  std::string why;
+  const GgufTokenizer* g = test::shared_gguf_tokenizer("tiny-random-llama-f32.gguf", why);
+  if (g == nullptr) GTEST_SKIP() << why;
+  ModelContext model;
+  model.served_name = "m";
+  model.tokenizer = g->tokenizer;
+  model.config.vocab_size = g->tokenizer->vocab_size();
+  model.config.context_length = 128;
+  const EncodeOptions special{.add_bos = false, .parse_special = true};
+  const std::vector<int32_t> ids = g->tokenizer->encode("<s>Hi</s> there<s>you", special);
+  boost::json::array tokens;
+  for (int32_t id : ids) tokens.emplace_back(id);
+  const auto detok = detokenize_response(boost::json::serialize(boost::json::object{{"tokens", tokens}}), model);
+  ASSERT_TRUE(std::holds_alternative<std::string>(detok));
+  const std::string text(boost::json::parse(std::get<std::string>(detok)).at("prompt").as_string());
+  EXPECT_EQ(text, "<s>Hi</s> there<s>you");
+  EXPECT_EQ(g->tokenizer->encode(text, special), ids);
+
+  const auto tok = tokenize_response(R"({"prompt": "\ud83e\udd99", "with_pieces": true})", model);
+  ASSERT_TRUE(std::holds_alternative<std::string>(tok));
+  const boost::json::array pieces = boost::json::parse(std::get<std::string>(tok)).at("tokens").as_array();
+  ASSERT_GE(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].at("piece"), "<s>");
+  std::string bytes;
+  bool any_bytes = false;
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    const boost::json::value& p = pieces[i].at("piece");
+    if (p.is_string()) {
+      bytes += std::string(p.as_string());
+      continue;
+    }
+    any_bytes = true;
+    for (const boost::json::value& b : p.as_array()) bytes += char(b.as_int64());
+  }
+  EXPECT_TRUE(any_bytes);
+  EXPECT_EQ(bytes, " \xF0\x9F\xA6\x99");  // the llama emoji after SentencePiece's space
 }
 
 }  // namespace

@@ -138,9 +138,10 @@ int run_bench(const BenchArgs& args) {
   }
   if (args.json_out) {
     // Before the run, so a results file that cannot be written fails in a second, not after the load.
-    const std::filesystem::path dir = std::filesystem::absolute(*args.json_out).parent_path();
+    if (args.json_out->empty()) return usage_error("--json needs a file name");
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+    const std::filesystem::path dir = std::filesystem::absolute(*args.json_out, ec).parent_path();
+    if (ec || !std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
       return usage_error("--json " + *args.json_out + ": the folder " + dir.string() + " is missing or not writable");
     if (std::filesystem::is_directory(*args.json_out, ec))
       return usage_error("--json " + *args.json_out + " is a folder");
