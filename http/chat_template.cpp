@@ -236,17 +236,13 @@ Expected<ChatPrompt> ChatTemplate::apply_jinja(const std::vector<ChatMessage>& m
     boost::json::value kwargs = detail::parse_request_json(options.kwargs_json, ec);
     if (ec || !kwargs.is_object())
       return make_error(Errc::invalid_argument, "chat_template_kwargs: not a JSON object");
-    // Extra variables only: what the request or the model says otherwise,
-    // and the template language's functions, are not theirs to replace.
-    for (const auto& [key, value] : kwargs.get_object()) {
-      const std::string_view name = key;
-      if (name == "messages" || name == "tools" || name == "documents" || name == "add_generation_prompt")
-        return make_error(Errc::invalid_argument, "chat_template_kwargs: '" + std::string(name) +
-                                                      "' is a request field of its own; send it there");
-      if (name == "bos_token" || name == "eos_token" || jinja::is_global_function(name))
+    // Extra variables only: what the request's own fields, the model or the
+    // template language name is not theirs to replace.
+    for (const auto& [key, value] : kwargs.get_object())
+      if (jinja::is_reserved_chat_name(key))
         return make_error(Errc::invalid_argument,
-                          "chat_template_kwargs: '" + std::string(name) + "' belongs to the template and the model");
-    }
+                          "chat_template_kwargs: '" + std::string(key) +
+                              "' is set by the request's own fields, the model or the template language");
     inputs.kwargs = std::move(kwargs.get_object());
   }
   inputs.add_generation_prompt = options.add_generation_prompt;

@@ -26,7 +26,7 @@ bool valid_continuation(uint8_t lead, size_t index, uint8_t byte) {
       default: break;
     }
   }
-  return (byte & 0xC0) == 0x80;
+  return is_continuation(static_cast<char>(byte));
 }
 
 enum class Scan { complete, invalid, truncated };

@@ -2,6 +2,11 @@
 
 namespace conveyor::jinja {
 
+bool is_reserved_chat_name(std::string_view name) {
+  return name == "messages" || name == "tools" || name == "documents" || name == "add_generation_prompt" ||
+         name == "bos_token" || name == "eos_token" || is_global_function(name);
+}
+
 Expected<Rendered> render_chat(const Template& chat_template, const ChatInputs& inputs,
                                const RenderOptions& options) {
   // The caller's variables are data, and never stand for the messages,

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -27,6 +28,12 @@ struct ChatInputs {
   std::optional<std::string> eos_token;
   boost::json::object kwargs;            // the caller's extra template variables (chat_template_kwargs)
 };
+
+// Whether `name` is a variable render_chat sets itself (messages, tools,
+// documents, add_generation_prompt, bos_token, eos_token) or a function of
+// the template language: a caller's kwarg of that name would hide it (and
+// render_chat's own value wins), so a server refuses such kwargs.
+bool is_reserved_chat_name(std::string_view name);
 
 Expected<Rendered> render_chat(const Template& chat_template, const ChatInputs& inputs,
                                const RenderOptions& options = {});

@@ -13,6 +13,14 @@
 
 namespace conveyor::cli {
 
+// Whether all of `text` reads as one T (std::from_chars: no sign on an
+// unsigned T, no spaces, nothing left over).
+template <class T>
+bool read_whole(const std::string& text, T& v) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
 // A finite number in [lo, hi].
 inline CLI::Validator finite_range(double lo, double hi) {
   std::ostringstream range;
@@ -20,9 +28,7 @@ inline CLI::Validator finite_range(double lo, double hi) {
   return CLI::Validator(
       [lo, hi, range = range.str()](std::string& text) -> std::string {
         double v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) ||
-            v < lo || v > hi)
+        if (!read_whole(text, v) || !std::isfinite(v) || v < lo || v > hi)
           return "must be a number in " + range + ", not '" + text + "'";
         return {};
       },
@@ -34,8 +40,7 @@ inline CLI::Validator positive_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         double v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v <= 0)
+        if (!read_whole(text, v) || !std::isfinite(v) || v <= 0)
           return "must be a number more than 0, not '" + text + "'";
         return {};
       },
@@ -47,9 +52,7 @@ inline CLI::Validator unsigned_integer() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         uint64_t v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-          return "must be an integer from 0 to 18446744073709551615, not '" + text + "'";
+        if (!read_whole(text, v)) return "must be an integer from 0 to 18446744073709551615, not '" + text + "'";
         return {};
       },
       "UINT64");
@@ -60,9 +63,7 @@ inline CLI::Validator power_of_two(int max) {
   return CLI::Validator(
       [max](std::string& text) -> std::string {
         int v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 1 || v > max ||
-            (v & (v - 1)) != 0)
+        if (!read_whole(text, v) || v < 1 || v > max || (v & (v - 1)) != 0)
           return "must be a power of two from 1 to " + std::to_string(max) + ", not '" + text + "'";
         return {};
       },
