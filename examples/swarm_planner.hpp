@@ -43,7 +43,9 @@ inline std::optional<std::vector<int32_t>> render_prompt(const http::ChatTemplat
     converted.push_back(std::move(c));
   }
   const std::string tools = tools_json();
-  auto rendered = chat.apply(converted, {.tools_json = tools});
+  http::ChatApplyOptions options;  // (designated initializers: GCC 12 warns of the others)
+  options.tools_json = tools;
+  auto rendered = chat.apply(converted, options);
   if (!rendered) {
     error = rendered.error().message;
     return std::nullopt;

@@ -13,6 +13,9 @@
 #ifndef CONVEYOR_SOURCE_DIR
 #define CONVEYOR_SOURCE_DIR "."
 #endif
+#ifndef CONVEYOR_DATA_DIR
+#define CONVEYOR_DATA_DIR "/usr/local/share/conveyor"
+#endif
 
 namespace conveyor {
 
@@ -164,6 +167,7 @@ std::vector<std::string> dummy_config_dirs(const LoadOptions& options) {
   if (const char* env = std::getenv("CONVEYOR_CONFIG_DIR"); env != nullptr && *env != '\0')
     dirs.emplace_back(env);
   dirs.emplace_back(std::string(CONVEYOR_SOURCE_DIR) + "/configs/models");
+  dirs.emplace_back(std::string(CONVEYOR_DATA_DIR) + "/configs/models");  // `cmake --install`
   return dirs;
 }
 

@@ -35,7 +35,7 @@ struct LoadOptions {
   std::string tokenizer_path;
   uint64_t seed = 0;  // dummy weights (the embedded default always uses its own fixed seed)
   // Where dummy:NAME finds NAME.toml, searched in order before the defaults:
-  // $CONVEYOR_CONFIG_DIR, then the source tree's configs/models.
+  // $CONVEYOR_CONFIG_DIR, then the source tree's configs/models, then the installed ones.
   std::vector<std::string> config_dirs;
   // Decode every GGUF matrix to float32 (what `conveyor convert` reads)
   // instead of keeping the file's encoding for the forward pass.
