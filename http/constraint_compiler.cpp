@@ -95,7 +95,10 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   // Compiled outside the lock: two requests racing on a new key both compile,
   // and the second one's result replaces the first in the cache (equal anyway).
   auto ir = build();
-  if (!ir) return bad_request(param + ": " + ir.error().message, param);
+  if (!ir) {  // the grammar compilers name their input ("json_schema: ..."): once is enough
+    const std::string& why = ir.error().message;
+    return bad_request(why.starts_with(param + ": ") ? why : param + ": " + why, param);
+  }
   GrammarConstraint result{std::make_shared<const grammar::Grammar>(std::move(*ir)), nullptr};
   if (Status s = binder_->bind(result); !s) return bad_request(param + ": " + s.error().message, param);
   std::lock_guard lock(mutex_);

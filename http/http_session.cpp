@@ -186,6 +186,7 @@ void HttpSession::read_body() {
 void HttpSession::on_read(beast::error_code ec, std::size_t) {
   if (closed_) return;
   if (ec == bhttp::error::body_limit) {
+    state_->refusals().add(Refusal::body_size);
     open_record();
     busy_ = true;
     keep_alive_ = false;  // the rest of the body is still on the wire
@@ -195,6 +196,7 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
                                "invalid_request_error", {}, "request_too_large"});
   }
   if (ec == bhttp::error::header_limit) {  // Beast's 8 KiB for the request line and fields
+    state_->refusals().add(Refusal::header_size);
     open_record();
     busy_ = true;
     keep_alive_ = false;
@@ -672,6 +674,7 @@ void HttpSession::queue_output(std::string bytes) {
   if (job_ && queued_bytes_ > state_->options().max_output_bytes) {
     // The client reads slower than the engine writes: drop it rather than
     // buffer without bound or slow the engine down.
+    state_->refusals().add(Refusal::output_size);
     drop_job();
     return close();
   }

@@ -10,7 +10,8 @@
 //               request_failure_total, num_preemptions_total{mode="recompute"|"swap"},
 //               prefix_cache_queries_total, prefix_cache_hits_total (in tokens),
 //               http_refused_total{reason="rate_limit"|"concurrency"|"connections"|
-//                 "header_timeout"|"idle_timeout"|"ws_message_size"|"ws_rate"}
+//                 "header_timeout"|"idle_timeout"|"ws_message_size"|"ws_rate"|
+//                 "body_size"|"header_size"|"output_size"}
 //                 (what the server's limits turned away: http/refusal_counters.hpp)
 //   histograms  time_to_first_token_seconds, inter_token_latency_seconds,
 //               e2e_request_latency_seconds, request_queue_time_seconds, iteration_tokens,

@@ -10,6 +10,10 @@
 //                    a request body that did not arrive within it (closed)
 //   ws_message_size  a WebSocket message larger than max_body_bytes (closed, 1009)
 //   ws_rate          a WebSocket past ws_max_messages_per_second (error event, closed)
+//   body_size        a request body larger than max_body_bytes (413, closed)
+//   header_size      a request line and fields over Beast's 8 KiB (431, closed)
+//   output_size      a request whose client read so slowly that more than
+//                    max_output_bytes of its output waited (cancelled)
 //
 // Thread-safety: add() and value() from any thread.
 #pragma once
@@ -28,12 +32,16 @@ enum class Refusal : uint8_t {
   idle_timeout,
   ws_message_size,
   ws_rate,
+  body_size,
+  header_size,
+  output_size,
 };
-inline constexpr size_t kRefusalKinds = 7;
+inline constexpr size_t kRefusalKinds = 10;
 
 inline const char* to_string(Refusal r) {
-  static constexpr const char* names[kRefusalKinds] = {"rate_limit",     "concurrency",     "connections", "header_timeout",
-                                                       "idle_timeout",   "ws_message_size", "ws_rate"};
+  static constexpr const char* names[kRefusalKinds] = {
+      "rate_limit", "concurrency", "connections", "header_timeout", "idle_timeout",
+      "ws_message_size", "ws_rate", "body_size", "header_size", "output_size"};
   return names[size_t(r)];
 }
 

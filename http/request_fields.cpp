@@ -46,8 +46,8 @@ constexpr RequestField kFields[] = {
      "none | auto | required | {\"type\": \"function\", \"function\": {\"name\"}}: required and named "
      "calls follow the functions' schemas (constrained decoding)"},
     {"parallel_tool_calls", kChat, I, "", "false: at most one call per answer"},
-    {"functions", kChat, R, "[]", "function calls are not implemented"},
-    {"function_call", kChat, R, "\"none\"", "function calls are not implemented"},
+    {"functions", kChat, R, "[]", "it is deprecated: send the functions as 'tools'"},
+    {"function_call", kChat, R, "\"none\"", "it is deprecated: use 'tool_choice'"},
     {"response_format", kBoth, I, "",
      "text, json_object, or json_schema (name, schema, strict): the output follows it (constrained decoding)"},
     {"modalities", kChat, R, "[\"text\"]", "conveyor generates text only"},

@@ -293,6 +293,7 @@ void WebSocketSession::on_engine_event(uint64_t serial, int32_t choice, const St
     send(std::move(out[i]));
     if (!is_final && queued_bytes_ > state_->options().max_output_bytes && !r.overflowed) {
       r.overflowed = true;  // the client reads too slowly: cancel, keep the final event
+      state_->refusals().add(Refusal::output_size);
       cancel(r);
     }
   }

@@ -1,5 +1,5 @@
-// The browser playground's files (index.html, playground.js, playground.css
-// beside this header), compiled into the binary: embed_assets.cmake turns
+// The browser playground's files (index.html, playground.js, playground.css,
+// favicon.svg beside this header), compiled into the binary: embed_assets.cmake turns
 // them into byte arrays at build time, so the server needs no files on disk
 // and the page no build step. Read-only data, safe from any thread.
 #pragma once

@@ -6,7 +6,8 @@
 set(entries
   "/|index.html|text/html"
   "/playground.js|playground.js|text/javascript"
-  "/playground.css|playground.css|text/css")
+  "/playground.css|playground.css|text/css"
+  "/favicon.svg|favicon.svg|image/svg+xml")
 
 set(arrays "")
 set(table "")

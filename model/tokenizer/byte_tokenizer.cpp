@@ -16,6 +16,15 @@ class ByteTokenizer final : public Tokenizer {
   ByteTokenizer() {
     bos_id_ = kBos;
     eos_id_ = kEos;
+    // BOS and EOS are control tokens: "<s>" and "</s>" in a text read with
+    // parse_special (a chat template's bos_token, /tokenize of what
+    // /detokenize wrote) are those tokens, not their bytes.
+    Vocabulary vocab;
+    for (int32_t id = 0; id < 258; ++id) {
+      vocab.pieces.push_back(piece(id));
+      vocab.types.push_back(id < 256 ? TokenType::byte : TokenType::control);
+    }
+    set_added_tokens(vocab);
   }
 
   int32_t vocab_size() const override { return 258; }

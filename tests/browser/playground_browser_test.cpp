@@ -238,13 +238,16 @@ TEST(PlaygroundBrowser, ChatStreamsStopsAndShowsMetrics) {
   std::cout << "screenshot: " << shot_path << "\n";
   RecordProperty("screenshot", shot_path);
 
-  // No script error, and nothing the page needs was blocked by its CSP.
+  // No script error, nothing the page needs was blocked by its CSP, and
+  // nothing it asked for was missing (its icon included; the 401s are the
+  // page's own probe of whether the server wants a key).
   for (const json::object& event : browser.events()) {
     const std::string method(event.at("method").as_string());
     const std::string text = json::serialize(event.at("params"));
     EXPECT_NE(method, "Runtime.exceptionThrown") << text;
     if (method == "Log.entryAdded" || method == "Runtime.consoleAPICalled") {
       EXPECT_EQ(text.find("Content Security Policy"), std::string::npos) << text;
+      EXPECT_EQ(text.find("status of 404"), std::string::npos) << text;
     }
   }
 }

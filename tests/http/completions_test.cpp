@@ -49,9 +49,13 @@ TEST_F(Completions, TokenizeDetokenizeAndRenderShowThePrompt) {
 
   const Response d = post("/detokenize", {{"tokens", ids}});
   ASSERT_EQ(d.status, 200) << d.body;
-  // The byte tokenizer has no special tokens to write out (its BOS is not
-  // text it reads back); chat_template_test checks a real vocabulary's.
-  EXPECT_EQ(parse_object(d.body)["prompt"], "Hello");
+  // Special tokens written out (the byte tokenizer's BOS is "<s>"), so that
+  // the text tokenizes back to the same ids.
+  const std::string text(parse_object(d.body)["prompt"].as_string());
+  EXPECT_EQ(text, "<s>Hello");
+  const Response back = post("/tokenize", {{"prompt", text}, {"add_special", false}});
+  ASSERT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(parse_object(back.body)["tokens"].as_array(), ids);
   EXPECT_EQ(post("/detokenize", {{"tokens", json::array{-1}}}).status, 400);
   EXPECT_EQ(post("/tokenize", {{"prompt", "x"}, {"bogus", 1}}).status, 400);
 

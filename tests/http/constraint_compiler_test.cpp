@@ -71,6 +71,12 @@ TEST(ConstraintCompiler, ErrorsNameTheField) {
   auto s = compiler.compile(schema);
   ASSERT_TRUE(std::holds_alternative<ApiError>(s));
   EXPECT_NE(std::get<ApiError>(s).message.find("multipleOf"), std::string::npos);
+  // vLLM's top-level json_schema field: its name once, not twice.
+  schema.field = "json_schema";
+  auto top = compiler.compile(schema);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(top));
+  EXPECT_EQ(std::get<ApiError>(top).message.rfind("json_schema: keyword 'multipleOf'", 0), 0u)
+      << std::get<ApiError>(top).message;
 }
 
 // GBNF's <[id]> is checked against the served vocabulary when it is bound.

@@ -119,10 +119,13 @@ TEST_F(Errors, UnknownPathAndWrongMethod) {
 // text/plain across origins without asking; JSON needs the server's leave).
 // A header past Beast's 8 KiB: 431, as HTTP names it, not a malformed request.
 TEST_F(Errors, AnOversizedHeaderIs431) {
+  const std::string refused = "conveyor:http_refused_total{reason=\"header_size\"}";
+  const double before = metric(port(), refused);
   const Response big = http_request(port(), "GET", "/health", "", {{"X-Padding", std::string(10000, 'a')}});
   ASSERT_EQ(big.status, 431) << big.body;
   EXPECT_EQ(error_of(big)["code"], "request_header_fields_too_large");
   EXPECT_EQ(http_request(port(), "GET", "/health").status, 200);
+  EXPECT_EQ(metric(port(), refused), before + 1);
 }
 
 TEST_F(Errors, PagesOfOtherOriginsAreRefused) {
@@ -234,6 +237,8 @@ TEST_F(Errors, HeadIsGetWithoutTheBody) {
 
 TEST_F(Errors, BodyTooLarge) {
   if (!curl_available()) GTEST_SKIP() << "curl is not installed";
+  const std::string refused = "conveyor:http_refused_total{reason=\"body_size\"}";
+  const double before = metric(port(), refused);
   const std::string big = "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}";
   const CurlResult r = curl({"-H", "Content-Type: application/json",
                              "http://127.0.0.1:" + std::to_string(port()) + "/v1/completions"},
@@ -242,6 +247,7 @@ TEST_F(Errors, BodyTooLarge) {
   EXPECT_NE(r.body.find("request_too_large"), std::string::npos) << r.body;
   // The server is still there.
   EXPECT_EQ(http_request(port(), "GET", "/health").status, 200);
+  EXPECT_EQ(metric(port(), refused), before + 1);
 }
 
 TEST(ErrorsQueue, FullWaitingQueueIs429WithRetryAfter) {

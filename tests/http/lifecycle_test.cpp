@@ -56,7 +56,7 @@ TEST(Lifecycle, MetricsHaveTheNamesAndPassPromtool) {
                            "conveyor:request_queue_time_seconds_sum", "conveyor:iteration_tokens_bucket{le=\"+Inf\"}"})
     EXPECT_NE(r.body.find(name), std::string::npos) << name;
   for (const char* reason : {"rate_limit", "concurrency", "connections", "header_timeout", "idle_timeout",
-                             "ws_message_size", "ws_rate"})
+                             "ws_message_size", "ws_rate", "body_size", "header_size", "output_size"})
     EXPECT_EQ(metric(server.port(), std::string("conveyor:http_refused_total{reason=\"") + reason + "\"}"), 0) << reason;
   EXPECT_GE(metric(server.port(), "conveyor:generation_tokens_total"), 4);
   EXPECT_EQ(metric(server.port(), "conveyor:request_success_total{finished_reason=\"length\"}"), 1);
@@ -121,6 +121,7 @@ TEST(Lifecycle, SlowReaderPastTheOutputBoundIsCancelled) {
     return metric(server.port(), "conveyor:request_success_total{finished_reason=\"cancelled\"}") == 1 &&
            metric(server.port(), "conveyor:num_requests_running") == 0;
   }));
+  EXPECT_EQ(metric(server.port(), "conveyor:http_refused_total{reason=\"output_size\"}"), 1);
 }
 
 }  // namespace

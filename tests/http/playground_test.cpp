@@ -15,7 +15,7 @@ namespace conveyor::http::testing {
 namespace {
 
 TEST(PlaygroundAssets, EveryFileIsEmbeddedWithItsType) {
-  ASSERT_EQ(playground_assets().size(), 3u);
+  ASSERT_EQ(playground_assets().size(), 4u);
   const PlaygroundAsset* page = find_playground_asset("/");
   ASSERT_NE(page, nullptr);
   EXPECT_EQ(page->content_type, "text/html; charset=utf-8");
@@ -26,16 +26,20 @@ TEST(PlaygroundAssets, EveryFileIsEmbeddedWithItsType) {
   EXPECT_EQ(js->content_type, "text/javascript; charset=utf-8");
   EXPECT_NE(js->body.find("conveyor.key."), std::string_view::npos);
   EXPECT_EQ(find_playground_asset("/playground.css")->content_type, "text/css; charset=utf-8");
+  EXPECT_EQ(find_playground_asset("/favicon.svg")->content_type, "image/svg+xml; charset=utf-8");
+  EXPECT_NE(page->body.find("<link rel=\"icon\" href=\"/favicon.svg\""), std::string_view::npos);
   EXPECT_EQ(find_playground_asset("/index.html"), nullptr);
   for (const PlaygroundAsset& a : playground_assets()) {
     EXPECT_EQ(a.etag.size(), 18u) << a.path;  // 16 hex digits, quoted
-    EXPECT_EQ(a.body.find("http://"), std::string_view::npos) << a.path << ": no outside assets";
+    std::string body(a.body);  // SVG's namespace is a name, not an address to fetch
+    if (const size_t ns = body.find("xmlns=\"http://www.w3.org/2000/svg\""); ns != std::string::npos) body.erase(ns, 34);
+    EXPECT_EQ(body.find("http://"), std::string::npos) << a.path << ": no outside assets";
     EXPECT_EQ(a.body.find("https://"), std::string_view::npos) << a.path << ": no outside assets";
   }
 }
 
 TEST(PlaygroundAssets, RoutesNeedNoKey) {
-  for (const char* path : {"/", "/playground.js", "/playground.css?x"}) {
+  for (const char* path : {"/", "/playground.js", "/playground.css?x", "/favicon.svg"}) {
     EXPECT_EQ(match_route("GET", path).route, Route::page) << path;
     EXPECT_FALSE(match_route("GET", path).needs_key) << path;
   }

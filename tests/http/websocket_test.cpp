@@ -171,6 +171,7 @@ TEST(WebSocketBound, OutputPastTheBoundCancelsTheRequest) {
   ws.send(body_of({{"id", "big"}, {"prompt", "x"}, {"max_tokens", 480}, {"ignore_eos", true}}));
   auto got = read_until_finals(ws, 1);
   EXPECT_EQ(got["\"big\""].final_event["finish_reason"], "cancelled");
+  EXPECT_EQ(metric(server.port(), "conveyor:http_refused_total{reason=\"output_size\"}"), 1);
 }
 
 }  // namespace

@@ -62,6 +62,32 @@ TEST(BenchCommand, UnreachableServerExitsOneWithAClearMessage) {
   EXPECT_NE(r.output.find("cannot reach"), std::string::npos) << r.output;
 }
 
+// A server that wants a key: bench sends it (--api-key, or $CONVEYOR_API_KEY),
+// to the completions and to /metrics alike, and without it stops at once.
+TEST(BenchCommand, SendsTheServersKey) {
+  ServeProcess server(kConveyor, {"--api-key", "sk-bench-key"}, kWorkDir + "/serve_bench_key.log");
+  std::string error;
+  ASSERT_TRUE(server.wait_ready(std::chrono::seconds(120), error)) << error;
+  const std::vector<std::string> load = {"--url", server.url(), "--num-requests", "2", "--input-len", "4",
+                                         "--output-len", "2", "--quiet"};
+  const auto refused = run_process(bench_argv(load), std::chrono::seconds(60));
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("401"), std::string::npos) << refused.output;
+
+  const std::string out = kWorkDir + "/serve_bench_key.json";
+  std::vector<std::string> keyed = load;
+  for (const char* a : {"--api-key", "sk-bench-key", "--metrics-interval", "0.05", "--json"}) keyed.push_back(a);
+  keyed.push_back(out);
+  const auto r = run_process(bench_argv(keyed), std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output << "\nserver log:\n" << server.log_tail();
+  const auto json = read_json(out);
+  ASSERT_TRUE(json.is_object()) << out;
+  EXPECT_EQ(json.at("summary").at("completed").to_number<int64_t>(), 2) << r.output;
+  EXPECT_EQ(boost::json::serialize(json).find("sk-bench-key"), std::string::npos) << "the key is not a result";
+  EXPECT_EQ(r.output.find("/metrics answered"), std::string::npos) << r.output;
+  EXPECT_EQ(server.stop(), 0);
+}
+
 class ServeBench : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

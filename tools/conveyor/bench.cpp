@@ -37,6 +37,7 @@ using namespace conveyor::bench;
 
 struct BenchArgs {
   std::string url = "http://127.0.0.1:8000";
+  std::string api_key;
   std::string endpoint = "completions";
   std::string model;
   std::optional<int64_t> concurrency;
@@ -152,6 +153,7 @@ int run_bench(const BenchArgs& args) {
   }
   auto url = ServerUrl::parse(args.url);
   if (!url) return usage_error(url.error().message);
+  url->api_key = args.api_key;
   const Endpoint endpoint = args.endpoint == "chat" ? Endpoint::chat : Endpoint::completions;
 
   LengthDist input = LengthDist::fixed(args.input_len.value_or(kDefaultLength));
@@ -276,6 +278,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Load-test a running server with streaming requests (throughput, TTFT, ITL, latency)");
   cmd->add_option("--url", args->url, "server address, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key,
+                  "a key of the server's (serve --api-key or --api-key-file), sent as Authorization: Bearer KEY "
+                  "(default: $CONVEYOR_API_KEY)")
+      ->envname("CONVEYOR_API_KEY");
   cmd->add_option("--endpoint", args->endpoint, "completions or chat")
       ->capture_default_str()
       ->check(CLI::IsMember({"completions", "chat"}));

@@ -53,6 +53,7 @@ http::request<http::string_body> make_request(http::verb verb, const ServerUrl& 
   http::request<http::string_body> req{verb, url.prefix + std::string(path), 11};
   req.set(http::field::host, url.host_header());
   req.set(http::field::user_agent, "conveyor-bench");
+  if (!url.api_key.empty()) req.set(http::field::authorization, "Bearer " + url.api_key);
   if (verb == http::verb::post) {
     req.set(http::field::content_type, "application/json");
     req.set(http::field::accept, "text/event-stream");

@@ -110,6 +110,7 @@ struct MetricsPoller::Impl : std::enable_shared_from_this<MetricsPoller::Impl> {
     request = {http::verb::get, url.prefix + "/metrics", 11};
     request.set(http::field::host, url.host_header());
     request.set(http::field::user_agent, "conveyor-bench");
+    if (!url.api_key.empty()) request.set(http::field::authorization, "Bearer " + url.api_key);
     request.keep_alive(true);
     response = {};
     stream->expires_after(request_timeout());

@@ -16,6 +16,7 @@ struct ServerUrl {
   std::string host;
   std::string port;
   std::string prefix;  // "" or "/something", without a trailing '/'
+  std::string api_key;  // sent as "Authorization: Bearer KEY" where not empty (not part of the URL)
   static Expected<ServerUrl> parse(std::string_view url);
   std::string host_header() const { return host + ":" + port; }
 };

@@ -31,6 +31,20 @@ TEST(ByteTokenizer, RoundTripsAndDropsSpecials) {
   EXPECT_EQ(tokenizer->piece(256), "<s>");
 }
 
+// BOS and EOS are control tokens: read from their pieces where special
+// tokens are parsed (a chat template's bos_token), bytes elsewhere.
+TEST(ByteTokenizer, ParsesItsControlTokensWhenAsked) {
+  const auto tokenizer = make_byte_tokenizer();
+  EXPECT_TRUE(tokenizer->is_special(256));
+  EXPECT_TRUE(tokenizer->is_special(257));
+  EXPECT_FALSE(tokenizer->is_special('<'));
+  EXPECT_EQ(tokenizer->encode("<s>Hi</s>", EncodeOptions{.add_bos = false, .parse_special = true}),
+            (std::vector<int32_t>{256, 'H', 'i', 257}));
+  EXPECT_EQ(tokenizer->encode("<s>", EncodeOptions{.add_bos = false}), (std::vector<int32_t>{'<', 's', '>'}));
+  EXPECT_EQ(tokenizer->encode("<s", EncodeOptions{.add_bos = false, .parse_special = true}),
+            (std::vector<int32_t>{'<', 's'}));
+}
+
 TEST(ByteTokenizer, DecodeReplacesInvalidBytes) {
   const auto tokenizer = make_byte_tokenizer();
   const std::vector<int32_t> ids = {0x61, 0xFF, 0x62, 0xF0, 0x9F};
