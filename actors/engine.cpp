@@ -154,9 +154,12 @@ std::unique_ptr<Engine> Engine::over(caf::actor_system& sys, const EngineConfig&
   return engine;
 }
 
-// The scheduler stops its workers and policies when it stops, and the
-// stream actors stop when it does.
-Engine::~Engine() { caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown); }
+// The scheduler stops its workers and policies when it stops; the stream
+// actors end every open request when it does, then stop.
+Engine::~Engine() {
+  caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
+  for (const stream_actor& stream : streams_) caf::anon_send(stream, drain_atom_v);
+}
 
 void Engine::set_scheduler(scheduler_actor scheduler) {
   scheduler_ = std::move(scheduler);
@@ -169,6 +172,16 @@ void Engine::set_scheduler(scheduler_actor scheduler) {
 }
 
 RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
+  return submit(std::move(spec), std::move(on_event), caf::actor{});
+}
+
+RequestHandle Engine::submit(RequestSpec spec, caf::actor sink) {
+  if (!sink) return submit(std::move(spec), EventCallback{});  // nobody to tell: as an empty callback
+  EventCallback forward = [sink](const StreamEvent& e) { caf::anon_send(sink, e); };
+  return submit(std::move(spec), std::move(forward), std::move(sink));
+}
+
+RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event, caf::actor sink) {
   if (spec.request.id == 0) {  // from a range of its own: caller-chosen ids are below it
     spec.request.id = next_request_id();
     spec.request.automatic_id = true;
@@ -180,14 +193,8 @@ RequestHandle Engine::submit(RequestSpec spec, EventCallback on_event) {
   (void)grammar_binder_->bind(spec.request.sampling.grammar);
   const request_id id = spec.request.id;
   const stream_actor& stream = streams_[next_stream_++ % streams_.size()];
-  caf::anon_send(stream, open_atom_v, StreamOpen{std::move(spec), std::move(on_event)});
+  caf::anon_send(stream, open_atom_v, StreamOpen{std::move(spec), std::move(on_event), std::move(sink)});
   return RequestHandle(id, stream);
-}
-
-RequestHandle Engine::submit(RequestSpec spec, caf::actor sink) {
-  return submit(std::move(spec), [sink = std::move(sink)](const StreamEvent& e) {
-    caf::anon_send(sink, e);
-  });
 }
 
 void Engine::release_session(const std::string& name) { caf::anon_send(scheduler_, session_atom_v, name); }

@@ -90,7 +90,8 @@ class Engine {
   // that reaches the scheduler without submit(): an engine node's).
   request_id next_request_id() { return kFirstAutomaticRequestId + next_id_++; }
   // The same, delivering each StreamEvent as a message to `sink` (an actor of
-  // the caller's; its behavior handles `const StreamEvent&`).
+  // the caller's; its behavior handles `const StreamEvent&`). A sink that
+  // stops cancels its requests.
   RequestHandle submit(RequestSpec spec, caf::actor sink);
 
   // Lets go of the KV blocks a session keeps (GenerateRequest::session).
@@ -143,6 +144,8 @@ class Engine {
   Engine(caf::actor_system& sys, EngineConfig config, ModelInfo info);
   // Sets the scheduler and spawns the stream actors that submit to it.
   void set_scheduler(scheduler_actor scheduler);
+  // Both submit()s: `sink`, where set, is the actor `on_event` sends to.
+  RequestHandle submit(RequestSpec spec, EventCallback on_event, caf::actor sink);
 
   caf::actor_system& sys_;
   EngineConfig config_;

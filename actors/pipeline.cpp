@@ -108,6 +108,30 @@ void check_inputs(stage_ptr self) {
   Context(self).emit(std::move(e));
 }
 
+// The stage's own code threw: its stream ends with an error naming it (the
+// requests it submitted are cancelled as the stage ends).
+void fail_stage(stage_ptr self, const std::string& what) {
+  auto& st = self->state;
+  if (st.ended) return;
+  StreamEvent e;
+  e.finish = FinishReason::error;
+  e.error_code = Errc::internal;
+  e.message = "pipeline stage '" + st.stage->name() + "' failed: " + what;
+  Context(self).emit(std::move(e));
+}
+
+// Runs one of the stage's methods; an exception fails the stage.
+template <class F>
+void guarded(stage_ptr self, F&& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    fail_stage(self, e.what());
+  } catch (...) {
+    fail_stage(self, "an exception that is not a std::exception");
+  }
+}
+
 stream_stage::behavior_type stage_actor(stage_ptr self, std::shared_ptr<StreamStage> stage, Engine* engine,
                                         stream_sink next, std::optional<RequestSpec> start) {
   auto& st = self->state;
@@ -122,8 +146,10 @@ stream_stage::behavior_type stage_actor(stage_ptr self, std::shared_ptr<StreamSt
   if (!st.stage) {
     st.upstream_open = false;  // nothing can run it: end at once
   } else if (start) {
-    Context ctx(self);
-    st.stage->start(std::move(*start), ctx);
+    guarded(self, [&] {
+      Context ctx(self);
+      st.stage->start(std::move(*start), ctx);
+    });
   }
   check_inputs(self);
   return {
@@ -135,8 +161,10 @@ stream_stage::behavior_type stage_actor(stage_ptr self, std::shared_ptr<StreamSt
         } else if (e.last()) {
           st.upstream_open = false;  // the stage before this one has ended its output
         }
-        Context ctx(self);
-        st.stage->on_event(e, ctx);
+        guarded(self, [&] {
+          Context ctx(self);
+          st.stage->on_event(e, ctx);
+        });
         check_inputs(self);
       },
       [self](cancel_atom) {
@@ -150,6 +178,7 @@ stream_stage::behavior_type stage_actor(stage_ptr self, std::shared_ptr<StreamSt
 }  // namespace
 
 PipelineHandle Pipeline::run(RequestSpec spec, stream_sink sink) const {
+  if (!sink) return PipelineHandle{};
   std::vector<StageFactory> makers = stages_;
   if (makers.empty()) makers.push_back([] { return std::make_unique<PassThrough>(); });
   caf::actor_system& sys = engine_->system();

@@ -23,7 +23,9 @@
 //    still gets one last event. A sink that ends cancels the pipeline too.
 //  - No silent end. A stage whose inputs (the stage before it, its own
 //    requests) have all ended without its emitting a last event gets one
-//    emitted for it: finish `error`, naming the stage.
+//    emitted for it: finish `error`, naming the stage. So does a stage whose
+//    start() or on_event() throws (with the exception's message), and its
+//    requests are cancelled.
 //
 // Threads: a stage's methods run on its actor, one call at a time; a stage
 // needs no locks. The Engine must outlive every pipeline run on it. A
@@ -116,7 +118,8 @@ class Pipeline {
 
   // Spawns the stages, last first, wires each to the next and the last to
   // `sink`, and starts the first with `spec`. With no stages, `spec`'s
-  // events go to `sink` through a stage that passes everything on.
+  // events go to `sink` through a stage that passes everything on. A null
+  // `sink` runs nothing (an empty handle): nobody would hear the events.
   PipelineHandle run(RequestSpec spec, stream_sink sink) const;
 
  private:

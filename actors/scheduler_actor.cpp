@@ -389,8 +389,16 @@ void ask_preemption(self_ptr self, PreemptionQuery query) {
   ++st.replies_owed;
   self->request(st.actors.preemption, policy_timeout(self), preempt_atom_v, query)
       .then(
-          [self](const PreemptionDecision& decision) {
+          [self, asked, query](const PreemptionDecision& decision) mutable {
             if (!reply_in(self)) return;
+            if (self->state.core->stalls(decision) && has_fallback(self) &&
+                self->state.actors.preemption.address() == asked) {
+              // Every running sequence short and none preempted: nothing would
+              // ever run again. A failure like any other: the built-in decides.
+              replace_preemption(self, asked,
+                                 "it preempted no sequence while every running one was short of KV blocks");
+              return ask_preemption(self, std::move(query));
+            }
             allocate(self, self->state.core->apply_preemption(decision));
           },
           [self, asked, query](caf::error& err) mutable {

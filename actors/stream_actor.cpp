@@ -78,7 +78,9 @@ RequestStream open_stream(StreamOpen& open) {
   r.metrics = std::move(open.spec.metrics);
   r.tokenizer = std::move(open.spec.tokenizer);
   if (r.tokenizer) r.shown_tokens = std::move(open.spec.shown_tokens);
-  r.samples.resize(size_t(std::clamp(open.spec.request.n, 1, kMaxSamples)));
+  // An n out of range is refused: one sample, one error event.
+  const int32_t n = open.spec.request.n;
+  r.samples.resize(n >= 1 && n <= kMaxSamples ? size_t(n) : 1);
   r.open = int32_t(r.samples.size());
   for (sample_state& sample : r.samples) {
     if (r.tokenizer) sample.detok.emplace(*r.tokenizer);
@@ -101,6 +103,11 @@ struct stream_state {
   stream_state() = default;  // not an aggregate: CAF would build it from the actor pointer
   scheduler_actor scheduler;
   std::unordered_map<request_id, RequestStream> requests;
+  stream_actor itself;                 // released by quitting (the header says why)
+  // The actor sinks watched, each with its requests (some may have ended).
+  std::unordered_map<caf::actor_addr, std::vector<request_id>> sinks;
+  std::optional<StreamEvent> stopped;  // the scheduler stopped: what every request gets
+  bool engine_gone = false;            // ~Engine's drain came
   static inline const char* name = "stream";
 };
 
@@ -227,27 +234,54 @@ void refuse(self_ptr self, StreamOpen& open, const std::string& message) {
 stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
   auto& st = self->state;
   st.scheduler = std::move(scheduler);
+  st.itself = caf::actor_cast<stream_actor>(self);
   self->monitor(st.scheduler);
   self->set_down_handler([self](const caf::down_msg& down) {
+    auto& st = self->state;
+    if (auto sink = st.sinks.find(down.source); sink != st.sinks.end()) {
+      // An actor sink stopped: its requests, if still open, are cancelled.
+      for (request_id id : sink->second) {
+        auto it = st.requests.find(id);
+        if (it == st.requests.end()) continue;
+        if (it->second.submitted) self->send(st.scheduler, cancel_atom_v, id);
+        st.requests.erase(it);
+      }
+      st.sinks.erase(sink);
+      return;
+    }
     // A scheduler that stopped on purpose (a lost device) names why in its
     // exit reason; requests still in its mailbox learn the same reason as
-    // those it ended itself.
-    const StreamEvent e = error_event(Errc::io_error,
-                                      is_engine_error(down.reason)
-                                          ? "the engine failed: " + from_caf_error(down.reason).message
-                                          : "the engine stopped",
-                                      false);
-    auto requests = std::move(self->state.requests);
-    self->state.requests.clear();
-    for (auto& [id, r] : requests) fail_open_samples(self, id, r, e);
-    self->quit();
+    // those it ended itself, and so do those submitted later.
+    st.stopped = error_event(Errc::io_error,
+                             is_engine_error(down.reason)
+                                 ? "the engine failed: " + from_caf_error(down.reason).message
+                                 : "the engine stopped",
+                             false);
+    auto requests = std::move(st.requests);
+    st.requests.clear();
+    for (auto& [id, r] : requests) fail_open_samples(self, id, r, *self->state.stopped);
+    if (self->state.engine_gone) self->quit();
   });
   return {
       [self](open_atom, StreamOpen& open) {
         auto& st = self->state;
         const request_id id = open.spec.request.id;
+        if (st.stopped) {
+          RequestStream r = open_stream(open);
+          StreamEvent e = *st.stopped;
+          e.refused = true;  // never submitted
+          return fail_open_samples(self, id, r, e);
+        }
         if (id == 0) return refuse(self, open, "a stream actor's request needs an id");
+        if (!open.spec.stop.empty() && !open.spec.tokenizer)
+          return refuse(self, open, "stop strings need a model with a tokenizer (stop_token_ids do not)");
         if (st.requests.count(id)) return refuse(self, open, "duplicate request id");
+        if (open.sink) {
+          auto [sink, first] = st.sinks.try_emplace(open.sink.address());
+          if (first) self->monitor(open.sink);
+          std::erase_if(sink->second, [&](request_id other) { return !st.requests.count(other); });
+          sink->second.push_back(id);
+        }
         RequestStream& r = st.requests[id] = open_stream(open);
         r.submitted = true;
         self->request(st.scheduler, caf::infinite, submit_atom_v, std::move(open.spec.request),
@@ -283,6 +317,10 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
         if (it == st.requests.end() || it->second.open == 0) return;
         // Sent after its submit (same sender), so the scheduler sees it second.
         self->send(st.scheduler, cancel_atom_v, id);
+      },
+      [self](drain_atom) {
+        self->state.engine_gone = true;
+        if (self->state.stopped) self->quit();
       },
   };
 }

@@ -11,11 +11,15 @@
 // (docs/benchmarks/history.md, 2026-12-03).
 //
 // Receives: open (a request and its callback), TokenBatch (from the
-// scheduler), cancel (from the client). Calls each request's callback with
-// StreamEvents, on this actor's thread, in order; the last one has finish
-// != none. A callback that throws ends its own request (cancelled at the
-// scheduler), no other. When the scheduler stops, every open request ends
-// with an error event and the actor stops.
+// scheduler), cancel (from the client), drain (from ~Engine: stop once the
+// scheduler has). Calls each request's callback with StreamEvents, on this
+// actor's thread, in order; the last one has finish != none. A callback that
+// throws ends its own request (cancelled at the scheduler), no other. When
+// the scheduler stops, every open request ends with an error event, and so
+// does every request opened after (a dead engine still answers); the actor
+// stops when the scheduler has stopped and the engine is gone. It holds a
+// handle to itself until then, so that dropping every handle to it (an
+// Engine destroyed, its RequestHandles dropped) cannot end it first.
 #pragma once
 
 #include <functional>
@@ -47,6 +51,9 @@ struct RequestSpec {
 struct StreamOpen {
   RequestSpec spec;
   EventCallback on_event;
+  // Engine::submit(spec, actor): the actor on_event sends to. Watched: when
+  // it stops, its requests are cancelled (nobody is left to read them).
+  caf::actor sink;
 };
 
 }  // namespace conveyor
@@ -56,7 +63,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::StreamOpen)
 namespace conveyor {
 
 using stream_actor = token_sink_actor::extend<caf::reacts_to<open_atom, StreamOpen>,
-                                              caf::reacts_to<cancel_atom, request_id>>;
+                                              caf::reacts_to<cancel_atom, request_id>,
+                                              caf::reacts_to<drain_atom>>;
 
 stream_actor spawn_stream(caf::actor_system& sys, scheduler_actor scheduler);
 

@@ -94,6 +94,9 @@ Status validate(const EngineConfig& c) {
     return bad("swap-space-tokens", "holds " + std::to_string(c.swap_space_tokens / c.block_size) +
                                         " blocks; at most " + std::to_string(std::numeric_limits<int32_t>::max()));
   if (c.max_num_seqs < 1) return bad("max-num-seqs", "must be >= 1");
+  // libgomp ends the process when it cannot create a team's threads.
+  if (c.threads < 0 || c.threads > kMaxThreads)
+    return bad("threads", "must be between 0 (all cores) and " + std::to_string(kMaxThreads));
   if (c.max_batched_tokens < 1) return bad("max-batched-tokens", "must be >= 1");
   if (c.prefill_chunk < 1) return bad("prefill-chunk", "must be >= 1");
   if (!(c.target_itl_ms >= 0) || c.target_itl_ms > 1e6) return bad("target-itl-ms", "must be between 0 and 1e6");

@@ -80,6 +80,9 @@ inline constexpr double session_ttl_seconds = 60.0;
 inline constexpr int32_t max_fault_retries = 2;
 }  // namespace engine_defaults
 
+// The most compute threads an engine takes (EngineConfig::threads, --threads).
+inline constexpr int kMaxThreads = 4096;
+
 struct EngineConfig {
   DeviceSpec device;                    // the backend (backends/backend.hpp)
   int32_t block_size = engine_defaults::block_size;  // tokens per KV block (a power of two)
@@ -141,7 +144,7 @@ struct EngineConfig {
   // interval since it arrived (waiting or running).
   double aging_interval_seconds = engine_defaults::aging_interval_seconds;
   AdmissionConfig admission_config;     // watermark, percentile, reserve
-  int threads = 0;                      // compute threads (0: all cores)
+  int threads = 0;                      // compute threads (0: all cores; at most kMaxThreads)
   // After an engine fault (the executor threw, a swap copy or a KV
   // allocation failed) the workers restart with a fresh KV pool, and the
   // requests that were running are recomputed from their tokens so far

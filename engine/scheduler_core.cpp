@@ -400,14 +400,15 @@ void SchedulerCore::apply_admission(const AdmissionDecision& decision) {
     Sequence* s = find(id);
     if (s == nullptr || s->state() != SeqState::waiting) continue;
     waiting_.remove(id);
-    finish(*s, FinishReason::error, reason);
+    finish(*s, FinishReason::error, reason.empty() ? "refused by the admission policy" : reason);
   }
   // Whatever the policy says (a user's may say anything), no more than
   // max_num_seqs sequences run, a request counting as its samples.
   int32_t slots = config_.max_num_seqs - int32_t(pending_swap_in_.size()) - running_sequences();
   for (seq_id id : decision.admitted) {
     Sequence* s = find(id);
-    if (s == nullptr || s->state() != SeqState::waiting || is_cancelled(id)) continue;
+    // Still in the queue: a candidate named twice was planned the first time.
+    if (s == nullptr || s->state() != SeqState::waiting || !waiting_.contains(id) || is_cancelled(id)) continue;
     if (s->samples > slots) break;
     // It is not held back for want of room (preemption by priority would
     // not help): it runs now, or it waits for a prefix being computed.
@@ -759,11 +760,21 @@ bool SchedulerCore::awaits_copy(const Sequence& s) const {
   });
 }
 
+bool SchedulerCore::stalls(const PreemptionDecision& decision) const {
+  for (const Victim& v : decision.victims) {
+    auto it = seqs_.find(v.seq);
+    if (it != seqs_.end() && it->second.state() == SeqState::running) return false;
+  }
+  return std::none_of(plan_.begin(), plan_.end(), [](const Planned& p) { return p.granted && !p.dropped; });
+}
+
 AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decision) {
   AllocationBatch retry;
+  int32_t preempted = 0;
   for (const Victim& v : decision.victims) {
     Sequence* s = find(v.seq);
     if (s == nullptr || s->state() != SeqState::running) continue;
+    ++preempted;
     if (Planned* p = planned_for(*s)) p->dropped = true;
     std::erase_if(failed_, [&](const Short& f) { return f.id == v.seq; });
     remove_running(v.seq);
@@ -781,7 +792,9 @@ AllocationBatch SchedulerCore::apply_preemption(const PreemptionDecision& decisi
   take_pending_updates(retry);  // the recompute victims' blocks go back first
   // The sequences that were short try once more, within the share of the
   // iteration's token budget they had; if the victims did not free enough
-  // (or are still being copied out), they sit this iteration out.
+  // (or are still being copied out), they sit this iteration out. With no
+  // victim at all nothing was freed: they sit it out now.
+  if (preempted == 0) failed_.clear();
   for (const Short& f : failed_) {
     Sequence& s = seqs_.at(f.id);
     const int32_t remaining = s.length() - s.scheduled;

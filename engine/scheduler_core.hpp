@@ -143,6 +143,10 @@ class SchedulerCore {
   AllocationBatch build_allocation();
   std::optional<PreemptionQuery> apply_allocation(const AllocationResult& result);
   AllocationBatch apply_preemption(const PreemptionDecision& decision);
+  // Whether `decision` preempts no running sequence while nothing else of
+  // this iteration got its blocks: taken as it is, no sequence would ever
+  // run again (a policy's failure; the scheduler actor asks its fallback).
+  bool stalls(const PreemptionDecision& decision) const;
   StepPlan build_step();
   // Results come in the order the plans were built.
   void apply_step(const StepResult& result, double now);

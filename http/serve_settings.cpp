@@ -422,7 +422,7 @@ std::vector<Setting> make_table() {
                        "engine restarts a request may go through before it ends with a 500"},
                       FIELD(engine.max_fault_retries), 0, kInt32Max));
   t.push_back(integer({"threads", "engine", "threads", "compute threads (0: all cores)"}, FIELD(engine.threads),
-                      0, 4096));
+                      0, kMaxThreads));
   return t;
 }
 

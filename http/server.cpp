@@ -43,6 +43,7 @@ struct Server::Impl {
   std::shared_ptr<Listener> listener;
   std::vector<std::thread> threads;
   std::atomic<bool> running{false};
+  bool started = false;  // start() runs once (stop() closes the state for good)
 
   // The drain and the engine summary: their state is touched only on this strand.
   net::strand<net::io_context::executor_type> control;
@@ -146,6 +147,8 @@ Status Server::reload_api_keys() {
 }
 
 Expected<uint16_t> Server::start() {
+  if (impl_->started)
+    return make_error(Errc::invalid_argument, "a Server starts once: construct a new one to serve again");
   const ServerOptions& o = impl_->state->options();
   if (Status s = validate_server_options(o); !s) return s.error();
   auto keys = api_keys_of(o);
@@ -160,6 +163,7 @@ Expected<uint16_t> Server::start() {
   if (Status s = impl_->listener->open(endpoints.begin()->endpoint()); !s) return s.error();
   const uint16_t port = impl_->listener->port();
   impl_->listener->run();
+  impl_->started = true;
   if (o.log_stats_interval_seconds > 0) net::post(impl_->control, [m = impl_.get()] { m->arm_stats(); });
   impl_->work.emplace(impl_->ioc.get_executor());
   for (int i = 0; i < std::max(1, o.io_threads); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });

@@ -62,7 +62,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Checks the options (validate_server_options), reads the API keys, binds,
-  // listens and starts the Asio threads; the port it listens on.
+  // listens and starts the Asio threads; the port it listens on. Once: a
+  // second call, also after stop(), is an error (a new Server serves again).
   Expected<uint16_t> start();
   // Reads options.api_key_file again (`conveyor serve` does on SIGHUP). The
   // new keys apply from the next request on; a file that cannot be read or

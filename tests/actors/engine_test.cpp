@@ -175,6 +175,121 @@ TEST(FakeEngine, InvalidRequestIsAnErrorEvent) {
   EXPECT_NE(o.message.find("outside the vocabulary"), std::string::npos) << o.message;
 }
 
+// An n out of range is refused with one error event, not one per sample
+// it asked for (n = 5000 got 1,024 of them).
+TEST(FakeEngine, AnNOutOfRangeIsOneErrorEvent) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  std::atomic<int> last_events{0};
+  std::atomic<int> seen{0};
+  RequestSpec spec = testing::greedy_spec(1, {1, 2, 3}, 4, true);
+  spec.request.n = 5000;
+  engine->submit(std::move(spec), [&](const StreamEvent& e) {
+    if (e.last()) {
+      EXPECT_EQ(e.finish, FinishReason::error);
+      ++last_events;
+    }
+    ++seen;
+  });
+  Collector after;  // a request behind it: the refusal's events all came first
+  engine->submit(testing::greedy_spec(2, {1, 2, 3}, 4, true), after.callback_for(2));
+  ASSERT_TRUE(after.wait_for(1));
+  for (int i = 0; i < 100 && last_events.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(last_events.load(), 1);
+  EXPECT_EQ(seen.load(), 1);
+}
+
+// Stop strings match text: without a tokenizer there is none, and the
+// request is refused rather than run as if they were not there.
+TEST(FakeEngine, StopStringsWithoutATokenizerAreRefused) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, EngineConfig{});
+  Collector collector;
+  RequestSpec spec = testing::greedy_spec(1, {1, 2, 3}, 4, true);
+  spec.stop = {"x"};
+  engine->submit(std::move(spec), collector.callback_for(1));
+  ASSERT_TRUE(collector.wait_for(1));
+  const Outcome o = collector.outcomes().at(1);
+  EXPECT_EQ(o.finish, FinishReason::error);
+  EXPECT_NE(o.message.find("tokenizer"), std::string::npos) << o.message;
+}
+
+// Destroying the engine ends every open request with an error event, also
+// when the caller kept no RequestHandle (the stream actors, with no handle
+// left, died before they heard that the scheduler had stopped).
+TEST(FakeEngine, DestroyingTheEngineEndsEveryRequestWithoutHandles) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  Collector collector;
+  const auto prompts = random_prompts(20, kFakeVocab, 5);
+  {
+    auto engine = make_fake_engine(sys, EngineConfig{});
+    for (size_t i = 0; i < prompts.size(); ++i)
+      engine->submit(testing::greedy_spec(i + 1, prompts[i], 10000, true), collector.callback_for(i + 1));
+  }
+  ASSERT_TRUE(collector.wait_for(prompts.size(), std::chrono::seconds(20)));
+  for (const auto& [id, o] : collector.outcomes()) {
+    EXPECT_EQ(o.finals, 1) << id;
+    EXPECT_EQ(o.finish, FinishReason::error) << id;
+  }
+}
+
+// The fake runner, 2 ms a step: a 256-token request takes half a second.
+class SlowRunner final : public StepRunner {
+ public:
+  explicit SlowRunner(std::shared_ptr<testing::FakeRunner> inner) : inner_(std::move(inner)) {}
+  StepResult run(StepPlan& plan) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return inner_->run(plan);
+  }
+  void reset() override { inner_->reset(); }
+
+ private:
+  std::shared_ptr<testing::FakeRunner> inner_;
+};
+
+// An actor sink that stops cancels its request (it ran to its end and held
+// its blocks); a null sink is taken as no callback.
+TEST(FakeEngine, AnActorSinkThatStopsCancelsItsRequest) {
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  EngineConfig config;
+  config.kv_cache_tokens = 4096;
+  ModelInfo info;
+  info.config.vocab_size = kFakeVocab;
+  info.config.context_length = kFakeContext;
+  info.eos_ids = {0};
+  auto kv = std::make_shared<testing::FakeKv>(config.block_size, int32_t(config.kv_cache_tokens / config.block_size), 0);
+  auto runner = std::make_shared<SlowRunner>(std::make_shared<testing::FakeRunner>(kv, kFakeVocab));
+  auto created = Engine::create(sys, config, info, std::move(runner), std::make_shared<testing::FakeSwapEngine>(kv));
+  ASSERT_TRUE(created.has_value()) << created.error().message;
+  Engine& engine = **created;
+  std::atomic<int> events{0};
+  caf::actor sink = sys.spawn([&events](caf::event_based_actor* self) -> caf::behavior {
+    return {[self, &events](const StreamEvent&) {
+      if (++events == 3) self->quit();
+    }};
+  });
+  engine.submit(testing::greedy_spec(1, {1, 2, 3}, kFakeContext, true), sink);
+  sink = nullptr;
+  bool idle = false;
+  for (int i = 0; i < 500 && !idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto stats = engine.stats();
+    idle = stats && events.load() >= 3 && stats->num_running == 0 && stats->num_waiting == 0;
+  }
+  ASSERT_TRUE(idle);
+  auto stats = engine.stats();
+  ASSERT_TRUE(stats);
+  EXPECT_LT(stats->generated_tokens, 100u) << "the request ran on without its sink";
+  EXPECT_EQ(events.load(), 3);
+  expect_all_blocks_free(engine);
+  engine.submit(testing::greedy_spec(2, {1, 2, 3}, 4, true), caf::actor{});  // nobody to tell
+  expect_fake_outputs(testing::run_greedy(engine, {{1, 2, 3}}, 4), {{1, 2, 3}}, 4);
+}
+
 // Ids the engine chooses come from a range of their own: a caller's id 1
 // beside an automatic one runs, and a caller's id in the engine's range is
 // refused with a message saying why.

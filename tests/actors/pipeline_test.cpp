@@ -280,6 +280,60 @@ TEST_F(PipelineTest, StageThatNeverEndsGetsAnErrorEnd) {
   EXPECT_NE(last.message.find("Swallow"), std::string::npos) << last.message;
 }
 
+// Throws from on_event at its `n`th event, or from start() when n is 0.
+class Throws final : public StreamStage {
+ public:
+  explicit Throws(int n) : n_(n) {}
+  void start(RequestSpec spec, StageContext& ctx) override {
+    if (n_ == 0) {
+      ctx.submit(std::move(spec));  // submitted, then the stage fails: cancelled
+      throw std::runtime_error("start broke");
+    }
+    ctx.submit(std::move(spec));
+  }
+  void on_event(const StreamEvent& e, StageContext& ctx) override {
+    if (++seen_ == n_) throw std::runtime_error("on_event broke");
+    ctx.emit(e);
+  }
+  std::string name() const override { return "Throws"; }
+
+ private:
+  int n_;
+  int seen_ = 0;
+};
+
+// A stage that throws ends the run with an error naming it, and the request
+// is cancelled (the sink heard nothing more, and the request ran on).
+TEST_F(PipelineTest, AStageThatThrowsEndsTheRunWithAnError) {
+  for (int n : {0, 3}) {
+    for (bool first : {true, false}) {
+      auto seen = std::make_shared<Seen>();
+      Pipeline p(*engine_);
+      if (first) {
+        p.then<Throws>(n).then<PassOn>();
+      } else {
+        if (n == 0) continue;  // start() runs on the first stage only
+        p.then<PassOn>().then<Throws>(n).then<PassOn>();
+      }
+      p.run(spec(kLong), sink(seen));
+      ASSERT_TRUE(seen->wait_last()) << n << " " << first;
+      const StreamEvent last = seen->last();
+      EXPECT_EQ(last.finish, FinishReason::error);
+      EXPECT_NE(last.message.find("pipeline stage 'Throws' failed: "), std::string::npos) << last.message;
+      EXPECT_NE(last.message.find(n == 0 ? "start broke" : "on_event broke"), std::string::npos) << last.message;
+      const EngineStats stats = idle_stats();
+      EXPECT_EQ(stats.num_running, 0);
+    }
+  }
+  EXPECT_LT(idle_stats().generated_tokens, uint64_t(kLong)) << "the requests were cancelled";
+}
+
+TEST_F(PipelineTest, ANullSinkRunsNothing) {
+  Pipeline p(*engine_);
+  p.then<PassOn>();
+  EXPECT_TRUE(p.run(spec(4), stream_sink{}).stages().empty());
+}
+
 // Fan-out: three requests; the first to produce a token wins, the others are
 // cancelled; the winner's end is held until the losers' ends have come.
 struct FanOutLog {

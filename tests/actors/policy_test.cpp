@@ -109,6 +109,17 @@ preemption_actor::behavior_type failing_preemption(preemption_actor::pointer, st
   };
 }
 
+// Answers every preemption question, naming no victim.
+preemption_actor::behavior_type victimless_preemption(preemption_actor::pointer, std::shared_ptr<Answered> asked) {
+  return {
+      [asked](preempt_atom, const PreemptionQuery&) -> PreemptionDecision {
+        ++asked->count;
+        return {};
+      },
+      [](costs_atom, double, double) {},
+  };
+}
+
 // ---- the log ------------------------------------------------------------------------
 
 // Keeps the default logger's warnings (the scheduler's fallback lines).
@@ -266,6 +277,28 @@ TEST(UserPolicy, APreemptionPolicyThatErrsIsReplacedAndNothingIsLost) {
   EXPECT_EQ(asked->count.load(), 1);
   const auto lines = log_lines()->take();
   EXPECT_EQ(count_containing(lines, "preemption policy", "this policy always fails"), 1)
+      << (lines.empty() ? "no log line" : lines.front());
+  expect_all_blocks_free(*engine);
+}
+
+// Too few victims is allowed (the short sequences sit the iteration out),
+// but none while every running sequence is short would stall the engine for
+// good (it asked again and again, 300,000 times a second, and cancels never
+// took effect): that answer is a failure, and the built-in takes over.
+TEST(UserPolicy, APreemptionPolicyThatNamesNoVictimsCannotStallTheEngine) {
+  const EngineConfig config = swap_pressure_config();
+  const auto want = reference(config, 16);
+  log_lines()->take();
+  EngineSystemConfig cfg;
+  caf::actor_system sys{cfg};
+  auto engine = make_fake_engine(sys, config);
+  auto asked = std::make_shared<Answered>();
+  ASSERT_TRUE(engine->set_preemption_policy(sys.spawn(victimless_preemption, asked)));
+  expect_same_outcomes(run_greedy(*engine, prompts(16), kMaxTokens, true), want);
+  EXPECT_GE(asked->count.load(), 1);
+  EXPECT_LT(asked->count.load(), 1000) << "asked once an iteration at most while it could not stall";
+  const auto lines = log_lines()->take();
+  EXPECT_EQ(count_containing(lines, "preemption policy", "preempted no sequence"), 1)
       << (lines.empty() ? "no log line" : lines.front());
   expect_all_blocks_free(*engine);
 }

@@ -124,6 +124,21 @@ TEST(PlanKvCapacity, DefaultIsAFractionOfAvailableMemoryWithinBounds) {
   EXPECT_EQ(plan_kv_capacity(r)->tokens, 65536);
 }
 
+// A program's EngineConfig gets the checks the CLI's flags get: 100,000
+// threads made libgomp end the host process.
+TEST(EngineConfigValidation, ThreadsWithinRange) {
+  EngineConfig c;
+  for (int threads : {0, 1, kMaxThreads}) {
+    c.threads = threads;
+    EXPECT_TRUE(validate(c).is_ok()) << threads;
+  }
+  for (int threads : {-1, kMaxThreads + 1, 100000}) {
+    c.threads = threads;
+    ASSERT_FALSE(validate(c).is_ok()) << threads;
+    EXPECT_NE(validate(c).error().message.find("--threads"), std::string::npos);
+  }
+}
+
 TEST(EngineConfigValidation, CapacityAndDtypeFlags) {
   EngineConfig c;
   EXPECT_TRUE(validate(c).is_ok());

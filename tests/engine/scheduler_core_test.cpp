@@ -560,6 +560,31 @@ TEST(SchedulerCore, AdmissionBeyondMaxNumSeqsIsCapped) {
   EXPECT_EQ(core.num_waiting(), 3u);
 }
 
+// A candidate admitted twice is planned once (the scheduler actor died of
+// the second plan: a user's policy listed every id twice).
+TEST(SchedulerCore, ACandidateAdmittedTwiceIsPlannedOnce) {
+  SimOptions o;
+  o.num_blocks = 64;
+  SchedulerCore core(Simulation::config(o));
+  GenerateRequest r;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 4;
+  r.prompt = {1, 2, 3};
+  for (request_id id = 1; id <= 2; ++id) {
+    r.id = id;
+    ASSERT_TRUE(core.submit(r, 0.0).is_ok());
+  }
+  ASSERT_TRUE(core.begin_iteration(0.0).has_value());
+  AdmissionDecision twice;
+  twice.admitted = {1, 1, 2, 2, 1};
+  core.apply_admission(twice);
+  const AllocationBatch batch = core.build_allocation();
+  ASSERT_EQ(batch.requests.size(), 2u);
+  EXPECT_EQ(batch.requests[0].seq, 1u);
+  EXPECT_EQ(batch.requests[1].seq, 2u);
+  EXPECT_EQ(core.num_waiting(), 0u);
+}
+
 TEST(SchedulerCore, FcfsRefusesAPriority) {
   SimOptions o;
   Simulation sim(o);

@@ -107,6 +107,18 @@ TEST(Lifecycle, ShutdownEndsOpenStreamsWithAnError) {
   EXPECT_EQ(error["error"].as_object()["code"], "shutting_down");
 }
 
+// A Server starts once: a second start(), before or after stop(), is an
+// error (it returned a new port that accepted connections and never answered).
+TEST(Lifecycle, AServerStartsOnce) {
+  TestServer server(small_engine());
+  auto again = server.start_again();
+  ASSERT_FALSE(again.has_value());
+  EXPECT_NE(again.error().message.find("starts once"), std::string::npos) << again.error().message;
+  EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);
+  server.stop();
+  EXPECT_FALSE(server.start_again().has_value());
+}
+
 TEST(Lifecycle, SlowReaderPastTheOutputBoundIsCancelled) {
   ServerOptions options;
   options.max_output_bytes = 1;  // any output not yet sent passes it

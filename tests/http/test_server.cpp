@@ -70,6 +70,8 @@ TestServer::~TestServer() = default;
 uint16_t TestServer::port() const { return impl_->bound; }
 const std::string& TestServer::model_name() const { return impl_->server->model().served_name; }
 int32_t TestServer::context_length() const { return impl_->server->model().config.context_length; }
+Expected<uint16_t> TestServer::start_again() { return impl_->server->start(); }
+
 void TestServer::stop() { impl_->server->stop(); }
 Status TestServer::reload_api_keys() { return impl_->server->reload_api_keys(); }
 

@@ -36,6 +36,7 @@ class TestServer {
   std::vector<int32_t> engine_greedy(const std::vector<int32_t>& prompt, int32_t max_tokens,
                                      bool ignore_eos = false);
   void stop();  // the server's graceful stop
+  Expected<uint16_t> start_again();  // Server::start() a second time
   Status reload_api_keys();  // what SIGHUP does in `conveyor serve`
 
  private:

@@ -230,7 +230,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", args->seed, "random seed (same seed, same output)")->check(unsigned_integer());
   cmd->add_flag("--ids", args->ids_only, "print the generated token ids instead of text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the end-of-sequence token");
-  cmd->add_option("--threads", args->threads, "compute threads (0: all cores)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--threads", args->threads, "compute threads (0: all cores)")->check(CLI::Range(0, kMaxThreads));
   cmd->add_option("--device", args->device, "cpu | cuda | cuda:N: the backend (default cpu)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
                   "f32 | f16 | bf16 | q8_0 | auto: the KV cache's element type (default auto: bf16 where "
