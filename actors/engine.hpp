@@ -91,7 +91,8 @@ class Engine {
   request_id next_request_id() { return kFirstAutomaticRequestId + next_id_++; }
   // The same, delivering each StreamEvent as a message to `sink` (an actor of
   // the caller's; its behavior handles `const StreamEvent&`). A sink that
-  // stops cancels its requests.
+  // stops cancels its requests; a null one is an empty callback (the request
+  // is cancelled at its first event, with a warning).
   RequestHandle submit(RequestSpec spec, caf::actor sink);
 
   // Lets go of the KV blocks a session keeps (GenerateRequest::session).

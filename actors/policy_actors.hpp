@@ -34,7 +34,9 @@
 //     order to preempt them, each with mode recompute or swap (swap only
 //     within free_host_blocks; anything else is treated as recompute).
 //     Unknown ids are ignored. Too few victims is allowed: the sequences
-//     still short sit the iteration out and are asked about again.
+//     still short sit the iteration out and are asked about again. But no
+//     victim at all while every running sequence is short (nothing of the
+//     iteration could run, so nothing ever would) is a failure, as below.
 //   (costs_atom, double seconds_per_recomputed_token, double seconds_per_copied_block)
 //     One-way measurements (0 where not measured), for cost models.
 //

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -69,6 +70,7 @@ struct RequestStream {
   bool first_token_seen = false;
   bool failed = false;                // its callback threw
   bool submitted = false;             // the scheduler has (or had) it: a cancel reaches it
+  caf::actor_addr sink;               // Engine::submit(spec, actor)'s actor, watched
 };
 
 // A request's client side, before it is submitted.
@@ -104,8 +106,7 @@ struct stream_state {
   scheduler_actor scheduler;
   std::unordered_map<request_id, RequestStream> requests;
   stream_actor itself;                 // released by quitting (the header says why)
-  // The actor sinks watched, each with its requests (some may have ended).
-  std::unordered_map<caf::actor_addr, std::vector<request_id>> sinks;
+  std::unordered_set<caf::actor_addr> sinks;  // the actor sinks watched
   std::optional<StreamEvent> stopped;  // the scheduler stopped: what every request gets
   bool engine_gone = false;            // ~Engine's drain came
   static inline const char* name = "stream";
@@ -238,17 +239,17 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
   self->monitor(st.scheduler);
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
-    if (auto sink = st.sinks.find(down.source); sink != st.sinks.end()) {
-      // An actor sink stopped: its requests, if still open, are cancelled.
-      for (request_id id : sink->second) {
-        auto it = st.requests.find(id);
-        if (it == st.requests.end()) continue;
-        if (it->second.submitted) self->send(st.scheduler, cancel_atom_v, id);
-        st.requests.erase(it);
-      }
-      st.sinks.erase(sink);
+    if (st.sinks.erase(down.source) != 0) {
+      // An actor sink stopped: its requests still open are cancelled.
+      std::erase_if(st.requests, [&](const auto& entry) {
+        const auto& [id, r] = entry;
+        if (r.sink != down.source) return false;
+        if (r.submitted) self->send(st.scheduler, cancel_atom_v, id);
+        return true;
+      });
       return;
     }
+    if (down.source != st.scheduler.address()) return;
     // A scheduler that stopped on purpose (a lost device) names why in its
     // exit reason; requests still in its mailbox learn the same reason as
     // those it ended itself, and so do those submitted later.
@@ -274,15 +275,11 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
         }
         if (id == 0) return refuse(self, open, "a stream actor's request needs an id");
         if (!open.spec.stop.empty() && !open.spec.tokenizer)
-          return refuse(self, open, "stop strings need a model with a tokenizer (stop_token_ids do not)");
+          return refuse(self, open, "stop strings need a model with a tokenizer");
         if (st.requests.count(id)) return refuse(self, open, "duplicate request id");
-        if (open.sink) {
-          auto [sink, first] = st.sinks.try_emplace(open.sink.address());
-          if (first) self->monitor(open.sink);
-          std::erase_if(sink->second, [&](request_id other) { return !st.requests.count(other); });
-          sink->second.push_back(id);
-        }
+        if (open.sink && st.sinks.insert(open.sink.address()).second) self->monitor(open.sink);
         RequestStream& r = st.requests[id] = open_stream(open);
+        r.sink = open.sink.address();
         r.submitted = true;
         self->request(st.scheduler, caf::infinite, submit_atom_v, std::move(open.spec.request),
                       caf::actor_cast<token_sink_actor>(self))

@@ -9,7 +9,7 @@
 #   conveyor::http      the OpenAI-compatible server (http/server.hpp)
 #   conveyor::router    the router over several nodes (router/)
 # The same names are aliases in this tree, for add_subdirectory or
-# FetchContent. The libraries are built with the build's flags: with
+# FetchContent (where CONVEYOR_INSTALL, off there, leaves the install rules out). The libraries are built with the build's flags: with
 # CONVEYOR_NATIVE (the default) they are tuned for the build machine, so
 # configure with -DCONVEYOR_NATIVE=OFF for an installation other machines use
 # (the kernels pick AVX2, AVX-512 or AMX at run time either way).
@@ -41,6 +41,10 @@ endforeach()
 foreach(name engine pipeline http router)
   add_library(conveyor::${name} ALIAS conveyor_${name})
 endforeach()
+
+if(NOT CONVEYOR_INSTALL)  # under add_subdirectory / FetchContent: the targets only
+  return()
+endif()
 
 install(TARGETS ${conveyor_exported_libraries} EXPORT conveyorTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

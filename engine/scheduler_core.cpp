@@ -761,6 +761,7 @@ bool SchedulerCore::awaits_copy(const Sequence& s) const {
 }
 
 bool SchedulerCore::stalls(const PreemptionDecision& decision) const {
+  if (failed_.empty()) return false;  // a priority round: declining is allowed
   for (const Victim& v : decision.victims) {
     auto it = seqs_.find(v.seq);
     if (it != seqs_.end() && it->second.state() == SeqState::running) return false;

@@ -145,6 +145,8 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     const std::string& message = s.error().message;
     return bad_request(message, param_of(message));
   }
+  if (!request.stop.empty() && !model.tokenizer)
+    return bad_request("stop: the model has no tokenizer, so there is no text to stop at", "stop");
   plan.stop = request.stop;
   plan.n = request.n;
   if (request.priority != 0 && model.fcfs_only)

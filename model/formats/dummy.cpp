@@ -167,7 +167,12 @@ std::vector<std::string> dummy_config_dirs(const LoadOptions& options) {
   if (const char* env = std::getenv("CONVEYOR_CONFIG_DIR"); env != nullptr && *env != '\0')
     dirs.emplace_back(env);
   dirs.emplace_back(std::string(CONVEYOR_SOURCE_DIR) + "/configs/models");
-  dirs.emplace_back(std::string(CONVEYOR_DATA_DIR) + "/configs/models");  // `cmake --install`
+  // Installed (`cmake --install`): beside the program (PREFIX/bin/conveyor
+  // finds PREFIX/share, wherever PREFIX was moved), then the configured prefix.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.emplace_back((exe.parent_path().parent_path() / "share/conveyor/configs/models").string());
+  dirs.emplace_back(std::string(CONVEYOR_DATA_DIR) + "/configs/models");
   return dirs;
 }
 

@@ -34,7 +34,8 @@ Expected<DummyConfig> parse_dummy_config(std::string_view toml_text, const std::
 
 // The directories dummy:NAME searches, in order: options.config_dirs, then
 // $CONVEYOR_CONFIG_DIR, then <source tree>/configs/models, then the installed
-// <prefix>/share/conveyor/configs/models.
+// ones: share/conveyor/configs/models beside the program's bin/, then under
+// the prefix the build was configured with.
 std::vector<std::string> dummy_config_dirs(const LoadOptions& options);
 
 // dummy:NAME: NAME must be a plain file name (letters, digits, '-', '_', '.',

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -16,10 +17,15 @@ namespace conveyor::testing {
 inline constexpr int32_t kFakeVocab = 97;
 inline constexpr int32_t kFakeContext = 256;
 
-// `runner`, when given, receives the fake runner (pipelined: see FakeRunner).
+// A runner around the fake one (slower, or with a callback of its own).
+using WrapRunner = std::function<std::shared_ptr<StepRunner>(std::shared_ptr<FakeRunner>)>;
+
+// `runner`, when given, receives the fake runner (pipelined: see FakeRunner);
+// `wrap`, when given, makes the runner the engine runs on from it.
 inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config,
                                                 bool pipelined = false,
-                                                std::shared_ptr<FakeRunner>* runner = nullptr) {
+                                                std::shared_ptr<FakeRunner>* runner = nullptr,
+                                                const WrapRunner& wrap = {}) {
   // An engine on its own runner takes its capacity in tokens.
   if (config.kv_cache_tokens == 0) config.kv_cache_tokens = 65536;
   ModelInfo info;
@@ -31,7 +37,8 @@ inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineCo
   auto kv = std::make_shared<FakeKv>(config.block_size, blocks, host);
   auto fake = std::make_shared<FakeRunner>(kv, kFakeVocab, pipelined);
   if (runner != nullptr) *runner = fake;
-  auto engine = Engine::create(sys, config, info, fake, std::make_shared<FakeSwapEngine>(kv));
+  std::shared_ptr<StepRunner> used = wrap ? wrap(fake) : fake;
+  auto engine = Engine::create(sys, config, info, std::move(used), std::make_shared<FakeSwapEngine>(kv));
   EXPECT_TRUE(engine.has_value()) << engine.error().message;
   return engine ? std::move(engine).value() : nullptr;
 }

@@ -261,7 +261,12 @@ TEST(UserPolicy, OneThatNeverAnswersIsReplacedAfterTheTimeout) {
       << (lines.empty() ? "no log line" : lines.front());
 }
 
-TEST(UserPolicy, APreemptionPolicyThatErrsIsReplacedAndNothingIsLost) {
+// Runs 16 requests that must preempt under a preemption policy of `behavior`
+// (given the questions' counter): every request ends exactly as under the
+// default policies, one warning line names the policy's failure (`failure`)
+// and every block is free after; how often it was asked.
+template <class Behavior>
+int run_under_failing_preemption(Behavior behavior, const std::string& failure) {
   const EngineConfig config = swap_pressure_config();
   const auto want = reference(config, 16);
   log_lines()->take();
@@ -269,16 +274,19 @@ TEST(UserPolicy, APreemptionPolicyThatErrsIsReplacedAndNothingIsLost) {
   caf::actor_system sys{cfg};
   auto engine = make_fake_engine(sys, config);
   auto asked = std::make_shared<Answered>();
-  ASSERT_TRUE(engine->set_preemption_policy(sys.spawn(failing_preemption, asked)));
+  EXPECT_TRUE(engine->set_preemption_policy(sys.spawn(behavior, asked)));
   expect_same_outcomes(run_greedy(*engine, prompts(16), kMaxTokens, true), want);
   auto stats = engine->stats();
-  ASSERT_TRUE(stats);
-  ASSERT_GT(stats->preemptions_swap + stats->preemptions_recompute, 0u) << "the pool was meant to force preemption";
-  EXPECT_EQ(asked->count.load(), 1);
+  EXPECT_TRUE(stats && stats->preemptions_swap + stats->preemptions_recompute > 0)
+      << "the pool was meant to force preemption";
   const auto lines = log_lines()->take();
-  EXPECT_EQ(count_containing(lines, "preemption policy", "this policy always fails"), 1)
-      << (lines.empty() ? "no log line" : lines.front());
+  EXPECT_EQ(count_containing(lines, "preemption policy", failure), 1) << (lines.empty() ? "no log line" : lines.front());
   expect_all_blocks_free(*engine);
+  return asked->count.load();
+}
+
+TEST(UserPolicy, APreemptionPolicyThatErrsIsReplacedAndNothingIsLost) {
+  EXPECT_EQ(run_under_failing_preemption(failing_preemption, "this policy always fails"), 1);
 }
 
 // Too few victims is allowed (the short sequences sit the iteration out),
@@ -286,21 +294,9 @@ TEST(UserPolicy, APreemptionPolicyThatErrsIsReplacedAndNothingIsLost) {
 // good (it asked again and again, 300,000 times a second, and cancels never
 // took effect): that answer is a failure, and the built-in takes over.
 TEST(UserPolicy, APreemptionPolicyThatNamesNoVictimsCannotStallTheEngine) {
-  const EngineConfig config = swap_pressure_config();
-  const auto want = reference(config, 16);
-  log_lines()->take();
-  EngineSystemConfig cfg;
-  caf::actor_system sys{cfg};
-  auto engine = make_fake_engine(sys, config);
-  auto asked = std::make_shared<Answered>();
-  ASSERT_TRUE(engine->set_preemption_policy(sys.spawn(victimless_preemption, asked)));
-  expect_same_outcomes(run_greedy(*engine, prompts(16), kMaxTokens, true), want);
-  EXPECT_GE(asked->count.load(), 1);
-  EXPECT_LT(asked->count.load(), 1000) << "asked once an iteration at most while it could not stall";
-  const auto lines = log_lines()->take();
-  EXPECT_EQ(count_containing(lines, "preemption policy", "preempted no sequence"), 1)
-      << (lines.empty() ? "no log line" : lines.front());
-  expect_all_blocks_free(*engine);
+  const int asked = run_under_failing_preemption(victimless_preemption, "preempted no sequence");
+  EXPECT_GE(asked, 1);
+  EXPECT_LT(asked, 1000) << "asked once an iteration at most while it could not stall";
 }
 
 // ---- the registry ------------------------------------------------------------------

@@ -163,6 +163,24 @@ TEST(RequestPlan, PriorityNeedsThePriorityPolicy) {
   EXPECT_TRUE(std::holds_alternative<RequestPlan>(plan_request(r.request, *model)));
 }
 
+// Stop strings match text: a model without a tokenizer has none, so they
+// are a 400 naming `stop`, not a request that runs as if they were absent.
+TEST(RequestPlan, StopStringsNeedATokenizer) {
+  ModelConfig config;
+  config.vocab_size = 300;
+  config.context_length = 64;
+  auto model = make_model_context(config, nullptr, "m", "auto", "");
+  ASSERT_TRUE(model) << model.error().message;
+  const ParseResult r = parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "stop": ["x"]})", Endpoint::completions);
+  ASSERT_FALSE(r.error) << r.error->message;
+  auto refused = plan_request(r.request, *model);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+  EXPECT_EQ(std::get<ApiError>(refused).param, "stop");
+  const ParseResult none = parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "stop": []})", Endpoint::completions);
+  ASSERT_FALSE(none.error) << none.error->message;
+  EXPECT_TRUE(std::holds_alternative<RequestPlan>(plan_request(none.request, *model)));
+}
+
 TEST(ApiRequest, WebSocketEnvelope) {
   const auto cancel = parse_api_request(R"({"type": "cancel", "id": 12})", Endpoint::websocket);
   ASSERT_FALSE(cancel.error);

@@ -38,3 +38,8 @@ run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G ${GENERATOR}
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run(${WORK_DIR}/consumer/consumer)
 run(${prefix}/bin/conveyor generate --model dummy:llama-15m --prompt-ids 1,2 --max-tokens 2 --ids)
+# A shape only the installation has: the installed command finds it beside
+# itself, wherever the prefix is.
+file(COPY_FILE ${prefix}/share/conveyor/configs/models/llama-15m.toml
+     ${prefix}/share/conveyor/configs/models/install-check.toml)
+run(${prefix}/bin/conveyor generate --model dummy:install-check --prompt-ids 1,2 --max-tokens 2 --ids)

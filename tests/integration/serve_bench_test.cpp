@@ -3,6 +3,7 @@
 // its exit codes for bad arguments and an unreachable server.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -65,6 +66,7 @@ TEST(BenchCommand, UnreachableServerExitsOneWithAClearMessage) {
 // A server that wants a key: bench sends it (--api-key, or $CONVEYOR_API_KEY),
 // to the completions and to /metrics alike, and without it stops at once.
 TEST(BenchCommand, SendsTheServersKey) {
+  ::unsetenv("CONVEYOR_API_KEY");  // the first run must go without a key
   ServeProcess server(kConveyor, {"--api-key", "sk-bench-key"}, kWorkDir + "/serve_bench_key.log");
   std::string error;
   ASSERT_TRUE(server.wait_ready(std::chrono::seconds(120), error)) << error;
