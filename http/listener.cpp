@@ -42,6 +42,12 @@ void Listener::stop() {
   });
 }
 
+void Listener::close() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  retry_.cancel();
+}
+
 void Listener::do_accept() {
   acceptor_.async_accept(net::make_strand(ioc_),
                          boost::beast::bind_front_handler(&Listener::on_accept, shared_from_this()));

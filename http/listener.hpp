@@ -28,6 +28,10 @@ class Listener : public std::enable_shared_from_this<Listener> {
   void run();
   // Stops accepting (any thread).
   void stop();
+  // Closes the listening socket at once, from the thread that owns the
+  // server once its I/O threads have stopped (stop()'s close may not have run
+  // before they did: the port would accept connections nobody answers).
+  void close();
 
  private:
   void do_accept();

@@ -194,6 +194,7 @@ void Server::stop() {
   m.ioc.stop();
   for (std::thread& t : m.threads) t.join();
   m.threads.clear();
+  m.listener->close();  // no thread runs its handlers now
   // From here on, actor threads post nothing into the io_context.
   m.state->close_gate();
 }

@@ -117,6 +117,9 @@ TEST(Lifecycle, AServerStartsOnce) {
   EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);
   server.stop();
   EXPECT_FALSE(server.start_again().has_value());
+  // Its port is closed: refused, not accepted and left unanswered (the
+  // acceptor's close was posted to I/O threads that could stop before it ran).
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(RawClient(server.port()).connected()) << i;
 }
 
 TEST(Lifecycle, SlowReaderPastTheOutputBoundIsCancelled) {
