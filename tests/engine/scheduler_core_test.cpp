@@ -532,6 +532,20 @@ TEST(SchedulerCore, ALowerPriorityValueRunsFirst) {
   sim.check_outputs();
 }
 
+// Submits requests 1..`samples.size()` (prompt {1, 2, 3}, 4 tokens, greedy),
+// request i with samples[i - 1] samples.
+void submit_short_requests(SchedulerCore& core, const std::vector<int32_t>& samples) {
+  GenerateRequest r;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 4;
+  r.prompt = {1, 2, 3};
+  for (size_t i = 0; i < samples.size(); ++i) {
+    r.id = i + 1;
+    r.n = samples[i];
+    ASSERT_TRUE(core.submit(r, 0.0).is_ok());
+  }
+}
+
 // A user's admission policy may admit anything: the core still runs no more
 // than max_num_seqs sequences, a request counting as its samples.
 TEST(SchedulerCore, AdmissionBeyondMaxNumSeqsIsCapped) {
@@ -539,15 +553,7 @@ TEST(SchedulerCore, AdmissionBeyondMaxNumSeqsIsCapped) {
   o.max_num_seqs = 3;
   o.num_blocks = 64;
   SchedulerCore core(Simulation::config(o));
-  GenerateRequest r;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = 4;
-  r.prompt = {1, 2, 3};
-  for (request_id id = 1; id <= 5; ++id) {
-    r.id = id;
-    r.n = id == 2 ? 2 : 1;
-    ASSERT_TRUE(core.submit(r, 0.0).is_ok());
-  }
+  submit_short_requests(core, {1, 2, 1, 1, 1});
   auto q = core.begin_iteration(0.0);
   ASSERT_TRUE(q.has_value());
   AdmissionDecision everyone;
@@ -566,14 +572,7 @@ TEST(SchedulerCore, ACandidateAdmittedTwiceIsPlannedOnce) {
   SimOptions o;
   o.num_blocks = 64;
   SchedulerCore core(Simulation::config(o));
-  GenerateRequest r;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = 4;
-  r.prompt = {1, 2, 3};
-  for (request_id id = 1; id <= 2; ++id) {
-    r.id = id;
-    ASSERT_TRUE(core.submit(r, 0.0).is_ok());
-  }
+  submit_short_requests(core, {1, 1});
   ASSERT_TRUE(core.begin_iteration(0.0).has_value());
   AdmissionDecision twice;
   twice.admitted = {1, 1, 2, 2, 1};

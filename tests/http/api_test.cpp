@@ -146,11 +146,16 @@ TEST(ApiRequest, RejectsBadJsonWithParam) {
 
 // Under fcfs a request's priority must be 0: a 400 naming it when the request
 // is planned, not a refusal from the engine (which counts as a failure).
-TEST(RequestPlan, PriorityNeedsThePriorityPolicy) {
+// A model of 300 tokens and a 64-token context, without a tokenizer.
+Expected<ModelContext> model_without_tokenizer() {
   ModelConfig config;
   config.vocab_size = 300;
   config.context_length = 64;
-  auto model = make_model_context(config, nullptr, "m", "auto", "");
+  return make_model_context(config, nullptr, "m", "auto", "");
+}
+
+TEST(RequestPlan, PriorityNeedsThePriorityPolicy) {
+  auto model = model_without_tokenizer();
   ASSERT_TRUE(model) << model.error().message;
   const ParseResult r =
       parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "priority": 1})", Endpoint::completions);
@@ -166,10 +171,7 @@ TEST(RequestPlan, PriorityNeedsThePriorityPolicy) {
 // Stop strings match text: a model without a tokenizer has none, so they
 // are a 400 naming `stop`, not a request that runs as if they were absent.
 TEST(RequestPlan, StopStringsNeedATokenizer) {
-  ModelConfig config;
-  config.vocab_size = 300;
-  config.context_length = 64;
-  auto model = make_model_context(config, nullptr, "m", "auto", "");
+  auto model = model_without_tokenizer();
   ASSERT_TRUE(model) << model.error().message;
   const ParseResult r = parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "stop": ["x"]})", Endpoint::completions);
   ASSERT_FALSE(r.error) << r.error->message;
