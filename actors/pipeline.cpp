@@ -7,7 +7,7 @@
 namespace conveyor {
 
 RequestHandle submit_to(Engine& engine, RequestSpec spec, stream_sink sink) {
-  return engine.submit(std::move(spec), [sink = std::move(sink)](const StreamEvent& e) { caf::anon_send(sink, e); });
+  return engine.submit(std::move(spec), caf::actor_cast<caf::actor>(std::move(sink)));
 }
 
 void PipelineHandle::cancel() const {

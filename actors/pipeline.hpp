@@ -53,7 +53,8 @@ using stream_sink = caf::typed_actor<caf::reacts_to<StreamEvent>>;
 // A pipeline stage's actor: a sink that can be cancelled, as a request can.
 using stream_stage = stream_sink::extend<caf::reacts_to<cancel_atom>>;
 
-// Submits `spec` with its events delivered, in order, as messages to `sink`.
+// Submits `spec` with its events delivered, in order, as messages to `sink`
+// (Engine::submit(spec, actor): a sink that stops cancels the request).
 RequestHandle submit_to(Engine& engine, RequestSpec spec, stream_sink sink);
 
 // What a stage can do, given to each of its calls.

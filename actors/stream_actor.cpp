@@ -225,11 +225,16 @@ bool on_token(self_ptr self, request_id id, RequestStream& r, TokenEvent& t, clo
 }
 
 // A request this actor cannot take (never submitted): its samples end with
-// an error at once.
-void refuse(self_ptr self, StreamOpen& open, const std::string& message) {
+// `e` at once.
+void refuse(self_ptr self, StreamOpen& open, StreamEvent e) {
   const request_id id = open.spec.request.id;
   RequestStream r = open_stream(open);
-  fail_open_samples(self, id, r, error_event(Errc::invalid_argument, message, true));
+  e.refused = true;
+  fail_open_samples(self, id, r, e);
+}
+
+void refuse(self_ptr self, StreamOpen& open, const std::string& message) {
+  refuse(self, open, error_event(Errc::invalid_argument, message, true));
 }
 
 stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
@@ -260,19 +265,14 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
                              false);
     auto requests = std::move(st.requests);
     st.requests.clear();
-    for (auto& [id, r] : requests) fail_open_samples(self, id, r, *self->state.stopped);
+    for (auto& [id, r] : requests) fail_open_samples(self, id, r, *st.stopped);
     if (self->state.engine_gone) self->quit();
   });
   return {
       [self](open_atom, StreamOpen& open) {
         auto& st = self->state;
         const request_id id = open.spec.request.id;
-        if (st.stopped) {
-          RequestStream r = open_stream(open);
-          StreamEvent e = *st.stopped;
-          e.refused = true;  // never submitted
-          return fail_open_samples(self, id, r, e);
-        }
+        if (st.stopped) return refuse(self, open, *st.stopped);
         if (id == 0) return refuse(self, open, "a stream actor's request needs an id");
         if (!open.spec.stop.empty() && !open.spec.tokenizer)
           return refuse(self, open, "stop strings need a model with a tokenizer");

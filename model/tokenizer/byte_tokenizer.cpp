@@ -20,9 +20,9 @@ class ByteTokenizer final : public Tokenizer {
     // parse_special (a chat template's bos_token, /tokenize of what
     // /detokenize wrote) are those tokens, not their bytes.
     Vocabulary vocab;
-    for (int32_t id = 0; id < 258; ++id) {
+    for (int32_t id = 0; id <= kEos; ++id) {
       vocab.pieces.push_back(piece(id));
-      vocab.types.push_back(id < 256 ? TokenType::byte : TokenType::control);
+      vocab.types.push_back(id < kBos ? TokenType::byte : TokenType::control);
     }
     set_added_tokens(vocab);
   }
