@@ -68,7 +68,7 @@ struct RequestStream {
   clock_type::time_point start = clock_type::now();
   int32_t open = 0;                   // samples that have not ended
   bool first_token_seen = false;
-  bool failed = false;                // its callback threw
+  bool failed = false;                // its callback threw, or its actor sink stopped: no more calls
   bool submitted = false;             // the scheduler has (or had) it: a cancel reaches it
   caf::actor_addr sink;               // Engine::submit(spec, actor)'s actor, watched
 };
@@ -245,13 +245,14 @@ stream_actor::behavior_type stream(self_ptr self, scheduler_actor scheduler) {
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
     if (st.sinks.erase(down.source) != 0) {
-      // An actor sink stopped: its requests still open are cancelled.
-      std::erase_if(st.requests, [&](const auto& entry) {
-        const auto& [id, r] = entry;
-        if (r.sink != down.source) return false;
+      // An actor sink stopped: its requests still open are cancelled. They
+      // end (and count in the metrics) as the scheduler's cancelled events
+      // come, which no longer go to the sink; their ids stay taken until then.
+      for (auto& [id, r] : st.requests) {
+        if (r.sink != down.source || r.failed) continue;
+        r.failed = true;
         if (r.submitted) self->send(st.scheduler, cancel_atom_v, id);
-        return true;
-      });
+      }
       return;
     }
     if (down.source != st.scheduler.address()) return;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/cli_checks.hpp"
 #include "examples/example_util.hpp"
 
 int main(int argc, char** argv) {
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
   int n = 32;
   app.add_option("--model", model_name, "GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model)");
   app.add_option("--n", n, "requests to fire at once")->check(CLI::Range(1, 1024));
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: several threads print
 
   caf::actor_system_config cfg;

@@ -44,6 +44,7 @@
 #include <string>
 
 #include "actors/engine.hpp"
+#include "base/cli_checks.hpp"
 #include "examples/swarm_agent.hpp"
 #include "examples/swarm_http.hpp"
 #include "examples/swarm_planner.hpp"
@@ -618,7 +619,7 @@ int main(int argc, char** argv) {
                  "tokens generated per turn, at most (default: 128 with tools, enough for the longest call; 16 "
                  "with --tool-choice off, each turn making all of them)")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--temperature", o.temperature, "sampling temperature")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--temperature", o.temperature, "sampling temperature")->check(conveyor::cli::finite_range(0, 10));
   app.add_option("--prefix-wait", o.prefix_wait,
                  "in-process: true | false, requests with the same uncached prefix wait for the first one's "
                  "prefill of it (EngineConfig::prefix_wait; over HTTP it is the server's --prefix-wait)");
@@ -639,7 +640,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_out,
                  "also write the figures and every turn's TTFT and end-to-end time to FILE (for "
                  "`conveyor bench --report DIR --add-figures FILE`)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   if (o.max_tokens == 0) o.max_tokens = o.tools() ? 128 : 16;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: the progress thread prints too
 

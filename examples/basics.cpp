@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "base/cli_checks.hpp"
 #include "examples/example_util.hpp"
 
 using namespace conveyor;
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_name, "GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model)");
   app.add_option("--cancel-after", cancel_after, "tokens the second request produces before it is cancelled")
       ->check(CLI::Range(1, 300));
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: several threads print
 
   // 1. An actor system set up for the engine's messages, and the engine.

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/cli_checks.hpp"
 #include "examples/example_util.hpp"
 
 using namespace conveyor;
@@ -190,8 +191,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_name, "GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model)");
   app.add_option("--candidates", candidates, "samplers the prompt goes to")->check(CLI::Range(1, 64));
   app.add_option("--checkpoint", checkpoint, "tokens between halvings")->check(CLI::Range(1, 1000));
-  app.add_option("--temperature", temperature, "sampling temperature (default 3: see above)")->check(CLI::Range(0.0, 100.0));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--temperature", temperature, "sampling temperature (default 3: see above)")->check(conveyor::cli::finite_range(0, 100));
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: several threads print
 
   caf::actor_system_config cfg;

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/cli_checks.hpp"
 #include "examples/example_util.hpp"
 
 using namespace conveyor;
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   int tokens = 24;
   app.add_option("--model", model_name, "GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model)");
   app.add_option("--tokens", tokens, "tokens each request generates")->check(CLI::Range(1, 100));
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: several threads print
 
   caf::actor_system_config cfg;

@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/cli_checks.hpp"
 #include "actors/stream_actor.hpp"
 #include "examples/example_util.hpp"
 
@@ -156,8 +157,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_name, "GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model)");
   app.add_option("--stop", stop, "stop phrase (default: picked from the unfiltered output)");
   app.add_option("--redact", word, "word to mask (default: picked from the unfiltered output)");
-  app.add_option("--temperature", temperature, "sampling temperature (default 3: see above)")->check(CLI::Range(0.0, 100.0));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--temperature", temperature, "sampling temperature (default 3: see above)")->check(conveyor::cli::finite_range(0, 100));
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines, also into a pipe: several threads print
 
   caf::actor_system_config cfg;

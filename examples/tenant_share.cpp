@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "actors/policy_registry.hpp"
+#include "base/cli_checks.hpp"
 #include "examples/example_util.hpp"
 #include "examples/tenant_share_policy.hpp"
 
@@ -108,8 +109,8 @@ int main(int argc, char** argv) {
   std::string model_name;
   double share = 0.5;
   app.add_option("--model", model_name, "GGUF file, llama2.c checkpoint or dummy:NAME (default: the embedded tiny model)");
-  app.add_option("--share", share, "the share of the KV cache each tenant may hold")->check(CLI::Range(0.05, 1.0));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--share", share, "the share of the KV cache each tenant may hold")->check(conveyor::cli::finite_range(0.05, 1));
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   caf::actor_system_config cfg;

@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 
+#include "base/cli_checks.hpp"
 #include "examples/printable.hpp"
 
 namespace beast = boost::beast;
@@ -200,6 +201,7 @@ class Client : public std::enable_shared_from_this<Client> {
     if (message.find("no tokenizer") == std::string::npos || r.retried) {
       std::printf("[%s] error: %s\n", id.c_str(), message.c_str());
       r.finish = "error";
+      failed_ = true;  // the example did not show what it set out to
       return;
     }
     std::string text = r.body.contains("prompt") ? std::string(r.body.at("prompt").as_string())
@@ -266,7 +268,7 @@ int main(int argc, char** argv) {
   app.add_option("--cancel-after", options.cancel_after, "tokens of the long request before it is cancelled")
       ->check(CLI::Range(1, 300));
   app.add_option("--timeout", options.timeout_seconds, "seconds to wait for everything")->check(CLI::Range(1, 3600));
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines into a pipe, in order with stderr
 
   net::io_context ioc;

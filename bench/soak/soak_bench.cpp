@@ -46,6 +46,7 @@
 #include <thread>
 
 #include "actors/engine.hpp"
+#include "base/cli_checks.hpp"
 #include "bench/soak/soak_client.hpp"
 #include "bench/soak/soak_report.hpp"
 #include "bench/soak/soak_workload.hpp"
@@ -331,19 +332,15 @@ int main(int argc, char** argv) {
   app.add_option("--ws-per-socket", args.ws_per_socket, "WebSocket requests in flight per socket (default 4)")->check(CLI::Range(1, 64));
   app.add_option("--seed", args.seed, "seed of the streams and the policy swaps (default 1)");
   app.add_flag("--quick", args.quick, "a smoke run: 300 streams unless --streams is given");
-  app.add_option("--kv-factor", args.kv_factor, "KV oversubscription: the streams in flight need this many times the cache (default 10)")->check(CLI::Range(1.0, 1000.0));
+  app.add_option("--kv-factor", args.kv_factor, "KV oversubscription: the streams in flight need this many times the cache (default 10)")->check(conveyor::cli::finite_range(1, 1000));
   app.add_option("--max-tokens", args.max_tokens, "largest max_tokens of a stream (default 128)")->check(CLI::Range(4, 256));
   app.add_option("--max-prompt-chars", args.max_prompt_chars, "longest prompt, characters (default 32)")->check(CLI::Range(16, 400));
   app.add_option("--threads", args.threads, "the engine's compute threads (default 1: the clients and the server need the other core)")->check(CLI::Range(0, 256));
-  app.add_option("--timeout", args.timeout_s, "seconds a stream may wait for its next event before it counts as lost (default 60)")->check(CLI::PositiveNumber);
-  app.add_option("--settle", args.settle_s, "seconds the engine may take to settle after a phase (default 10)")->check(CLI::PositiveNumber);
-  app.add_option("--rss-growth-mib", args.rss_growth_mib, "largest VmRSS growth after the warm-up, MiB (default 8)")->check(CLI::PositiveNumber);
-  app.add_option("--swap-interval", args.swap_interval_s, "mean seconds between policy swaps in the churn phase (default 0.05)")->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad argument: 2
-  }
+  app.add_option("--timeout", args.timeout_s, "seconds a stream may wait for its next event before it counts as lost (default 60)")->check(conveyor::cli::positive_number());
+  app.add_option("--settle", args.settle_s, "seconds the engine may take to settle after a phase (default 10)")->check(conveyor::cli::positive_number());
+  app.add_option("--rss-growth-mib", args.rss_growth_mib, "largest VmRSS growth after the warm-up, MiB (default 8)")->check(conveyor::cli::positive_number());
+  app.add_option("--swap-interval", args.swap_interval_s, "mean seconds between policy swaps in the churn phase (default 0.05)")->check(conveyor::cli::positive_number());
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   if (args.quick && app.count("--streams") == 0) args.streams = 300;
   return conveyor::soak::run(args);
 }

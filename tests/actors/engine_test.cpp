@@ -290,6 +290,12 @@ TEST(FakeEngine, AnActorSinkThatStopsCancelsItsRequest) {
   EXPECT_LT(stats->generated_tokens, 200u) << "the request ran on without its sink";
   EXPECT_EQ(events.load(), 3);
   expect_all_blocks_free(engine);
+  // It ended as cancelled, in the metrics too (once the stream actor has
+  // the scheduler's last event).
+  for (int i = 0; i < 500 && engine.metrics().finished(FinishReason::cancelled) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine.metrics().finished(FinishReason::cancelled), 1u);
+  EXPECT_EQ(engine.metrics().e2e_request_latency.snapshot().count, 1u);
   engine.submit(testing::greedy_spec(2, {1, 2, 3}, 4, true), caf::actor{});  // nobody to tell
   expect_fake_outputs(testing::run_greedy(engine, {{1, 2, 3}}, 4), {{1, 2, 3}}, 4);
 }

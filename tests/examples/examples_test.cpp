@@ -247,6 +247,36 @@ TEST(Examples, WebSocketClientFallsBackToTokenIds) {
   check_ws_client_output(r.output);
 }
 
+TEST(Examples, WebSocketClientFailsWhenItsRequestsDo) {
+  auto server = start_server("ws_client_model", "dummy:drain-tiny");
+  ASSERT_TRUE(server);
+  const ProcessResult r = run_process({WS_CLIENT_BINARY, "--port", std::to_string(server->port()), "--model", "nosuch"}, 60s);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(find_all(r.output, R"(\[(story|chat|long)\] error: .*nosuch)").size(), 3u) << r.output;
+}
+
+// Bad flags end every example with exit code 2 and CLI11's message, as
+// `conveyor` does (CLI11's own codes are 100 and more), and a number must
+// be finite: "nan" passed CLI11's Range.
+TEST(Examples, BadFlagsExitWithUsageCode) {
+  const std::vector<std::vector<std::string>> cases = {
+      {BASICS_BINARY, "--no-such-flag"},
+      {PIPELINE_FILTER_BINARY, "--temperature", "nan"},
+      {PIPELINE_BEST_OF_BINARY, "--temperature", "inf"},
+      {TENANT_SHARE_BINARY, "--share", "nan"},
+      {AGENT_SWARM_BINARY, "--temperature", "-1"},
+      {AGENT_FANOUT_BINARY, "--n", "0"},
+      {PIPELINE_CHAIN_BINARY, "--tokens", "x"},
+      {WS_CLIENT_BINARY, "--port", "70000"},
+  };
+  for (const auto& argv : cases) {
+    const ProcessResult r = run_process(argv, 60s);
+    EXPECT_EQ(r.exit_code, 2) << argv[0] << " " << argv[1] << " " << (argv.size() > 2 ? argv[2] : "") << ":\n" << r.output;
+    EXPECT_FALSE(r.output.empty()) << argv[0];
+  }
+  EXPECT_EQ(run_process({BASICS_BINARY, "--help"}, 60s).exit_code, 0);
+}
+
 // ---- agent_swarm --------------------------------------------------------------
 
 // What every swarm run prints, checked: every agent finished every turn,

@@ -27,7 +27,7 @@
 #include "tools/conveyor/bench_request.hpp"
 #include "tools/conveyor/bench_stats.hpp"
 #include "tools/conveyor/bench_workload.hpp"
-#include "tools/conveyor/cli_checks.hpp"
+#include "base/cli_checks.hpp"
 #include "tools/conveyor/commands.hpp"
 
 namespace conveyor::cli {

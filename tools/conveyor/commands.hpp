@@ -1,16 +1,13 @@
 // The subcommands of `conveyor`. Each file adds one subcommand to the app;
-// its callback stores the exit code in `exit_code`.
-//
-// Exit codes: 0 success, 1 a failure at run time (a model that does not load),
-// 2 bad arguments (the message says which).
+// its callback stores the exit code in `exit_code` (base/cli_checks.hpp's
+// kExitFailure, kExitUsage).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-namespace conveyor::cli {
+#include "base/cli_checks.hpp"
 
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
+namespace conveyor::cli {
 
 void add_generate_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);

@@ -21,7 +21,7 @@
 #include "model/kv_cache.hpp"
 #include "model/sampling/sampler.hpp"
 #include "model/tokenizer/detokenizer.hpp"
-#include "tools/conveyor/cli_checks.hpp"
+#include "base/cli_checks.hpp"
 #include "tools/conveyor/commands.hpp"
 
 namespace conveyor::cli {

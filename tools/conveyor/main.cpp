@@ -13,11 +13,6 @@ int main(int argc, char** argv) {
   conveyor::cli::add_bench_command(app, exit_code);
   conveyor::cli::add_serve_command(app, exit_code);
   conveyor::cli::add_router_command(app, exit_code);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help or the error message
-    return code == 0 ? 0 : conveyor::cli::kExitUsage;
-  }
+  if (auto code = conveyor::cli::parse_command_line(app, argc, argv)) return *code;
   return exit_code;
 }

@@ -26,7 +26,7 @@
 #include "http/engine_port.hpp"
 #include "http/server.hpp"
 #include "http/server_log.hpp"
-#include "tools/conveyor/cli_checks.hpp"
+#include "base/cli_checks.hpp"
 #include "model/formats/loader.hpp"
 #include "http/serve_settings.hpp"
 #include "router/placement.hpp"

@@ -1,6 +1,8 @@
-// Checks of the subcommands' flags that CLI11's own do not make: its Range
-// and PositiveNumber let "nan" through (every comparison with it is false),
-// and an unsigned option wraps "-1" to 2^64 - 1.
+// What the command-line programs (`conveyor`, the examples, the benchmarks)
+// share about their flags: one parse with the same exit codes, and the checks
+// CLI11's own do not make: its Range and PositiveNumber let "nan" through
+// (every comparison with it is false), and an unsigned option wraps "-1" to
+// 2^64 - 1.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,10 +10,28 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 
 namespace conveyor::cli {
+
+// Exit codes: 0 success, 1 a failure at run time (a model that does not
+// load), 2 bad arguments (the message says which).
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Parses the command line into `app`. Returns the code to exit with when the
+// program should not go on: 0 after --help, kExitUsage after a bad flag (with
+// CLI11's message printed; its own codes are 100 and more).
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  return std::nullopt;
+}
 
 // Whether all of `text` reads as one T (std::from_chars: no sign on an
 // unsigned T, no spaces, nothing left over).
