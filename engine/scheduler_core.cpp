@@ -214,7 +214,7 @@ void SchedulerCore::emit_final(Sequence& s, FinishReason reason, const std::stri
     TokenEventDetail& d = e.detail.get_or_make();
     d.prompt_tokens = s.prompt_len;
     d.cached_prompt_tokens = s.cached_prompt_tokens.value_or(0);
-    d.completion_tokens = s.generated();
+    d.completion_tokens = s.generated() + s.stop_tokens;
     d.message = message;
     if (reason == FinishReason::error) e.error_code = code;
     d.prompt_logprobs = scores;

@@ -212,6 +212,7 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
       continue;
     }
     if (is_stop(*s, token)) {
+      s->stop_tokens = 1;
       if (padded && s->length() < config_.context_length) {
         end_into_padding(*s, FinishReason::stop, token);
         continue;

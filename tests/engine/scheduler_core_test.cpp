@@ -28,6 +28,7 @@ struct Sample {
   std::vector<int32_t> tokens;
   int finals = 0;
   FinishReason finish = FinishReason::none;
+  int32_t completion_tokens = -1;  // the final event's
   bool cancelled = false;
 };
 
@@ -228,6 +229,7 @@ class Simulation {
       if (e.finish != FinishReason::none) {
         ++sample.finals;
         sample.finish = e.finish;
+        sample.completion_tokens = e.details().completion_tokens;
       }
       if (e.request_done) {
         ++r.request_done;
@@ -258,6 +260,10 @@ class Simulation {
         const uint64_t seed = r.seed == 0 ? 0 : r.seed + i;
         EXPECT_EQ(sample.tokens, testing::expected_tokens(r.prompt, kVocab, r.max_tokens, options_.eos,
                                                           kContext, seed, options_.speculate))
+            << "request " << id << "." << i;
+        // Its usage counts every token it generated, the stop token too (as
+        // llama.cpp and vLLM count it), which no event carries.
+        EXPECT_EQ(sample.completion_tokens, int32_t(sample.tokens.size()) + (sample.finish == FinishReason::stop))
             << "request " << id << "." << i;
       }
     }
