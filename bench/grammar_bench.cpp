@@ -12,7 +12,10 @@
 // the matcher's form; "accept" is accept_token's p50; "positions" the grammar's byte-class
 // positions, "masks" the distinct masks they needed (equivalent positions
 // share one), "pairs" the (mask, return address) masks, "MB" all the cached
-// masks. One thread.
+// masks and the DFA they were computed with (CompiledGrammar::cache_stats,
+// what the server's grammar cache bounds), "RSS+" what the process's
+// resident memory grew by during precompute() (the pairs come later). One
+// thread.
 //
 //   grammar_bench [file.gguf] [--walks N] [--steps N] [--only GRAMMAR]
 //
@@ -23,9 +26,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "grammar/json_schema.hpp"
@@ -107,6 +112,14 @@ constexpr const char* kMaxLengthSchema = R"({"type": "object", "properties": {
   "title": {"type": "string", "maxLength": 100}, "summary": {"type": "string", "maxLength": 300}},
   "required": ["title", "summary"]})";
 
+// Six short bounded strings (what an agent's small extraction schema looks
+// like): each length bound unrolls into positions of their own.
+constexpr const char* kSixStringsSchema = R"({"type": "object", "properties": {
+  "a": {"type": "string", "maxLength": 8}, "b": {"type": "string", "maxLength": 9},
+  "c": {"type": "string", "maxLength": 10}, "d": {"type": "string", "maxLength": 11},
+  "e": {"type": "string", "maxLength": 12}, "f": {"type": "string", "maxLength": 13}},
+  "required": ["a", "b", "c", "d", "e", "f"], "additionalProperties": false})";
+
 // A format and a pattern held to lengths: each becomes a deterministic
 // automaton times a count of characters (grammar/length_bound.hpp).
 constexpr const char* kBoundedPatternSchema = R"({"type": "object", "properties": {
@@ -180,6 +193,14 @@ void random_walks(const std::shared_ptr<const CompiledGrammar>& g, int walks, in
   }
 }
 
+// This process's resident memory, MB (/proc/self/statm).
+double resident_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / 1e6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,8 +223,8 @@ int main(int argc, char** argv) {
   std::printf("%s: %d tokens (the longest %zu bytes), indexed in %.1f ms (%.1f MB of trie)\n", path.c_str(),
               vocab->vocab_size(), vocab->max_token_length(), ms_since(t0),
               double(vocab->text_trie().memory_bytes()) / 1e6);
-  std::printf("%-15s %8s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s %6s\n", "grammar", "build", "compile", "precompute",
-              "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "masks", "pairs", "MB");
+  std::printf("%-15s %8s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s %6s %6s\n", "grammar", "build", "compile", "precompute",
+              "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "masks", "pairs", "MB", "RSS+");
   const std::pair<const char*, std::function<Grammar()>> cases[] = {
       {"json_object", [] { return grammar_for_json_object(); }},
       {"nested_schema", [] { return must(grammar_from_json_schema(kNestedSchema), "nested schema"); }},
@@ -211,6 +232,7 @@ int main(int argc, char** argv) {
       {"1000_properties", [] { return must(grammar_from_json_schema(many_property_schema(1000)), "1000 properties"); }},
       {"4000_properties", [] { return must(grammar_from_json_schema(many_property_schema(4000)), "4000 properties"); }},
       {"max_length", [] { return must(grammar_from_json_schema(kMaxLengthSchema), "maxLength schema"); }},
+      {"six_strings", [] { return must(grammar_from_json_schema(kSixStringsSchema), "six strings schema"); }},
       {"bounded_pattern",
        [] { return must(grammar_from_json_schema(kBoundedPatternSchema), "bounded pattern schema"); }},
       {"regex_email", [] { return must(grammar_from_regex(R"([a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6})"), "regex"); }},
@@ -229,18 +251,20 @@ int main(int argc, char** argv) {
     const double compile_ms = ms_since(t0);
     if (!compiled) return std::fprintf(stderr, "%s: %s\n", name, compiled.error().message.c_str()), 1;
     auto eager = compile(grammar, vocab);
+    const double rss_before = resident_mb();
     t0 = Clock::now();
     (*eager)->precompute();
+    const double rss_growth = resident_mb() - rss_before;
     const double precompute_ms = ms_since(t0);
     WalkTimes cold, warm;
     random_walks(*compiled, walks, steps, 1, cold);
     random_walks(*eager, walks, steps, 2, warm);
     const auto stats = (*eager)->cache_stats();
-    std::printf("%-15s %6.2fms %6.2fms %8.1fms %7.1fus %7.1fus %7.1fus %7.1fus %7.1fus %5.1fus %9d %6d %6d %6.1f\n", name,
+    std::printf("%-15s %6.2fms %6.2fms %8.1fms %7.1fus %7.1fus %7.1fus %7.1fus %7.1fus %5.1fus %9d %6d %6d %6.1f %6.1f\n", name,
                 build_ms, compile_ms, precompute_ms, percentile(cold.mask_us, 0.5), percentile(cold.mask_us, 0.99),
                 percentile(warm.mask_us, 0.5), percentile(warm.mask_us, 0.99), percentile(warm.mask_us, 1.0),
                 percentile(warm.accept_us, 0.5), stats.positions, stats.distinct, stats.returns,
-                double(stats.memory_bytes) / 1e6);
+                double(stats.memory_bytes) / 1e6, rss_growth);
     slowest.emplace_back(name, warm);
   }
   std::printf("\nslowest warm mask per grammar, after the text (last 40 bytes):\n");

@@ -86,6 +86,7 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   std::lock_guard lock(build_mu_);
   s.distinct = int32_t(owned_.size());
   s.dfa_states = dfa_->states();
+  s.memory_bytes = dfa_->memory_bytes();
   for (const auto& m : owned_) s.memory_bytes += m->memory_bytes();
   std::shared_lock returns_lock(returns_mu_);
   for (const auto& [inner, by_ret] : returns_) {

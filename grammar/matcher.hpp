@@ -63,7 +63,7 @@ class CompiledGrammar {
     int32_t distinct = 0;    // distinct masks among them (equivalent positions share one)
     int32_t returns = 0;     // (mask, return address) masks computed
     int32_t dfa_states = 0;  // states of the DFA the masks are computed with
-    size_t memory_bytes = 0; // held by the computed masks
+    size_t memory_bytes = 0; // held by the computed masks and the DFA they are computed with
   };
 
   // Only compile() makes the key: the matcher relies on check() (a

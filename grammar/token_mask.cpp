@@ -39,6 +39,14 @@ int32_t LazyDfa::intern(std::vector<int32_t> tops) {
   return it->second;
 }
 
+size_t LazyDfa::memory_bytes() const {
+  size_t bytes = pda_.pool().memory_bytes() + next_.capacity() * sizeof(int32_t) +
+                 allowed_.capacity() * sizeof(ByteSet) + sets_.capacity() * sizeof(sets_[0]) +
+                 ids_.bucket_count() * sizeof(void*);
+  for (const auto& set : sets_) bytes += 2 * (set.capacity() * sizeof(int32_t) + 32);
+  return bytes;
+}
+
 bool LazyDfa::equivalent(int32_t a, int32_t b, int32_t depth) {
   // Pairs still to compare, with the bytes left; a pair met again with no
   // more bytes left than before needs nothing new.

@@ -93,6 +93,8 @@ class LazyDfa {
   // Whether `bytes` meets the same deaths and exits from both states.
   bool same_on(int32_t a, int32_t b, std::string_view bytes);
   int32_t states() const { return int32_t(sets_.size()); }
+  // Its tables and stack sets (each set twice: as a state and as a key).
+  size_t memory_bytes() const;
 
  private:
   int32_t compute_step(int32_t state, uint8_t b, bool& exited);

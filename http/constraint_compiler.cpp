@@ -120,4 +120,15 @@ uint64_t ConstraintCompiler::hits() const {
   return hits_;
 }
 
+ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
+  std::lock_guard lock(mutex_);
+  CacheFigures f;
+  f.grammars = lru_.size();
+  for (const auto& [key, c] : lru_) f.bytes += c.compiled->cache_stats().memory_bytes;
+  f.max_bytes = cache_bytes_;
+  f.compiled = compiled_;
+  f.hits = hits_;
+  return f;
+}
+
 }  // namespace conveyor::http

@@ -10,9 +10,11 @@
 // grammars are kept in a small LRU cache keyed by what was asked (kind,
 // strictness and source text), since agents send the same schema with every
 // request. Their token masks fill in lazily as requests use them (a schema
-// with long bounded strings can grow to hundreds of MiB), so the cache is
-// bounded by count and by the masks' bytes: past either, the least recently
-// used grammars go (requests still running keep theirs).
+// with bounded strings, each length a position of its own, can grow to tens
+// of MiB on a 150k vocabulary, or hundreds with long bounds), so the cache is
+// bounded by count and by the bytes of the masks and the DFA they are
+// computed with (server option grammar_cache_max_bytes): past either, the
+// least recently used grammars go (requests still running keep theirs).
 //
 // Errors are OpenAI-style 400s naming the request field the constraint came
 // from and the compiler's message ("response_format: json_schema: keyword
@@ -45,8 +47,10 @@ using ConstraintResult = std::variant<GrammarConstraint, ApiError>;
 
 class ConstraintCompiler {
  public:
+  static constexpr size_t kDefaultCacheBytes = size_t(512) << 20;
+
   explicit ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity = 64,
-                              size_t cache_bytes = size_t(1) << 30);
+                              size_t cache_bytes = kDefaultCacheBytes);
 
   // The request's constraint, compiled (kind none: an empty GrammarConstraint).
   ConstraintResult compile(const OutputConstraint& constraint);
@@ -59,6 +63,14 @@ class ConstraintCompiler {
   // Grammars compiled so far and cache hits (for /metrics and tests).
   uint64_t compiled() const;
   uint64_t hits() const;
+  // What the cache holds now: grammars and their bytes (for /metrics).
+  struct CacheFigures {
+    size_t grammars = 0;
+    size_t bytes = 0;
+    size_t max_bytes = 0;
+    uint64_t compiled = 0, hits = 0;
+  };
+  CacheFigures figures() const;
 
  private:
   // Under mutex_: drops the least recently used grammars, all but the most

@@ -594,10 +594,10 @@ void HttpSession::start_metrics() {
     state->post_to(weak, [serial, stats = std::move(stats)](HttpSession& s) {
       if (serial != s.serial_ || s.response_complete_ || s.closed_) return;
       if (!stats) return s.send_error(from_engine_error(Errc::io_error, stats.error().message));
-      s.send_response(200,
-                      render_metrics(*stats, s.state_->engine().metrics(), s.state_->refusals()) +
-                          s.state_->engine().extra_metrics(),
-                      "text/plain; version=0.0.4; charset=utf-8");
+      std::string body = render_metrics(*stats, s.state_->engine().metrics(), s.state_->refusals());
+      if (const auto& constraints = s.state_->model().constraints)
+        body += render_grammar_cache_metrics(constraints->figures());
+      s.send_response(200, body + s.state_->engine().extra_metrics(), "text/plain; version=0.0.4; charset=utf-8");
     });
   });
 }

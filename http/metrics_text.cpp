@@ -70,7 +70,7 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
   w.gauge("sessions_held", "Sessions (session_id) whose KV blocks the engine keeps.", stats.sessions_held);
   w.gauge("session_blocks", "Device KV blocks the kept sessions hold.", stats.session_blocks);
   w.gauge("kv_cache_usage_ratio",
-          "Share of KV cache blocks held by live sequences (cached free blocks do not count).",
+          "Share of KV cache blocks in use: by running sequences and kept sessions (cached free blocks do not count).",
           stats.blocks.usage_ratio());
   w.counter("prompt_tokens_total", "Prompt tokens of accepted requests.", stats.prompt_tokens);
   w.counter("generation_tokens_total", "Generated tokens.", stats.generated_tokens);
@@ -116,6 +116,18 @@ std::string render_metrics(const EngineStats& stats, const EngineMetrics& metric
   w.histogram("iteration_tokens", "Tokens per engine iteration.", metrics.iteration_tokens);
   w.histogram("executor_idle_seconds", "Seconds the executor waited between consecutive steps.",
               metrics.executor_idle);
+  return w.take();
+}
+
+std::string render_grammar_cache_metrics(const ConstraintCompiler::CacheFigures& cache) {
+  Writer w;
+  w.gauge("grammar_cache_grammars", "Compiled grammars (structured outputs, tool calls) kept for reuse.",
+          double(cache.grammars));
+  w.gauge("grammar_cache_bytes", "Bytes the kept grammars' token masks and DFAs hold.", double(cache.bytes));
+  w.gauge("grammar_cache_max_bytes", "The bound on grammar_cache_bytes (grammar_cache_max_bytes).",
+          double(cache.max_bytes));
+  w.counter("grammars_compiled_total", "Grammars compiled (cache misses).", cache.compiled);
+  w.counter("grammar_cache_hits_total", "Requests whose grammar was in the cache.", cache.hits);
   return w.take();
 }
 

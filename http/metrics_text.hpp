@@ -2,8 +2,8 @@
 // (version 0.0.4), every name prefixed `conveyor:` as vLLM prefixes `vllm:`.
 //
 //   gauges      num_requests_running, num_requests_waiting, num_requests_swapped,
-//               kv_cache_usage_ratio (blocks held by live sequences / all blocks;
-//               cached free blocks do not count)
+//               kv_cache_usage_ratio (blocks held by running sequences and kept
+//               sessions / all blocks; cached free blocks do not count)
 //   counters    prompt_tokens_total (of accepted requests, counted at submit),
 //               generation_tokens_total, iterations_total,
 //               request_success_total{finished_reason="stop"|"length"|"cancelled"},
@@ -17,6 +17,11 @@
 //               e2e_request_latency_seconds, request_queue_time_seconds, iteration_tokens,
 //               executor_idle_seconds
 //
+// With structured outputs (a model with a tokenizer), the compiled-grammar
+// cache (http/constraint_compiler.hpp): gauges grammar_cache_grammars,
+// grammar_cache_bytes, grammar_cache_max_bytes; counters
+// grammars_compiled_total, grammar_cache_hits_total.
+//
 // Note: `promtool check metrics` parses this cleanly; its style lint reports
 // that names should not contain ':' (colons are meant for recording rules),
 // which is the naming this API asks for.
@@ -26,10 +31,12 @@
 
 #include "engine/engine_types.hpp"
 #include "engine/metrics.hpp"
+#include "http/constraint_compiler.hpp"
 #include "http/refusal_counters.hpp"
 
 namespace conveyor::http {
 
 std::string render_metrics(const EngineStats& stats, const EngineMetrics& metrics, const RefusalCounters& refusals);
+std::string render_grammar_cache_metrics(const ConstraintCompiler::CacheFigures& cache);
 
 }  // namespace conveyor::http

@@ -20,29 +20,52 @@ size_t estimate_bytes(const StoredResponse& r) {
 ResponseStore::ResponseStore(ResponseStoreLimits limits, Release release)
     : limits_(limits), release_(std::move(release)) {}
 
-void ResponseStore::put(const ResponseScope& scope, StoredResponse response, Clock::time_point now) {
-  const size_t bytes = estimate_bytes(response);
+bool ResponseStore::put(const ResponseScope& scope, StoredResponse response, Clock::time_point now) {
   std::vector<std::string> released;
+  bool stored = false;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = by_id_.find(response.id); it != by_id_.end()) remove(it->second, released);
-    expire(now, released);
-    if (bytes <= limits_.max_bytes && limits_.max_responses > 0) {
-      while (!order_.empty() &&
-             (order_.size() + 1 > limits_.max_responses || bytes_ + bytes > limits_.max_bytes))
-        remove(order_.begin(), released);
-      const auto ttl = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.ttl_seconds));
-      auto shared = std::make_shared<const StoredResponse>(std::move(response));
-      // A session whose latest response changes hands is not let go.
-      if (!shared->session.empty()) latest_of_session_[shared->session] = shared->id;
-      order_.push_back(Entry{scope, shared, bytes, now + ttl});
-      by_id_[shared->id] = std::prev(order_.end());
-      bytes_ += bytes;
-    } else if (!response.session.empty()) {
-      released.push_back(response.session);  // nothing can continue it
-    }
+    stored = insert(scope, std::move(response), now, released);
   }
   release_all(released);
+  return stored;
+}
+
+bool ResponseStore::complete(const ResponseScope& scope, StoredResponse response, Clock::time_point now) {
+  std::vector<std::string> released;
+  bool stored = false;
+  {
+    std::lock_guard lock(mutex_);
+    expire(now, released);
+    const auto it = find(scope, response.id);
+    if (it != order_.end() && it->response->in_progress)
+      stored = insert(scope, std::move(response), now, released);
+    else
+      let_go_unless_continued(response.session, released);
+  }
+  release_all(released);
+  return stored;
+}
+
+bool ResponseStore::insert(const ResponseScope& scope, StoredResponse response, Clock::time_point now,
+                           std::vector<std::string>& released) {
+  const size_t bytes = estimate_bytes(response);
+  if (auto it = by_id_.find(response.id); it != by_id_.end()) remove(it->second, released);
+  expire(now, released);
+  if (bytes > limits_.max_bytes || limits_.max_responses == 0) {
+    let_go_unless_continued(response.session, released);
+    return false;
+  }
+  while (!order_.empty() && (order_.size() + 1 > limits_.max_responses || bytes_ + bytes > limits_.max_bytes))
+    remove(order_.begin(), released);
+  const auto ttl = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.ttl_seconds));
+  auto shared = std::make_shared<const StoredResponse>(std::move(response));
+  // A session whose latest response changes hands is not let go.
+  if (!shared->session.empty()) latest_of_session_[shared->session] = shared->id;
+  order_.push_back(Entry{scope, shared, bytes, now + ttl});
+  by_id_[shared->id] = std::prev(order_.end());
+  bytes_ += bytes;
+  return true;
 }
 
 std::shared_ptr<const StoredResponse> ResponseStore::get(const ResponseScope& scope, const std::string& id,
@@ -103,6 +126,12 @@ ResponseStore::Order::iterator ResponseStore::find(const ResponseScope& scope, c
   const auto it = by_id_.find(id);
   if (it == by_id_.end() || !same_scope(it->second->scope, scope)) return order_.end();
   return it->second;
+}
+
+// A response that is not stored: its session is let go unless a stored
+// response (the one it continued) is still the session's latest.
+void ResponseStore::let_go_unless_continued(const std::string& session, std::vector<std::string>& released) const {
+  if (!session.empty() && !latest_of_session_.contains(session)) released.push_back(session);
 }
 
 void ResponseStore::release_all(const std::vector<std::string>& sessions) const {

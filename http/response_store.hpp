@@ -74,8 +74,12 @@ class ResponseStore {
 
   // Stores `response` (replacing an entry with its id) as the latest of its
   // session; evicts what the bounds ask. A response larger than max_bytes
-  // alone is not stored.
-  void put(const ResponseScope& scope, StoredResponse response, Clock::time_point now = Clock::now());
+  // alone is not stored. True when it was.
+  bool put(const ResponseScope& scope, StoredResponse response, Clock::time_point now = Clock::now());
+  // A finished response in place of its in-progress entry, as put() does;
+  // when that entry is gone (deleted, evicted or expired while the response
+  // ran) it is not stored again (false), and its session is let go.
+  bool complete(const ResponseScope& scope, StoredResponse response, Clock::time_point now = Clock::now());
   // The entry, or null when there is none for this scope (or it expired).
   std::shared_ptr<const StoredResponse> get(const ResponseScope& scope, const std::string& id,
                                             Clock::time_point now = Clock::now());
@@ -95,9 +99,12 @@ class ResponseStore {
   using Order = std::list<Entry>;  // oldest first
 
   // Under mutex_; appends the sessions to let go of.
+  bool insert(const ResponseScope& scope, StoredResponse response, Clock::time_point now,
+              std::vector<std::string>& released);
   void remove(Order::iterator it, std::vector<std::string>& released);
   void expire(Clock::time_point now, std::vector<std::string>& released);
   Order::iterator find(const ResponseScope& scope, const std::string& id);
+  void let_go_unless_continued(const std::string& session, std::vector<std::string>& released) const;
   void release_all(const std::vector<std::string>& sessions) const;
 
   const ResponseStoreLimits limits_;

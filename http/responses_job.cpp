@@ -61,7 +61,12 @@ void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std
   } else {
     add_content(e.text, out);
   }
-  if (e.last()) finish(e, out);
+  if (!e.last()) return;
+  // The drain's cancel (a reason was set) fails the response, as an engine
+  // error does; a client that went away leaves it incomplete ("cancelled").
+  if (e.finish == FinishReason::cancelled && !cancel_reason_.empty())
+    return fail(ApiError{503, cancel_reason_, "server_error", {}, "shutting_down"}, sent);
+  finish(e, out);
 }
 
 void ResponsesJob::start(std::vector<std::string>& out) {
@@ -102,7 +107,7 @@ void ResponsesJob::finish(const StreamEvent& last, std::vector<std::string>& out
   const bool complete = last.finish == FinishReason::stop;
   r.status = complete ? "completed" : "incomplete";
   if (last.finish == FinishReason::length) r.incomplete_reason = "max_output_tokens";
-  if (last.finish == FinishReason::cancelled) r.incomplete_reason = cancel_reason_.empty() ? "cancelled" : cancel_reason_;
+  if (last.finish == FinishReason::cancelled) r.incomplete_reason = "cancelled";
   const std::string item_status = complete ? "completed" : "incomplete";
   r.usage = ResponseUsage{int64_t(spec_.prompt.size()), last.cached_prompt_tokens,
                           std::max<int64_t>(last.completion_tokens, int64_t(generated_.size()))};
@@ -125,10 +130,10 @@ void ResponsesJob::finish(const StreamEvent& last, std::vector<std::string>& out
       events.arguments_done(at, call);
       events.item_done(at, call);
     }
-    events.response(complete ? "response.completed" : "response.incomplete", r);
   }
   done_ = true;
   store();
+  ResponseEvents(out, sequence_).response(complete ? "response.completed" : "response.incomplete", r);
 }
 
 void ResponsesJob::fail(const ApiError& error, std::vector<std::string>& out) {
@@ -145,17 +150,19 @@ void ResponsesJob::fail(const ApiError& error, std::vector<std::string>& out) {
   r.error = error;
   for (OutputItem& item : r.output)
     if (item.status == "in_progress") item.status = "incomplete";
-  ResponseEvents(out, sequence_).response("response.failed", r);
   store();
+  ResponseEvents(out, sequence_).response("response.failed", r);
 }
 
 void ResponsesJob::abort(const ApiError& why, std::vector<std::string>& out) { fail(why, out); }
 
 // The conversation goes on with the answer as one assistant message: its
-// text, and its calls in chat's tool_calls shape.
+// text, and its calls in chat's tool_calls shape. A response the store does
+// not keep (deleted while it ran, or larger than the store) says `store`
+// false in what the client gets.
 void ResponsesJob::store() {
   if (spec_.store == nullptr) return;
-  const ResponseState& r = spec_.response;
+  ResponseState& r = spec_.response;
   ChatMessage answer;
   answer.role = "assistant";
   boost::json::array calls;
@@ -177,7 +184,7 @@ void ResponsesJob::store() {
     stored.tokens = spec_.prompt;  // a copy: summary() still counts the prompt
     stored.tokens.insert(stored.tokens.end(), generated_.begin(), generated_.end());
   }
-  spec_.store->put(spec_.scope, std::move(stored));
+  if (!spec_.store->complete(spec_.scope, std::move(stored))) r.echo.store = false;
 }
 
 JobSummary ResponsesJob::summary() const {

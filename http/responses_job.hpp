@@ -12,12 +12,15 @@
 // max_output_tokens cut short is an incomplete function_call item.
 //
 // The end. stop: status completed; length: incomplete with
-// incomplete_details.reason "max_output_tokens"; cancelled (the drain ran
-// out of time): incomplete with reason "cancelled"; an engine error: the
-// HTTP status when nothing was sent yet, else response.failed (status
-// failed, error {code, message}). Once it ended, a response with store
-// true goes to the ResponseStore with its conversation (the one it
-// continued, its input and its output as chat messages).
+// incomplete_details.reason "max_output_tokens"; cancelled (its client went
+// away): incomplete with reason "cancelled"; an engine error, or the drain's
+// cancel (set_cancel_reason: code "shutting_down", 503): the HTTP status
+// when nothing was sent yet, else response.failed (status failed, error
+// {code, message}). Once it ended, a response with store true goes to the
+// ResponseStore with its conversation (the one it continued, its input and
+// its output as chat messages) in place of its in-progress entry; when the
+// store does not keep it (the entry was deleted while it ran, or it is
+// larger than the store), its final object says `store` false.
 #pragma once
 
 #include <memory>

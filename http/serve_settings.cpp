@@ -302,6 +302,10 @@ std::vector<Setting> make_table() {
   t.push_back(byte_size({"responses-max-bytes", "server", "responses_max_bytes",
                          "bytes all stored responses (and their conversations) hold at most: 64MiB, ..."},
                         FIELD(server.responses_max_bytes)));
+  t.push_back(byte_size({"grammar-cache-max-bytes", "server", "grammar_cache_max_bytes",
+                         "bytes the compiled grammars kept for reuse (their token masks) hold at most; past it "
+                         "the least recently used go: 512MiB, ..."},
+                        FIELD(server.grammar_cache_max_bytes)));
   t.push_back(integer({"", "server", "io_threads", "Asio threads"}, FIELD(server.io_threads), 1, 1024));
   t.push_back(number({"shutdown-timeout", "server", "shutdown_timeout",
                       "seconds that running requests may take to finish after SIGTERM (or a first SIGINT) "

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/matcher.hpp"
+#include "http/metrics_text.hpp"
 #include "model/formats/dummy.hpp"
 
 namespace conveyor::http {
@@ -56,6 +57,31 @@ TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
   (void)tight.compile(regex("y[0-9]+"));
   (void)tight.compile(regex("x[0-9]+"));
   EXPECT_EQ(tight.compiled(), 3u);
+}
+
+// What /metrics shows of the cache: its grammars, their bytes (the masks
+// and the DFA: some once a mask was filled), its bound and counters.
+TEST(ConstraintCompiler, FiguresAreWhatTheCacheHolds) {
+  ConstraintCompiler compiler(binder(), 64, size_t(3) << 20);
+  EXPECT_EQ(compiler.figures().grammars, 0u);
+  auto a = std::get<GrammarConstraint>(compiler.compile(regex("x[0-9]+")));
+  (void)compiler.compile(regex("x[0-9]+"));
+  const size_t before = compiler.figures().bytes;
+  grammar::Matcher m(a.compiled);
+  std::vector<uint64_t> mask(m.mask_words());
+  m.fill_mask(mask);
+  const ConstraintCompiler::CacheFigures f = compiler.figures();
+  EXPECT_EQ(f.grammars, 1u);
+  EXPECT_GT(f.bytes, before);
+  EXPECT_EQ(f.bytes, a.compiled->cache_stats().memory_bytes);
+  EXPECT_EQ(f.max_bytes, size_t(3) << 20);
+  EXPECT_EQ(f.compiled, 1u);
+  EXPECT_EQ(f.hits, 1u);
+  const std::string text = render_grammar_cache_metrics(f);
+  EXPECT_NE(text.find("conveyor:grammar_cache_grammars 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("conveyor:grammar_cache_max_bytes 3145728\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("conveyor:grammars_compiled_total 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("conveyor:grammar_cache_hits_total 1\n"), std::string::npos) << text;
 }
 
 TEST(ConstraintCompiler, ErrorsNameTheField) {

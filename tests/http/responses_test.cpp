@@ -320,6 +320,40 @@ TEST(ResponseStore, TheLatestResponseOfASessionReleasesIt) {
   EXPECT_EQ(released.sessions, std::vector<std::string>{"resp:turn1"});
 }
 
+// A finished response takes its in-progress entry's place; once that entry
+// is gone (deleted while the response ran) it is not stored again, and a
+// session nothing else continues is let go.
+TEST(ResponseStore, AFinishedResponseReplacesOnlyItsRunningEntry) {
+  Released released;
+  ResponseStore store(ResponseStoreLimits{}, released.fn());
+  StoredResponse running = stored("r", "");
+  running.in_progress = true;
+  store.put({}, running);
+  EXPECT_TRUE(store.complete({}, stored("r", "s_r")));
+  EXPECT_FALSE(store.get({}, "r")->in_progress);
+  EXPECT_FALSE(store.complete({}, stored("r", "s_r")));  // not running any more: a late duplicate
+  EXPECT_NE(store.get({}, "r"), nullptr);
+
+  store.erase({}, "r");
+  released.sessions.clear();
+  store.put({}, running);
+  store.erase({}, "r");
+  EXPECT_FALSE(store.complete({}, stored("r", "s_r")));
+  EXPECT_EQ(store.get({}, "r"), nullptr);
+  EXPECT_EQ(released.sessions, std::vector<std::string>{"s_r"});
+
+  // A continuation (same session) deleted while it ran: the response it
+  // continued still continues the session, which stays.
+  released.sessions.clear();
+  store.put({}, stored("turn1", "s_t"));
+  StoredResponse turn2 = stored("turn2", "");
+  turn2.in_progress = true;
+  store.put({}, turn2);
+  store.erase({}, "turn2");
+  EXPECT_FALSE(store.complete({}, stored("turn2", "s_t")));
+  EXPECT_TRUE(released.sessions.empty());
+}
+
 // ---- the job's output ----------------------------------------------------------------------
 
 struct Event {
@@ -469,6 +503,65 @@ TEST(ResponsesJob, ARunningResponseIsStoredInProgress) {
   early.on_event(0, refused, out);
   ASSERT_TRUE(early.failure());
   EXPECT_EQ(other.get({}, "resp_test"), nullptr);
+}
+
+// DELETE while it runs: the response goes on for its client, is not stored
+// when it ends, and says so.
+TEST(ResponsesJob, AResponseDeletedWhileItRunsStaysDeleted) {
+  for (bool stream : {false, true}) {
+    ResponseStore store;
+    ResponsesJob job(job_spec(stream, &store));
+    std::vector<std::string> out;
+    job.on_event(0, piece("Hi"), out);
+    ASSERT_TRUE(store.erase({}, "resp_test"));
+    job.on_event(0, piece("!", FinishReason::stop), out);
+    ASSERT_TRUE(job.done());
+    EXPECT_EQ(store.get({}, "resp_test"), nullptr) << stream;
+    const json::value last = stream ? events_of(out).back().data.at("response") : json::parse(job.body());
+    EXPECT_EQ(last.at("status"), "completed");
+    EXPECT_EQ(last.at("store"), false) << stream;
+  }
+  ResponseStore tiny(ResponseStoreLimits{3600.0, 10, 64});  // smaller than any response
+  ResponsesJob big(job_spec(false, &tiny));
+  std::vector<std::string> out;
+  big.on_event(0, piece("Hi", FinishReason::stop), out);
+  EXPECT_EQ(tiny.get({}, "resp_test"), nullptr);
+  EXPECT_EQ(json::parse(big.body()).at("store"), false);
+}
+
+// The drain's cancel fails a response (code shutting_down) where a client
+// that went away leaves it incomplete.
+TEST(ResponsesJob, TheDrainsCancelFailsTheResponse) {
+  StreamEvent cancelled;
+  cancelled.finish = FinishReason::cancelled;
+  ResponseStore store;
+  ResponsesJob streamed(job_spec(true, &store));
+  std::vector<std::string> out;
+  streamed.on_event(0, piece("Hi"), out);
+  streamed.set_cancel_reason("the server is shutting down: the request was still running");
+  streamed.on_event(0, cancelled, out);
+  ASSERT_TRUE(streamed.done());
+  EXPECT_FALSE(streamed.failure());
+  const Event last = events_of(out).back();
+  EXPECT_EQ(last.type, "response.failed");
+  EXPECT_EQ(last.data.at("response").at("status"), "failed");
+  EXPECT_EQ(last.data.at("response").at("error").at("code"), "shutting_down");
+  EXPECT_EQ(last.data.at("response").at("incomplete_details"), nullptr);
+  ASSERT_NE(store.get({}, "resp_test"), nullptr);
+  EXPECT_EQ(json::parse(store.get({}, "resp_test")->json).at("status"), "failed");
+
+  ResponsesJob whole(job_spec(false));
+  whole.on_event(0, piece("Hi"), out);
+  whole.set_cancel_reason("the server is shutting down");
+  whole.on_event(0, cancelled, out);
+  ASSERT_TRUE(whole.failure());
+  EXPECT_EQ(whole.failure()->status, 503);
+  EXPECT_EQ(whole.failure()->code, "shutting_down");
+
+  ResponsesJob gone(job_spec(false));
+  gone.on_event(0, cancelled, out);
+  ASSERT_FALSE(gone.failure());
+  EXPECT_EQ(json::parse(gone.body()).at("incomplete_details").at("reason"), "cancelled");
 }
 
 TEST(ResponsesJob, FailuresBeforeAndAfterOutput) {
