@@ -250,15 +250,22 @@ TEST_F(Router, PoliciesSpreadAsTheySayAndSwapOnSighup) {
   EXPECT_EQ(ht::metric(port, "conveyor:router_prefix_expected_hit_blocks_total"), 2 * 4 * 4);
   EXPECT_EQ(ht::metric(port, "conveyor:router_requests_routed_total{policy=\"prefix_affinity\"}"), 12);
 
-  // A bad policy in the file keeps the old one.
+  // A file the start would refuse changes nothing: a bad policy (its node
+  // list, one node here, is not applied either), or no nodes at all (an
+  // editor's half-written file).
   {
     std::ofstream out(file);
-    for (const Node& n : nodes) out << n.address() << "\n";
+    out << nodes[0].address() << "\n";
     out << "policy = fastest\n";
   }
   router->signal(SIGHUP);
-  EXPECT_TRUE(ht::eventually([&] { return router->log().find("the policy stays as it was") != std::string::npos; }));
+  EXPECT_TRUE(ht::eventually([&] { return router->log().find("stay as they were") != std::string::npos; }));
   EXPECT_EQ(ht::metric(port, "conveyor:router_policy_info{policy=\"prefix_affinity\"}"), 1);
+  { std::ofstream(file) << "# nothing yet\n"; }
+  router->signal(SIGHUP);
+  EXPECT_TRUE(ht::eventually([&] { return router->log().find("no nodes") != std::string::npos; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(all_up(port, nodes)) << router->log_tail();
 }
 
 TEST_F(Router, KillNineOfANodeUnderLoadLosesNoRequest) {
@@ -488,6 +495,19 @@ TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
   EXPECT_NE(r.body.find("no engine node is available"), std::string::npos) << r.body;
 }
 
+// A node whose HTTP port is taken exits as `serve` does (it lived on with
+// its node port open, and aborted when a router connected).
+TEST_F(Router, ANodeWhoseHttpPortIsTakenExits) {
+  Node taken = start_node("t1");
+  const uint16_t node_port = free_loopback_port();
+  const auto r = run_process({kConveyor, "serve", "--model", kModel, "--threads", "1", "--kv-cache-tokens", "4096",
+                              "--node-port", std::to_string(node_port), "--port",
+                              std::to_string(taken.process->port())},
+                             std::chrono::seconds(60));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot bind"), std::string::npos) << r.output;
+}
 
 // Constrained requests (a regular expression here) survive a killed node as
 // any request does: the node they move to compiles the grammar again from its

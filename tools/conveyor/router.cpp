@@ -80,6 +80,33 @@ Expected<std::pair<std::vector<std::string>, std::string>> read_nodes_file(const
   return std::pair{std::move(list).value(), policy};
 }
 
+// The nodes and the policy --nodes, --nodes-file and --policy give, each
+// checked: what the router starts with, and what a SIGHUP would change to
+// (a file the start would refuse changes nothing).
+struct NodeSetup {
+  std::vector<std::string> nodes;
+  std::string policy;
+};
+
+Expected<NodeSetup> read_node_setup(const RouterFlags& f) {
+  NodeSetup setup;
+  setup.policy = f.policy;
+  auto nodes = parse_node_list(f.nodes);
+  if (!nodes) return make_error(Errc::invalid_argument, "--nodes: " + nodes.error().message);
+  setup.nodes = std::move(nodes).value();
+  if (!f.nodes_file.empty()) {
+    auto file = read_nodes_file(f.nodes_file);
+    if (!file) return file.error();
+    setup.nodes = merge_nodes(std::move(setup.nodes), file->first);
+    if (!file->second.empty()) setup.policy = file->second;
+  }
+  if (setup.nodes.empty()) return make_error(Errc::invalid_argument, "no nodes: give --nodes host:port,... or --nodes-file");
+  if (auto p = make_placement_policy(setup.policy); !p)
+    return make_error(Errc::invalid_argument,
+                      (f.nodes_file.empty() ? "--policy: " : "--policy or --nodes-file: ") + p.error().message);
+  return setup;
+}
+
 int run_router(const RouterFlags& f) {
   http::ServeSettings settings;
   if (Status st = f.settings->apply(settings); !st) return fail(kExitUsage, st.error().message);
@@ -95,17 +122,10 @@ int run_router(const RouterFlags& f) {
   options.on_node_change = [](const std::string& message, bool warning) {
     warning ? http::log_warn(message) : http::log_info(message);
   };
-  auto nodes = parse_node_list(f.nodes);
-  if (!nodes) return fail(kExitUsage, "--nodes: " + nodes.error().message);
-  options.nodes = std::move(nodes).value();
-  if (!f.nodes_file.empty()) {
-    auto file = read_nodes_file(f.nodes_file);
-    if (!file) return fail(kExitUsage, file.error().message);
-    options.nodes = merge_nodes(std::move(options.nodes), file->first);
-    if (!file->second.empty()) options.policy = file->second;
-  }
-  if (options.nodes.empty()) return fail(kExitUsage, "no nodes: give --nodes host:port,... or --nodes-file");
-  if (auto p = make_placement_policy(options.policy); !p) return fail(kExitUsage, "--policy: " + p.error().message);
+  auto setup = read_node_setup(f);
+  if (!setup) return fail(kExitUsage, setup.error().message);
+  options.nodes = setup->nodes;
+  options.policy = setup->policy;
 
   if (Status st = http::validate_server_options(server_options); !st) return fail(kExitUsage, st.error().message);
   // Before the model loads, so that a bad key file does not wait for it.
@@ -155,6 +175,7 @@ int run_router(const RouterFlags& f) {
   http::log_info("listening on http://" + server_options.host + ":" + std::to_string(*bound));
 
   stop_signals::unblock();
+  std::string policy = options.policy;  // the placement policy in use
   for (bool draining = false;;) {
     const char byte = stop_signals::wait();
     if (byte == stop_signals::kDrained) break;
@@ -164,22 +185,15 @@ int run_router(const RouterFlags& f) {
         if (server_options.api_key_file.empty()) http::log_info("SIGHUP: no --nodes-file or --api-key-file to read; nothing changes");
         continue;
       }
-      auto file = read_nodes_file(f.nodes_file);
-      if (!file) {
-        http::log_warn(file.error().message + "; the node list stays as it was");
+      auto next = read_node_setup(f);
+      if (!next) {
+        http::log_warn("SIGHUP: " + next.error().message + "; the nodes and the policy stay as they were");
         continue;
       }
-      const std::vector<std::string> all = merge_nodes(*parse_node_list(f.nodes), file->first);
-      caf::anon_send(*router, nodes_atom_v, all);
-      if (!file->second.empty()) {
-        if (auto p = make_placement_policy(file->second); !p) {
-          http::log_warn("--nodes-file: " + p.error().message + "; the policy stays as it was");
-        } else {
-          caf::anon_send(*router, policy_atom_v, file->second);
-        }
-      }
-      http::log_info("SIGHUP: " + std::to_string(all.size()) + " nodes" +
-                     (file->second.empty() ? "" : ", placement " + file->second));
+      caf::anon_send(*router, nodes_atom_v, next->nodes);
+      if (next->policy != policy) caf::anon_send(*router, policy_atom_v, next->policy);  // a new one starts afresh
+      policy = next->policy;
+      http::log_info("SIGHUP: " + std::to_string(next->nodes.size()) + " nodes, placement " + next->policy);
       continue;
     }
     if (!draining) {

@@ -164,16 +164,6 @@ int run_serve(const ServeFlags& f) {
        << (context->tool_calls.named_calls ? " ([TOOL_CALLS]f[ARGS]{...})" : "");
   http::log_info(line.str());
 
-  node_actor node;
-  if (f.node_port != 0) {
-    node = spawn_node(sys, **engine, f.node_name, served);
-    auto published = publish_node(node, f.node_host, f.node_port, f.tls.enabled());
-    if (!published) return fail(kExitFailure, published.error().message);
-    const std::string address = f.node_host + ":" + std::to_string(*published);
-    http::log_info("engine node" + (f.node_name.empty() ? "" : " '" + f.node_name + "'") + " on " + address +
-                   (f.tls.enabled() ? " (TLS, peers authenticated)" : " (no TLS: a private network only)"));
-  }
-
   std::optional<http::Server> server;
   if (!f.no_http) {
     server.emplace(port, s.server, std::move(context).value());
@@ -181,6 +171,20 @@ int run_serve(const ServeFlags& f) {
     if (!bound) return fail(kExitFailure, bound.error().message);
     http::log_info("listening on http://" + s.server.host + ":" + std::to_string(*bound) +
                    (api_keys->empty() ? "" : " (API key required: " + std::to_string(api_keys->size()) + " keys)"));
+  }
+  // The node last: once published, it lives until it is told to stop, so
+  // a failure after it would leave the process serving routers nothing.
+  node_actor node;
+  if (f.node_port != 0) {
+    node = spawn_node(sys, **engine, f.node_name, served);
+    auto published = publish_node(node, f.node_host, f.node_port, f.tls.enabled());
+    if (!published) {
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+      return fail(kExitFailure, published.error().message);
+    }
+    const std::string address = f.node_host + ":" + std::to_string(*published);
+    http::log_info("engine node" + (f.node_name.empty() ? "" : " '" + f.node_name + "'") + " on " + address +
+                   (f.tls.enabled() ? " (TLS, peers authenticated)" : " (no TLS: a private network only)"));
   }
   // After a drain's HTTP part: the node's requests finish too (or the
   // timeout passes), then the main thread hears kDrained.
