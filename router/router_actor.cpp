@@ -77,9 +77,11 @@ struct router_state {
 
 using self_ptr = caf::stateful_actor<router_state>*;
 
-caf::io::middleman_actor connector(self_ptr self) {
+// What connects to the node at `address`: CAF's middleman, or under TLS one
+// of the node's own (tls_transport.hpp says why).
+caf::io::middleman_actor connector(self_ptr self, const std::string& address) {
   auto& sys = self->system();
-  return self->state.options.tls ? tls_middleman(sys) : sys.middleman().actor_handle();
+  return self->state.options.tls ? tls_connector(sys, address) : sys.middleman().actor_handle();
 }
 
 NodeEntry* node_by_address(self_ptr self, const std::string& address) {
@@ -408,7 +410,7 @@ void node_hung(self_ptr self, NodeEntry& n) {
 void connect(self_ptr self, NodeEntry& n) {
   n.state = NodeEntry::State::connecting;
   const std::string address = n.address;
-  self->request(connector(self), std::chrono::seconds(5), caf::connect_atom_v, n.host, n.port)
+  self->request(connector(self, address), std::chrono::seconds(5), caf::connect_atom_v, n.host, n.port)
       .then(
           [self, address](const caf::node_id& nid, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             NodeEntry* n = node_by_address(self, address);

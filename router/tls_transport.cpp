@@ -549,7 +549,7 @@ class TlsMiddleman final : public caf::io::middleman_actor_impl {
   const char* name() const override { return "conveyor_tls_middleman"; }
 
   void on_exit() override {
-    handshaker_->stop();
+    if (handshaker_) handshaker_->stop();
     caf::io::middleman_actor_impl::on_exit();
   }
 
@@ -588,6 +588,7 @@ class TlsMiddleman final : public caf::io::middleman_actor_impl {
   }
 
   caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {
+    if (!handshaker_) return caf::make_error(caf::sec::feature_disabled, "a TLS connector does not publish");
     auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
     if (!fd) return std::move(fd.error());
     return caf::io::doorman_ptr(caf::make_counted<TlsDoorman>(mpx(), *fd, shared_, handshaker_));
@@ -608,8 +609,22 @@ class TlsMiddleman final : public caf::io::middleman_actor_impl {
   std::shared_ptr<Handshaker> handshaker_;
 };
 
+// A system's TLS middlemen: the one that publishes (and connects where no
+// connector is asked for), and a connector per peer. They end with the BASP
+// broker (the middleman's stop): the system waits for detached actors'
+// threads before it goes.
+struct SystemTls {
+  std::shared_ptr<TlsShared> shared;
+  caf::io::middleman_actor main;
+  std::map<std::string, caf::io::middleman_actor> connectors;  // by peer
+};
+
 std::recursive_mutex g_middlemen_mutex;  // recursive: a functor attached to a dead broker runs at once
-std::map<caf::actor_system*, caf::io::middleman_actor> g_middlemen;
+std::map<caf::actor_system*, SystemTls> g_middlemen;
+
+caf::actor basp_broker(caf::actor_system& sys) {
+  return sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+}
 
 }  // namespace
 
@@ -626,7 +641,7 @@ void set_tls_log(TlsLog log) {
 
 caf::io::middleman_actor tls_middleman(caf::actor_system& sys) {
   std::lock_guard lock(g_middlemen_mutex);
-  if (auto it = g_middlemen.find(&sys); it != g_middlemen.end()) return it->second;
+  if (auto it = g_middlemen.find(&sys); it != g_middlemen.end()) return it->second.main;
   const auto& cfg = sys.config();
   auto ctx = make_context({cfg.openssl_certificate, cfg.openssl_key, cfg.openssl_cafile});
   if (!ctx) {
@@ -637,19 +652,32 @@ caf::io::middleman_actor tls_middleman(caf::actor_system& sys) {
   shared->ctx = std::move(ctx).value();
   shared->guard_sigpipe = !sigpipe_ignored();
   auto& mm = sys.middleman();
-  auto broker = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  auto broker = basp_broker(sys);
   auto handshaker = std::make_shared<Handshaker>(static_cast<net::default_multiplexer&>(mm.backend()));
   auto handle = sys.spawn<TlsMiddleman, caf::detached + caf::hidden>(broker, shared, handshaker);
-  g_middlemen.emplace(&sys, handle);
-  // It ends with the BASP broker (the middleman's stop): the system waits
-  // for detached actors' threads before it goes.
+  g_middlemen.emplace(&sys, SystemTls{shared, handle, {}});
   caf::actor_system* key = &sys;
-  caf::actor_cast<caf::abstract_actor*>(broker)->attach_functor([handshaker, handle, key] {
+  caf::actor_cast<caf::abstract_actor*>(broker)->attach_functor([handshaker, key] {
     handshaker->stop();
-    caf::anon_send_exit(handle, caf::exit_reason::kill);
     std::lock_guard lock(g_middlemen_mutex);
-    g_middlemen.erase(key);
+    auto it = g_middlemen.find(key);
+    if (it == g_middlemen.end()) return;
+    caf::anon_send_exit(it->second.main, caf::exit_reason::kill);
+    for (const auto& [peer, connector] : it->second.connectors) caf::anon_send_exit(connector, caf::exit_reason::kill);
+    g_middlemen.erase(it);
   });
+  return handle;
+}
+
+caf::io::middleman_actor tls_connector(caf::actor_system& sys, const std::string& peer) {
+  std::lock_guard lock(g_middlemen_mutex);
+  if (!tls_middleman(sys)) return {};
+  auto it = g_middlemen.find(&sys);
+  if (it == g_middlemen.end()) return {};  // the middleman stopped already
+  SystemTls& tls = it->second;
+  if (auto c = tls.connectors.find(peer); c != tls.connectors.end()) return c->second;
+  auto handle = sys.spawn<TlsMiddleman, caf::detached + caf::hidden>(basp_broker(sys), tls.shared, nullptr);
+  tls.connectors.emplace(peer, handle);
   return handle;
 }
 

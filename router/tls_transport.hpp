@@ -63,4 +63,11 @@ void set_tls_log(TlsLog log);
 // when the files do not load: check them with check_tls_files() first.
 caf::io::middleman_actor tls_middleman(caf::actor_system& sys);
 
+// A TLS middleman that connects to `peer` ("host:port") only. A connect
+// blocks its middleman's thread (the TCP connect and the handshake, up to
+// 10 s against a peer that accepts and says nothing), so a router connects
+// to each node through one of its own: a hung node holds up no other. Made
+// on first use, stopped with tls_middleman()'s; null as tls_middleman().
+caf::io::middleman_actor tls_connector(caf::actor_system& sys, const std::string& peer);
+
 }  // namespace conveyor

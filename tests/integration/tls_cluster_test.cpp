@@ -290,6 +290,45 @@ TEST_F(TlsCluster, OnlyARouterWithACertificateFromTheNodesCaGetsIn) {
   EXPECT_TRUE(contains(impostor->log(), "the peer refused the handshake")) << impostor->log();
 }
 
+// A listening socket nobody answers on (a hung machine's port: the kernel
+// completes the TCP handshake, nothing more); -1 if none could be made.
+int silent_listener(uint16_t& port) {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(s, 16) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(s);
+    return -1;
+  }
+  port = ntohs(addr.sin_port);
+  return s;
+}
+
+// A node that accepts and never answers holds up no other: the router's TLS
+// handshake with it blocks for 10 s, on a connector of that node's own (it
+// was one for every node, so the healthy node's connect waited behind the
+// hung one's and timed out, again and again).
+TEST_F(TlsCluster, AHungNodeKeepsNoOtherDown) {
+  uint16_t hung_port = 0;
+  const int hung = silent_listener(hung_port);
+  ASSERT_GE(hung, 0);
+  Node node = start_node("tls_node_beside_hung", tls_args("node", "ca"));
+  ASSERT_NE(node.process, nullptr);
+  std::vector<std::string> args{"--nodes", "127.0.0.1:" + std::to_string(hung_port) + "," + node.address()};
+  for (const std::string& a : tls_args("router", "ca")) args.push_back(a);
+  ServeProcess router(kConveyor, args, kWorkDir + "/tls_router_hung.log", std::vector<std::string>{}, "router");
+  std::string error;
+  ASSERT_TRUE(router.wait_ready(60s, error)) << error;
+  EXPECT_TRUE(ht::eventually([&] { return shown(router, node, "up"); }, 8s)) << router.log_tail();
+  expect_completion(router, "beside a hung node");
+  EXPECT_EQ(router.stop(), 0);
+  EXPECT_EQ(node.process->stop(), 0);
+  close(hung);
+}
+
 TEST_F(TlsCluster, ATlsRouterRefusesANodeWithoutTls) {
   Node node = start_node("tls_plain_node", {});
   ASSERT_NE(node.process, nullptr);
