@@ -29,7 +29,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(caf::actor_system& sys, const E
                                                  LoadedModel model) {
   if (Status s = validate(config); !s) return s.error();
   if (Status s = check_device(config.device); !s) return s.error();
-  ModelInfo info{model.config, model.eos_ids, model.tokenizer};
+  ModelInfo info{model.config, model.eos_ids, model.tokenizer, weights_fingerprint(model.weights)};
   auto backend = backend_factory(config.device)(config, std::move(model));
   if (!backend) return backend.error();
   EngineConfig resolved = config;

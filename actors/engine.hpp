@@ -57,6 +57,7 @@ struct ModelInfo {
   ModelConfig config;
   std::vector<int32_t> eos_ids;
   std::shared_ptr<const Tokenizer> tokenizer;  // may be null
+  uint64_t weights_fingerprint = 0;            // model/weights.hpp's; 0: unknown (a fake runner's)
 };
 
 class Engine {

@@ -137,7 +137,7 @@ CONVEYOR_INSPECT(EngineStats, num_waiting, num_running, num_swapped, iterations,
                  block_manager_seconds, plan_hop_seconds, result_hop_seconds,
                  executor_idle_seconds, blocks, kv_live_token_ratio)
 CONVEYOR_INSPECT(NodeInfo, name, model, architecture, vocab_size, dim, n_layers, context_length,
-                 block_size, num_blocks, draining)
+                 weights_fingerprint, block_size, num_blocks, draining)
 CONVEYOR_INSPECT(StreamEvent, id, index, text, token_ids, logprobs, finish, prompt_tokens,
                  cached_prompt_tokens, completion_tokens, error_code, message, refused, prompt_logprobs)
 

@@ -50,6 +50,7 @@ NodeInfo describe_node(const Engine& engine, std::string name, std::string model
   info.dim = mc.dim;
   info.n_layers = mc.n_layers;
   info.context_length = mc.context_length;
+  info.weights_fingerprint = engine.model().weights_fingerprint;
   info.block_size = engine.config().block_size;
   info.num_blocks = engine.num_blocks();
   return info;

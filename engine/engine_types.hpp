@@ -300,6 +300,7 @@ struct NodeInfo {
   int32_t dim = 0;
   int32_t n_layers = 0;
   int32_t context_length = 0;
+  uint64_t weights_fingerprint = 0;  // model/weights.hpp's; 0: unknown
   int32_t block_size = 0;
   int32_t num_blocks = 0;
   bool draining = false;         // refuses new requests

@@ -41,6 +41,49 @@ void WeightMatrix::release_pages() const {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice
 }
 
+namespace {
+
+// FNV-1a, 64 bits.
+struct Fingerprint {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  void add(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  }
+  void add(uint64_t v) { add(&v, sizeof v); }
+  void add(const std::vector<float>& v) {
+    add(uint64_t(v.size()));
+    add(v.data(), v.size() * sizeof(float));
+  }
+  void add(const WeightMatrix& m) {
+    const auto* bytes = m.type == WeightType::f32 ? reinterpret_cast<const uint8_t*>(m.values.data()) : m.encoded.data();
+    const size_t n = m.bytes();
+    add(uint64_t(m.type));
+    add(uint64_t(n));
+    constexpr size_t kSample = 4096;
+    if (n <= 3 * kSample) return add(bytes, n);
+    add(bytes, kSample);
+    add(bytes + (n - kSample) / 2, kSample);
+    add(bytes + n - kSample, kSample);
+  }
+};
+
+}  // namespace
+
+uint64_t weights_fingerprint(const ModelWeights& w) {
+  Fingerprint f;
+  f.add(w.token_embedding);
+  f.add(uint64_t(w.layers.size()));
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) f.add(*m);
+    for (const std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm}) f.add(*v);
+  }
+  f.add(w.final_norm);
+  f.add(w.classifier);
+  f.add(w.rope_freq_factors);
+  return f.h;
+}
+
 bool weights_match(const ModelConfig& c, const ModelWeights& w) {
   const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.q_dim());
   const size_t embed = size_t(c.vocab_size) * d;

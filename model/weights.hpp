@@ -67,6 +67,13 @@ struct ModelWeights {
 // True when every tensor has the size that `config` implies.
 bool weights_match(const ModelConfig& config, const ModelWeights& weights);
 
+// Which weights these are, as a hash of every tensor's type and size, the
+// norms and biases whole, and three 4 KiB samples (start, middle, end) of
+// each matrix's bytes: files of another quantization, or another training
+// run of the same shape, differ, at the cost of reading a few pages of each
+// matrix. (A router refuses a node whose fingerprint is not its own.)
+uint64_t weights_fingerprint(const ModelWeights& weights);
+
 // Random weights for `config`, a fixed function of `seed` (vLLM's "dummy" load
 // format): norms are 1, matrices uniform in +-1/sqrt(in). For tests and benchmarks.
 ModelWeights make_random_weights(const ModelConfig& config, uint64_t seed);

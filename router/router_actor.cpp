@@ -97,7 +97,8 @@ int32_t block_size(self_ptr self) {
   return 16;
 }
 
-bool same_model(const NodeInfo& info, const ModelConfig& mc, std::string& why) {
+bool same_model(const NodeInfo& info, const ModelInfo& model, std::string& why) {
+  const ModelConfig& mc = model.config;
   auto differs = [&](const char* what, int64_t node, int64_t ours) {
     why = std::string("serves a different model: ") + what + " " + std::to_string(node) + ", the router's " +
           std::to_string(ours);
@@ -111,6 +112,13 @@ bool same_model(const NodeInfo& info, const ModelConfig& mc, std::string& why) {
   if (info.dim != mc.dim) return differs("dimension", info.dim, mc.dim);
   if (info.n_layers != mc.n_layers) return differs("layers", info.n_layers, mc.n_layers);
   if (info.context_length != mc.context_length) return differs("context", info.context_length, mc.context_length);
+  // The same shape with other weights (another quantization of the file,
+  // another fine-tune): outputs would depend on the node.
+  if (info.weights_fingerprint != 0 && model.weights_fingerprint != 0 &&
+      info.weights_fingerprint != model.weights_fingerprint) {
+    why = "serves a different model: the same shape with other weights (another file or quantization)";
+    return false;
+  }
   return true;
 }
 
@@ -425,7 +433,7 @@ void connect(self_ptr self, NodeEntry& n) {
                       n->info = info;
                       n->name = info.name.empty() ? address : info.name;
                       std::string why;
-                      if (!same_model(info, self->state.model.config, why)) {
+                      if (!same_model(info, self->state.model, why)) {
                         if (n->problem != why) tell(self, named(*n) + " is refused: " + why, true);
                         n->state = NodeEntry::State::incompatible;
                         n->problem = why;

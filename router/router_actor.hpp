@@ -22,7 +22,8 @@
 //
 // Nodes: the router connects to each address (RouterOptions::nodes, or
 // nodes_atom with a new list), asks what it serves (describe) and refuses a
-// node whose model differs from its own; it asks every node's statistics
+// node whose model differs from its own (architecture, shape, or weights by
+// their fingerprint: ModelInfo::weights_fingerprint); it asks every node's statistics
 // every poll interval (the load placement uses, and /metrics), reconnects
 // to nodes that went away, and stops placing on draining or removed ones.
 // A node whose connection stays open but which answers nothing for

@@ -493,6 +493,18 @@ TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
   const auto r = ht::http_request(port, "POST", "/v1/completions", ht::body_of(completion(prompt_of(1), 4, false)));
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_NE(r.body.find("no engine node is available"), std::string::npos) << r.body;
+
+  // The same shape with other weights: another quantization of one file.
+  const std::string q8 = CONVEYOR_SHARED_MODELS "/tiny-llama2-q8_0.gguf", q4 = CONVEYOR_SHARED_MODELS "/tiny-llama2-q4_0.gguf";
+  if (!std::ifstream(q8) || !std::ifstream(q4)) return;
+  Node quantized = start_node("q4", 0, q4);
+  auto q8_router = start_router({"--nodes", quantized.address()}, "router_other_weights", q8);
+  const uint16_t q8_port = q8_router->port();
+  EXPECT_TRUE(ht::eventually([&] {
+    return ht::metric(q8_port, "conveyor:router_node_up{node=\"q4\",address=\"" + quantized.address() +
+                                   "\",state=\"incompatible\"}") == 0;
+  })) << q8_router->log_tail();
+  EXPECT_NE(q8_router->log().find("the same shape with other weights"), std::string::npos) << q8_router->log_tail();
 }
 
 // A node whose HTTP port is taken exits as `serve` does (it lived on with

@@ -90,6 +90,28 @@ TEST_P(ConvertRoundTrip, LogitsStayWithinTheFormatsError) {
   EXPECT_LE(relative, c.max_relative_rms);
 }
 
+// Which weights a model has: the same file loaded twice agrees, another
+// quantization of it or other weights of the same shape differ (a router
+// refuses a node whose fingerprint is not its own).
+TEST(WeightsFingerprint, TellsFilesAndWeightsApart) {
+  const LoadedModel source = random_model();
+  auto load_as = [&](const char* name) {
+    GgufWriteOptions options;
+    options.file_type = *parse_gguf_file_type(name);
+    auto storage = std::make_shared<const std::vector<uint8_t>>(serialize_gguf(source, options).value());
+    auto file = parse_gguf(*storage, std::string("fingerprint.") + name + ".gguf");
+    file->storage = storage;
+    return weights_fingerprint(llama_from_gguf(*file)->weights);
+  };
+  const uint64_t q8 = load_as("q8_0");
+  EXPECT_EQ(load_as("q8_0"), q8);
+  EXPECT_NE(load_as("q4_0"), q8);
+  EXPECT_NE(load_as("f16"), q8);
+  EXPECT_EQ(weights_fingerprint(source.weights), weights_fingerprint(random_model().weights));
+  EXPECT_NE(weights_fingerprint(source.weights), weights_fingerprint(make_random_weights(source.config, 12)));
+  EXPECT_NE(weights_fingerprint(source.weights), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ConvertRoundTrip,
                          // Measured: 0, 2.9e-4, 2.3e-3, 8.0e-3, 2.1e-2, 3.5e-2, 6.6e-2, 7.9e-2
                          // (the integer types include int8 activations, per block of 32).

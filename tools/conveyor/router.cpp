@@ -139,7 +139,7 @@ int run_router(const RouterFlags& f) {
   auto loaded = load_model(settings.model, load);
   if (!loaded) return fail(kExitUsage, loaded.error().message);
   const ModelConfig mc = loaded->config;
-  ModelInfo info{loaded->config, loaded->eos_ids, loaded->tokenizer};
+  ModelInfo info{loaded->config, loaded->eos_ids, loaded->tokenizer, weights_fingerprint(loaded->weights)};
   const std::string gguf_template = loaded->chat_template;
   loaded = make_error(Errc::invalid_argument, "");  // the weights go
 
