@@ -122,7 +122,7 @@ for line in sys.stdin:
     if line.startswith("conveyor:router_prefix_expected_hit_blocks_total "): expected = float(line.split()[1])
     if line.startswith("conveyor:router_prompt_blocks_total "): blocks = float(line.split()[1])
     m = re.match(r"conveyor:router_node_(prefix_cache_hit_tokens|prefix_cache_query_tokens|requests_routed)_total"
-                 r"\{node=\"([^\"]+)\"\} (\S+)", line)
+                 r"\{node=\"([^\"]+)\",address=\"[^\"]*\"\} (\S+)", line)
     if not m: continue
     v = float(m.group(3))
     if m.group(1) == "prefix_cache_hit_tokens": hit += v

@@ -75,7 +75,8 @@ double node_up(uint16_t router_port, const Node& n, const std::string& state = "
 }
 
 double routed(uint16_t router_port, const Node& n) {
-  return ht::metric(router_port, "conveyor:router_node_requests_routed_total{node=\"" + n.name + "\"}");
+  return ht::metric(router_port, "conveyor:router_node_requests_routed_total{node=\"" + n.name + "\",address=\"" +
+                                     n.address() + "\"}");
 }
 
 bool all_up(uint16_t router_port, const std::vector<Node>& nodes) {
