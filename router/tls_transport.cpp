@@ -36,7 +36,13 @@ namespace net = caf::io::network;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-constexpr size_t kMaxPendingHandshakes = 64;     // a node's; more connections at once are closed
+// A node's peer that has sent nothing this long after connecting is closed
+// (a TLS client sends its hello at once).
+constexpr auto kFirstByteTimeout = std::chrono::seconds(3);
+// A node's handshakes under way at once. Past it the oldest of those whose
+// peer has sent nothing are closed first, so connections that say nothing
+// cannot keep a router out; past twice as many a new connection is closed.
+constexpr size_t kMaxPendingHandshakes = 64;
 constexpr auto kRepeatInterval = std::chrono::seconds(60);
 
 // ---- the log ------------------------------------------------------------------------
@@ -352,8 +358,9 @@ class TlsDoorman;
 
 // A node's handshakes, on a thread of their own: CAF's event loop gets only
 // connections whose peers were verified, and a peer that connects and says
-// nothing (or too slowly) costs a pollfd until the deadline, not a spinning
-// multiplexer.
+// nothing (or too slowly) costs a pollfd until its deadline, not a spinning
+// multiplexer, and gives its place to a newer connection when too many are
+// under way (kMaxPendingHandshakes).
 class Handshaker {
  public:
   explicit Handshaker(net::default_multiplexer& mpx) : mpx_(mpx) {
@@ -384,8 +391,10 @@ class Handshaker {
   struct Pending {
     std::unique_ptr<TlsConnection> conn;
     caf::intrusive_ptr<TlsDoorman> door;
-    Clock::time_point deadline;
+    Clock::time_point arrived;
     short events = POLLIN;
+    bool heard = false;  // the peer has sent something
+    Clock::time_point deadline() const { return arrived + (heard ? kHandshakeTimeout : kFirstByteTimeout); }
   };
 
   void wake() {
@@ -395,6 +404,7 @@ class Handshaker {
     }
   }
   void run();
+  void make_room(std::vector<Pending>& pending);
   void finish(Pending& p, bool ok);
 
   net::default_multiplexer& mpx_;
@@ -442,14 +452,14 @@ class TlsDoorman final : public net::doorman_impl {
 void Handshaker::add(std::unique_ptr<TlsConnection> conn, caf::intrusive_ptr<TlsDoorman> door) {
   std::lock_guard lock(mutex_);
   if (stopping_) return;
-  if (pending_count_ >= kMaxPendingHandshakes) {
+  if (pending_count_ >= 2 * kMaxPendingHandshakes) {
     log_repeating(true, host_of(conn->peer()) + " busy",
-                  "TLS: closed a connection from " + conn->peer() + ": " + std::to_string(kMaxPendingHandshakes) +
+                  "TLS: closed a connection from " + conn->peer() + ": " + std::to_string(pending_count_) +
                       " handshakes are under way already");
     return;
   }
   ++pending_count_;
-  incoming_.push_back(Pending{std::move(conn), std::move(door), Clock::now() + kHandshakeTimeout});
+  incoming_.push_back(Pending{std::move(conn), std::move(door), Clock::now()});
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   wake();
 }
@@ -466,6 +476,33 @@ void Handshaker::finish(Pending& p, bool ok) {
   });
 }
 
+// Past kMaxPendingHandshakes, closes the oldest connections whose peers
+// have sent nothing, then (all of them talking) the newest.
+void Handshaker::make_room(std::vector<Pending>& pending) {
+  if (pending.size() <= kMaxPendingHandshakes) return;
+  size_t excess = pending.size() - kMaxPendingHandshakes;
+  std::vector<Pending> kept;
+  for (Pending& p : pending) {
+    if (excess > 0 && !p.heard) {
+      log_repeating(true, host_of(p.conn->peer()) + " evicted",
+                    "TLS: closed a connection from " + p.conn->peer() + " that had sent nothing: " +
+                        std::to_string(pending.size()) + " handshakes were under way");
+      finish(p, false);
+      --excess;
+      continue;
+    }
+    kept.push_back(std::move(p));
+  }
+  for (; excess > 0; --excess) {
+    log_repeating(true, host_of(kept.back().conn->peer()) + " busy",
+                  "TLS: closed a connection from " + kept.back().conn->peer() + ": " +
+                      std::to_string(kMaxPendingHandshakes) + " handshakes are under way already");
+    finish(kept.back(), false);
+    kept.pop_back();
+  }
+  pending = std::move(kept);
+}
+
 void Handshaker::run() {
   sigset_t pipe_signal;  // this thread's writes never raise SIGPIPE
   sigemptyset(&pipe_signal);
@@ -480,12 +517,13 @@ void Handshaker::run() {
       for (Pending& p : incoming_) pending.push_back(std::move(p));
       incoming_.clear();
     }
+    make_room(pending);
     fds.assign(1, pollfd{wake_[0], POLLIN, 0});
     auto wait = std::chrono::milliseconds(1000);
     const auto now = Clock::now();
     for (const Pending& p : pending) {
       fds.push_back(pollfd{p.conn->fd(), p.events, 0});
-      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now) +
+      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline() - now) +
                                 std::chrono::milliseconds(1));
     }
     if (poll(fds.data(), fds.size(), int(std::max<int64_t>(0, wait.count()))) < 0 && errno != EINTR) break;
@@ -500,16 +538,22 @@ void Handshaker::run() {
       Pending& p = pending[i];
       const std::string& peer = p.conn->peer();
       if (fds[i + 1].revents == 0) {
-        if (after < p.deadline) {
+        if (after < p.deadline()) {
           still.push_back(std::move(p));
-        } else {
+        } else if (p.heard) {
           log_repeating(true, host_of(peer) + " timeout",
                         "TLS: closed a connection from " + peer + ": no TLS handshake within " +
                             std::to_string(kHandshakeTimeout.count()) + " s");
           finish(p, false);
+        } else {
+          log_repeating(true, host_of(peer) + " silent",
+                        "TLS: closed a connection from " + peer + ": it sent nothing within " +
+                            std::to_string(kFirstByteTimeout.count()) + " s");
+          finish(p, false);
         }
         continue;
       }
+      p.heard = true;
       std::string why;
       switch (p.conn->handshake(why)) {
         case TlsConnection::Step::done:

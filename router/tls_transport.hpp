@@ -13,9 +13,11 @@
 // connected and sent nothing kept the multiplexer thread spinning on the
 // unfinished handshake, with no deadline. Here every OpenSSL call starts
 // with an empty error queue; a node's handshakes run on a thread of their
-// own with a deadline (10 s; at most 64 at once), so that only finished,
-// verified connections reach CAF's event loop; a router's run on the
-// detached thread that connects (as CAF's); the files are loaded once, and
+// own with deadlines (3 s to the peer's first byte, 10 s in all; 64 at
+// once, past which the oldest of those whose peers have sent nothing give
+// way), so that only finished, verified connections reach CAF's event loop;
+// a router's run on the detached thread that connects (as CAF's: one per
+// node, tls_connector()); the files are loaded once, and
 // the reasons for a refusal are logged (once a minute per peer host and
 // reason).
 //
