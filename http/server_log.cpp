@@ -37,6 +37,35 @@ std::unique_ptr<spdlog::formatter> make_formatter(LogFormat format) {
   return std::make_unique<spdlog::pattern_formatter>(pattern, spdlog::pattern_time_type::utc);
 }
 
+LogLevel from_spdlog(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace: return LogLevel::trace;
+    case spdlog::level::debug: return LogLevel::debug;
+    case spdlog::level::info: return LogLevel::info;
+    case spdlog::level::warn: return LogLevel::warn;
+    default: return LogLevel::error;
+  }
+}
+
+// The engine's lines (written with spdlog's own calls) as the server's:
+// the same time, level and format, the message as "msg".
+class EngineLineFormatter final : public spdlog::formatter {
+ public:
+  explicit EngineLineFormatter(LogFormat format) : format_(format), time_(make_formatter(format)) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string payload =
+        format_log_payload(format_, from_spdlog(msg.level), std::string_view(msg.payload.data(), msg.payload.size()), {});
+    spdlog::details::log_msg line = msg;
+    line.payload = payload;
+    time_->format(line, dest);
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<EngineLineFormatter>(format_); }
+
+ private:
+  LogFormat format_;
+  std::unique_ptr<spdlog::formatter> time_;
+};
+
 struct Loggers {
   std::shared_ptr<spdlog::logger> out;     // stdout, filtered by the level
   std::shared_ptr<spdlog::logger> always;  // stderr, never filtered
@@ -138,7 +167,13 @@ Expected<LogFormat> parse_log_format(std::string_view name) {
 
 const char* to_string(LogLevel level) { return kLevelNames[size_t(level)]; }
 
-void configure_log(LogLevel level, LogFormat format) { loggers().apply(level, format); }
+void configure_log(LogLevel level, LogFormat format) {
+  loggers().apply(level, format);
+  auto engine = std::make_shared<spdlog::logger>("engine", std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  engine->set_formatter(std::make_unique<EngineLineFormatter>(format));
+  engine->set_level(to_spdlog(level));
+  spdlog::set_default_logger(std::move(engine));
+}
 const char* to_string(LogFormat format) { return format == LogFormat::json ? "json" : "text"; }
 
 LogLevel log_level() { return loggers().level; }

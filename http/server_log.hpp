@@ -58,6 +58,9 @@ struct LogField {
 };
 using LogFields = std::vector<LogField>;
 
+// Sets the level and format; the engine's own lines (spdlog's default
+// logger, which the actors and backends write to) then take them too, on
+// stdout.
 void configure_log(LogLevel level, LogFormat format);
 LogLevel log_level();
 LogFormat log_format();

@@ -454,7 +454,13 @@ void connect(self_ptr self, NodeEntry& n) {
                     });
           },
           [self, address](caf::error& err) {
-            if (NodeEntry* n = node_by_address(self, address)) node_down(self, *n, to_string(err));
+            NodeEntry* n = node_by_address(self, address);
+            if (n == nullptr) return;
+            std::string why = to_string(err);
+            // A node with TLS closes a plain peer's connection at once.
+            if (!self->state.options.tls && why.find("disconnect_during_handshake") != std::string::npos)
+              why += " (if the node runs with --tls-*, so must the router)";
+            node_down(self, *n, why);
           });
 }
 

@@ -110,6 +110,8 @@ std::string explain(SSL* ssl, int code, const std::string& reasons) {
     return std::string("refused the peer's certificate: ") + X509_verify_cert_error_string(verify) +
            " (it must be signed by the CA of this end's --tls-ca)";
   if (has(reasons, "peer did not return a certificate")) return "the peer presented no certificate";
+  if (has(reasons, "certificate expired"))
+    return "the peer refused the handshake (" + reasons + "): this end's certificate has expired";
   if (has(reasons, "alert"))
     return "the peer refused the handshake (" + reasons +
            "): this end's certificate is not signed by the CA the peer trusts, or the TLS settings differ";

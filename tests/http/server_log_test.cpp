@@ -4,8 +4,11 @@
 #include "http/request_record.hpp"
 
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cstdio>
 
 namespace conveyor::http {
 namespace {
@@ -81,6 +84,34 @@ TEST(ServerLog, TheLevelFilters) {
   EXPECT_FALSE(log_enabled(LogLevel::error));
   EXPECT_FALSE(log_enabled(LogLevel::off));
   configure_log(level, format);
+}
+
+// The engine's own lines (spdlog's calls in the actors) take the server's
+// format and level: a JSON log has no line of another shape.
+TEST(ServerLog, TheEnginesLinesTakeTheFormatAndLevel) {
+  const LogLevel level = log_level();
+  const LogFormat format = log_format();
+  configure_log(LogLevel::info, LogFormat::json);
+  ::testing::internal::CaptureStdout();
+  spdlog::info("{} request(s) cancelled: their sink went \"away\"", 4);
+  spdlog::debug("not shown");
+  std::fflush(stdout);
+  const std::string json_out = ::testing::internal::GetCapturedStdout();
+  configure_log(LogLevel::off, LogFormat::text);
+  ::testing::internal::CaptureStdout();
+  spdlog::warn("not shown either");
+  std::fflush(stdout);
+  const std::string off_out = ::testing::internal::GetCapturedStdout();
+  configure_log(level, format);
+  ASSERT_EQ(std::count(json_out.begin(), json_out.end(), '\n'), 1) << json_out;
+  boost::system::error_code ec;
+  const json::value parsed = json::parse(json_out, ec);
+  ASSERT_FALSE(ec) << json_out;
+  const json::object line = parsed.as_object();
+  EXPECT_EQ(line.at("level"), "info");
+  EXPECT_EQ(line.at("msg"), "4 request(s) cancelled: their sink went \"away\"");
+  EXPECT_TRUE(line.contains("time"));
+  EXPECT_EQ(off_out, "");
 }
 
 }  // namespace

@@ -291,6 +291,7 @@ TEST_F(TlsCluster, OnlyARouterWithACertificateFromTheNodesCaGetsIn) {
   EXPECT_TRUE(contains(stranger->log(), "TLS: cannot connect to " + node.address() + ": refused the peer's certificate"))
       << stranger->log();
   EXPECT_TRUE(contains(impostor->log(), "the peer refused the handshake")) << impostor->log();
+  EXPECT_TRUE(contains(plain->log(), "if the node runs with --tls-*, so must the router")) << plain->log();
 }
 
 // A listening socket nobody answers on (a hung machine's port: the kernel
