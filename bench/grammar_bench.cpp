@@ -254,8 +254,8 @@ int main(int argc, char** argv) {
     const double rss_before = resident_mb();
     t0 = Clock::now();
     (*eager)->precompute();
-    const double rss_growth = resident_mb() - rss_before;
     const double precompute_ms = ms_since(t0);
+    const double rss_growth = resident_mb() - rss_before;
     WalkTimes cold, warm;
     random_walks(*compiled, walks, steps, 1, cold);
     random_walks(*eager, walks, steps, 2, warm);

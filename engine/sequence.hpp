@@ -71,7 +71,7 @@ struct Sequence {
   int32_t slots = 0;                // tokens the block manager holds slots for
   int32_t committed = 0;            // computed tokens the block manager has been told of (SeqProgress)
   int32_t generated() const { return int32_t(tokens.size()) - prompt_len; }
-  // The end-of-sequence token that ended it (1) or none (0): never in
+  // The end-of-sequence (or stop_token_ids) token that ended it (1) or none (0): never in
   // `tokens`, but counted in its completion tokens, as llama.cpp and vLLM
   // count it (the model computed it like any other).
   int32_t stop_tokens = 0;

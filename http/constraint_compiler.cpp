@@ -121,14 +121,26 @@ uint64_t ConstraintCompiler::hits() const {
 }
 
 ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
-  std::lock_guard lock(mutex_);
   CacheFigures f;
-  f.grammars = lru_.size();
-  for (const auto& [key, c] : lru_) f.bytes += c.compiled->cache_stats().memory_bytes;
-  f.max_bytes = cache_bytes_;
-  f.compiled = compiled_;
-  f.hits = hits_;
+  std::vector<std::shared_ptr<const grammar::CompiledGrammar>> kept;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, c] : lru_) kept.push_back(c.compiled);
+    f.max_bytes = cache_bytes_;
+    f.compiled = compiled_;
+    f.hits = hits_;
+  }
+  // Outside the lock: a grammar's stats wait while its masks are built, and
+  // requests compiling meanwhile must not.
+  f.grammars = kept.size();
+  for (const auto& g : kept) f.bytes += g->cache_stats().memory_bytes;
   return f;
+}
+
+void ConstraintCompiler::set_cache_bytes(size_t bytes) {
+  std::lock_guard lock(mutex_);
+  cache_bytes_ = bytes;
+  evict_locked();
 }
 
 }  // namespace conveyor::http

@@ -71,6 +71,8 @@ class ConstraintCompiler {
     uint64_t compiled = 0, hits = 0;
   };
   CacheFigures figures() const;
+  // The bound on the masks' bytes (http::Server sets its option's).
+  void set_cache_bytes(size_t bytes);
 
  private:
   // Under mutex_: drops the least recently used grammars, all but the most

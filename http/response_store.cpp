@@ -37,8 +37,7 @@ bool ResponseStore::complete(const ResponseScope& scope, StoredResponse response
   {
     std::lock_guard lock(mutex_);
     expire(now, released);
-    const auto it = find(scope, response.id);
-    if (it != order_.end() && it->response->in_progress)
+    if (deleted_running_.erase(response.id) == 0)  // evicted or expired meanwhile: stored as the newest
       stored = insert(scope, std::move(response), now, released);
     else
       let_go_unless_continued(response.session, released);
@@ -56,12 +55,13 @@ bool ResponseStore::insert(const ResponseScope& scope, StoredResponse response, 
     let_go_unless_continued(response.session, released);
     return false;
   }
+  // A session whose latest response changes hands is not let go, not even
+  // when the response it continues is the one evicted to make room.
+  if (!response.session.empty()) latest_of_session_[response.session] = response.id;
   while (!order_.empty() && (order_.size() + 1 > limits_.max_responses || bytes_ + bytes > limits_.max_bytes))
     remove(order_.begin(), released);
   const auto ttl = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.ttl_seconds));
   auto shared = std::make_shared<const StoredResponse>(std::move(response));
-  // A session whose latest response changes hands is not let go.
-  if (!shared->session.empty()) latest_of_session_[shared->session] = shared->id;
   order_.push_back(Entry{scope, shared, bytes, now + ttl});
   by_id_[shared->id] = std::prev(order_.end());
   bytes_ += bytes;
@@ -88,12 +88,23 @@ bool ResponseStore::erase(const ResponseScope& scope, const std::string& id, Clo
     std::lock_guard lock(mutex_);
     expire(now, released);
     if (auto it = find(scope, id); it != order_.end()) {
+      if (it->response->in_progress) deleted_running_.insert(id);  // complete() must not bring it back
       remove(it, released);
       erased = true;
     }
   }
   release_all(released);
   return erased;
+}
+
+void ResponseStore::withdraw(const ResponseScope& scope, const std::string& id) {
+  std::vector<std::string> released;
+  {
+    std::lock_guard lock(mutex_);
+    deleted_running_.erase(id);
+    if (auto it = find(scope, id); it != order_.end()) remove(it, released);
+  }
+  release_all(released);
 }
 
 size_t ResponseStore::size() const {

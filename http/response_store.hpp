@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "http/api_types.hpp"
@@ -76,15 +77,19 @@ class ResponseStore {
   // session; evicts what the bounds ask. A response larger than max_bytes
   // alone is not stored. True when it was.
   bool put(const ResponseScope& scope, StoredResponse response, Clock::time_point now = Clock::now());
-  // A finished response in place of its in-progress entry, as put() does;
-  // when that entry is gone (deleted, evicted or expired while the response
-  // ran) it is not stored again (false), and its session is let go.
+  // A finished response in place of its in-progress entry, as put() does
+  // (as the newest entry if that one was evicted or expired meanwhile); one
+  // DELETEd while it ran is not stored again (false), and its session is
+  // let go unless a stored response still continues it.
   bool complete(const ResponseScope& scope, StoredResponse response, Clock::time_point now = Clock::now());
   // The entry, or null when there is none for this scope (or it expired).
   std::shared_ptr<const StoredResponse> get(const ResponseScope& scope, const std::string& id,
                                             Clock::time_point now = Clock::now());
-  // Removes the entry; false when there is none for this scope.
+  // Removes the entry (DELETE); false when there is none for this scope.
   bool erase(const ResponseScope& scope, const std::string& id, Clock::time_point now = Clock::now());
+  // Removes a response's in-progress entry for good: it was answered with an
+  // error and will not complete().
+  void withdraw(const ResponseScope& scope, const std::string& id);
 
   size_t size() const;
   size_t bytes() const;  // the estimate the byte bound applies to
@@ -113,6 +118,7 @@ class ResponseStore {
   Order order_;
   std::unordered_map<std::string, Order::iterator> by_id_;
   std::unordered_map<std::string, std::string> latest_of_session_;  // session -> response id
+  std::unordered_set<std::string> deleted_running_;  // ids DELETEd while in progress, until complete()
   size_t bytes_ = 0;
 };
 

@@ -35,6 +35,10 @@ ResponsesJob::~ResponsesJob() {
 void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std::string>& sent) {
   if (done_ || index != 0) return;
   if (e.finish == FinishReason::error) return fail(from_engine_error(e.error_code, e.message), sent);
+  // The drain's cancel (a reason was set) fails the response, as an engine
+  // error does; a client that went away leaves it incomplete ("cancelled").
+  const bool drained = e.finish == FinishReason::cancelled && !cancel_reason_.empty();
+  if (drained && !started_) return fail(drain_error(), sent);  // nothing sent yet: a 503
   std::vector<std::string> dropped;
   std::vector<std::string>& out = spec_.stream ? sent : dropped;
   if (!started_) start(out);
@@ -62,12 +66,11 @@ void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std
     add_content(e.text, out);
   }
   if (!e.last()) return;
-  // The drain's cancel (a reason was set) fails the response, as an engine
-  // error does; a client that went away leaves it incomplete ("cancelled").
-  if (e.finish == FinishReason::cancelled && !cancel_reason_.empty())
-    return fail(ApiError{503, cancel_reason_, "server_error", {}, "shutting_down"}, sent);
+  if (drained) return fail(drain_error(), sent);
   finish(e, out);
 }
+
+ApiError ResponsesJob::drain_error() const { return ApiError{503, cancel_reason_, "server_error", {}, "shutting_down"}; }
 
 void ResponsesJob::start(std::vector<std::string>& out) {
   started_ = true;
@@ -142,7 +145,7 @@ void ResponsesJob::fail(const ApiError& error, std::vector<std::string>& out) {
   error_ = error;
   if (!spec_.stream || !started_) {
     failure_ = error;
-    if (placed_) spec_.store->erase(spec_.scope, spec_.response.id);  // an error answers it, nothing is stored
+    if (placed_) spec_.store->withdraw(spec_.scope, spec_.response.id);  // an error answers it, nothing is stored
     return;
   }
   ResponseState& r = spec_.response;

@@ -75,6 +75,7 @@ class ResponsesJob final : public ClientJob {
   void close_message(std::vector<std::string>& out);
   void finish(const StreamEvent& last, std::vector<std::string>& out);
   void fail(const ApiError& error, std::vector<std::string>& out);
+  ApiError drain_error() const;  // the drain's cancel, as an error
   void store();
 
   ResponsesJobSpec spec_;

@@ -124,7 +124,10 @@ void Server::Impl::arm_stats() {
 }
 
 Server::Server(EnginePort& engine, ServerOptions options, ModelContext model)
-    : impl_(std::make_unique<Impl>(engine, std::move(options), std::move(model))) {}
+    : impl_(std::make_unique<Impl>(engine, std::move(options), std::move(model))) {
+  if (const auto& constraints = impl_->state->model().constraints)
+    constraints->set_cache_bytes(impl_->state->options().grammar_cache_max_bytes);
+}
 
 Server::~Server() { stop(); }
 

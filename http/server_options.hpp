@@ -81,7 +81,8 @@ struct ServerOptions {
   size_t responses_max_bytes = size_t(64) << 20;
   // Compiled grammars (structured outputs, tool calls) kept for reuse hold
   // at most this many bytes of token masks (http/constraint_compiler.hpp;
-  // key grammar_cache_max_bytes, flag --grammar-cache-max-bytes).
+  // the Server sets it on its ModelContext's compiler; key
+  // grammar_cache_max_bytes, flag --grammar-cache-max-bytes).
   size_t grammar_cache_max_bytes = size_t(512) << 20;
   // Server::drain(): how long requests already running may take to finish
   // before they are cancelled (key shutdown_timeout, flag --shutdown-timeout).

@@ -42,7 +42,7 @@
 namespace conveyor {
 
 struct NodeLoad {
-  std::string name;
+  std::string name;       // what the policy knows the node by (the router: its address)
   int32_t in_flight = 0;  // the router's requests on it
   int32_t running = 0;    // as last reported
   int32_t waiting = 0;

@@ -32,7 +32,15 @@ struct NodeEntry {
   uint64_t failovers = 0;
   clock::time_point next_connect{};
   clock::time_point last_heard{};  // its last answer while up
+  // A connect asked of its connector and not yet answered (it may take
+  // minutes against an address that drops packets): no other is asked
+  // meanwhile, so none piles up behind it; after kConnectTimeout the node
+  // counts as down while the answer is awaited.
+  bool connect_in_flight = false;
+  clock::time_point connect_started{};
 };
+
+constexpr auto kConnectTimeout = std::chrono::seconds(5);
 
 // One try at a request's samples on one node.
 struct Attempt {
@@ -77,11 +85,10 @@ struct router_state {
 
 using self_ptr = caf::stateful_actor<router_state>*;
 
-// What connects to the node at `address`: CAF's middleman, or under TLS one
-// of the node's own (tls_transport.hpp says why).
+// What connects to the node at `address`: a middleman of the node's own
+// (tls_transport.hpp says why).
 caf::io::middleman_actor connector(self_ptr self, const std::string& address) {
-  auto& sys = self->system();
-  return self->state.options.tls ? tls_connector(sys, address) : sys.middleman().actor_handle();
+  return node_connector(self->system(), address, self->state.options.tls);
 }
 
 NodeEntry* node_by_address(self_ptr self, const std::string& address) {
@@ -255,7 +262,7 @@ void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32
     if (std::find(exclude.begin(), exclude.end(), n.address) != exclude.end()) continue;
     candidates.push_back(&n);
     NodeLoad load;
-    load.name = n.name;
+    load.name = n.address;  // the policy's key: names may repeat, addresses do not
     load.in_flight = n.in_flight;
     load.running = n.stats.num_running;
     load.waiting = n.stats.num_waiting;
@@ -272,10 +279,10 @@ void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32
   NodeEntry& node = *candidates[st.policy->place(q)];
   if (r.attempts.empty() && r.failovers == 0) {  // count the request once, at its first placement
     st.prompt_blocks += r.chain.size();
-    st.expected_hit_blocks += uint64_t(st.policy->expected_hits(node.name, r.chain));
+    st.expected_hit_blocks += uint64_t(st.policy->expected_hits(node.address, r.chain));
     ++st.routed_by_policy[st.policy->name()];
   }
-  st.policy->placed(node.name, r.chain);
+  st.policy->placed(node.address, r.chain);
   ++node.routed;
   ++node.in_flight;
 
@@ -387,7 +394,7 @@ void node_down(self_ptr self, NodeEntry& n, const std::string& why) {
   const bool was_up = n.state == NodeEntry::State::up;
   if (was_up) {
     tell(self, named(n) + " is down: " + why + "; its requests move to other nodes", true);
-    self->state.policy->forget(n.name);  // back up, its prefix cache is empty
+    self->state.policy->forget(n.address);  // back up, its prefix cache is empty
   } else if (n.problem != why) {  // once per reason, not at every reconnection
     tell(self, named(n) + " cannot be reached: " + why, true);
   }
@@ -417,11 +424,16 @@ void node_hung(self_ptr self, NodeEntry& n) {
 
 void connect(self_ptr self, NodeEntry& n) {
   n.state = NodeEntry::State::connecting;
+  n.connect_in_flight = true;
+  n.connect_started = clock::now();
   const std::string address = n.address;
-  self->request(connector(self, address), std::chrono::seconds(5), caf::connect_atom_v, n.host, n.port)
+  self->request(connector(self, address), caf::infinite, caf::connect_atom_v, n.host, n.port)
       .then(
           [self, address](const caf::node_id& nid, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             NodeEntry* n = node_by_address(self, address);
+            if (n != nullptr) n->connect_in_flight = false;
+            // Too late (counted down meanwhile): the next connect finds
+            // the connection in the connector's cache.
             if (n == nullptr || n->state != NodeEntry::State::connecting) return;
             if (!ptr) return node_down(self, *n, "nothing is published on that port");
             auto actor = caf::actor_cast<node_actor>(ptr);
@@ -456,6 +468,8 @@ void connect(self_ptr self, NodeEntry& n) {
           [self, address](caf::error& err) {
             NodeEntry* n = node_by_address(self, address);
             if (n == nullptr) return;
+            n->connect_in_flight = false;
+            if (n->state != NodeEntry::State::connecting) return;  // counted down already
             std::string why = to_string(err);
             // A node with TLS closes a plain peer's connection at once.
             if (!self->state.options.tls && why.find("disconnect_during_handshake") != std::string::npos)
@@ -485,6 +499,7 @@ void drop_removed_nodes(self_ptr self) {
   std::erase_if(self->state.nodes, [self](const NodeEntry& n) {
     if (!n.removed || n.in_flight > 0) return false;
     if (n.actor) self->demonitor(n.actor.address());
+    release_node_connector(self->system(), n.address);  // its thread ends
     return true;
   });
 }
@@ -508,8 +523,12 @@ void tick(self_ptr self) {
   const auto now = clock::now();
   drop_removed_nodes(self);
   for (NodeEntry& n : st.nodes) {
+    if (n.state == NodeEntry::State::connecting && n.connect_in_flight && now - n.connect_started > kConnectTimeout) {
+      node_down(self, n, "no connection within " + std::to_string(kConnectTimeout.count()) + " s");
+      continue;
+    }
     if ((n.state == NodeEntry::State::down || n.state == NodeEntry::State::incompatible) && !n.removed &&
-        now >= n.next_connect) {
+        !n.connect_in_flight && now >= n.next_connect) {
       connect(self, n);
       continue;
     }

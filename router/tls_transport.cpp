@@ -14,15 +14,20 @@
 #include <openssl/x509.h>
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,8 +45,9 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 // (a TLS client sends its hello at once).
 constexpr auto kFirstByteTimeout = std::chrono::seconds(3);
 // A node's handshakes under way at once. Past it the oldest of those whose
-// peer has sent nothing are closed first, so connections that say nothing
-// cannot keep a router out; past twice as many a new connection is closed.
+// peer has sent nothing are closed first, then the oldest, so connections
+// that stall cannot keep a router out; past twice as many a new connection
+// is closed at once.
 constexpr size_t kMaxPendingHandshakes = 64;
 constexpr auto kRepeatInterval = std::chrono::seconds(60);
 
@@ -457,7 +463,7 @@ void Handshaker::add(std::unique_ptr<TlsConnection> conn, caf::intrusive_ptr<Tls
   if (pending_count_ >= 2 * kMaxPendingHandshakes) {
     log_repeating(true, host_of(conn->peer()) + " busy",
                   "TLS: closed a connection from " + conn->peer() + ": " + std::to_string(pending_count_) +
-                      " handshakes are under way already");
+                      " handshakes are under way");
     return;
   }
   ++pending_count_;
@@ -479,7 +485,8 @@ void Handshaker::finish(Pending& p, bool ok) {
 }
 
 // Past kMaxPendingHandshakes, closes the oldest connections whose peers
-// have sent nothing, then (all of them talking) the newest.
+// have sent nothing, then (all of them talking) the oldest: a peer that
+// sends a byte and stalls holds a place only until newer ones come.
 void Handshaker::make_room(std::vector<Pending>& pending) {
   if (pending.size() <= kMaxPendingHandshakes) return;
   size_t excess = pending.size() - kMaxPendingHandshakes;
@@ -495,14 +502,14 @@ void Handshaker::make_room(std::vector<Pending>& pending) {
     }
     kept.push_back(std::move(p));
   }
-  for (; excess > 0; --excess) {
-    log_repeating(true, host_of(kept.back().conn->peer()) + " busy",
-                  "TLS: closed a connection from " + kept.back().conn->peer() + ": " +
-                      std::to_string(kMaxPendingHandshakes) + " handshakes are under way already");
-    finish(kept.back(), false);
-    kept.pop_back();
+  size_t first = 0;
+  for (; first < excess; ++first) {
+    log_repeating(true, host_of(kept[first].conn->peer()) + " evicted",
+                  "TLS: closed the oldest of " + std::to_string(kept.size()) + " handshakes under way, from " +
+                      kept[first].conn->peer());
+    finish(kept[first], false);
   }
-  pending = std::move(kept);
+  pending.assign(std::make_move_iterator(kept.begin() + ptrdiff_t(first)), std::make_move_iterator(kept.end()));
 }
 
 void Handshaker::run() {
@@ -582,6 +589,51 @@ void Handshaker::run() {
   pending.clear();  // stopping: the connections close here
 }
 
+// A TCP connection to host:port within `timeout` (CAF's blocks until the
+// kernel gives up, minutes for an address that drops packets); the socket
+// is left non-blocking.
+caf::expected<net::native_socket> connect_within(const std::string& host, uint16_t port,
+                                                 std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return caf::make_error(caf::sec::cannot_connect_to_node, "cannot resolve " + host + ": " + gai_strerror(rc));
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
+  const auto deadline = Clock::now() + timeout;
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      rc = left.count() > 0 ? poll(&p, 1, int(left.count())) : 0;
+      if (rc == 1) {
+        int error = 0;
+        socklen_t len = sizeof error;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+        rc = error == 0 ? 0 : -1;
+        errno = error;
+      } else {
+        rc = -1;
+        errno = ETIMEDOUT;
+      }
+    }
+    if (rc == 0) {
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
+    }
+    why = errno == ETIMEDOUT ? "no connection within " + std::to_string(timeout.count() / 1000) + " s" : strerror(errno);
+    close(fd);
+  }
+  return caf::make_error(caf::sec::cannot_connect_to_node, "cannot connect to " + host + ":" + std::to_string(port) +
+                                                               ": " + why);
+}
+
 // The middleman actor's interface over TLS: CAF's implementation
 // (publish, connect, the cache of connected nodes) with TLS connections.
 class TlsMiddleman final : public caf::io::middleman_actor_impl {
@@ -601,12 +653,13 @@ class TlsMiddleman final : public caf::io::middleman_actor_impl {
 
  protected:
   // On this actor's own thread (it is detached), as CAF's: the TCP connect
-  // and the handshake block it, up to kHandshakeTimeout for the latter.
+  // and the handshake block it, up to kHandshakeTimeout each. Without TLS
+  // (a plain connector) the TCP connection is the scribe.
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
-    auto fd = net::new_tcp_connection(host, port);
+    auto fd = connect_within(host, port, kHandshakeTimeout);
     if (!fd) return std::move(fd.error());
+    if (!shared_) return mpx().new_scribe(*fd);
     const std::string peer = host + ":" + std::to_string(port);
-    net::nonblocking(*fd, true);
     auto conn = std::make_unique<TlsConnection>(shared_, *fd, false, peer);
     if (!conn->valid()) return caf::make_error(caf::sec::cannot_connect_to_node, "TLS: cannot create a session");
     const auto deadline = Clock::now() + kHandshakeTimeout;
@@ -655,14 +708,15 @@ class TlsMiddleman final : public caf::io::middleman_actor_impl {
   std::shared_ptr<Handshaker> handshaker_;
 };
 
-// A system's TLS middlemen: the one that publishes (and connects where no
-// connector is asked for), and a connector per peer. They end with the BASP
-// broker (the middleman's stop): the system waits for detached actors'
-// threads before it goes.
+// A system's middlemen of ours: under TLS the one that publishes (and
+// connects where no connector is asked for), and a connector per peer (TLS
+// or plain). They end with the BASP broker (the middleman's stop): the
+// system waits for detached actors' threads before it goes.
 struct SystemTls {
-  std::shared_ptr<TlsShared> shared;
+  std::shared_ptr<TlsShared> shared;  // null until tls_middleman()
   caf::io::middleman_actor main;
   std::map<std::string, caf::io::middleman_actor> connectors;  // by peer
+  bool watching = false;              // the broker's functor is attached
 };
 
 std::recursive_mutex g_middlemen_mutex;  // recursive: a functor attached to a dead broker runs at once
@@ -670,6 +724,25 @@ std::map<caf::actor_system*, SystemTls> g_middlemen;
 
 caf::actor basp_broker(caf::actor_system& sys) {
   return sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+}
+
+// Under g_middlemen_mutex: the system's entry, stopped with its broker.
+SystemTls* system_entry(caf::actor_system& sys) {
+  SystemTls& tls = g_middlemen[&sys];
+  if (tls.watching) return &tls;
+  tls.watching = true;
+  caf::actor_system* key = &sys;
+  caf::actor_cast<caf::abstract_actor*>(basp_broker(sys))->attach_functor([key] {
+    std::lock_guard lock(g_middlemen_mutex);
+    auto it = g_middlemen.find(key);
+    if (it == g_middlemen.end()) return;
+    if (it->second.main) caf::anon_send_exit(it->second.main, caf::exit_reason::kill);
+    for (const auto& [peer, connector] : it->second.connectors) caf::anon_send_exit(connector, caf::exit_reason::kill);
+    g_middlemen.erase(it);
+  });
+  // A broker already gone ran the functor at once, erasing the entry.
+  auto it = g_middlemen.find(&sys);
+  return it == g_middlemen.end() ? nullptr : &it->second;
 }
 
 }  // namespace
@@ -687,44 +760,46 @@ void set_tls_log(TlsLog log) {
 
 caf::io::middleman_actor tls_middleman(caf::actor_system& sys) {
   std::lock_guard lock(g_middlemen_mutex);
-  if (auto it = g_middlemen.find(&sys); it != g_middlemen.end()) return it->second.main;
+  if (auto it = g_middlemen.find(&sys); it != g_middlemen.end() && it->second.main) return it->second.main;
   const auto& cfg = sys.config();
   auto ctx = make_context({cfg.openssl_certificate, cfg.openssl_key, cfg.openssl_cafile});
   if (!ctx) {
     log_line(true, "TLS: " + ctx.error().message);
     return {};
   }
+  SystemTls* tls = system_entry(sys);
+  if (tls == nullptr) return {};
   auto shared = std::make_shared<TlsShared>();
   shared->ctx = std::move(ctx).value();
   shared->guard_sigpipe = !sigpipe_ignored();
   auto& mm = sys.middleman();
-  auto broker = basp_broker(sys);
   auto handshaker = std::make_shared<Handshaker>(static_cast<net::default_multiplexer&>(mm.backend()));
-  auto handle = sys.spawn<TlsMiddleman, caf::detached + caf::hidden>(broker, shared, handshaker);
-  g_middlemen.emplace(&sys, SystemTls{shared, handle, {}});
-  caf::actor_system* key = &sys;
-  caf::actor_cast<caf::abstract_actor*>(broker)->attach_functor([handshaker, key] {
-    handshaker->stop();
-    std::lock_guard lock(g_middlemen_mutex);
-    auto it = g_middlemen.find(key);
-    if (it == g_middlemen.end()) return;
-    caf::anon_send_exit(it->second.main, caf::exit_reason::kill);
-    for (const auto& [peer, connector] : it->second.connectors) caf::anon_send_exit(connector, caf::exit_reason::kill);
-    g_middlemen.erase(it);
-  });
+  tls->shared = shared;
+  tls->main = sys.spawn<TlsMiddleman, caf::detached + caf::hidden>(basp_broker(sys), shared, handshaker);
+  caf::actor_cast<caf::abstract_actor*>(basp_broker(sys))->attach_functor([handshaker] { handshaker->stop(); });
+  return tls->main;
+}
+
+caf::io::middleman_actor node_connector(caf::actor_system& sys, const std::string& peer, bool tls) {
+  std::lock_guard lock(g_middlemen_mutex);
+  if (tls && !tls_middleman(sys)) return {};
+  SystemTls* entry = system_entry(sys);
+  if (entry == nullptr) return {};  // the middleman stopped already
+  if (auto c = entry->connectors.find(peer); c != entry->connectors.end()) return c->second;
+  auto handle = sys.spawn<TlsMiddleman, caf::detached + caf::hidden>(basp_broker(sys),
+                                                                     tls ? entry->shared : nullptr, nullptr);
+  entry->connectors.emplace(peer, handle);
   return handle;
 }
 
-caf::io::middleman_actor tls_connector(caf::actor_system& sys, const std::string& peer) {
+void release_node_connector(caf::actor_system& sys, const std::string& peer) {
   std::lock_guard lock(g_middlemen_mutex);
-  if (!tls_middleman(sys)) return {};
   auto it = g_middlemen.find(&sys);
-  if (it == g_middlemen.end()) return {};  // the middleman stopped already
-  SystemTls& tls = it->second;
-  if (auto c = tls.connectors.find(peer); c != tls.connectors.end()) return c->second;
-  auto handle = sys.spawn<TlsMiddleman, caf::detached + caf::hidden>(basp_broker(sys), tls.shared, nullptr);
-  tls.connectors.emplace(peer, handle);
-  return handle;
+  if (it == g_middlemen.end()) return;
+  auto c = it->second.connectors.find(peer);
+  if (c == it->second.connectors.end()) return;
+  caf::anon_send_exit(c->second, caf::exit_reason::kill);
+  it->second.connectors.erase(c);
 }
 
 }  // namespace conveyor

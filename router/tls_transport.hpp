@@ -15,7 +15,8 @@
 // with an empty error queue; a node's handshakes run on a thread of their
 // own with deadlines (3 s to the peer's first byte, 10 s in all; 64 at
 // once, past which the oldest of those whose peers have sent nothing give
-// way), so that only finished, verified connections reach CAF's event loop;
+// way, then the oldest), so that only finished, verified connections reach
+// CAF's event loop;
 // a router's run on the detached thread that connects (as CAF's: one per
 // node, tls_connector()); the files are loaded once, and
 // the reasons for a refusal are logged (once a minute per peer host and
@@ -65,11 +66,14 @@ void set_tls_log(TlsLog log);
 // when the files do not load: check them with check_tls_files() first.
 caf::io::middleman_actor tls_middleman(caf::actor_system& sys);
 
-// A TLS middleman that connects to `peer` ("host:port") only. A connect
-// blocks its middleman's thread (the TCP connect and the handshake, up to
-// 10 s against a peer that accepts and says nothing), so a router connects
-// to each node through one of its own: a hung node holds up no other. Made
-// on first use, stopped with tls_middleman()'s; null as tls_middleman().
-caf::io::middleman_actor tls_connector(caf::actor_system& sys, const std::string& peer);
+// A middleman that connects to `peer` ("host:port") only, under TLS or
+// plain. A connect blocks its middleman's thread (the TCP connect and the
+// TLS handshake, up to 10 s each), so a router connects to each node
+// through one of its own: a node that is hung, or an address that drops
+// packets, holds up no other. Made on first use, stopped with the system's
+// middleman or by release_node_connector(); null as tls_middleman() when
+// `tls` and the files do not load.
+caf::io::middleman_actor node_connector(caf::actor_system& sys, const std::string& peer, bool tls);
+void release_node_connector(caf::actor_system& sys, const std::string& peer);
 
 }  // namespace conveyor

@@ -331,8 +331,14 @@ TEST(ResponseStore, AFinishedResponseReplacesOnlyItsRunningEntry) {
   store.put({}, running);
   EXPECT_TRUE(store.complete({}, stored("r", "s_r")));
   EXPECT_FALSE(store.get({}, "r")->in_progress);
-  EXPECT_FALSE(store.complete({}, stored("r", "s_r")));  // not running any more: a late duplicate
-  EXPECT_NE(store.get({}, "r"), nullptr);
+
+  // Evicted while it ran (not deleted): stored as the newest entry.
+  ResponseStore one(ResponseStoreLimits{3600.0, 1, 1 << 20});
+  one.put({}, running);
+  one.put({}, stored("other", ""));
+  EXPECT_EQ(one.get({}, "r"), nullptr);
+  EXPECT_TRUE(one.complete({}, stored("r", "")));
+  EXPECT_NE(one.get({}, "r"), nullptr);
 
   store.erase({}, "r");
   released.sessions.clear();
@@ -343,7 +349,9 @@ TEST(ResponseStore, AFinishedResponseReplacesOnlyItsRunningEntry) {
   EXPECT_EQ(released.sessions, std::vector<std::string>{"s_r"});
 
   // A continuation (same session) deleted while it ran: the response it
-  // continued still continues the session, which stays.
+  // continued still continues the session, which stays. And one that
+  // completes while the response it continues is evicted for it keeps the
+  // session too.
   released.sessions.clear();
   store.put({}, stored("turn1", "s_t"));
   StoredResponse turn2 = stored("turn2", "");
@@ -351,6 +359,11 @@ TEST(ResponseStore, AFinishedResponseReplacesOnlyItsRunningEntry) {
   store.put({}, turn2);
   store.erase({}, "turn2");
   EXPECT_FALSE(store.complete({}, stored("turn2", "s_t")));
+  EXPECT_TRUE(released.sessions.empty());
+  ResponseStore full(ResponseStoreLimits{3600.0, 1, 1 << 20}, released.fn());
+  full.put({}, stored("t1", "s_f"));
+  full.put({}, stored("t2", "s_f"));  // evicts t1, the session's latest until now
+  EXPECT_EQ(full.get({}, "t1"), nullptr);
   EXPECT_TRUE(released.sessions.empty());
 }
 
@@ -557,6 +570,14 @@ TEST(ResponsesJob, TheDrainsCancelFailsTheResponse) {
   ASSERT_TRUE(whole.failure());
   EXPECT_EQ(whole.failure()->status, 503);
   EXPECT_EQ(whole.failure()->code, "shutting_down");
+
+  ResponsesJob unstarted(job_spec(true));  // streamed, cancelled before any output: nothing was sent
+  unstarted.set_cancel_reason("the server is shutting down");
+  std::vector<std::string> none;
+  unstarted.on_event(0, cancelled, none);
+  ASSERT_TRUE(unstarted.failure());
+  EXPECT_EQ(unstarted.failure()->status, 503);
+  EXPECT_TRUE(none.empty());
 
   ResponsesJob gone(job_spec(false));
   gone.on_event(0, cancelled, out);

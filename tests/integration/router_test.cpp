@@ -497,7 +497,7 @@ TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
 
   // The same shape with other weights: another quantization of one file.
   const std::string q8 = CONVEYOR_SHARED_MODELS "/tiny-llama2-q8_0.gguf", q4 = CONVEYOR_SHARED_MODELS "/tiny-llama2-q4_0.gguf";
-  if (!std::ifstream(q8) || !std::ifstream(q4)) return;
+  if (!std::ifstream(q8) || !std::ifstream(q4)) GTEST_SKIP() << q8 << " or " << q4 << " is missing";
   Node quantized = start_node("q4", 0, q4);
   auto q8_router = start_router({"--nodes", quantized.address()}, "router_other_weights", q8);
   const uint16_t q8_port = q8_router->port();

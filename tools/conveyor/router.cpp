@@ -163,8 +163,7 @@ int run_router(const RouterFlags& f) {
   auto context = http::make_model_context(mc, port.tokenizer(), served, server_options.chat_template, gguf_template,
                                           server_options.tool_call_parser);
   if (!context) return fail(kExitUsage, context.error().message);
-  if (context->tokenizer) context->constraints =
-        std::make_shared<http::ConstraintCompiler>(port.grammar_binder(), 64, server_options.grammar_cache_max_bytes);
+  if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
   http::Server server(port, server_options, std::move(context).value());
   auto bound = server.start();
   if (!bound) return fail(kExitFailure, bound.error().message);

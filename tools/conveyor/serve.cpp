@@ -137,8 +137,7 @@ int run_serve(const ServeFlags& f) {
   auto context = http::make_model_context(mc, port.tokenizer(), served, s.server.chat_template, gguf_template,
                                           s.server.tool_call_parser);
   if (!context) return fail(kExitUsage, context.error().message);
-  if (context->tokenizer) context->constraints =
-        std::make_shared<http::ConstraintCompiler>(port.grammar_binder(), 64, s.server.grammar_cache_max_bytes);
+  if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
   context->fcfs_only = (*engine)->config().scheduling_policy != SchedulingPolicy::priority;
   const std::string template_name = context->chat ? context->chat->description() : "none (no tokenizer)";
 
