@@ -44,7 +44,9 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
     m = owned_.back().get();
     if (candidates.size() == kCandidates) candidates.erase(candidates.begin());
     candidates.emplace_back(start, m);
+    masks_bytes_ += m->memory_bytes();
   }
+  update_memory_bytes();
   masks_[size_t(pos)].store(m, std::memory_order_release);
   return *m;
 }
@@ -65,8 +67,15 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
     }
   }
   auto computed = std::make_unique<detail::PositionMask>(detail::compute_return_mask(*dfa_, flat_, *vocab_, inner, ret));
+  masks_bytes_ += computed->memory_bytes();
+  update_memory_bytes();
   std::unique_lock lock(returns_mu_);
   return *returns_[&inner].try_emplace(ret, std::move(computed)).first->second;
+}
+
+// Under build_mu_, after a mask or the DFA grew.
+void CompiledGrammar::update_memory_bytes() const {
+  memory_bytes_.store(masks_bytes_ + dfa_->memory_bytes(), std::memory_order_relaxed);
 }
 
 void CompiledGrammar::precompute() const {

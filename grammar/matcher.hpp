@@ -81,6 +81,9 @@ class CompiledGrammar {
   // position's, and each (position, return address) pair's.
   void precompute() const;
   CacheStats cache_stats() const;
+  // cache_stats().memory_bytes as of the last mask computed: a load, for
+  // callers that look often (the server's grammar cache).
+  size_t memory_bytes() const { return memory_bytes_.load(std::memory_order_relaxed); }
 
   // For Matcher: the flattened grammar, and position `pos`'s mask
   // (computed on first use; the reference stays valid while *this lives).
@@ -105,6 +108,10 @@ class CompiledGrammar {
   mutable std::shared_mutex returns_mu_;
   mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, std::unique_ptr<detail::PositionMask>>>
       returns_;
+  // The masks' bytes (under build_mu_), and with the DFA's for memory_bytes().
+  mutable size_t masks_bytes_ = 0;
+  mutable std::atomic<size_t> memory_bytes_{0};
+  void update_memory_bytes() const;
 };
 
 // check()s the grammar (Errc::invalid_argument naming the problem) and binds

@@ -64,9 +64,9 @@ ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, si
 
 void ConstraintCompiler::evict_locked() {
   size_t bytes = 0;
-  for (const auto& [key, c] : lru_) bytes += c.compiled->cache_stats().memory_bytes;
+  for (const auto& [key, c] : lru_) bytes += c.compiled->memory_bytes();
   while (lru_.size() > 1 && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
-    bytes -= std::min(bytes, lru_.back().second.compiled->cache_stats().memory_bytes);
+    bytes -= std::min(bytes, lru_.back().second.compiled->memory_bytes());
     by_key_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -85,9 +85,10 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
     std::lock_guard lock(mutex_);
     if (auto it = by_key_.find(key); it != by_key_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      // Masks grow while the cached grammars are used: look at their size
-      // now and then, not only when a grammar comes in.
-      if (++hits_ % 64 == 0) evict_locked();
+      // Masks grow while the cached grammars are used: their size is looked
+      // at with every request, not only when a grammar comes in.
+      ++hits_;
+      evict_locked();
       return lru_.front().second;
     }
   }
@@ -121,19 +122,13 @@ uint64_t ConstraintCompiler::hits() const {
 }
 
 ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
+  std::lock_guard lock(mutex_);
   CacheFigures f;
-  std::vector<std::shared_ptr<const grammar::CompiledGrammar>> kept;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& [key, c] : lru_) kept.push_back(c.compiled);
-    f.max_bytes = cache_bytes_;
-    f.compiled = compiled_;
-    f.hits = hits_;
-  }
-  // Outside the lock: a grammar's stats wait while its masks are built, and
-  // requests compiling meanwhile must not.
-  f.grammars = kept.size();
-  for (const auto& g : kept) f.bytes += g->cache_stats().memory_bytes;
+  f.grammars = lru_.size();
+  for (const auto& [key, c] : lru_) f.bytes += c.compiled->memory_bytes();
+  f.max_bytes = cache_bytes_;
+  f.compiled = compiled_;
+  f.hits = hits_;
   return f;
 }
 

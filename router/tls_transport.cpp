@@ -112,9 +112,11 @@ std::string explain(SSL* ssl, int code, const std::string& reasons) {
     return "the handshake failed";
   }
   const long verify = SSL_get_verify_result(ssl);
-  if (has(reasons, "certificate verify failed") && verify != X509_V_OK)
+  if (has(reasons, "certificate verify failed") && verify != X509_V_OK) {
+    const bool dates = verify == X509_V_ERR_CERT_HAS_EXPIRED || verify == X509_V_ERR_CERT_NOT_YET_VALID;
     return std::string("refused the peer's certificate: ") + X509_verify_cert_error_string(verify) +
-           " (it must be signed by the CA of this end's --tls-ca)";
+           (dates ? "" : " (it must be signed by the CA of this end's --tls-ca)");
+  }
   if (has(reasons, "peer did not return a certificate")) return "the peer presented no certificate";
   if (has(reasons, "certificate expired"))
     return "the peer refused the handshake (" + reasons + "): this end's certificate has expired";

@@ -18,6 +18,7 @@
 // again. SIGTERM or SIGINT drains the HTTP side as `serve` does.
 #include <csignal>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -64,7 +65,9 @@ std::vector<std::string> merge_nodes(std::vector<std::string> nodes, const std::
 // The file's node list and, from a line `policy = NAME`, its policy ("" when none).
 Expected<std::pair<std::vector<std::string>, std::string>> read_nodes_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return make_error(Errc::io_error, "--nodes-file: cannot read '" + path + "'");
+  std::error_code ec;
+  if (!in || !std::filesystem::is_regular_file(path, ec))
+    return make_error(Errc::io_error, "--nodes-file: cannot read '" + path + "' (not a readable file)");
   std::string line, nodes, policy;
   while (std::getline(in, line)) {
     const size_t eq = line.find('=');
