@@ -689,7 +689,7 @@ class TlsMiddleman final : public caf::io::middleman_actor_impl {
   }
 
   caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {
-    if (!handshaker_) return caf::make_error(caf::sec::feature_disabled, "a TLS connector does not publish");
+    if (!handshaker_) return caf::make_error(caf::sec::feature_disabled, "a node connector does not publish");
     auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
     if (!fd) return std::move(fd.error());
     return caf::io::doorman_ptr(caf::make_counted<TlsDoorman>(mpx(), *fd, shared_, handshaker_));
