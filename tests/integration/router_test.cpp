@@ -419,6 +419,13 @@ TEST_F(Router, ANodeAddedToTheNodesFileReceivesWork) {
   ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(stream_of(port, completion(prompt_of(i), 5, true)).finish, "length");
   EXPECT_EQ(routed(port, nodes[1]), 2);
+
+  // A valid file that names no node up now (a typo in the port) is applied,
+  // with a warning.
+  { std::ofstream(file) << "127.0.0.1:" << free_loopback_port() << "\n"; }
+  router->signal(SIGHUP);
+  EXPECT_TRUE(ht::eventually([&] { return router->log().find("no node that is up now") != std::string::npos; }))
+      << router->log_tail();
 }
 
 // A router's /health says whether it can serve: 503 "unavailable" while no

@@ -110,6 +110,15 @@ Expected<NodeSetup> read_node_setup(const RouterFlags& f) {
   return setup;
 }
 
+// How many of `nodes` the router has up now.
+size_t up_nodes_kept(const RouterMetrics& metrics, const std::vector<std::string>& nodes) {
+  std::lock_guard lock(metrics.mutex);
+  size_t up = 0;
+  for (const RouterMetrics::Node& n : metrics.nodes)
+    if (n.state == "up" && std::find(nodes.begin(), nodes.end(), n.address) != nodes.end()) ++up;
+  return up;
+}
+
 int run_router(const RouterFlags& f) {
   http::ServeSettings settings;
   if (Status st = f.settings->apply(settings); !st) return fail(kExitUsage, st.error().message);
@@ -196,6 +205,9 @@ int run_router(const RouterFlags& f) {
       if (next->policy != policy) caf::anon_send(*router, policy_atom_v, next->policy);  // a new one starts afresh
       policy = next->policy;
       http::log_info("SIGHUP: " + std::to_string(next->nodes.size()) + " nodes, placement " + next->policy);
+      if (const size_t up = up_nodes_kept(*metrics, next->nodes); up == 0 && metrics->any_node_up())
+        http::log_warn("SIGHUP: no node that is up now is in the new list; requests get 503 until one of the "
+                       "listed nodes is reached");
       continue;
     }
     if (!draining) {
