@@ -111,16 +111,6 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   return result;
 }
 
-uint64_t ConstraintCompiler::compiled() const {
-  std::lock_guard lock(mutex_);
-  return compiled_;
-}
-
-uint64_t ConstraintCompiler::hits() const {
-  std::lock_guard lock(mutex_);
-  return hits_;
-}
-
 ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
   std::lock_guard lock(mutex_);
   CacheFigures f;

@@ -60,10 +60,8 @@ class ConstraintCompiler {
                                    const std::function<Expected<grammar::Grammar>()>& build,
                                    std::string_view field);
 
-  // Grammars compiled so far and cache hits (for /metrics and tests).
-  uint64_t compiled() const;
-  uint64_t hits() const;
-  // What the cache holds now: grammars and their bytes (for /metrics).
+  // What the cache holds now, its bound, and the grammars compiled so far
+  // and cache hits (for /metrics and tests).
   struct CacheFigures {
     size_t grammars = 0;
     size_t bytes = 0;

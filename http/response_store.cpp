@@ -36,7 +36,6 @@ bool ResponseStore::complete(const ResponseScope& scope, StoredResponse response
   bool stored = false;
   {
     std::lock_guard lock(mutex_);
-    expire(now, released);
     if (deleted_running_.erase(response.id) == 0)  // evicted or expired meanwhile: stored as the newest
       stored = insert(scope, std::move(response), now, released);
     else

@@ -31,22 +31,22 @@ TEST(ConstraintCompiler, CompilesEachAskOnceAndSharesIt) {
   auto b = compiler.compile(regex("[a-z]{3}"));
   ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(a));
   EXPECT_EQ(std::get<GrammarConstraint>(a).compiled, std::get<GrammarConstraint>(b).compiled);
-  EXPECT_EQ(compiler.compiled(), 1u);
-  EXPECT_EQ(compiler.hits(), 1u);
+  EXPECT_EQ(compiler.figures().compiled, 1u);
+  EXPECT_EQ(compiler.figures().hits, 1u);
   OutputConstraint loose = regex("[a-z]{3}");
   loose.kind = OutputConstraint::Kind::grammar;  // the same text as GBNF is another ask
   loose.source = "root ::= [a-z] [a-z] [a-z]";
   ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(loose)));
-  EXPECT_EQ(compiler.compiled(), 2u);
+  EXPECT_EQ(compiler.figures().compiled, 2u);
 }
 
 TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
   ConstraintCompiler two(binder(), /*cache_capacity=*/2);
   for (const char* p : {"a+", "b+", "c+"}) (void)two.compile(regex(p));
   (void)two.compile(regex("c+"));  // kept
-  EXPECT_EQ(two.compiled(), 3u);
+  EXPECT_EQ(two.figures().compiled, 3u);
   (void)two.compile(regex("a+"));  // the least recent went
-  EXPECT_EQ(two.compiled(), 4u);
+  EXPECT_EQ(two.figures().compiled, 4u);
 
   // No bytes to spare: only the latest grammar stays, once its masks exist.
   ConstraintCompiler tight(binder(), 64, /*cache_bytes=*/0);
@@ -56,7 +56,7 @@ TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
   m.fill_mask(mask);  // fills the first grammar's mask cache
   (void)tight.compile(regex("y[0-9]+"));
   (void)tight.compile(regex("x[0-9]+"));
-  EXPECT_EQ(tight.compiled(), 3u);
+  EXPECT_EQ(tight.figures().compiled, 3u);
 }
 
 // What /metrics shows of the cache: its grammars, their bytes (the masks

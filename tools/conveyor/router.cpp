@@ -110,13 +110,12 @@ Expected<NodeSetup> read_node_setup(const RouterFlags& f) {
   return setup;
 }
 
-// How many of `nodes` the router has up now.
-size_t up_nodes_kept(const RouterMetrics& metrics, const std::vector<std::string>& nodes) {
+// Whether the router has one of `nodes` up now.
+bool any_up_among(const RouterMetrics& metrics, const std::vector<std::string>& nodes) {
   std::lock_guard lock(metrics.mutex);
-  size_t up = 0;
   for (const RouterMetrics::Node& n : metrics.nodes)
-    if (n.state == "up" && std::find(nodes.begin(), nodes.end(), n.address) != nodes.end()) ++up;
-  return up;
+    if (n.state == "up" && std::find(nodes.begin(), nodes.end(), n.address) != nodes.end()) return true;
+  return false;
 }
 
 int run_router(const RouterFlags& f) {
@@ -205,7 +204,7 @@ int run_router(const RouterFlags& f) {
       if (next->policy != policy) caf::anon_send(*router, policy_atom_v, next->policy);  // a new one starts afresh
       policy = next->policy;
       http::log_info("SIGHUP: " + std::to_string(next->nodes.size()) + " nodes, placement " + next->policy);
-      if (const size_t up = up_nodes_kept(*metrics, next->nodes); up == 0 && metrics->any_node_up())
+      if (!any_up_among(*metrics, next->nodes) && metrics->any_node_up())
         http::log_warn("SIGHUP: no node that is up now is in the new list; requests get 503 until one of the "
                        "listed nodes is reached");
       continue;
