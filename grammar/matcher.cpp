@@ -12,7 +12,7 @@ using detail::kRootDone;
 CompiledGrammar::CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab)
     : grammar_(std::move(g)), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
       masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]),
-      dfa_(std::make_unique<detail::LazyDfa>(flat_)) {
+      dfa_(std::make_unique<detail::LazyDfa>(flat_)), suffixes_(std::make_unique<detail::SuffixTries>()) {
   for (int32_t p = 0; p < flat_.positions(); ++p) masks_[size_t(p)].store(nullptr, std::memory_order_relaxed);
 }
 
@@ -26,9 +26,16 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
   std::lock_guard lock(build_mu_);
   if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
   const int32_t start = dfa_->start_at(pos);
-  auto& candidates = recent_[flat_.shape[size_t(pos)] * 2 + (flat_.has_caller(pos) ? 1 : 0)];
+  // Suffixes are kept by what can follow the position's rule, so only
+  // positions whose rules have the same follow bytes may share a mask.
+  const ByteSet& follow = flat_.follow[size_t(flat_.rule_of[size_t(pos)])];
+  auto& candidates =
+      recent_[(flat_.shape[size_t(pos)] ^ ByteSetHash{}(follow) * 0x9e3779b97f4a7c15ULL) * 2 +
+              (flat_.has_caller(pos) ? 1 : 0)];
   const detail::PositionMask* m = nullptr;
-  const auto same = [&](int32_t other) {
+  const auto same = [&](const Candidate& c) {
+    if (!(flat_.follow[size_t(c.rule)] == follow)) return false;
+    const int32_t other = c.start;
     if (!dfa_->equivalent(start, other, int32_t(TokenIndex::kShortToken))) return false;
     for (int32_t id : vocab_->long_tokens()) {
       if (!dfa_->same_on(start, other, vocab_->bytes(id))) return false;
@@ -36,14 +43,14 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
     return true;
   };
   for (auto it = candidates.rbegin(); it != candidates.rend() && !m; ++it) {
-    if (same(it->first)) m = it->second;
+    if (same(*it)) m = it->mask;
   }
   if (!m) {
     owned_.push_back(std::make_unique<detail::PositionMask>(
-        detail::compute_position_mask(*dfa_, flat_, *vocab_, pos)));
+        detail::compute_position_mask(*dfa_, *suffixes_, flat_, *vocab_, pos)));
     m = owned_.back().get();
     if (candidates.size() == kCandidates) candidates.erase(candidates.begin());
-    candidates.emplace_back(start, m);
+    candidates.push_back({start, flat_.rule_of[size_t(pos)], m});
     masks_bytes_ += m->memory_bytes();
   }
   update_memory_bytes();
@@ -66,7 +73,7 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
       if (const auto r = it->second.find(ret); r != it->second.end()) return *r->second;
     }
   }
-  auto computed = std::make_unique<detail::PositionMask>(detail::compute_return_mask(*dfa_, flat_, *vocab_, inner, ret));
+  auto computed = std::make_unique<detail::PositionMask>(detail::compute_return_mask(*dfa_, *suffixes_, flat_, *vocab_, inner, ret));
   masks_bytes_ += computed->memory_bytes();
   update_memory_bytes();
   std::unique_lock lock(returns_mu_);
@@ -75,12 +82,12 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
 
 // Under build_mu_, after a mask or the DFA grew.
 void CompiledGrammar::update_memory_bytes() const {
-  memory_bytes_.store(masks_bytes_ + dfa_->memory_bytes(), std::memory_order_relaxed);
+  memory_bytes_.store(masks_bytes_ + suffixes_->memory_bytes() + dfa_->memory_bytes(), std::memory_order_relaxed);
 }
 
 void CompiledGrammar::precompute() const {
   for (int32_t p = 0; p < flat_.positions(); ++p) {
-    if (flat_.slots[size_t(p)].byte_set < 0 || flat_.is_token(p) || mask_at(p).uncertain.nodes() == 0) continue;
+    if (flat_.slots[size_t(p)].byte_set < 0 || flat_.is_token(p) || mask_at(p).uncertain.empty()) continue;
     for (int32_t ret : flat_.rule_returns[size_t(flat_.rule_of[size_t(p)])]) return_mask_at(p, ret);
   }
 }
@@ -95,7 +102,9 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   std::lock_guard lock(build_mu_);
   s.distinct = int32_t(owned_.size());
   s.dfa_states = dfa_->states();
-  s.memory_bytes = dfa_->memory_bytes();
+  s.suffix_tries = int32_t(suffixes_->tries());
+  s.suffix_bytes = suffixes_->memory_bytes();
+  s.memory_bytes = dfa_->memory_bytes() + s.suffix_bytes;
   for (const auto& m : owned_) s.memory_bytes += m->memory_bytes();
   std::shared_lock returns_lock(returns_mu_);
   for (const auto& [inner, by_ret] : returns_) {
@@ -233,11 +242,11 @@ void Matcher::fill_mask(std::span<uint64_t> mask) const {
     }
     // Uncertain tokens continue in the caller; at the root there is none,
     // and a suffix cannot follow the end of the grammar.
-    if (m.uncertain.nodes() == 0 || node.parent == kRootDone) continue;
+    if (m.uncertain.empty() || node.parent == kRootDone) continue;
     const detail::StackNode caller = pda_.pool()[node.parent];
     const detail::PositionMask& r = g_->return_mask_at(node.pos, caller.pos);
     r.add_accepted(mask);
-    if (r.uncertain.nodes() == 0 || caller.parent == kRootDone) continue;
+    if (r.uncertain.empty() || caller.parent == kRootDone) continue;
     const detail::StackNode outer = pda_.pool()[caller.parent];
     pda_.expand(outer.pos, outer.parent, arena_);
     detail::mark_accepted(pda_, r.uncertain, arena_, scratch, arena_.size(), mask);

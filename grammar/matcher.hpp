@@ -50,6 +50,7 @@ namespace conveyor::grammar {
 namespace detail {
 struct PositionMask;
 class LazyDfa;
+class SuffixTries;
 }
 
 // A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
@@ -63,6 +64,8 @@ class CompiledGrammar {
     int32_t distinct = 0;    // distinct masks among them (equivalent positions share one)
     int32_t returns = 0;     // (mask, return address) masks computed
     int32_t dfa_states = 0;  // states of the DFA the masks are computed with
+    int32_t suffix_tries = 0; // distinct tries of the suffixes masks check at run time
+    size_t suffix_bytes = 0;  // of memory_bytes, those tries'
     size_t memory_bytes = 0; // held by the computed masks and the DFA they are computed with
   };
 
@@ -100,10 +103,16 @@ class CompiledGrammar {
   // Masks are computed one at a time, under build_mu_, with one DFA.
   mutable std::mutex build_mu_;
   mutable std::unique_ptr<detail::LazyDfa> dfa_;
+  mutable std::unique_ptr<detail::SuffixTries> suffixes_;  // the masks' uncertain suffixes
   mutable std::vector<std::unique_ptr<detail::PositionMask>> owned_;
-  // Recently computed masks by (shape, has a caller): the candidates a new
-  // position may be equivalent to. (DFA start state, mask).
-  mutable std::unordered_map<uint64_t, std::vector<std::pair<int32_t, const detail::PositionMask*>>> recent_;
+  // Recently computed masks by (shape, follow bytes, has a caller): the
+  // candidates a new position may be equivalent to.
+  struct Candidate {
+    int32_t start;  // DFA state
+    int32_t rule;   // the position's
+    const detail::PositionMask* mask;
+  };
+  mutable std::unordered_map<uint64_t, std::vector<Candidate>> recent_;
   // (mask, ret) -> return_mask_at's mask. Read under a shared lock.
   mutable std::shared_mutex returns_mu_;
   mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, std::unique_ptr<detail::PositionMask>>>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <unordered_map>
 
 namespace conveyor::grammar::detail {
 
@@ -199,6 +200,46 @@ void add_byte_classes(FlatGrammar& f) {
   }
 }
 
+// FlatGrammar::follow, to the least fixed point: a rule's set starts as the
+// first bytes of its return addresses' continuations, and grows by the set
+// of the rule around each return address whose continuation can end it.
+void add_follow_bytes(FlatGrammar& f) {
+  const size_t rules = f.rule_returns.size();
+  f.follow.assign(rules, {});
+  Pda pda(f);
+  std::vector<int32_t> tops;
+  // Return address -> (the bytes its continuation starts with, whether it can end its rule at once).
+  std::unordered_map<int32_t, std::pair<ByteSet, bool>> continuations;
+  std::vector<std::vector<int32_t>> grows(rules);  // rule -> the rules whose set includes its own
+  for (size_t r = 0; r < rules; ++r) {
+    for (int32_t ret : f.rule_returns[r]) {
+      auto [it, added] = continuations.try_emplace(ret);
+      if (added) {
+        tops.clear();
+        const int32_t mark = pda.pool().size();
+        it->second.second = pda.expand(ret, kBottom, tops);
+        it->second.first = pda.allowed(tops.data(), tops.size());
+        pda.pool().truncate(mark);
+      }
+      const auto& [first, ends] = it->second;
+      for (size_t w = 0; w < 4; ++w) f.follow[r].bits[w] |= first.bits[w];
+      if (ends) grows[size_t(f.rule_of[size_t(ret)])].push_back(int32_t(r));
+    }
+  }
+  std::vector<int32_t> work(rules);
+  for (size_t r = 0; r < rules; ++r) work[r] = int32_t(r);
+  while (!work.empty()) {
+    const int32_t q = work.back();
+    work.pop_back();
+    for (int32_t r : grows[size_t(q)]) {
+      ByteSet& set = f.follow[size_t(r)];
+      const ByteSet before = set;
+      for (size_t w = 0; w < 4; ++w) set.bits[w] |= f.follow[size_t(q)].bits[w];
+      if (!(set == before)) work.push_back(r);
+    }
+  }
+}
+
 }  // namespace
 
 FlatGrammar flatten(const Grammar& g) {
@@ -254,6 +295,7 @@ FlatGrammar flatten(const Grammar& g) {
   }
   add_rule_returns(f);
   add_byte_classes(f);
+  add_follow_bytes(f);
   return f;
 }
 

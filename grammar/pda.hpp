@@ -63,6 +63,11 @@ struct FlatGrammar {
   // the rule returns only to the root's end, so popping past it ends the text.
   std::vector<std::vector<int32_t>> rule_returns;
   bool has_caller(int32_t pos) const { return !rule_returns[size_t(rule_of[size_t(pos)])].empty(); }
+  // [rules] the bytes that can come first once the rule ends, in any caller
+  // (what its return addresses start with, and, where one can end its own
+  // rule at once, what follows that rule): a token's suffix past the end of
+  // a rule that starts with another byte is rejected wherever it is.
+  std::vector<ByteSet> follow;
   int32_t root = 0;
   bool has_tokens = false;  // some slot is a token element
 

@@ -98,10 +98,14 @@ namespace {
 // state with kBottom below it.
 class Classifier {
  public:
-  Classifier(const TokenIndex& index, const TokenTrie& trie, bool has_caller)
-      : index_(index), trie_(trie), has_caller_(has_caller) {}
+  // `follow`: the bytes that can come after an exit (FlatGrammar::follow).
+  Classifier(const TokenIndex& index, bool has_caller, const ByteSet& follow)
+      : index_(index), has_caller_(has_caller), follow_(follow) {}
 
-  PositionMask run(LazyDfa& dfa, int32_t start, bool start_exited);
+  // Classifies the strings of `trie` from `start`; may be called for
+  // several tries before finish().
+  void run(const TokenTrie& trie, LazyDfa& dfa, int32_t start, bool start_exited);
+  PositionMask finish(SuffixTries& tries);
 
  private:
   // Every string below trie node `c` (depth `depth`), where no stack
@@ -111,35 +115,43 @@ class Classifier {
   void dead_subtree(int32_t c, int32_t depth, bool exited_at_c) {
     if (!has_caller_) {
       if (exited_at_c) {
-        for (int32_t id : trie_.ids_at(c)) accepted_.push_back(id);
+        for (int32_t id : trie_->ids_at(c)) accepted_.push_back(id);
       }
       return;
     }
     if (path_exits_.empty() && !exited_at_c) return;
-    const auto first = size_t(trie_.first_id[size_t(c)]);
-    const auto last = size_t(trie_.first_id[size_t(trie_.end[size_t(c)])]);
+    const auto first = size_t(trie_->first_id[size_t(c)]);
+    const auto last = size_t(trie_->first_id[size_t(trie_->end[size_t(c)])]);
+    const int32_t offset = trie_->offset;
     for (size_t e = first; e < last; ++e) {
-      const int32_t id = trie_.ids[e];
-      const int32_t offset = trie_.offset(e);
+      const int32_t id = trie_->ids[e];
       const std::string_view bytes = index_.bytes(id).substr(size_t(offset));
       if (exited_at_c && int32_t(bytes.size()) == depth) {
         accepted_.push_back(id);
         continue;
       }
-      for (int32_t k : path_exits_) uncertain_.push_back({bytes.substr(size_t(k)), id, offset + k});
-      if (exited_at_c) uncertain_.push_back({bytes.substr(size_t(depth)), id, offset + depth});
+      for (int32_t k : path_exits_) add_uncertain(bytes, id, offset, k);
+      if (exited_at_c) add_uncertain(bytes, id, offset, depth);
     }
   }
 
+  // Token `id`'s suffix past an exit `k` bytes into `bytes` (its bytes from
+  // `offset` on), unless no caller can take its first byte.
+  void add_uncertain(std::string_view bytes, int32_t id, int32_t offset, int32_t k) {
+    if (follow_.test(uint8_t(bytes[size_t(k)]))) uncertain_.push_back({offset + k, {bytes.substr(size_t(k)), id}});
+  }
+
   const TokenIndex& index_;
-  const TokenTrie& trie_;
+  const TokenTrie* trie_ = nullptr;  // the one run() walks
   const bool has_caller_;
+  const ByteSet& follow_;
   std::vector<int32_t> accepted_;
-  std::vector<TrieEntry> uncertain_;  // suffixes to check from the caller
-  std::vector<int32_t> path_exits_;   // depths at which the alternative could end on the current path
+  std::vector<std::pair<int32_t, TrieEntry>> uncertain_;  // (offset, suffix) to check from the caller
+  std::vector<int32_t> path_exits_;  // depths at which the alternative could end on the current path
 };
 
-PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
+void Classifier::run(const TokenTrie& trie, LazyDfa& dfa, int32_t start, bool start_exited) {
+  trie_ = &trie;
   struct Frame {
     int32_t node, state, next_child, depth;
     bool exited;  // whether this frame pushed onto path_exits_
@@ -148,20 +160,20 @@ PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
   if (start_exited) {
     path_exits_.push_back(0);
     if (!has_caller_) {
-      for (int32_t id : trie_.ids_at(0)) accepted_.push_back(id);
+      for (int32_t id : trie.ids_at(0)) accepted_.push_back(id);
     }
   }
   while (!frames.empty()) {
     Frame& f = frames.back();
-    if (f.next_child >= trie_.end[size_t(f.node)]) {
+    if (f.next_child >= trie.end[size_t(f.node)]) {
       if (f.exited) path_exits_.pop_back();
       frames.pop_back();
       continue;
     }
     const int32_t c = f.next_child;
-    f.next_child = trie_.end[size_t(c)];
+    f.next_child = trie.end[size_t(c)];
     const int32_t depth = f.depth + 1;
-    const uint8_t b = trie_.byte[size_t(c)];
+    const uint8_t b = trie.byte[size_t(c)];
     if (dfa.dead(f.state) || !dfa.allowed(f.state).test(b)) {
       dead_subtree(c, depth, false);
       continue;
@@ -172,12 +184,14 @@ PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
       dead_subtree(c, depth, exited);
       continue;
     }
-    for (int32_t id : trie_.ids_at(c)) accepted_.push_back(id);
-    if (!trie_.has_children(c)) continue;
+    for (int32_t id : trie.ids_at(c)) accepted_.push_back(id);
+    if (!trie.has_children(c)) continue;
     if (exited) path_exits_.push_back(depth);
     frames.push_back({c, next, c + 1, depth, exited});  // invalidates f
   }
+}
 
+PositionMask Classifier::finish(SuffixTries& tries) {
   PositionMask m;
   // A list when it is smaller than the bitset (duplicates only make it
   // longer); only a list needs sorting.
@@ -189,22 +203,64 @@ PositionMask Classifier::run(LazyDfa& dfa, int32_t start, bool start_exited) {
     m.accepted_bits.assign((size_t(index_.vocab_size()) + 63) / 64, 0);
     for (int32_t id : accepted_) set_bit(m.accepted_bits, id);
   }
-  if (!uncertain_.empty()) m.uncertain = build_trie(uncertain_, true);
+  // A trie per offset: the sets of tokens leaving at one offset recur
+  // from position to position more often than the sets of all of them.
+  std::sort(uncertain_.begin(), uncertain_.end());
+  uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
+  std::vector<TrieEntry> group;
+  for (size_t i = 0; i < uncertain_.size();) {
+    const int32_t offset = uncertain_[i].first;
+    group.clear();
+    for (; i < uncertain_.size() && uncertain_[i].first == offset; ++i) group.push_back(uncertain_[i].second);
+    m.uncertain.push_back(tries.intern(group, offset));
+  }
   return m;
+}
+
+uint64_t hash_entries(const std::vector<TrieEntry>& sorted, int32_t offset) {
+  uint64_t h = (uint64_t(uint32_t(offset)) << 32) ^ sorted.size();
+  for (const TrieEntry& e : sorted) h = (h ^ uint32_t(e.id)) * 0x100000001b3ULL;
+  return h;
+}
+
+// Whether `trie` holds exactly `sorted` (in build_trie's order) from `offset` on.
+bool holds(const TokenTrie& trie, const std::vector<TrieEntry>& sorted, int32_t offset) {
+  if (trie.offset != offset || trie.ids.size() != sorted.size()) return false;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (trie.ids[i] != sorted[i].id) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-PositionMask compute_position_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index, int32_t pos) {
-  const int32_t start = dfa.start_at(pos);
-  return Classifier(index, index.text_trie(), g.has_caller(pos)).run(dfa, start, false);
+const TokenTrie* SuffixTries::intern(std::vector<TrieEntry>& entries, int32_t offset) {
+  // build_trie's order: its ids come out in it, so equal sets compare id by id.
+  std::sort(entries.begin(), entries.end());
+  auto& same_hash = by_hash_[hash_entries(entries, offset)];
+  for (const auto& t : same_hash) {
+    if (holds(*t, entries, offset)) return t.get();
+  }
+  same_hash.push_back(std::make_unique<const TokenTrie>(build_trie(entries, offset)));
+  bytes_ += same_hash.back()->memory_bytes() + sizeof(same_hash.back());
+  ++count_;
+  return same_hash.back().get();
 }
 
-PositionMask compute_return_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index,
+PositionMask compute_position_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
+                                   int32_t pos) {
+  Classifier c(index, g.has_caller(pos), g.follow[size_t(g.rule_of[size_t(pos)])]);
+  c.run(index.text_trie(), dfa, dfa.start_at(pos), false);
+  return c.finish(tries);
+}
+
+PositionMask compute_return_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
                                  const PositionMask& inner, int32_t ret) {
   bool exited = false;
   const int32_t start = dfa.start_after(ret, exited);
-  return Classifier(index, inner.uncertain, g.has_caller(ret)).run(dfa, start, exited);
+  Classifier c(index, g.has_caller(ret), g.follow[size_t(g.rule_of[size_t(ret)])]);
+  for (const TokenTrie* trie : inner.uncertain) c.run(*trie, dfa, start, exited);
+  return c.finish(tries);
 }
 
 void PositionMask::add_accepted(std::span<uint64_t> mask) const {
@@ -218,23 +274,25 @@ void PositionMask::add_accepted(std::span<uint64_t> mask) const {
 
 size_t PositionMask::memory_bytes() const {
   return sizeof(*this) + accepted_ids.capacity() * sizeof(int32_t) + accepted_bits.capacity() * sizeof(uint64_t) +
-         uncertain.memory_bytes();
+         uncertain.capacity() * sizeof(uncertain[0]);
 }
 
-void mark_accepted(Pda& pda, const TokenTrie& trie, std::vector<int32_t>& arena, size_t begin, size_t end,
-                   std::span<uint64_t> mask) {
-  // Each frame's tops lie at arena[set_begin, set_end), its nodes past
-  // pool_mark; while a frame is on top, nothing lies beyond them, so popping
-  // it restores the arena and the pool to its parent's.
-  struct Frame {
-    int32_t node, next_child, pool_mark;
-    size_t restore, set_begin, set_end;
-    ByteSet allowed;
-  };
-  std::vector<Frame> frames;
-  frames.push_back({0, 1, pda.pool().size(), arena.size(), begin, end, pda.allowed(arena.data() + begin, end - begin)});
+namespace {
+
+// Each frame's tops lie at arena[set_begin, set_end), its nodes past
+// pool_mark; while a frame is on top, nothing lies beyond them, so popping
+// it restores the arena and the pool to its parent's.
+struct MarkFrame {
+  int32_t node, next_child, pool_mark;
+  size_t restore, set_begin, set_end;
+  ByteSet allowed;
+};
+
+void mark_in_trie(Pda& pda, const TokenTrie& trie, std::vector<int32_t>& arena, size_t begin, size_t end,
+                  const ByteSet& allowed_at_root, std::vector<MarkFrame>& frames, std::span<uint64_t> mask) {
+  frames.push_back({0, 1, pda.pool().size(), arena.size(), begin, end, allowed_at_root});
   while (!frames.empty()) {
-    Frame& f = frames.back();
+    MarkFrame& f = frames.back();
     if (f.next_child >= trie.end[size_t(f.node)]) {
       arena.resize(f.restore);
       pda.pool().truncate(f.pool_mark);
@@ -259,6 +317,15 @@ void mark_accepted(Pda& pda, const TokenTrie& trie, std::vector<int32_t>& arena,
     arena.resize(b0);
     pda.pool().truncate(pool_mark);
   }
+}
+
+}  // namespace
+
+void mark_accepted(Pda& pda, std::span<const TokenTrie* const> tries, std::vector<int32_t>& arena, size_t begin,
+                   size_t end, std::span<uint64_t> mask) {
+  std::vector<MarkFrame> frames;
+  const ByteSet allowed = pda.allowed(arena.data() + begin, end - begin);
+  for (const TokenTrie* trie : tries) mark_in_trie(pda, *trie, arena, begin, end, allowed, frames, mask);
 }
 
 }  // namespace conveyor::grammar::detail

@@ -9,9 +9,16 @@
 //  - uncertain: no stack survives inside, but after its first k bytes p's
 //    alternative can end (an "exit"); the token is accepted exactly when its
 //    suffix token[k:] is accepted from the caller, for some such k. The
-//    distinct suffixes go into a trie whose ids are the tokens, so the run
-//    time walks each suffix once however many tokens share it (`",` after a
-//    string);
+//    suffixes go into tries whose ids are the tokens, one trie per k, so the
+//    run time walks each suffix once however many tokens share it (`",`
+//    after a string). A suffix is kept only if its first byte can follow
+//    p's rule in some caller (FlatGrammar::follow): a bounded string
+//    (maxLength: a rule per count, each able to end after any character)
+//    would otherwise keep every token too long for the count left, at each
+//    offset, for the caller to reject (26 MB of tries for a small schema
+//    on Llama 3's vocabulary, 2.6 MB with follow bytes). The tries are
+//    interned per grammar (SuffixTries), as equal sets recur from position
+//    to position;
 //  - rejected: the rest.
 // The uncertain tokens of p are classified again, the same way, for each
 // return address r a caller of p's rule continues at (compute_return_mask:
@@ -35,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -59,10 +67,28 @@ struct PositionMask {
   // whichever is smaller (the other is empty).
   std::vector<int32_t> accepted_ids;
   std::vector<uint64_t> accepted_bits;  // [ceil(vocab / 64)]
-  TokenTrie uncertain;                  // token suffixes to check from the caller (with offsets)
+  // Token suffixes to check from the caller, a trie per offset in the
+  // token; owned by the grammar's SuffixTries.
+  std::vector<const TokenTrie*> uncertain;
 
   void add_accepted(std::span<uint64_t> mask) const;
+  // Its own bytes; the tries are counted by their SuffixTries.
   size_t memory_bytes() const;
+};
+
+// The suffix tries of one grammar's masks, each distinct set of (token,
+// offset) stored once. Not thread-safe.
+class SuffixTries {
+ public:
+  // The trie of `entries`, suffixes from `offset` on (sorted in place).
+  const TokenTrie* intern(std::vector<TrieEntry>& entries, int32_t offset);
+  size_t memory_bytes() const { return bytes_; }
+  size_t tries() const { return count_; }
+
+ private:
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<const TokenTrie>>> by_hash_;
+  size_t bytes_ = 0;
+  size_t count_ = 0;
 };
 
 // Stack sets over kBottom as DFA states, interned, with transitions (per
@@ -110,17 +136,18 @@ class LazyDfa {
   std::vector<int32_t> scratch_;
 };
 
-PositionMask compute_position_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index, int32_t pos);
+PositionMask compute_position_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
+                                   int32_t pos);
 // `inner`'s uncertain tokens classified from return address `ret` (a
 // position after a rule reference) with an unknown caller below.
-PositionMask compute_return_mask(LazyDfa& dfa, const FlatGrammar& g, const TokenIndex& index,
+PositionMask compute_return_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
                                  const PositionMask& inner, int32_t ret);
 
-// Walks `trie` from the tops arena[begin, end) of `pda` and sets in `mask`
+// Walks `tries` from the tops arena[begin, end) of `pda` and sets in `mask`
 // the bit of every id at a node whose bytes the tops accept. Leaves `arena`
 // and the pool as it found them.
-void mark_accepted(Pda& pda, const TokenTrie& trie, std::vector<int32_t>& arena, size_t begin, size_t end,
-                   std::span<uint64_t> mask);
+void mark_accepted(Pda& pda, std::span<const TokenTrie* const> tries, std::vector<int32_t>& arena, size_t begin,
+                   size_t end, std::span<uint64_t> mask);
 
 inline void set_bit(std::span<uint64_t> mask, int32_t id) { mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63); }
 inline bool test_bit(std::span<const uint64_t> mask, int32_t id) { return (mask[size_t(id) >> 6] >> (id & 63)) & 1; }

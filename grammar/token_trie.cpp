@@ -4,15 +4,16 @@
 
 namespace conveyor::grammar::detail {
 
-TokenTrie build_trie(std::vector<TrieEntry>& entries, bool keep_offsets) {
+TokenTrie build_trie(std::vector<TrieEntry>& entries, int32_t offset) {
   std::sort(entries.begin(), entries.end());
   TokenTrie t;
+  t.offset = offset;
   t.byte.push_back(0);
   t.end.push_back(0);
   std::vector<int32_t> count{0};  // [nodes] ids ending at each node
   std::vector<int32_t> path{0};   // path[d]: the node of the current string's first d bytes
   std::string_view previous;
-  for (const auto& [bytes, id, offset] : entries) {
+  for (const auto& [bytes, id] : entries) {
     size_t common = 0;
     while (common < bytes.size() && common < previous.size() && bytes[common] == previous[common]) ++common;
     // Close the nodes of the previous string below the common prefix: their
@@ -35,10 +36,6 @@ TokenTrie build_trie(std::vector<TrieEntry>& entries, bool keep_offsets) {
   for (int32_t n = 0; n < t.nodes(); ++n) t.first_id[size_t(n) + 1] = t.first_id[size_t(n)] + count[size_t(n)];
   t.ids.reserve(entries.size());
   for (const auto& e : entries) t.ids.push_back(e.id);
-  if (keep_offsets) {
-    t.offsets.reserve(entries.size());
-    for (const auto& e : entries) t.offsets.push_back(e.offset);
-  }
   return t;
 }
 

@@ -22,9 +22,9 @@ struct TokenTrie {
   std::vector<int32_t> end;          // [nodes]
   std::vector<int32_t> first_id;     // [nodes + 1] ids ending at n: ids[first_id[n] .. first_id[n+1])
   std::vector<int32_t> ids;          // the strings' ids, in the preorder of their nodes
-  // [ids] or empty: where each string starts in its token, when the strings
-  // are token suffixes (string i is token ids[i]'s bytes from offsets[i]).
-  std::vector<int32_t> offsets;
+  // Where every string starts in its token, when the strings are token
+  // suffixes (string i is token ids[i]'s bytes from `offset` on).
+  int32_t offset = 0;
 
   int32_t nodes() const { return int32_t(byte.size()); }
   bool has_children(int32_t n) const { return end[size_t(n)] > n + 1; }
@@ -35,21 +35,20 @@ struct TokenTrie {
   std::span<const int32_t> ids_below(int32_t n) const {
     return {ids.data() + first_id[size_t(n)], ids.data() + first_id[size_t(end[size_t(n)])]};
   }
-  int32_t offset(size_t entry) const { return offsets.empty() ? 0 : offsets[entry]; }
   size_t memory_bytes() const {
-    return byte.size() + (end.size() + first_id.size() + ids.size() + offsets.size()) * sizeof(int32_t);
+    return sizeof(*this) + byte.capacity() + (end.capacity() + first_id.capacity() + ids.capacity()) * sizeof(int32_t);
   }
 };
 
 struct TrieEntry {
   std::string_view bytes;
   int32_t id = 0;
-  int32_t offset = 0;  // kept in TokenTrie::offsets when build_trie is asked to
   auto operator<=>(const TrieEntry&) const = default;
 };
 
-// The trie of `entries`. Empty strings sit at the root. Equal strings share
-// a node. The entries are sorted in place.
-TokenTrie build_trie(std::vector<TrieEntry>& entries, bool keep_offsets);
+// The trie of `entries` (suffixes from `offset` on, or whole tokens). Empty
+// strings sit at the root. Equal strings share a node. The entries are
+// sorted in place.
+TokenTrie build_trie(std::vector<TrieEntry>& entries, int32_t offset = 0);
 
 }  // namespace conveyor::grammar::detail

@@ -15,10 +15,10 @@ TokenIndex::TokenIndex(VocabularyBytes vocab) : tokens_(std::move(vocab.tokens))
   for (int32_t id = 0; id < vocab_size(); ++id) {
     max_length_ = std::max(max_length_, tokens_[size_t(id)].size());
     if (tokens_[size_t(id)].empty() || is_end(id)) continue;
-    entries.push_back({tokens_[size_t(id)], id, 0});
+    entries.push_back({tokens_[size_t(id)], id});
     if (tokens_[size_t(id)].size() > kShortToken) long_tokens_.push_back(id);
   }
-  trie_ = detail::build_trie(entries, false);
+  trie_ = detail::build_trie(entries);
 }
 
 std::pair<int32_t, size_t> TokenIndex::longest_prefix(std::string_view text) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "grammar/json_schema.hpp"
 #include "grammar/matcher.hpp"
 #include "model/formats/gguf_llama.hpp"
 #include "model/sampling/grammar_vocabulary.hpp"
@@ -229,6 +230,41 @@ TEST(TokenMask, BoundedRepetitionSharesMasksAndStaysExact) {
   EXPECT_LT(stats.distinct, stats.cached) << "no two counts shared a mask";
 }
 
+TEST(TokenMask, FollowBytesKeepOnlySuffixesACallerCanTake) {
+  // A bounded string is a chain of rules, one per count, each ending after
+  // every character: without follow bytes every token of letters too long
+  // for the count left was kept, at each offset, for the caller to reject.
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  Alternative alt = b.literal("\"");
+  alt.push_back(b.repeat({b.codepoints({{'a', 'z'}})}, 0, 6));
+  for (const Element& e : b.literal("\",")) alt.push_back(e);
+  alt.push_back(b.codepoints({{'0', '9'}}));
+  b.add_alternative(root, alt);
+  VocabularyBytes v;
+  v.tokens = {"", "\"", "a", "ab", "abc", "abcd", "abcdefgh", "b\"", "ab\",", "abc\",1", "\",", "\",2", "1", "z\"x"};
+  v.end_ids = {0};
+  auto g = compile(*std::move(b).build(root), index_vocabulary(std::move(v)));
+  ASSERT_TRUE(g) << g.error().message;
+  const detail::FlatGrammar& f = (*g)->flat();
+  ByteSet quote;
+  quote.set('"');
+  int32_t letters = 0;
+  for (int32_t p = 0; p < f.positions(); ++p) {
+    const detail::FlatGrammar::Slot& slot = f.slots[size_t(p)];
+    if (slot.byte_set < 0 || !f.byte_sets[size_t(slot.byte_set)].test('a') || !f.has_caller(p)) continue;
+    ++letters;
+    EXPECT_EQ(f.follow[size_t(f.rule_of[size_t(p)])], quote) << "position " << p;
+  }
+  EXPECT_GT(letters, 0) << "the repetition was not a rule with a caller";
+  Matcher m(*g);
+  for (int step = 0; step < 8; ++step) {
+    const auto want = brute_force_mask(m);
+    ASSERT_EQ(mask_of(m), want) << "after " << step << " tokens:" << mask_difference(mask_of(m), want, (*g)->vocabulary());
+    if (!m.accept_token(step == 0 ? 1 : 2)) break;
+  }
+}
+
 TEST(TokenMask, ThreadsShareALazilyFilledGrammar) {
   // The masks are computed lazily by whichever thread meets a position
   // first; every thread's masks must still match brute force.
@@ -266,6 +302,38 @@ TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
     ASSERT_EQ(got, want) << "after '" << piece << "':" << mask_difference(got, want, *vocab);
   }
   EXPECT_TRUE(m.can_end());
+}
+
+TEST(TokenMask, Llama3VocabularyMatchesBruteForceInBoundedStrings) {
+  // Near a string's maxLength most tokens leave the string part way: the
+  // masks keep them only where a quote follows.
+  const std::string path = test::shared_model_path("tiny-llama3-q4_k_m.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the Llama 3 vocabulary test needs it";
+  auto file = read_gguf(path);
+  ASSERT_TRUE(file) << file.error().message;
+  auto tok = tokenizer_from_gguf(*file);
+  ASSERT_TRUE(tok && tok->tokenizer);
+  const auto vocab = index_vocabulary(vocabulary_bytes(*tok->tokenizer, tok->eos_ids));
+  auto schema = grammar_from_json_schema(R"({"type": "object", "properties": {
+      "a": {"type": "string", "maxLength": 5}, "b": {"type": "string", "minLength": 2, "maxLength": 9},
+      "c": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}},
+      "required": ["a", "b", "c"], "additionalProperties": false})");
+  ASSERT_TRUE(schema) << schema.error().message;
+  auto g = compile(std::move(*schema), vocab);
+  ASSERT_TRUE(g) << g.error().message;
+  Matcher m(*g);
+  for (std::string_view piece : {"{\"a\":\"", "abc", "d", "\", \"b\": \"", "x", "\xC3\xA9\\", "n1234",
+                                 "5", "\", \"c\": [\"", "ab", "\",\"", "\"]"}) {
+    ASSERT_TRUE(m.accept_bytes(piece)) << piece;
+    const auto got = mask_of(m);
+    const auto want = brute_force_mask(m);
+    ASSERT_EQ(got, want) << "after '" << piece << "':" << mask_difference(got, want, *vocab);
+  }
+  ASSERT_TRUE(m.accept_bytes("}"));
+  EXPECT_TRUE(m.can_end());
+  // 26 MB of suffixes when they were kept whatever their first byte, 2.6 MB
+  // now (most of it a JSON character's rule, which a character may follow).
+  EXPECT_LT((*g)->cache_stats().suffix_bytes, size_t(8) << 20) << "suffixes no caller takes were kept";
 }
 
 }  // namespace
