@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <unordered_set>
 
 #include "grammar/token_mask.hpp"
 
@@ -12,7 +13,7 @@ using detail::kRootDone;
 CompiledGrammar::CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab)
     : grammar_(std::move(g)), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
       masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]),
-      dfa_(std::make_unique<detail::LazyDfa>(flat_)), suffixes_(std::make_unique<detail::SuffixTries>()) {
+      dfa_(std::make_unique<detail::LazyDfa>(flat_)), store_(std::make_unique<detail::MaskStore>()) {
   for (int32_t p = 0; p < flat_.positions(); ++p) masks_[size_t(p)].store(nullptr, std::memory_order_relaxed);
 }
 
@@ -46,12 +47,9 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
     if (same(*it)) m = it->mask;
   }
   if (!m) {
-    owned_.push_back(std::make_unique<detail::PositionMask>(
-        detail::compute_position_mask(*dfa_, *suffixes_, flat_, *vocab_, pos)));
-    m = owned_.back().get();
+    m = detail::compute_position_mask(*dfa_, *store_, flat_, *vocab_, pos);
     if (candidates.size() == kCandidates) candidates.erase(candidates.begin());
     candidates.push_back({start, flat_.rule_of[size_t(pos)], m});
-    masks_bytes_ += m->memory_bytes();
   }
   update_memory_bytes();
   masks_[size_t(pos)].store(m, std::memory_order_release);
@@ -73,16 +71,15 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
       if (const auto r = it->second.find(ret); r != it->second.end()) return *r->second;
     }
   }
-  auto computed = std::make_unique<detail::PositionMask>(detail::compute_return_mask(*dfa_, *suffixes_, flat_, *vocab_, inner, ret));
-  masks_bytes_ += computed->memory_bytes();
+  const detail::PositionMask* computed = detail::compute_return_mask(*dfa_, *store_, flat_, *vocab_, inner, ret);
   update_memory_bytes();
   std::unique_lock lock(returns_mu_);
-  return *returns_[&inner].try_emplace(ret, std::move(computed)).first->second;
+  return *returns_[&inner].try_emplace(ret, computed).first->second;
 }
 
 // Under build_mu_, after a mask or the DFA grew.
 void CompiledGrammar::update_memory_bytes() const {
-  memory_bytes_.store(masks_bytes_ + suffixes_->memory_bytes() + dfa_->memory_bytes(), std::memory_order_relaxed);
+  memory_bytes_.store(store_->memory_bytes() + dfa_->memory_bytes(), std::memory_order_relaxed);
 }
 
 void CompiledGrammar::precompute() const {
@@ -94,23 +91,24 @@ void CompiledGrammar::precompute() const {
 
 CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   CacheStats s;
+  std::unordered_set<const detail::PositionMask*> distinct;
   for (int32_t p = 0; p < flat_.positions(); ++p) {
     if (flat_.slots[size_t(p)].byte_set < 0 || flat_.is_token(p)) continue;
     ++s.positions;
-    if (masks_[size_t(p)].load(std::memory_order_acquire)) ++s.cached;
+    if (const detail::PositionMask* m = masks_[size_t(p)].load(std::memory_order_acquire)) {
+      ++s.cached;
+      distinct.insert(m);
+    }
   }
+  s.distinct = int32_t(distinct.size());
   std::lock_guard lock(build_mu_);
-  s.distinct = int32_t(owned_.size());
+  s.stored = int32_t(store_->masks());
   s.dfa_states = dfa_->states();
-  s.suffix_tries = int32_t(suffixes_->tries());
-  s.suffix_bytes = suffixes_->memory_bytes();
-  s.memory_bytes = dfa_->memory_bytes() + s.suffix_bytes;
-  for (const auto& m : owned_) s.memory_bytes += m->memory_bytes();
+  s.suffix_tries = int32_t(store_->tries());
+  s.suffix_bytes = store_->trie_bytes();
+  s.memory_bytes = dfa_->memory_bytes() + store_->memory_bytes();
   std::shared_lock returns_lock(returns_mu_);
-  for (const auto& [inner, by_ret] : returns_) {
-    s.returns += int32_t(by_ret.size());
-    for (const auto& [ret, m] : by_ret) s.memory_bytes += m->memory_bytes();
-  }
+  for (const auto& [inner, by_ret] : returns_) s.returns += int32_t(by_ret.size());
   return s;
 }
 

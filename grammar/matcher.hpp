@@ -50,7 +50,7 @@ namespace conveyor::grammar {
 namespace detail {
 struct PositionMask;
 class LazyDfa;
-class SuffixTries;
+class MaskStore;
 }
 
 // A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
@@ -61,12 +61,13 @@ class CompiledGrammar {
   struct CacheStats {
     int32_t positions = 0;   // byte-class positions (possible stack tops)
     int32_t cached = 0;      // of which the masks are known
-    int32_t distinct = 0;    // distinct masks among them (equivalent positions share one)
-    int32_t returns = 0;     // (mask, return address) masks computed
+    int32_t distinct = 0;    // distinct masks among them (equal positions share one)
+    int32_t returns = 0;     // (mask, return address) pairs whose masks are known
+    int32_t stored = 0;      // distinct masks stored, the positions' and the pairs' together
     int32_t dfa_states = 0;  // states of the DFA the masks are computed with
     int32_t suffix_tries = 0; // distinct tries of the suffixes masks check at run time
     size_t suffix_bytes = 0;  // of memory_bytes, those tries'
-    size_t memory_bytes = 0; // held by the computed masks and the DFA they are computed with
+    size_t memory_bytes = 0; // held by the stored masks and the DFA they are computed with
   };
 
   // Only compile() makes the key: the matcher relies on check() (a
@@ -103,8 +104,7 @@ class CompiledGrammar {
   // Masks are computed one at a time, under build_mu_, with one DFA.
   mutable std::mutex build_mu_;
   mutable std::unique_ptr<detail::LazyDfa> dfa_;
-  mutable std::unique_ptr<detail::SuffixTries> suffixes_;  // the masks' uncertain suffixes
-  mutable std::vector<std::unique_ptr<detail::PositionMask>> owned_;
+  mutable std::unique_ptr<detail::MaskStore> store_;  // owns the masks and their suffix tries
   // Recently computed masks by (shape, follow bytes, has a caller): the
   // candidates a new position may be equivalent to.
   struct Candidate {
@@ -115,10 +115,9 @@ class CompiledGrammar {
   mutable std::unordered_map<uint64_t, std::vector<Candidate>> recent_;
   // (mask, ret) -> return_mask_at's mask. Read under a shared lock.
   mutable std::shared_mutex returns_mu_;
-  mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, std::unique_ptr<detail::PositionMask>>>
+  mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, const detail::PositionMask*>>
       returns_;
-  // The masks' bytes (under build_mu_), and with the DFA's for memory_bytes().
-  mutable size_t masks_bytes_ = 0;
+  // The store's and the DFA's bytes as of the last mask computed.
   mutable std::atomic<size_t> memory_bytes_{0};
   void update_memory_bytes() const;
 };

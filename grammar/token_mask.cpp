@@ -105,7 +105,7 @@ class Classifier {
   // Classifies the strings of `trie` from `start`; may be called for
   // several tries before finish().
   void run(const TokenTrie& trie, LazyDfa& dfa, int32_t start, bool start_exited);
-  PositionMask finish(SuffixTries& tries);
+  const PositionMask* finish(MaskStore& store);
 
  private:
   // Every string below trie node `c` (depth `depth`), where no stack
@@ -191,7 +191,7 @@ void Classifier::run(const TokenTrie& trie, LazyDfa& dfa, int32_t start, bool st
   }
 }
 
-PositionMask Classifier::finish(SuffixTries& tries) {
+const PositionMask* Classifier::finish(MaskStore& store) {
   PositionMask m;
   // A list when it is smaller than the bitset (duplicates only make it
   // longer); only a list needs sorting.
@@ -212,9 +212,9 @@ PositionMask Classifier::finish(SuffixTries& tries) {
     const int32_t offset = uncertain_[i].first;
     group.clear();
     for (; i < uncertain_.size() && uncertain_[i].first == offset; ++i) group.push_back(uncertain_[i].second);
-    m.uncertain.push_back(tries.intern(group, offset));
+    m.uncertain.push_back(store.intern(group, offset));
   }
-  return m;
+  return store.intern(std::move(m));
 }
 
 uint64_t hash_entries(const std::vector<TrieEntry>& sorted, int32_t offset) {
@@ -234,33 +234,51 @@ bool holds(const TokenTrie& trie, const std::vector<TrieEntry>& sorted, int32_t 
 
 }  // namespace
 
-const TokenTrie* SuffixTries::intern(std::vector<TrieEntry>& entries, int32_t offset) {
+const TokenTrie* MaskStore::intern(std::vector<TrieEntry>& entries, int32_t offset) {
   // build_trie's order: its ids come out in it, so equal sets compare id by id.
   std::sort(entries.begin(), entries.end());
-  auto& same_hash = by_hash_[hash_entries(entries, offset)];
+  auto& same_hash = tries_by_hash_[hash_entries(entries, offset)];
   for (const auto& t : same_hash) {
     if (holds(*t, entries, offset)) return t.get();
   }
   same_hash.push_back(std::make_unique<const TokenTrie>(build_trie(entries, offset)));
-  bytes_ += same_hash.back()->memory_bytes() + sizeof(same_hash.back());
-  ++count_;
+  const size_t bytes = same_hash.back()->memory_bytes() + sizeof(same_hash.back());
+  bytes_ += bytes;
+  trie_bytes_ += bytes;
+  ++tries_;
   return same_hash.back().get();
 }
 
-PositionMask compute_position_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
-                                   int32_t pos) {
-  Classifier c(index, g.has_caller(pos), g.follow[size_t(g.rule_of[size_t(pos)])]);
-  c.run(index.text_trie(), dfa, dfa.start_at(pos), false);
-  return c.finish(tries);
+const PositionMask* MaskStore::intern(PositionMask mask) {
+  uint64_t h = mask.accepted_ids.size() * 0x9e3779b97f4a7c15ULL + mask.uncertain.size();
+  for (int32_t id : mask.accepted_ids) h = (h ^ uint32_t(id)) * 0x100000001b3ULL;
+  for (uint64_t w : mask.accepted_bits) h = (h ^ w) * 0x100000001b3ULL;
+  for (const TokenTrie* t : mask.uncertain) h = (h ^ reinterpret_cast<uintptr_t>(t)) * 0x100000001b3ULL;
+  auto& same_hash = masks_by_hash_[h];
+  for (const auto& m : same_hash) {
+    if (*m == mask) return m.get();
+  }
+  mask.accepted_ids.shrink_to_fit();
+  same_hash.push_back(std::make_unique<const PositionMask>(std::move(mask)));
+  bytes_ += same_hash.back()->memory_bytes() + sizeof(same_hash.back());
+  ++masks_;
+  return same_hash.back().get();
 }
 
-PositionMask compute_return_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
-                                 const PositionMask& inner, int32_t ret) {
+const PositionMask* compute_position_mask(LazyDfa& dfa, MaskStore& store, const FlatGrammar& g, const TokenIndex& index,
+                                          int32_t pos) {
+  Classifier c(index, g.has_caller(pos), g.follow[size_t(g.rule_of[size_t(pos)])]);
+  c.run(index.text_trie(), dfa, dfa.start_at(pos), false);
+  return c.finish(store);
+}
+
+const PositionMask* compute_return_mask(LazyDfa& dfa, MaskStore& store, const FlatGrammar& g, const TokenIndex& index,
+                                        const PositionMask& inner, int32_t ret) {
   bool exited = false;
   const int32_t start = dfa.start_after(ret, exited);
   Classifier c(index, g.has_caller(ret), g.follow[size_t(g.rule_of[size_t(ret)])]);
   for (const TokenTrie* trie : inner.uncertain) c.run(*trie, dfa, start, exited);
-  return c.finish(tries);
+  return c.finish(store);
 }
 
 void PositionMask::add_accepted(std::span<uint64_t> mask) const {

@@ -16,9 +16,9 @@
 //    (maxLength: a rule per count, each able to end after any character)
 //    would otherwise keep every token too long for the count left, at each
 //    offset, for the caller to reject (26 MB of tries for a small schema
-//    on Llama 3's vocabulary, 2.6 MB with follow bytes). The tries are
-//    interned per grammar (SuffixTries), as equal sets recur from position
-//    to position;
+//    on Llama 3's vocabulary, 2.6 MB with follow bytes). The tries, and
+//    the masks, are interned per grammar (MaskStore), as equal ones recur
+//    from position to position;
 //  - rejected: the rest.
 // The uncertain tokens of p are classified again, the same way, for each
 // return address r a caller of p's rule continues at (compute_return_mask:
@@ -68,27 +68,34 @@ struct PositionMask {
   std::vector<int32_t> accepted_ids;
   std::vector<uint64_t> accepted_bits;  // [ceil(vocab / 64)]
   // Token suffixes to check from the caller, a trie per offset in the
-  // token; owned by the grammar's SuffixTries.
+  // token; owned by the grammar's MaskStore.
   std::vector<const TokenTrie*> uncertain;
 
   void add_accepted(std::span<uint64_t> mask) const;
-  // Its own bytes; the tries are counted by their SuffixTries.
+  // Its own bytes (not its tries').
   size_t memory_bytes() const;
+  bool operator==(const PositionMask&) const = default;
 };
 
-// The suffix tries of one grammar's masks, each distinct set of (token,
-// offset) stored once. Not thread-safe.
-class SuffixTries {
+// What one grammar's masks are made of, each distinct mask and suffix trie
+// stored once: positions that the DFA cannot prove equivalent often still
+// get equal masks (a bounded string's counts far from its bound), and the
+// (mask, return address) pairs of one rule mostly do. Not thread-safe.
+class MaskStore {
  public:
   // The trie of `entries`, suffixes from `offset` on (sorted in place).
   const TokenTrie* intern(std::vector<TrieEntry>& entries, int32_t offset);
+  const PositionMask* intern(PositionMask mask);
   size_t memory_bytes() const { return bytes_; }
-  size_t tries() const { return count_; }
+  size_t tries() const { return tries_; }
+  size_t masks() const { return masks_; }
+  size_t trie_bytes() const { return trie_bytes_; }
 
  private:
-  std::unordered_map<uint64_t, std::vector<std::unique_ptr<const TokenTrie>>> by_hash_;
-  size_t bytes_ = 0;
-  size_t count_ = 0;
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<const TokenTrie>>> tries_by_hash_;
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<const PositionMask>>> masks_by_hash_;
+  size_t bytes_ = 0, trie_bytes_ = 0;
+  size_t tries_ = 0, masks_ = 0;
 };
 
 // Stack sets over kBottom as DFA states, interned, with transitions (per
@@ -136,12 +143,12 @@ class LazyDfa {
   std::vector<int32_t> scratch_;
 };
 
-PositionMask compute_position_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
-                                   int32_t pos);
+const PositionMask* compute_position_mask(LazyDfa& dfa, MaskStore& store, const FlatGrammar& g, const TokenIndex& index,
+                                          int32_t pos);
 // `inner`'s uncertain tokens classified from return address `ret` (a
 // position after a rule reference) with an unknown caller below.
-PositionMask compute_return_mask(LazyDfa& dfa, SuffixTries& tries, const FlatGrammar& g, const TokenIndex& index,
-                                 const PositionMask& inner, int32_t ret);
+const PositionMask* compute_return_mask(LazyDfa& dfa, MaskStore& store, const FlatGrammar& g, const TokenIndex& index,
+                                        const PositionMask& inner, int32_t ret);
 
 // Walks `tries` from the tops arena[begin, end) of `pda` and sets in `mask`
 // the bit of every id at a node whose bytes the tops accept. Leaves `arena`
