@@ -318,7 +318,11 @@ Fail parse_client_id(od::value& v, ApiRequest& r) {
   if (v.type().get(t)) return type_error("id", "a string or an integer");
   if (t == od::json_type::string) {
     r.client_id_is_number = false;  // {"id": 5, "id": "x"}: the last one, with its own kind
-    return get_string(v, "id", r.client_id);
+    if (Fail f = get_string(v, "id", r.client_id)) return f;
+    // Events name a request by its id; "" would read as the null id of
+    // messages that could not be read.
+    if (r.client_id.empty()) return bad_request("'id' must not be empty", "id");
+    return {};
   }
   int64_t n = 0;
   if (v.get_int64().get(n)) return type_error("id", "a string or an integer");

@@ -1,7 +1,13 @@
 // GgufBuilder: serializes metadata and tensors in the GGUF layout.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <string>
 
 #include "model/formats/gguf_writer.hpp"
 #include "model/formats/tensor_convert.hpp"
@@ -166,17 +172,62 @@ Expected<std::vector<uint8_t>> GgufBuilder::to_bytes() const {
   return std::move(sink.bytes);
 }
 
+namespace {
+
+// Where writing `path` goes: a symbolic link's target (the link stays), an
+// existing file only if it is a regular file this process may write (a
+// device, pipe or directory, or a read-only file, is refused rather than
+// replaced by the rename). Sets `mode` to the existing file's permissions.
+Expected<std::string> output_target(const std::string& path, bool& exists, mode_t& mode) {
+  std::error_code ec;
+  std::string target = path;
+  if (std::filesystem::is_symlink(path, ec)) {
+    const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+    if (ec) return make_error(Errc::io_error, path + ": cannot resolve the link: " + ec.message());
+    target = resolved.string();
+  }
+  struct stat st{};
+  exists = ::stat(target.c_str(), &st) == 0;
+  if (!exists) return target;
+  if (!S_ISREG(st.st_mode))
+    return make_error(Errc::invalid_argument, path + ": exists and is not a regular file (a directory, device or pipe)");
+  if (::access(target.c_str(), W_OK) != 0)
+    return make_error(Errc::io_error, path + ": cannot replace: " + std::strerror(errno));
+  mode = st.st_mode & 07777;
+  return target;
+}
+
+}  // namespace
+
 Status GgufBuilder::write(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr)
-    return make_error(Errc::io_error, tmp + ": cannot create: " + std::strerror(errno));
+  bool exists = false;
+  mode_t mode = 0;
+  auto target = output_target(path, exists, mode);
+  if (!target) return target.error();
+  // A file of our own beside the target (never an existing one), renamed
+  // over it once complete: a failed write leaves the target as it was.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    tmp = *target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return make_error(Errc::io_error, tmp + ": cannot create: " + std::strerror(errno));
+  if (exists) ::fchmod(fd, mode);
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (f == nullptr) {
+    const std::string reason = std::strerror(errno);
+    ::close(fd);
+    std::remove(tmp.c_str());
+    return make_error(Errc::io_error, tmp + ": " + reason);
+  }
   FileSink sink(f);
   Status status = emit(sink);
   const bool closed = std::fclose(f) == 0;
   if (status && !closed) status = make_error(Errc::io_error, "close failed");
-  if (status && std::rename(tmp.c_str(), path.c_str()) != 0)
-    status = make_error(Errc::io_error, "cannot rename to " + path);
+  if (status && std::rename(tmp.c_str(), target->c_str()) != 0)
+    status = make_error(Errc::io_error, "cannot rename to " + *target);
   if (!status) {
     const std::string reason = std::strerror(errno);
     std::remove(tmp.c_str());

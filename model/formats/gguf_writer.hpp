@@ -98,6 +98,10 @@ class GgufBuilder {
 
   // invalid_argument when a float tensor cannot be encoded as its type.
   Expected<std::vector<uint8_t>> to_bytes() const;
+  // Writes the file beside `path` and renames it there when complete (a
+  // symbolic link's target is written, the link kept; an existing file
+  // keeps its permissions). invalid_argument when `path` is a directory,
+  // device or pipe; io_error when it cannot be written or replaced.
   Status write(const std::string& path) const;
 
  private:

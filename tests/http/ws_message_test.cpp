@@ -61,6 +61,14 @@ TEST(WsMessage, RefusesAnIdStillRunning) {
   EXPECT_EQ(std::get<WsRefuse>(a).request.client_id, "x");
 }
 
+TEST(WsMessage, RefusesAnEmptyId) {
+  // Its events said "id": null, as for a message whose id could not be read.
+  const WsAction a = decide(R"({"id": "", "prompt": "abc"})");
+  ASSERT_TRUE(std::holds_alternative<WsRefuse>(a));
+  EXPECT_EQ(std::get<WsRefuse>(a).error.status, 400);
+  EXPECT_EQ(std::get<WsRefuse>(a).error.param, "id");
+}
+
 TEST(WsMessage, CancelsWhateverTheStateWhileDrainingRefusesNewWork) {
   const WsAction c = decide(R"({"type": "cancel", "id": 3})", {}, /*draining=*/true);
   ASSERT_TRUE(std::holds_alternative<WsCancel>(c));

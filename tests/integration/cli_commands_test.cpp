@@ -73,6 +73,36 @@ TEST(ConvertCommand, RefusesToWriteOverItsInput) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ConvertCommand, WritesOnlyRegularFilesAndFollowsLinks) {
+  // The writer's rename replaced whatever --out named: a device (as root,
+  // /dev/null became a file), a pipe, the link rather than its target.
+  const std::filesystem::path dir = std::filesystem::path(kWorkDir) / "convert_out_kinds";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "a_directory");
+  expect_usage_error({"convert", "--model", "dummy:tiny", "--out", (dir / "a_directory").string()},
+                     "is not a regular file");
+  expect_usage_error({"convert", "--model", "dummy:tiny", "--out", "/dev/null"}, "is not a regular file");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  const std::filesystem::path target = dir / "target.gguf";
+  std::ofstream(target) << "old";
+  std::filesystem::permissions(target, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::group_read);
+  std::filesystem::create_symlink("target.gguf", dir / "link.gguf");
+  const ProcessResult r = conveyor({"convert", "--model", "dummy:tiny", "--out", (dir / "link.gguf").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.gguf"));
+  EXPECT_GT(std::filesystem::file_size(target), 1000u);
+  // The replaced file keeps its permissions, and no temporary file is left.
+  EXPECT_EQ(std::filesystem::status(target).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 3);
+  // A model path that does not exist is a bad argument too (as for generate and serve).
+  expect_usage_error({"convert", "--model", (dir / "missing.gguf").string(), "--out", (dir / "x.gguf").string()},
+                     "missing.gguf");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(RouterCommand, BadArgumentsExitTwo) {
   expect_usage_error({"router", "--nodes", "127.0.0.1:1", "--node-timeout", "nan"}, "--node-timeout");
   expect_usage_error({"router", "--nodes", "127.0.0.1:1", "--block-size", "3"}, "--block-size");

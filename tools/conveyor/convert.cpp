@@ -35,13 +35,22 @@ int run_convert(const ConvertArgs& args) {
       return kExitUsage;
     }
   }
+  // Checked again when writing; here so that a wrong --out fails before
+  // the model loads.
+  std::error_code ec;
+  if (const auto out = std::filesystem::status(args.out, ec); std::filesystem::exists(out) &&
+                                                             !std::filesystem::is_regular_file(out)) {
+    std::cerr << "conveyor convert: --out " << args.out
+              << " exists and is not a regular file (a directory, device or pipe); name a file\n";
+    return kExitUsage;
+  }
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
   options.dequantize = true;  // the writer encodes from float32
   auto loaded = load_model(args.model, options);
   if (!loaded) {
     std::cerr << "conveyor convert: " << loaded.error().message << "\n";
-    return kExitFailure;
+    return load_error_exit_code(loaded.error());
   }
   GgufWriteOptions options_out;
   options_out.file_type = *type;

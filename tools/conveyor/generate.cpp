@@ -91,9 +91,7 @@ int run_generate(const GenerateArgs& args) {
   auto loaded = load_model(args.model, options);
   if (!loaded) {
     std::cerr << "conveyor generate: " << loaded.error().message << "\n";
-    return loaded.error().code == Errc::io_error || loaded.error().code == Errc::invalid_argument
-               ? kExitUsage
-               : kExitFailure;
+    return load_error_exit_code(loaded.error());
   }
   LoadedModel model = std::move(loaded).value();
   const ModelConfig config = model.config;

@@ -110,9 +110,7 @@ int run_serve(const ServeFlags& f) {
   load.tokenizer_path = s.tokenizer;
   auto loaded = load_model(s.model, load);
   if (!loaded) {
-    const Errc code = loaded.error().code;
-    return fail(code == Errc::io_error || code == Errc::invalid_argument ? kExitUsage : kExitFailure,
-                loaded.error().message);
+    return fail(load_error_exit_code(loaded.error()), loaded.error().message);
   }
   LoadedModel model = std::move(loaded).value();
   const ModelConfig mc = model.config;
