@@ -268,6 +268,26 @@ Fail parse_stop(od::value& v, std::vector<std::string>& out) {
   return {};
 }
 
+// vLLM's stop_token_ids: an array of token ids (checked against the
+// vocabulary with the other sampling fields).
+Fail parse_stop_token_ids(od::value& v, std::vector<int32_t>& out) {
+  constexpr size_t kMaxStopTokenIds = 64;
+  if (is_null(v)) return {};
+  od::array arr;
+  if (v.get_array().get(arr)) return type_error("stop_token_ids", "an array of token ids");
+  out.clear();
+  for (auto el : arr) {
+    od::value id;
+    if (auto err = el.get(id)) return invalid_json(err);
+    int32_t token = 0;
+    if (Fail f = get_int32(id, "stop_token_ids", token)) return f;
+    out.push_back(token);
+  }
+  if (out.size() > kMaxStopTokenIds)
+    return bad_request("at most " + std::to_string(kMaxStopTokenIds) + " stop_token_ids", "stop_token_ids");
+  return {};
+}
+
 Fail parse_stream_options(od::value& v, bool& include_usage) {
   od::object obj;
   if (v.get_object().get(obj)) return type_error("stream_options", "an object");
@@ -423,6 +443,7 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
     return {};
   }
   if (key == "stop") return parse_stop(v, r.stop);
+  if (key == "stop_token_ids") return parse_stop_token_ids(v, s.stop_token_ids);
   if (key == "logit_bias") return parse_logit_bias(v, s.logit_bias);
   if (key == "n") return get_int32(v, key, r.n);
   if (key == "logprobs") {

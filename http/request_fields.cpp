@@ -70,6 +70,7 @@ constexpr RequestField kFields[] = {
     {"min_p", kBoth, I, "", "drop tokens below min_p times the most likely one's probability"},
     {"repetition_penalty", kBoth, I, "", "divide the logits of tokens already seen"},
     {"ignore_eos", kBoth, I, "", "keep generating past end-of-sequence tokens"},
+    {"stop_token_ids", kBoth, I, "", "up to 64 token ids that end a choice as end-of-sequence does (not shown)"},
     {"priority", kBoth, I, "", "lower runs sooner (vLLM); needs --scheduling-policy priority"},
     {"return_token_ids", kBoth, I, "", "prompt_token_ids and per-choice token_ids"},
     {"prompt_logprobs", kBoth, I, "",

@@ -136,6 +136,32 @@ TEST_F(Completions, LogitBiasForcesAndBansTokens) {
   for (int32_t t : banned) EXPECT_NE(t, plain[0]);
 }
 
+// vLLM's stop_token_ids: the choice ends at the first of them, which is
+// counted in completion_tokens but not shown; a bad id is a 400.
+TEST_F(Completions, StopTokenIdsEndAChoiceAsEndOfSequenceDoes) {
+  const std::vector<int32_t> prompt = {256, 72, 101, 108, 108, 111};
+  const std::vector<int32_t> plain = server_->engine_greedy(prompt, 8, true);
+  ASSERT_EQ(plain.size(), 8u);
+  const size_t at = std::find(plain.begin(), plain.end(), plain[3]) - plain.begin();  // its first occurrence
+  const Response r = post("/v1/completions", {{"prompt", ids_json(prompt)},
+                                              {"max_tokens", 8},
+                                              {"temperature", 0},
+                                              {"ignore_eos", true},
+                                              {"return_token_ids", true},
+                                              {"stop_token_ids", json::array{plain[3], 0}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json::object body = parse_object(r.body);
+  json::object choice = body["choices"].as_array()[0].as_object();
+  EXPECT_EQ(ids_of(choice["token_ids"]), std::vector<int32_t>(plain.begin(), plain.begin() + long(at)));
+  EXPECT_EQ(choice["finish_reason"].as_string(), "stop");
+  EXPECT_EQ(body["usage"].as_object()["completion_tokens"].to_number<int64_t>(), int64_t(at) + 1);
+  for (const json::value bad : {json::value(json::array{-1}), json::value(json::array{1 << 30}), json::value("2")}) {
+    const Response refused = post("/v1/completions", {{"prompt", ids_json(prompt)}, {"stop_token_ids", bad}});
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_NE(refused.body.find("stop_token_ids"), std::string::npos) << refused.body;
+  }
+}
+
 TEST_F(Completions, StreamedTokenIdsMatchTheEngine) {
   const std::vector<int32_t> prompt = {256, 1, 2, 3, 4, 5};
   std::vector<int32_t> streamed, prompt_echo;

@@ -41,6 +41,7 @@ const std::map<std::string_view, std::string_view> kExamples = {
     {"min_p", "0.05"},
     {"repetition_penalty", "1.1"},
     {"ignore_eos", "true"},
+    {"stop_token_ids", "[2, 3]"},
     {"priority", "3"},
     {"return_token_ids", "true"},
     {"echo", "true"},
