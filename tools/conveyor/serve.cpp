@@ -152,6 +152,16 @@ int run_serve(const ServeFlags& f) {
        << mc.context_length << ", " << mc.parameter_count() << " parameters";
   http::log_info(line.str());
   http::log_info("weights " + (*engine)->weights_description());
+  const SpeculativeConfig& spec = resolved.speculative;
+  line.str("");
+  line << "speculative decoding ";
+  if (spec.method == SpeculativeMethod::none) line << "none";
+  else if (spec.num_tokens == 0) line << to_string(spec.method) << " off (--speculative-tokens 0)";
+  else
+    line << to_string(spec.method) << (spec.draft_model.empty() ? "" : " " + spec.draft_model) << ", up to "
+         << spec.num_tokens << " drafts a step while at most " << spec.disable_batch << " sequences decode";
+  line << "; jump-forward under grammars " << (spec.jump_forward && spec.num_tokens > 0 ? "on" : "off");
+  http::log_info(line.str());
   line.str("");
   line << "KV cache " << kv.tokens << " tokens in " << blocks << " blocks of " << e.block_size << ", "
        << to_string(resolved.kv_cache_dtype) << ", " << format_bytes(kv.bytes) << " (" << kv.origin << "); swap "
