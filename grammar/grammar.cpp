@@ -328,11 +328,10 @@ Element GrammarBuilder::optional(const Alternative& item) {
 }
 
 Element GrammarBuilder::repeat(const Alternative& item, int32_t min, int32_t max) {
-  const int32_t r = add_rule("repeat");
-  Alternative alt;
-  for (int32_t i = 0; i < min; ++i) alt.insert(alt.end(), item.begin(), item.end());
+  // What follows the min copies.
+  Alternative rest;
   if (max < 0) {
-    alt.push_back(star(item));
+    rest.push_back(star(item));
   } else if (max > min) {
     // (item (item (...)?)?)?: nested, so each count has one parse.
     Element tail = optional(item);
@@ -341,10 +340,35 @@ Element GrammarBuilder::repeat(const Alternative& item, int32_t min, int32_t max
       more.push_back(tail);
       tail = optional(more);
     }
-    alt.push_back(tail);
+    rest.push_back(tail);
   }
-  add_alternative(r, std::move(alt));
-  return rule_ref(r);
+  // A few copies in a row; more as a chain of rules, each a copy and then
+  // the next rule in last position (a tail call). In a row, each copy of a
+  // rule reference would leave a return address of its own, with token
+  // masks of its own (minLength 10000: a megabyte a token); chained, the
+  // counts far from the end are alike and share their masks.
+  constexpr int32_t kCopiesInARow = 4;
+  if (min <= kCopiesInARow) {
+    const int32_t r = add_rule("repeat");
+    Alternative alt;
+    for (int32_t i = 0; i < min; ++i) alt.insert(alt.end(), item.begin(), item.end());
+    alt.insert(alt.end(), rest.begin(), rest.end());
+    add_alternative(r, std::move(alt));
+    return rule_ref(r);
+  }
+  // The first copy's rule first: flatten() inlines small rules in rule
+  // order, up to a budget, and a text meets the first copies first.
+  const int32_t first = add_rule("repeat");
+  for (int32_t i = 1; i < min; ++i) add_rule("repeat");
+  for (int32_t i = 0; i + 1 < min; ++i) {
+    Alternative alt = item;
+    alt.push_back(rule_ref(first + i + 1));
+    add_alternative(first + i, std::move(alt));
+  }
+  Alternative last = item;
+  last.insert(last.end(), rest.begin(), rest.end());
+  add_alternative(first + min - 1, std::move(last));
+  return rule_ref(first);
 }
 
 Element GrammarBuilder::choice(std::vector<Alternative> alts, std::string_view name) {

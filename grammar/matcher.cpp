@@ -35,7 +35,7 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
               (flat_.has_caller(pos) ? 1 : 0)];
   const detail::PositionMask* m = nullptr;
   const auto same = [&](const Candidate& c) {
-    if (!(flat_.follow[size_t(c.rule)] == follow)) return false;
+    if (!(*c.follow == follow)) return false;
     const int32_t other = c.start;
     if (!dfa_->equivalent(start, other, int32_t(TokenIndex::kShortToken))) return false;
     for (int32_t id : vocab_->long_tokens()) {
@@ -49,7 +49,7 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
   if (!m) {
     m = detail::compute_position_mask(*dfa_, *store_, flat_, *vocab_, pos);
     if (candidates.size() == kCandidates) candidates.erase(candidates.begin());
-    candidates.push_back({start, flat_.rule_of[size_t(pos)], m});
+    candidates.push_back({start, &follow, m});
   }
   update_memory_bytes();
   masks_[size_t(pos)].store(m, std::memory_order_release);
@@ -72,14 +72,18 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
     }
   }
   const detail::PositionMask* computed = detail::compute_return_mask(*dfa_, *store_, flat_, *vocab_, inner, ret);
+  ++pairs_;
   update_memory_bytes();
   std::unique_lock lock(returns_mu_);
   return *returns_[&inner].try_emplace(ret, computed).first->second;
 }
 
+// What one returns_ entry costs besides its mask: a node of two hash maps.
+constexpr size_t kPairBytes = 64;
+
 // Under build_mu_, after a mask or the DFA grew.
 void CompiledGrammar::update_memory_bytes() const {
-  memory_bytes_.store(store_->memory_bytes() + dfa_->memory_bytes(), std::memory_order_relaxed);
+  memory_bytes_.store(store_->memory_bytes() + dfa_->memory_bytes() + pairs_ * kPairBytes, std::memory_order_relaxed);
 }
 
 void CompiledGrammar::precompute() const {
@@ -106,9 +110,8 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   s.dfa_states = dfa_->states();
   s.suffix_tries = int32_t(store_->tries());
   s.suffix_bytes = store_->trie_bytes();
-  s.memory_bytes = dfa_->memory_bytes() + store_->memory_bytes();
-  std::shared_lock returns_lock(returns_mu_);
-  for (const auto& [inner, by_ret] : returns_) s.returns += int32_t(by_ret.size());
+  s.returns = int32_t(pairs_);
+  s.memory_bytes = dfa_->memory_bytes() + store_->memory_bytes() + pairs_ * kPairBytes;
   return s;
 }
 

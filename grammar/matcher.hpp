@@ -108,8 +108,8 @@ class CompiledGrammar {
   // Recently computed masks by (shape, follow bytes, has a caller): the
   // candidates a new position may be equivalent to.
   struct Candidate {
-    int32_t start;  // DFA state
-    int32_t rule;   // the position's
+    int32_t start;          // DFA state
+    const ByteSet* follow;  // the position's rule's follow bytes
     const detail::PositionMask* mask;
   };
   mutable std::unordered_map<uint64_t, std::vector<Candidate>> recent_;
@@ -117,7 +117,8 @@ class CompiledGrammar {
   mutable std::shared_mutex returns_mu_;
   mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, const detail::PositionMask*>>
       returns_;
-  // The store's and the DFA's bytes as of the last mask computed.
+  mutable size_t pairs_ = 0;  // entries of returns_ (under build_mu_)
+  // The store's, the DFA's and returns_'s bytes as of the last mask computed.
   mutable std::atomic<size_t> memory_bytes_{0};
   void update_memory_bytes() const;
 };

@@ -226,6 +226,10 @@ void add_follow_bytes(FlatGrammar& f) {
       if (ends) grows[size_t(f.rule_of[size_t(ret)])].push_back(int32_t(r));
     }
   }
+  for (auto& rs : grows) {
+    std::sort(rs.begin(), rs.end());
+    rs.erase(std::unique(rs.begin(), rs.end()), rs.end());
+  }
   std::vector<int32_t> work(rules);
   for (size_t r = 0; r < rules; ++r) work[r] = int32_t(r);
   while (!work.empty()) {

@@ -1,6 +1,7 @@
 #include "grammar/token_mask.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <string_view>
 #include <unordered_map>
@@ -193,15 +194,27 @@ void Classifier::run(const TokenTrie& trie, LazyDfa& dfa, int32_t start, bool st
 
 const PositionMask* Classifier::finish(MaskStore& store) {
   PositionMask m;
-  // A list when it is smaller than the bitset (duplicates only make it
-  // longer); only a list needs sorting.
-  if (accepted_.size() * 32 < size_t(index_.vocab_size())) {
+  // A list when it is smaller than the bitset, decided on the distinct
+  // ids (duplicates only make the list longer), so that equal sets always
+  // take the same form and MaskStore finds them equal.
+  const size_t vocab = size_t(index_.vocab_size());
+  if (accepted_.size() * 32 < vocab) {
     std::sort(accepted_.begin(), accepted_.end());
     accepted_.erase(std::unique(accepted_.begin(), accepted_.end()), accepted_.end());
     m.accepted_ids = std::move(accepted_);
   } else {
-    m.accepted_bits.assign((size_t(index_.vocab_size()) + 63) / 64, 0);
+    m.accepted_bits.assign((vocab + 63) / 64, 0);
     for (int32_t id : accepted_) set_bit(m.accepted_bits, id);
+    size_t distinct = 0;
+    for (uint64_t w : m.accepted_bits) distinct += size_t(std::popcount(w));
+    if (distinct * 32 < vocab) {
+      for (size_t w = 0; w < m.accepted_bits.size(); ++w) {
+        for (uint64_t bits = m.accepted_bits[w]; bits != 0; bits &= bits - 1)
+          m.accepted_ids.push_back(int32_t(w * 64 + size_t(std::countr_zero(bits))));
+      }
+      m.accepted_bits.clear();
+      m.accepted_bits.shrink_to_fit();
+    }
   }
   // A trie per offset: the sets of tokens leaving at one offset recur
   // from position to position more often than the sets of all of them.
@@ -224,6 +237,8 @@ uint64_t hash_entries(const std::vector<TrieEntry>& sorted, int32_t offset) {
 }
 
 // Whether `trie` holds exactly `sorted` (in build_trie's order) from `offset` on.
+// The ids suffice: every entry of a trie is its token's bytes from the
+// trie's one offset on, so (id, offset) determines the string.
 bool holds(const TokenTrie& trie, const std::vector<TrieEntry>& sorted, int32_t offset) {
   if (trie.offset != offset || trie.ids.size() != sorted.size()) return false;
   for (size_t i = 0; i < sorted.size(); ++i) {
@@ -236,7 +251,7 @@ bool holds(const TokenTrie& trie, const std::vector<TrieEntry>& sorted, int32_t 
 
 const TokenTrie* MaskStore::intern(std::vector<TrieEntry>& entries, int32_t offset) {
   // build_trie's order: its ids come out in it, so equal sets compare id by id.
-  std::sort(entries.begin(), entries.end());
+  if (!std::is_sorted(entries.begin(), entries.end())) std::sort(entries.begin(), entries.end());
   auto& same_hash = tries_by_hash_[hash_entries(entries, offset)];
   for (const auto& t : same_hash) {
     if (holds(*t, entries, offset)) return t.get();

@@ -33,10 +33,11 @@
 // stack sets (the stacks above kBottom are bounded by the token length, so
 // the states are few and each trie node costs one table lookup). One DFA
 // serves every position of a grammar, which also lets a position reuse the
-// mask of an equivalent one: a bounded repetition (maxLength, {1,80})
-// makes a position per count, and all but the last few behave alike for as
-// many bytes as the longest token has (LazyDfa::equivalent on every string
-// of up to TokenIndex::kShortToken bytes, same_on for each longer token).
+// mask of an equivalent one whose rule has the same follow bytes: a
+// bounded repetition (maxLength, {1,80}) makes a position per count, and
+// all but the last few behave alike for as many bytes as the longest token
+// has (LazyDfa::equivalent on every string of up to TokenIndex::kShortToken
+// bytes, same_on for each longer token).
 //
 // Internal to grammar/. A PositionMask is immutable once computed.
 #pragma once

@@ -5,7 +5,7 @@
 namespace conveyor::grammar::detail {
 
 TokenTrie build_trie(std::vector<TrieEntry>& entries, int32_t offset) {
-  std::sort(entries.begin(), entries.end());
+  if (!std::is_sorted(entries.begin(), entries.end())) std::sort(entries.begin(), entries.end());
   TokenTrie t;
   t.offset = offset;
   t.byte.push_back(0);

@@ -272,19 +272,18 @@ Fail parse_stop(od::value& v, std::vector<std::string>& out) {
 // vocabulary with the other sampling fields).
 Fail parse_stop_token_ids(od::value& v, std::vector<int32_t>& out) {
   constexpr size_t kMaxStopTokenIds = 64;
-  if (is_null(v)) return {};
   od::array arr;
   if (v.get_array().get(arr)) return type_error("stop_token_ids", "an array of token ids");
   out.clear();
   for (auto el : arr) {
+    if (out.size() == kMaxStopTokenIds)
+      return bad_request("at most " + std::to_string(kMaxStopTokenIds) + " stop_token_ids", "stop_token_ids");
     od::value id;
     if (auto err = el.get(id)) return invalid_json(err);
     int32_t token = 0;
     if (Fail f = get_int32(id, "stop_token_ids", token)) return f;
     out.push_back(token);
   }
-  if (out.size() > kMaxStopTokenIds)
-    return bad_request("at most " + std::to_string(kMaxStopTokenIds) + " stop_token_ids", "stop_token_ids");
   return {};
 }
 
@@ -338,11 +337,7 @@ Fail parse_client_id(od::value& v, ApiRequest& r) {
   if (v.type().get(t)) return type_error("id", "a string or an integer");
   if (t == od::json_type::string) {
     r.client_id_is_number = false;  // {"id": 5, "id": "x"}: the last one, with its own kind
-    if (Fail f = get_string(v, "id", r.client_id)) return f;
-    // Events name a request by its id; "" would read as the null id of
-    // messages that could not be read.
-    if (r.client_id.empty()) return bad_request("'id' must not be empty", "id");
-    return {};
+    return get_string(v, "id", r.client_id);
   }
   int64_t n = 0;
   if (v.get_int64().get(n)) return type_error("id", "a string or an integer");
@@ -500,6 +495,9 @@ Fail resolve_prompt_logprobs(ApiRequest& r, const Pending& p, Endpoint endpoint)
 Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
   if (endpoint == Endpoint::websocket) {
     if (!p.has_id) return bad_request("every message needs an 'id'", "id");
+    // Events name a request by its id; "" would read as the null id of
+    // messages that could not be read.
+    if (r.client_id.empty()) return bad_request("'id' must not be empty", "id");
     if (p.type == "cancel") {
       r.cancel = true;
       return {};

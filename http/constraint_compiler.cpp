@@ -65,7 +65,9 @@ ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, si
 void ConstraintCompiler::evict_locked() {
   size_t bytes = 0;
   for (const auto& [key, c] : lru_) bytes += c.compiled->memory_bytes();
-  while (lru_.size() > 1 && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
+  // The newest too: a grammar whose masks alone pass the bound serves the
+  // requests that hold it and is not kept.
+  while (!lru_.empty() && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
     bytes -= std::min(bytes, lru_.back().second.compiled->memory_bytes());
     by_key_.erase(lru_.back().first);
     lru_.pop_back();
@@ -88,8 +90,9 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
       // Masks grow while the cached grammars are used: their size is looked
       // at with every request, not only when a grammar comes in.
       ++hits_;
+      GrammarConstraint hit = lru_.front().second;
       evict_locked();
-      return lru_.front().second;
+      return hit;
     }
   }
   const std::string param(field);

@@ -73,8 +73,9 @@ class ConstraintCompiler {
   void set_cache_bytes(size_t bytes);
 
  private:
-  // Under mutex_: drops the least recently used grammars, all but the most
-  // recent, while the cache holds more than capacity_ or cache_bytes_.
+  // Under mutex_: drops the least recently used grammars while the cache
+  // holds more than capacity_ or cache_bytes_ (the most recent too: one
+  // larger than the bound is not kept; its requests hold it).
   void evict_locked();
 
   std::shared_ptr<GrammarBinder> binder_;

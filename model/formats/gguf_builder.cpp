@@ -174,27 +174,32 @@ Expected<std::vector<uint8_t>> GgufBuilder::to_bytes() const {
 
 namespace {
 
-// Where writing `path` goes: a symbolic link's target (the link stays), an
-// existing file only if it is a regular file this process may write (a
-// device, pipe or directory, or a read-only file, is refused rather than
-// replaced by the rename). Sets `mode` to the existing file's permissions.
+// Where writing `path` goes: a symbolic link's target (the link stays, a
+// dangling one included), an existing file only if it is a regular file
+// this process may write (a device, pipe or directory, or a read-only file,
+// is refused rather than replaced by the rename). Sets `mode` to the
+// existing file's permissions.
 Expected<std::string> output_target(const std::string& path, bool& exists, mode_t& mode) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::string target = path;
-  if (std::filesystem::is_symlink(path, ec)) {
-    const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
-    if (ec) return make_error(Errc::io_error, path + ": cannot resolve the link: " + ec.message());
-    target = resolved.string();
+  fs::path target = path;
+  for (int links = 0; fs::is_symlink(target, ec); ++links) {
+    if (links == 40) return make_error(Errc::io_error, path + ": too many levels of symbolic links");
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec) return make_error(Errc::io_error, path + ": cannot read the link: " + ec.message());
+    target = next.is_absolute() ? next : target.parent_path() / next;
   }
   struct stat st{};
   exists = ::stat(target.c_str(), &st) == 0;
-  if (!exists) return target;
+  if (!exists) return target.string();
   if (!S_ISREG(st.st_mode))
     return make_error(Errc::invalid_argument, path + ": exists and is not a regular file (a directory, device or pipe)");
-  if (::access(target.c_str(), W_OK) != 0)
-    return make_error(Errc::io_error, path + ": cannot replace: " + std::strerror(errno));
+  if (::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
+    const int err = errno;
+    return make_error(Errc::io_error, path + ": cannot replace: " + std::strerror(err));
+  }
   mode = st.st_mode & 07777;
-  return target;
+  return target.string();
 }
 
 }  // namespace
@@ -204,36 +209,51 @@ Status GgufBuilder::write(const std::string& path) const {
   mode_t mode = 0;
   auto target = output_target(path, exists, mode);
   if (!target) return target.error();
-  // A file of our own beside the target (never an existing one), renamed
-  // over it once complete: a failed write leaves the target as it was.
+  // A file of our own beside the target (never an existing one), synced and
+  // renamed over it once complete: a failed write leaves the target as it was.
   std::string tmp;
   int fd = -1;
+  int err = 0;
   for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
     tmp = *target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
+    err = errno;
+    if (fd < 0 && err != EEXIST) break;
   }
-  if (fd < 0) return make_error(Errc::io_error, tmp + ": cannot create: " + std::strerror(errno));
-  if (exists) ::fchmod(fd, mode);
+  if (fd < 0) return make_error(Errc::io_error, tmp + ": cannot create: " + std::strerror(err));
+  const auto fail = [&](const std::string& what, int error) {
+    std::remove(tmp.c_str());
+    return make_error(Errc::io_error, path + ": " + what + (error ? std::string(": ") + std::strerror(error) : ""));
+  };
+  if (exists && ::fchmod(fd, mode) != 0) {
+    err = errno;
+    ::close(fd);
+    return fail("cannot keep the file's permissions", err);
+  }
   std::FILE* f = ::fdopen(fd, "wb");
   if (f == nullptr) {
-    const std::string reason = std::strerror(errno);
+    err = errno;
     ::close(fd);
-    std::remove(tmp.c_str());
-    return make_error(Errc::io_error, tmp + ": " + reason);
+    return fail("cannot write", err);
   }
   FileSink sink(f);
   Status status = emit(sink);
+  err = errno;
+  const bool flushed = std::fflush(f) == 0 && ::fsync(fd) == 0;
+  if (status && !flushed) err = errno;
   const bool closed = std::fclose(f) == 0;
-  if (status && !closed) status = make_error(Errc::io_error, "close failed");
-  if (status && std::rename(tmp.c_str(), target->c_str()) != 0)
-    status = make_error(Errc::io_error, "cannot rename to " + *target);
+  if (status && flushed && !closed) err = errno;
   if (!status) {
-    const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    if (status.error().code == Errc::io_error)
-      return make_error(Errc::io_error, path + ": " + status.error().message + ": " + reason);
-    return make_error(status.error().code, path + ": " + status.error().message);
+    if (status.error().code != Errc::io_error) {
+      std::remove(tmp.c_str());
+      return make_error(status.error().code, path + ": " + status.error().message);
+    }
+    return fail(status.error().message, err);
+  }
+  if (!flushed || !closed) return fail("cannot write", err);
+  if (std::rename(tmp.c_str(), target->c_str()) != 0) {
+    err = errno;
+    return fail("cannot rename to " + *target, err);
   }
   return Status::ok();
 }

@@ -1,6 +1,7 @@
 // Token masks against brute force (every token tried on a copy of the
 // matcher): a JSON grammar on a toy vocabulary along random walks, random
-// grammars, and the real Llama 3 vocabulary (128k tokens) in a few states.
+// grammars, and the real Llama 3 and Qwen 2 vocabularies (128k and 151k
+// tokens) in a few states.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -265,6 +266,66 @@ TEST(TokenMask, FollowBytesKeepOnlySuffixesACallerCanTake) {
   }
 }
 
+TEST(TokenMask, AlikeRulesFollowedByDifferentBytesKeepTheirOwnMasks) {
+  // A and B have one shape and behave alike byte for byte, but "x" follows
+  // A and "y" follows B: a mask shared between them would keep the wrong
+  // suffixes ("ax" after "<", "ay" after "[").
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  const int32_t a = b.add_rule("a");
+  const int32_t c = b.add_rule("b");
+  for (int32_t r : {a, c}) b.add_alternative(r, {b.codepoints({{'a', 'z'}}), b.optional({b.codepoints({{'a', 'z'}})})});
+  Alternative left = b.literal("<");
+  left.push_back(b.rule_ref(a));
+  for (const Element& e : b.literal("x")) left.push_back(e);
+  Alternative right = b.literal("[");
+  right.push_back(b.rule_ref(c));
+  for (const Element& e : b.literal("y")) right.push_back(e);
+  b.add_alternative(root, left);
+  b.add_alternative(root, right);
+  VocabularyBytes v;
+  v.tokens = {"", "<", "[", "a", "ab", "ax", "ay", "abx", "aby", "x", "y", "axy", "<a", "[ay"};
+  v.end_ids = {0};
+  auto g = compile(*std::move(b).build(root), index_vocabulary(std::move(v)));
+  ASSERT_TRUE(g) << g.error().message;
+  for (std::string_view start : {"<", "["}) {
+    Matcher m(*g);
+    ASSERT_TRUE(m.accept_bytes(start));
+    for (std::string_view piece : {"", "a", "b"}) {
+      ASSERT_TRUE(m.accept_bytes(piece)) << start << piece;
+      const auto want = brute_force_mask(m);
+      ASSERT_EQ(mask_of(m), want) << "after " << start << piece << ":"
+                                  << mask_difference(mask_of(m), want, (*g)->vocabulary());
+    }
+  }
+}
+
+TEST(TokenMask, ALongMinimumRepeatsAsAChainWhoseCountsShareMasks) {
+  // minLength 1000 was a thousand references in a row, each a return
+  // address with masks of its own: about a megabyte of masks a token on a
+  // real vocabulary. Chained, the counts far from the end share theirs.
+  auto schema = grammar_from_json_schema(R"({"type": "string", "minLength": 1000})");
+  ASSERT_TRUE(schema) << schema.error().message;
+  auto g = compile(std::move(*schema), toy_json_vocabulary());
+  ASSERT_TRUE(g) << g.error().message;
+  Matcher m(*g);
+  ASSERT_TRUE(m.accept_bytes("\""));
+  for (int step = 0; step < 300; ++step) {
+    if (step % 50 == 0) {
+      const auto want = brute_force_mask(m);
+      ASSERT_EQ(mask_of(m), want) << "after " << step << " tokens";
+    } else {
+      (void)mask_of(m);
+    }
+    ASSERT_TRUE(m.accept_bytes(step % 2 ? "ab" : "\xC3\xA9"));
+  }
+  const auto stats = (*g)->cache_stats();
+  EXPECT_GT(stats.cached, 300);
+  EXPECT_LT(stats.stored, 40) << "counts far from the end computed masks of their own";
+  // In a row: 3,900 (mask, return address) pairs after these 300 tokens, and growing.
+  EXPECT_LT(stats.returns, 200);
+}
+
 TEST(TokenMask, ThreadsShareALazilyFilledGrammar) {
   // The masks are computed lazily by whichever thread meets a position
   // first; every thread's masks must still match brute force.
@@ -304,11 +365,11 @@ TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
   EXPECT_TRUE(m.can_end());
 }
 
-TEST(TokenMask, Llama3VocabularyMatchesBruteForceInBoundedStrings) {
-  // Near a string's maxLength most tokens leave the string part way: the
-  // masks keep them only where a quote follows.
-  const std::string path = test::shared_model_path("tiny-llama3-q4_k_m.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the Llama 3 vocabulary test needs it";
+// Near a string's maxLength most tokens leave the string part way: the
+// masks keep them only where a quote follows.
+void bounded_strings_match_brute_force(const char* file_name) {
+  const std::string path = test::shared_model_path(file_name);
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the vocabulary test needs it";
   auto file = read_gguf(path);
   ASSERT_TRUE(file) << file.error().message;
   auto tok = tokenizer_from_gguf(*file);
@@ -331,9 +392,18 @@ TEST(TokenMask, Llama3VocabularyMatchesBruteForceInBoundedStrings) {
   }
   ASSERT_TRUE(m.accept_bytes("}"));
   EXPECT_TRUE(m.can_end());
-  // 26 MB of suffixes when they were kept whatever their first byte, 2.6 MB
-  // now (most of it a JSON character's rule, which a character may follow).
+  // On Llama 3's vocabulary, 26 MB of suffixes when they were kept whatever
+  // their first byte, 2.6 MB now (most of it a JSON character's rule, which
+  // a character may follow).
   EXPECT_LT((*g)->cache_stats().suffix_bytes, size_t(8) << 20) << "suffixes no caller takes were kept";
+}
+
+TEST(TokenMask, Llama3VocabularyMatchesBruteForceInBoundedStrings) {
+  bounded_strings_match_brute_force("tiny-llama3-q4_k_m.gguf");
+}
+
+TEST(TokenMask, Qwen2VocabularyMatchesBruteForceInBoundedStrings) {
+  bounded_strings_match_brute_force("tiny-qwen2-q4_k_m.gguf");
 }
 
 }  // namespace

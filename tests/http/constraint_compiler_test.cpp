@@ -48,7 +48,8 @@ TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
   (void)two.compile(regex("a+"));  // the least recent went
   EXPECT_EQ(two.figures().compiled, 4u);
 
-  // No bytes to spare: only the latest grammar stays, once its masks exist.
+  // No bytes to spare: a grammar goes once its masks exist, the most recent
+  // too (its requests keep it; a single one could pass the bound by far).
   ConstraintCompiler tight(binder(), 64, /*cache_bytes=*/0);
   auto first = std::get<GrammarConstraint>(tight.compile(regex("x[0-9]+")));
   grammar::Matcher m(first.compiled);
@@ -57,6 +58,16 @@ TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
   (void)tight.compile(regex("y[0-9]+"));
   (void)tight.compile(regex("x[0-9]+"));
   EXPECT_EQ(tight.figures().compiled, 3u);
+  auto again = std::get<GrammarConstraint>(tight.compile(regex("x[0-9]+")));  // a hit, which it gives
+  EXPECT_EQ(tight.figures().hits, 1u);
+  EXPECT_TRUE(again.compiled);
+  grammar::Matcher m2(again.compiled);
+  m2.fill_mask(mask);
+  (void)tight.compile(regex("x[0-9]+"));  // a hit again; past the bound alone, it then goes
+  EXPECT_EQ(tight.figures().hits, 2u);
+  EXPECT_EQ(tight.figures().grammars, 0u);
+  (void)tight.compile(regex("x[0-9]+"));
+  EXPECT_EQ(tight.figures().compiled, 4u);
 }
 
 // What /metrics shows of the cache: its grammars, their bytes (the masks

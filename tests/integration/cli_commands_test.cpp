@@ -97,6 +97,11 @@ TEST(ConvertCommand, WritesOnlyRegularFilesAndFollowsLinks) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                 std::filesystem::perms::group_read);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 3);
+  // A dangling link gets its target created, and the link stays.
+  std::filesystem::create_symlink("new_target.gguf", dir / "dangling.gguf");
+  ASSERT_EQ(conveyor({"convert", "--model", "dummy:tiny", "--out", (dir / "dangling.gguf").string()}).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "dangling.gguf"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "new_target.gguf"));
   // A model path that does not exist is a bad argument too (as for generate and serve).
   expect_usage_error({"convert", "--model", (dir / "missing.gguf").string(), "--out", (dir / "x.gguf").string()},
                      "missing.gguf");
