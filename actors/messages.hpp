@@ -78,7 +78,7 @@ CONVEYOR_INSPECT(SampleResult, token, logprob, top)
 CONVEYOR_INSPECT(PromptLogprob, token, logprob, rank, top)
 CONVEYOR_INSPECT(GenerateRequest, id, automatic_id, prompt, sampling, priority, tenant, n, session,
                  resume, prompt_logprobs)
-CONVEYOR_INSPECT(TokenEventDetail, top, prompt_tokens, cached_prompt_tokens, completion_tokens, message,
+CONVEYOR_INSPECT(TokenEventDetail, top, prompt_tokens, cached_prompt_tokens, completion_tokens, stop_tokens, message,
                  prompt_logprobs)
 // The detail travels as a list of none or one.
 template <class Inspector>

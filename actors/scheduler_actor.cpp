@@ -95,7 +95,10 @@ void deliver_events(self_ptr self) {
   for (TokenEvent& e : st.events) {
     auto it = st.sinks.find(e.id);
     if (it == st.sinks.end()) continue;
+    // As usage counts them: an end-of-sequence token that ended a sample is
+    // generated too, though no event carries it.
     if (e.token >= 0) ++st.stats.generated_tokens;
+    else st.stats.generated_tokens += uint64_t(e.details().stop_tokens);
     const bool last = e.request_done;
     st.outbox.add(it->second, std::move(e));
     if (last) release_sink(self, it);

@@ -90,6 +90,9 @@ struct TokenEventDetail {
   int32_t prompt_tokens = 0;        // on the final event: usage
   int32_t cached_prompt_tokens = 0; // on the final event: prompt tokens found in the prefix cache
   int32_t completion_tokens = 0;    // on the final event
+  // On the final event: 1 when an end-of-sequence (or stop_token_ids) token
+  // ended the sample; counted in completion_tokens, carried by no event.
+  int32_t stop_tokens = 0;
   std::string message;              // on an error event
   // On a sample's first event (its first token, or its final event when it
   // ends before one), when the request asked for prompt_logprobs: prompt

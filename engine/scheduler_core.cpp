@@ -215,6 +215,7 @@ void SchedulerCore::emit_final(Sequence& s, FinishReason reason, const std::stri
     d.prompt_tokens = s.prompt_len;
     d.cached_prompt_tokens = s.cached_prompt_tokens.value_or(0);
     d.completion_tokens = s.generated() + s.stop_tokens;
+    d.stop_tokens = s.stop_tokens;
     d.message = message;
     if (reason == FinishReason::error) e.error_code = code;
     d.prompt_logprobs = scores;

@@ -62,6 +62,15 @@ size_t expect_tokens_under_swap_pressure(bool pipelined) {
   EXPECT_TRUE(stats.has_value());
   if (stats) {
     EXPECT_GT(stats->preemptions_swap, 0u) << "the pool was meant to force swapping";
+    // Generated tokens as usage counts them: the end-of-sequence tokens that
+    // ended requests too, though no event carries them.
+    uint64_t completion = 0, eos_ended = 0;
+    for (const auto& [id, o] : outcomes) {
+      completion += uint64_t(o.completion_tokens);
+      eos_ended += o.finish == FinishReason::stop ? 1 : 0;
+    }
+    EXPECT_GT(eos_ended, 0u);
+    EXPECT_EQ(stats->generated_tokens, completion);
   }
   expect_all_blocks_free(*engine);
   return runner->max_launched();

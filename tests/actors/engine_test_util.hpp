@@ -25,6 +25,7 @@ struct Outcome {
   FinishReason finish = FinishReason::none;
   int finals = 0;
   int32_t cached_prompt_tokens = 0;
+  int32_t completion_tokens = 0;  // usage, on the final event
   Errc error_code = Errc::invalid_argument;
   std::string message;
   std::vector<PromptLogprob> prompt_logprobs;  // GenerateRequest::prompt_logprobs, when asked for
@@ -45,6 +46,7 @@ class Collector {
       if (e.last()) {
         o.finish = e.finish;
         o.cached_prompt_tokens = e.cached_prompt_tokens;
+        o.completion_tokens = e.completion_tokens;
         o.error_code = e.error_code;
         o.message = e.message;
         ++o.finals;

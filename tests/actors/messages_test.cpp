@@ -43,6 +43,7 @@ TEST(TokenEvents, CrossTheWireWithTheirDetailOrWithout) {
   d.prompt_tokens = 40;
   d.cached_prompt_tokens = 32;
   d.completion_tokens = 9;
+  d.stop_tokens = 1;
   d.message = "out of blocks";
   d.prompt_logprobs = {PromptLogprob{5, -2.0f, 3, {{6, -1.0f}}}};
 
@@ -64,6 +65,7 @@ TEST(TokenEvents, CrossTheWireWithTheirDetailOrWithout) {
   EXPECT_EQ(b.details().prompt_tokens, 40);
   EXPECT_EQ(b.details().cached_prompt_tokens, 32);
   EXPECT_EQ(b.details().completion_tokens, 9);
+  EXPECT_EQ(b.details().stop_tokens, 1);
   EXPECT_EQ(b.details().message, "out of blocks");
   ASSERT_EQ(b.details().top.size(), 2u);
   EXPECT_EQ(b.details().top[1].token, 12);

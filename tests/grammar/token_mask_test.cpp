@@ -186,6 +186,18 @@ TEST(TokenMask, RandomGrammarsWithTokenElementsMatchBruteForce) {
   EXPECT_GE(with_token, 50);
 }
 
+// `b`'s grammar from `root` compiled on a vocabulary of `tokens` whose
+// token 0 is the end token.
+Expected<std::shared_ptr<const CompiledGrammar>> compile_on(GrammarBuilder&& b, int32_t root,
+                                                            std::vector<std::string> tokens) {
+  auto grammar = std::move(b).build(root);
+  if (!grammar) return grammar.error();
+  VocabularyBytes v;
+  v.tokens = std::move(tokens);
+  v.end_ids = {0};
+  return compile(std::move(*grammar), index_vocabulary(std::move(v)));
+}
+
 TEST(TokenMask, PrecomputeGivesTheSameMasksAsLazyUse) {
   auto lazy = compile(testing::json_grammar(), toy_json_vocabulary());
   auto eager = compile(testing::json_grammar(), toy_json_vocabulary());
@@ -214,11 +226,10 @@ TEST(TokenMask, BoundedRepetitionSharesMasksAndStaysExact) {
   for (const Element& e : b.literal("\",")) alt.push_back(e);
   alt.push_back(b.codepoints({{'0', '9'}}));
   b.add_alternative(root, alt);
-  VocabularyBytes v;
-  v.tokens = {"", "\"", "a", "b", " ", "ab", "abc", " a", "\",", "\",1", "a\",", "ab\",2", "1", "7",
-              std::string(20, 'a'), std::string(24, ' '), std::string(17, 'b') + "\",", std::string(19, 'c') + "\",3"};
-  v.end_ids = {0};
-  auto g = compile(*std::move(b).build(root), index_vocabulary(std::move(v)));
+  auto g = compile_on(std::move(b), root,
+                      {"", "\"", "a", "b", " ", "ab", "abc", " a", "\",", "\",1", "a\",", "ab\",2", "1", "7",
+                       std::string(20, 'a'), std::string(24, ' '), std::string(17, 'b') + "\",",
+                       std::string(19, 'c') + "\",3"});
   ASSERT_TRUE(g) << g.error().message;
   Matcher m(*g);
   for (int step = 0; step < 45; ++step) {
@@ -242,10 +253,8 @@ TEST(TokenMask, FollowBytesKeepOnlySuffixesACallerCanTake) {
   for (const Element& e : b.literal("\",")) alt.push_back(e);
   alt.push_back(b.codepoints({{'0', '9'}}));
   b.add_alternative(root, alt);
-  VocabularyBytes v;
-  v.tokens = {"", "\"", "a", "ab", "abc", "abcd", "abcdefgh", "b\"", "ab\",", "abc\",1", "\",", "\",2", "1", "z\"x"};
-  v.end_ids = {0};
-  auto g = compile(*std::move(b).build(root), index_vocabulary(std::move(v)));
+  auto g = compile_on(std::move(b), root,
+                      {"", "\"", "a", "ab", "abc", "abcd", "abcdefgh", "b\"", "ab\",", "abc\",1", "\",", "\",2", "1", "z\"x"});
   ASSERT_TRUE(g) << g.error().message;
   const detail::FlatGrammar& f = (*g)->flat();
   ByteSet quote;
@@ -283,10 +292,7 @@ TEST(TokenMask, AlikeRulesFollowedByDifferentBytesKeepTheirOwnMasks) {
   for (const Element& e : b.literal("y")) right.push_back(e);
   b.add_alternative(root, left);
   b.add_alternative(root, right);
-  VocabularyBytes v;
-  v.tokens = {"", "<", "[", "a", "ab", "ax", "ay", "abx", "aby", "x", "y", "axy", "<a", "[ay"};
-  v.end_ids = {0};
-  auto g = compile(*std::move(b).build(root), index_vocabulary(std::move(v)));
+  auto g = compile_on(std::move(b), root, {"", "<", "[", "a", "ab", "ax", "ay", "abx", "aby", "x", "y", "axy", "<a", "[ay"});
   ASSERT_TRUE(g) << g.error().message;
   for (std::string_view start : {"<", "["}) {
     Matcher m(*g);
