@@ -347,14 +347,27 @@ TEST(TokenMask, ThreadsShareALazilyFilledGrammar) {
   EXPECT_GT((*g)->cache_stats().cached, 0);
 }
 
+// The vocabulary of the GGUF file at `path`; null (with a failure) when it
+// does not read.
+std::shared_ptr<const TokenIndex> vocabulary_of(const std::string& path) {
+  auto file = read_gguf(path);
+  if (!file) {
+    ADD_FAILURE() << file.error().message;
+    return nullptr;
+  }
+  auto tok = tokenizer_from_gguf(*file);
+  if (!tok || !tok->tokenizer) {
+    ADD_FAILURE() << path << ": no tokenizer";
+    return nullptr;
+  }
+  return index_vocabulary(vocabulary_bytes(*tok->tokenizer, tok->eos_ids));
+}
+
 TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
   const std::string path = test::shared_model_path("tiny-llama3-q4_k_m.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the Llama 3 vocabulary test needs it";
-  auto file = read_gguf(path);
-  ASSERT_TRUE(file) << file.error().message;
-  auto tok = tokenizer_from_gguf(*file);
-  ASSERT_TRUE(tok && tok->tokenizer);
-  const auto vocab = index_vocabulary(vocabulary_bytes(*tok->tokenizer, tok->eos_ids));
+  const auto vocab = vocabulary_of(path);
+  ASSERT_TRUE(vocab);
   ASSERT_GT(vocab->vocab_size(), 128000);
   auto g = compile(testing::json_grammar(), vocab);
   ASSERT_TRUE(g) << g.error().message;
@@ -376,11 +389,8 @@ TEST(TokenMask, Llama3VocabularyMatchesBruteForce) {
 void bounded_strings_match_brute_force(const char* file_name) {
   const std::string path = test::shared_model_path(file_name);
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: the vocabulary test needs it";
-  auto file = read_gguf(path);
-  ASSERT_TRUE(file) << file.error().message;
-  auto tok = tokenizer_from_gguf(*file);
-  ASSERT_TRUE(tok && tok->tokenizer);
-  const auto vocab = index_vocabulary(vocabulary_bytes(*tok->tokenizer, tok->eos_ids));
+  const auto vocab = vocabulary_of(path);
+  ASSERT_TRUE(vocab);
   auto schema = grammar_from_json_schema(R"({"type": "object", "properties": {
       "a": {"type": "string", "maxLength": 5}, "b": {"type": "string", "minLength": 2, "maxLength": 9},
       "c": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}},
