@@ -193,7 +193,8 @@ Expected<std::string> output_target(const std::string& path, bool& exists, mode_
   exists = ::stat(target.c_str(), &st) == 0;
   if (!exists) return target.string();
   if (!S_ISREG(st.st_mode))
-    return make_error(Errc::invalid_argument, path + ": exists and is not a regular file (a directory, device or pipe)");
+    return make_error(Errc::invalid_argument,
+                      path + ": exists and is not a regular file (a directory, device or pipe)");
   if (::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
     const int err = errno;
     return make_error(Errc::io_error, path + ": cannot replace: " + std::strerror(err));
