@@ -81,10 +81,13 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
 // What one returns_ entry costs besides its mask: a node of two hash maps.
 constexpr size_t kPairBytes = 64;
 
-// Under build_mu_, after a mask or the DFA grew.
-void CompiledGrammar::update_memory_bytes() const {
-  memory_bytes_.store(store_->memory_bytes() + dfa_->memory_bytes() + pairs_ * kPairBytes, std::memory_order_relaxed);
+// Under build_mu_: what the masks, their pairs and the DFA hold.
+size_t CompiledGrammar::held_bytes() const {
+  return store_->memory_bytes() + dfa_->memory_bytes() + pairs_ * kPairBytes;
 }
+
+// Under build_mu_, after a mask or the DFA grew.
+void CompiledGrammar::update_memory_bytes() const { memory_bytes_.store(held_bytes(), std::memory_order_relaxed); }
 
 void CompiledGrammar::precompute() const {
   for (int32_t p = 0; p < flat_.positions(); ++p) {
@@ -111,7 +114,7 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   s.suffix_tries = int32_t(store_->tries());
   s.suffix_bytes = store_->trie_bytes();
   s.returns = int32_t(pairs_);
-  s.memory_bytes = dfa_->memory_bytes() + store_->memory_bytes() + pairs_ * kPairBytes;
+  s.memory_bytes = held_bytes();
   return s;
 }
 

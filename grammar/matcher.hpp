@@ -120,6 +120,7 @@ class CompiledGrammar {
   mutable size_t pairs_ = 0;  // entries of returns_ (under build_mu_)
   // The store's, the DFA's and returns_'s bytes as of the last mask computed.
   mutable std::atomic<size_t> memory_bytes_{0};
+  size_t held_bytes() const;
   void update_memory_bytes() const;
 };
 

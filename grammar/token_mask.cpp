@@ -257,9 +257,7 @@ const TokenTrie* MaskStore::intern(std::vector<TrieEntry>& entries, int32_t offs
     if (holds(*t, entries, offset)) return t.get();
   }
   same_hash.push_back(std::make_unique<const TokenTrie>(build_trie(entries, offset)));
-  const size_t bytes = same_hash.back()->memory_bytes() + sizeof(same_hash.back());
-  bytes_ += bytes;
-  trie_bytes_ += bytes;
+  trie_bytes_ += same_hash.back()->memory_bytes() + sizeof(same_hash.back());
   ++tries_;
   return same_hash.back().get();
 }
@@ -275,7 +273,7 @@ const PositionMask* MaskStore::intern(PositionMask mask) {
   }
   mask.accepted_ids.shrink_to_fit();
   same_hash.push_back(std::make_unique<const PositionMask>(std::move(mask)));
-  bytes_ += same_hash.back()->memory_bytes() + sizeof(same_hash.back());
+  mask_bytes_ += same_hash.back()->memory_bytes() + sizeof(same_hash.back());
   ++masks_;
   return same_hash.back().get();
 }

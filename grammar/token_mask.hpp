@@ -87,7 +87,7 @@ class MaskStore {
   // The trie of `entries`, suffixes from `offset` on (sorted in place).
   const TokenTrie* intern(std::vector<TrieEntry>& entries, int32_t offset);
   const PositionMask* intern(PositionMask mask);
-  size_t memory_bytes() const { return bytes_; }
+  size_t memory_bytes() const { return mask_bytes_ + trie_bytes_; }
   size_t tries() const { return tries_; }
   size_t masks() const { return masks_; }
   size_t trie_bytes() const { return trie_bytes_; }
@@ -95,7 +95,7 @@ class MaskStore {
  private:
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<const TokenTrie>>> tries_by_hash_;
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<const PositionMask>>> masks_by_hash_;
-  size_t bytes_ = 0, trie_bytes_ = 0;
+  size_t mask_bytes_ = 0, trie_bytes_ = 0;
   size_t tries_ = 0, masks_ = 0;
 };
 

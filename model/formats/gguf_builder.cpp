@@ -205,6 +205,13 @@ Expected<std::string> output_target(const std::string& path, bool& exists, mode_
 
 }  // namespace
 
+Status check_gguf_output(const std::string& path) {
+  bool exists = false;
+  mode_t mode = 0;
+  auto target = output_target(path, exists, mode);
+  return target ? Status::ok() : Status(target.error());
+}
+
 Status GgufBuilder::write(const std::string& path) const {
   bool exists = false;
   mode_t mode = 0;

@@ -71,6 +71,11 @@ GgmlType gguf_matrix_type(GgufFileType file_type, const ModelConfig& config, std
 // Writes `model` to `path` (through a temporary file renamed into place).
 // invalid_argument when the weights do not match the config or the options are
 // invalid; io_error naming the path when writing fails.
+// What GgufBuilder::write checks of `path` before writing, for callers
+// that would rather fail before preparing the file: invalid_argument when
+// it is a directory, device or pipe, io_error when it cannot be replaced.
+Status check_gguf_output(const std::string& path);
+
 Status write_gguf(const LoadedModel& model, const std::string& path,
                   const GgufWriteOptions& options = {});
 

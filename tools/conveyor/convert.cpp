@@ -1,10 +1,5 @@
 // `conveyor convert`: export any loadable model (llama2.c checkpoint, dummy,
 // GGUF) to a GGUF file that conveyor and llama.cpp read.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -42,17 +37,9 @@ int run_convert(const ConvertArgs& args) {
   }
   // Checked again when writing; here so that a wrong --out fails before
   // the model loads.
-  std::error_code ec;
-  if (const auto out = std::filesystem::status(args.out, ec); std::filesystem::exists(out)) {
-    if (!std::filesystem::is_regular_file(out)) {
-      std::cerr << "conveyor convert: --out " << args.out
-                << " exists and is not a regular file (a directory, device or pipe); name a file\n";
-      return kExitUsage;
-    }
-    if (::faccessat(AT_FDCWD, args.out.c_str(), W_OK, AT_EACCESS) != 0) {
-      std::cerr << "conveyor convert: --out " << args.out << ": cannot replace: " << std::strerror(errno) << "\n";
-      return kExitFailure;
-    }
+  if (Status s = check_gguf_output(args.out); !s) {
+    std::cerr << "conveyor convert: --out " << s.error().message << "\n";
+    return s.error().code == Errc::invalid_argument ? kExitUsage : kExitFailure;
   }
   LoadOptions options;
   options.tokenizer_path = args.tokenizer;
