@@ -10,8 +10,8 @@ namespace conveyor::grammar {
 
 using detail::kRootDone;
 
-CompiledGrammar::CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab)
-    : grammar_(std::move(g)), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
+CompiledGrammar::CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab, CompileOptions options)
+    : grammar_(std::move(g)), options_(options), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
       masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]),
       dfa_(std::make_unique<detail::LazyDfa>(flat_)), store_(std::make_unique<detail::MaskStore>()) {
   for (int32_t p = 0; p < flat_.positions(); ++p) masks_[size_t(p)].store(nullptr, std::memory_order_relaxed);
@@ -26,6 +26,7 @@ const detail::PositionMask& CompiledGrammar::mask_at(int32_t pos) const {
   if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
   std::lock_guard lock(build_mu_);
   if (const detail::PositionMask* m = masks_[size_t(pos)].load(std::memory_order_acquire)) return *m;
+  bound_dfa();
   const int32_t start = dfa_->start_at(pos);
   // Suffixes are kept by what can follow the position's rule, so only
   // positions whose rules have the same follow bytes may share a mask.
@@ -71,11 +72,19 @@ const detail::PositionMask& CompiledGrammar::return_mask_at(int32_t pos, int32_t
       if (const auto r = it->second.find(ret); r != it->second.end()) return *r->second;
     }
   }
+  bound_dfa();
   const detail::PositionMask* computed = detail::compute_return_mask(*dfa_, *store_, flat_, *vocab_, inner, ret);
   ++pairs_;
   update_memory_bytes();
   std::unique_lock lock(returns_mu_);
   return *returns_[&inner].try_emplace(ret, computed).first->second;
+}
+
+// Under build_mu_, before a mask is computed: CompileOptions::dfa_budget_bytes.
+void CompiledGrammar::bound_dfa() const {
+  if (dfa_->memory_bytes() <= options_.dfa_budget_bytes) return;
+  dfa_ = std::make_unique<detail::LazyDfa>(flat_);
+  recent_.clear();
 }
 
 // What one returns_ entry costs besides its mask: a node of two hash maps.
@@ -113,12 +122,14 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   s.dfa_states = dfa_->states();
   s.suffix_tries = int32_t(store_->tries());
   s.suffix_bytes = store_->trie_bytes();
+  s.dfa_bytes = dfa_->memory_bytes();
   s.returns = int32_t(pairs_);
   s.memory_bytes = held_bytes();
   return s;
 }
 
-Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab) {
+Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab,
+                                                         CompileOptions options) {
   if (!vocab) return make_error(Errc::invalid_argument, "grammar compiled without a vocabulary");
   if (Status s = check(g); !s) return s.error();
   const auto refuse = [](std::string what) { return make_error(Errc::invalid_argument, std::move(what)); };
@@ -130,7 +141,8 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_
     if (vocab->is_end(t))
       return refuse("grammar token " + std::to_string(t) + " is an end token (the grammar's end is where one may come)");
   }
-  return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(g), std::move(vocab)));
+  return std::shared_ptr<const CompiledGrammar>(
+      std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(g), std::move(vocab), options));
 }
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)), pda_(g_->flat()) {

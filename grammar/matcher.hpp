@@ -56,6 +56,18 @@ class MaskStore;
 // A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
 // compiled (the lazily filled cache is synchronised inside): share one
 // between every request using the grammar, from any thread.
+// compile()'s tuning.
+struct CompileOptions {
+  // The DFA that masks are computed with holds the stack sets met from every
+  // position computed so far, so it grows with the positions requests reach
+  // (4,000 required properties: 130 MB when they are all reached). Past this
+  // many bytes it is dropped, with what names its states, and grows again
+  // from empty: the masks stay, and the states the next masks need return.
+  // Checked before each mask, and its tables grow by doubling: it holds up
+  // to about twice this.
+  size_t dfa_budget_bytes = size_t(16) << 20;
+};
+
 class CompiledGrammar {
  public:
   struct CacheStats {
@@ -67,6 +79,7 @@ class CompiledGrammar {
     int32_t dfa_states = 0;  // states of the DFA the masks are computed with
     int32_t suffix_tries = 0; // distinct tries of the suffixes masks check at run time
     size_t suffix_bytes = 0;  // of memory_bytes, those tries'
+    size_t dfa_bytes = 0;     // of memory_bytes, the DFA's (CompileOptions::dfa_budget_bytes)
     size_t memory_bytes = 0; // held by the stored masks and the DFA they are computed with
   };
 
@@ -74,9 +87,10 @@ class CompiledGrammar {
   // left-recursive grammar would loop).
   class Key {
     explicit Key() = default;
-    friend Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar, std::shared_ptr<const TokenIndex>);
+    friend Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar, std::shared_ptr<const TokenIndex>,
+                                                                    CompileOptions);
   };
-  CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab);
+  CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab, CompileOptions options);
   ~CompiledGrammar();
 
   const Grammar& grammar() const { return grammar_; }
@@ -98,6 +112,7 @@ class CompiledGrammar {
 
  private:
   Grammar grammar_;
+  CompileOptions options_;
   detail::FlatGrammar flat_;
   std::shared_ptr<const TokenIndex> vocab_;
   std::unique_ptr<std::atomic<const detail::PositionMask*>[]> masks_;  // [positions]
@@ -121,12 +136,14 @@ class CompiledGrammar {
   // The store's, the DFA's and returns_'s bytes as of the last mask computed.
   mutable std::atomic<size_t> memory_bytes_{0};
   size_t held_bytes() const;
+  void bound_dfa() const;
   void update_memory_bytes() const;
 };
 
 // check()s the grammar (Errc::invalid_argument naming the problem) and binds
 // it to `vocab`. Cheap: the masks are computed lazily.
-Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab);
+Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab,
+                                                         CompileOptions options = {});
 
 // The grammar state of one sequence. Not thread-safe, const methods included
 // (they use scratch space inside): one thread at a time. Copyable (a copy

@@ -8,44 +8,70 @@
 
 namespace conveyor::grammar::detail {
 
-LazyDfa::LazyDfa(const FlatGrammar& g) : g_(&g), classes_(g.class_byte.size()), pda_(g) {}
+LazyDfa::LazyDfa(const FlatGrammar& g) : g_(&g), classes_(g.class_byte.size()), pda_(g), begin_{0} { rehash(64); }
 
-int32_t LazyDfa::start_at(int32_t pos) { return intern({pda_.pool().intern(pos, kBottom)}); }
+int32_t LazyDfa::start_at(int32_t pos) {
+  const int32_t top = pda_.pool().intern(pos, kBottom);
+  return intern({&top, 1});
+}
 
 int32_t LazyDfa::start_after(int32_t ret, bool& exited) {
-  std::vector<int32_t> tops;
-  exited = pda_.expand(ret, kBottom, tops);
-  std::sort(tops.begin(), tops.end());
-  return intern(std::move(tops));
+  scratch_.clear();
+  exited = pda_.expand(ret, kBottom, scratch_);
+  std::sort(scratch_.begin(), scratch_.end());
+  return intern(scratch_);
 }
 
 int32_t LazyDfa::compute_step(int32_t state, uint8_t b, bool& exited) {
-  scratch_.assign(sets_[size_t(state)].begin(), sets_[size_t(state)].end());
+  const std::span<const int32_t> from = tops(state);
+  scratch_.assign(from.begin(), from.end());
   const size_t n = scratch_.size();
   exited = pda_.advance(scratch_, 0, n, b);
-  std::vector<int32_t> tops(scratch_.begin() + long(n), scratch_.end());
-  std::sort(tops.begin(), tops.end());
-  const int32_t next = intern(std::move(tops));
+  std::sort(scratch_.begin() + long(n), scratch_.end());
+  const int32_t next = intern(std::span<const int32_t>(scratch_).subspan(n));
   next_[size_t(state) * classes_ + g_->byte_class[b]] = next * 2 + (exited ? 1 : 0);
   return next;
 }
 
-int32_t LazyDfa::intern(std::vector<int32_t> tops) {
-  const auto [it, added] = ids_.try_emplace(tops, int32_t(sets_.size()));
-  if (added) {
-    allowed_.push_back(pda_.allowed(tops.data(), tops.size()));
-    sets_.push_back(std::move(tops));
-    next_.resize(next_.size() + classes_, -1);
+namespace {
+uint64_t hash_tops(std::span<const int32_t> set) {
+  uint64_t h = set.size();
+  for (int32_t x : set) h = (h ^ uint32_t(x)) * 0x100000001b3ULL;
+  return h ^ (h >> 29);
+}
+}  // namespace
+
+int32_t LazyDfa::intern(std::span<const int32_t> set) {
+  const size_t mask = slots_.size() - 1;
+  size_t i = size_t(hash_tops(set)) & mask;
+  for (; slots_[i] >= 0; i = (i + 1) & mask) {
+    const std::span<const int32_t> other = tops(slots_[i]);
+    if (std::equal(set.begin(), set.end(), other.begin(), other.end())) return slots_[i];
   }
-  return it->second;
+  const int32_t id = states();
+  slots_[i] = id;
+  allowed_.push_back(pda_.allowed(set.data(), set.size()));
+  tops_.insert(tops_.end(), set.begin(), set.end());
+  begin_.push_back(uint32_t(tops_.size()));
+  next_.resize(next_.size() + classes_, -1);
+  if (size_t(states()) * 2 > slots_.size()) rehash(slots_.size() * 2);
+  return id;
+}
+
+void LazyDfa::rehash(size_t slots) {
+  slots_.assign(slots, -1);
+  const size_t mask = slots - 1;
+  for (int32_t s = 0; s < states(); ++s) {
+    size_t i = size_t(hash_tops(tops(s))) & mask;
+    while (slots_[i] >= 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
 }
 
 size_t LazyDfa::memory_bytes() const {
-  size_t bytes = pda_.pool().memory_bytes() + next_.capacity() * sizeof(int32_t) +
-                 allowed_.capacity() * sizeof(ByteSet) + sets_.capacity() * sizeof(sets_[0]) +
-                 ids_.bucket_count() * sizeof(void*);
-  for (const auto& set : sets_) bytes += 2 * (set.capacity() * sizeof(int32_t) + 32);
-  return bytes;
+  return pda_.pool().memory_bytes() + next_.capacity() * sizeof(int32_t) + allowed_.capacity() * sizeof(ByteSet) +
+         tops_.capacity() * sizeof(int32_t) + begin_.capacity() * sizeof(uint32_t) +
+         slots_.capacity() * sizeof(int32_t);
 }
 
 bool LazyDfa::equivalent(int32_t a, int32_t b, int32_t depth) {

@@ -38,6 +38,9 @@
 // all but the last few behave alike for as many bytes as the longest token
 // has (LazyDfa::equivalent on every string of up to TokenIndex::kShortToken
 // bytes, same_on for each longer token).
+// The DFA grows with the positions computed (each brings its start state and
+// those its tokens reach); CompiledGrammar drops it past a budget
+// (CompileOptions::dfa_budget_bytes) and starts an empty one.
 //
 // Internal to grammar/. A PositionMask is immutable once computed.
 #pragma once
@@ -54,14 +57,6 @@
 #include "grammar/vocabulary.hpp"
 
 namespace conveyor::grammar::detail {
-
-struct VectorHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = v.size();
-    for (int32_t x : v) h = (h ^ uint32_t(x)) * 0x100000001b3ULL;
-    return size_t(h);
-  }
-};
 
 struct PositionMask {
   // Accepted tokens, as sorted ids or as a bitset over the vocabulary,
@@ -112,7 +107,7 @@ class LazyDfa {
   // `exited` tells whether that can end at once.
   int32_t start_after(int32_t ret, bool& exited);
 
-  bool dead(int32_t state) const { return sets_[size_t(state)].empty(); }
+  bool dead(int32_t state) const { return begin_[size_t(state)] == begin_[size_t(state) + 1]; }
   const ByteSet& allowed(int32_t state) const { return allowed_[size_t(state)]; }
   // The state after `b`; `exited` tells whether an alternative ended over kBottom.
   int32_t step(int32_t state, uint8_t b, bool& exited) {
@@ -126,21 +121,27 @@ class LazyDfa {
   bool equivalent(int32_t a, int32_t b, int32_t depth);
   // Whether `bytes` meets the same deaths and exits from both states.
   bool same_on(int32_t a, int32_t b, std::string_view bytes);
-  int32_t states() const { return int32_t(sets_.size()); }
-  // Its tables and stack sets (each set twice: as a state and as a key).
+  int32_t states() const { return int32_t(allowed_.size()); }
+  // Its tables, stack sets and pool. O(1): asked after every mask.
   size_t memory_bytes() const;
 
  private:
+  std::span<const int32_t> tops(int32_t state) const {
+    return {tops_.data() + begin_[size_t(state)], tops_.data() + begin_[size_t(state) + 1]};
+  }
   int32_t compute_step(int32_t state, uint8_t b, bool& exited);
-  int32_t intern(std::vector<int32_t> tops);
+  // The state of the sorted tops `set`, added if new.
+  int32_t intern(std::span<const int32_t> set);
+  void rehash(size_t slots);
 
   const FlatGrammar* g_;
   size_t classes_;
   Pda pda_;
-  std::vector<std::vector<int32_t>> sets_;  // [states] sorted tops
-  std::vector<ByteSet> allowed_;            // [states]
-  std::vector<int32_t> next_;               // [states * classes] state * 2 + exited, or -1: not computed yet
-  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
+  std::vector<int32_t> tops_;    // every state's sorted tops, one state after another
+  std::vector<uint32_t> begin_;  // [states + 1] state s's tops are tops_[begin_[s], begin_[s + 1])
+  std::vector<ByteSet> allowed_;  // [states]
+  std::vector<int32_t> next_;     // [states * classes] state * 2 + exited, or -1: not computed yet
+  std::vector<int32_t> slots_;    // open addressing over the states by their tops; -1 empty
   std::vector<int32_t> scratch_;
 };
 

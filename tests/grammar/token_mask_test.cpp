@@ -332,6 +332,48 @@ TEST(TokenMask, ALongMinimumRepeatsAsAChainWhoseCountsShareMasks) {
   EXPECT_LT(stats.returns, 200);
 }
 
+TEST(TokenMask, ADfaPastItsBudgetIsDroppedAndItsMasksStayExact) {
+  // Many required properties: every position of every name brings DFA
+  // states of its own, so the DFA grows with the positions reached.
+  std::string props, required;
+  for (int i = 0; i < 120; ++i) {
+    std::string name = "\"";
+    for (int bit = 0; bit < 7; ++bit) name += (i >> bit) & 1 ? 'b' : 'a';
+    name += '"';
+    props += (i ? ", " : "") + name + ": {\"type\": \"boolean\"}";
+    required += (i ? ", " : "") + name;
+  }
+  auto schema = grammar_from_json_schema(R"({"type": "object", "properties": {)" + props + R"(}, "required": [)" +
+                                         required + R"(], "additionalProperties": false})");
+  ASSERT_TRUE(schema) << schema.error().message;
+  constexpr size_t kBudget = size_t(48) << 10;
+  auto bounded = compile(*schema, toy_json_vocabulary(), {.dfa_budget_bytes = kBudget});
+  auto unbounded = compile(*schema, toy_json_vocabulary(), {.dfa_budget_bytes = SIZE_MAX});
+  ASSERT_TRUE(bounded && unbounded);
+  std::mt19937 rng(7);
+  Matcher a(*bounded), b(*unbounded);
+  size_t most = 0;
+  for (int step = 0; step < 2000 && !a.is_terminated(); ++step) {
+    const auto got = mask_of(a);
+    ASSERT_EQ(got, mask_of(b)) << "step " << step;
+    if (step % 100 == 0) {
+      ASSERT_EQ(got, brute_force_mask(a)) << "step " << step;
+    }
+    most = std::max(most, (*bounded)->cache_stats().dfa_bytes);
+    std::vector<int32_t> allowed = allowed_tokens(got);
+    std::erase_if(allowed, [&](int32_t t) { return (*bounded)->vocabulary().is_end(t) && allowed.size() > 1; });
+    ASSERT_FALSE(allowed.empty());
+    const int32_t t = allowed[rng() % allowed.size()];
+    ASSERT_TRUE(a.accept_token(t));
+    ASSERT_TRUE(b.accept_token(t));
+  }
+  EXPECT_TRUE(a.is_terminated()) << "the walk did not reach the end of the object";
+  EXPECT_GT((*unbounded)->cache_stats().dfa_bytes, 4 * kBudget) << "the walk never passed the budget";
+  // Checked before each mask, and its tables grow by doubling: up to about
+  // twice the budget.
+  EXPECT_LE(most, 2 * kBudget + (size_t(16) << 10));
+}
+
 TEST(TokenMask, ThreadsShareALazilyFilledGrammar) {
   // The masks are computed lazily by whichever thread meets a position
   // first; every thread's masks must still match brute force.
