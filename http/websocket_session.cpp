@@ -139,8 +139,14 @@ void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
     closed_ = true;
     return cancel_all();
   }
-  if (buffer_.size() > state_->options().max_body_bytes) return close_for_message_size();
+  const size_t max = state_->options().max_body_bytes;
+  if (buffer_.size() > max) return close_for_message_size();
   if (!ws_.is_message_done()) {
+    // The frame being read told its length: a message it takes past the
+    // limit is closed now, not once its bytes came (or the deadline did).
+    // The hint is the frame's unread bytes when there are any, else 1.
+    if (const size_t unread = ws_.read_size_hint(1); unread > 1 && unread > max - buffer_.size())
+      return close_for_message_size();
     arm_message_deadline();
     return do_read();
   }

@@ -333,6 +333,33 @@ TEST(Limits, WebSocketMessageOverMaxBodyBytesClosesWith1009) {
   ASSERT_TRUE(message.has_value());
 }
 
+// A frame whose header declares more than max_body_bytes is refused as soon
+// as the header comes, not when the bytes have (a client could take that
+// long, or send a few and stall until the idle timeout).
+TEST(Limits, WebSocketFrameDeclaringTooManyBytesClosesWith1009AtOnce) {
+  ServerOptions options;
+  options.max_body_bytes = 1024;
+  options.idle_timeout_seconds = 60;
+  TestServer server(small_engine(), options);
+  RawClient client(server.port());
+  ASSERT_TRUE(client.send("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
+  ASSERT_TRUE(client.read_until("\r\n\r\n")) << client.received();
+  ASSERT_NE(client.received().find(" 101 "), std::string::npos) << client.received();
+  client.take_received();
+  // A masked text frame declaring 2^30 bytes (a 64-bit length): its mask and 10 of them.
+  ASSERT_TRUE(client.send(std::string("\x81\xff\0\0\0\0\x40\0\0\0", 10) + "abcd" + std::string(10, 'x')));
+  const auto sent = std::chrono::steady_clock::now();
+  // A close frame of code 1009, long before the idle timeout.
+  EXPECT_TRUE(client.read_until(std::string("\x88\x02\x03\xf1", 4))) << client.received().size() << " bytes";
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(20));
+  EXPECT_TRUE(eventually([&] { return refused(server.port(), "ws_message_size") >= 1; }));
+  // A frame within the bound on a new socket runs.
+  WsClient ok(server.port());
+  ok.send(body_of({{"id", 2}, {"prompt", "x"}, {"max_tokens", 1}}));
+  EXPECT_TRUE(ok.read().has_value());
+}
+
 // A WebSocket client that stops halfway through a frame is closed at the
 // idle timeout (it held its connection, and a place under max_connections,
 // for good). (One that only listens answers the server's pings, sent at half
