@@ -333,6 +333,14 @@ TEST(Limits, WebSocketMessageOverMaxBodyBytesClosesWith1009) {
   ASSERT_TRUE(message.has_value());
 }
 
+// Opens /v1/ws on a raw connection, for frames written by hand.
+void upgrade_to_websocket(RawClient& raw) {
+  ASSERT_TRUE(raw.send("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
+  ASSERT_TRUE(raw.read_until("\r\n\r\n")) << raw.received();
+  ASSERT_NE(raw.received().find(" 101 "), std::string::npos) << raw.received();
+}
+
 // A frame whose header declares more than max_body_bytes is refused as soon
 // as the header comes, not when the bytes have (a client could take that
 // long, or send a few and stall until the idle timeout).
@@ -342,17 +350,14 @@ TEST(Limits, WebSocketFrameDeclaringTooManyBytesClosesWith1009AtOnce) {
   options.idle_timeout_seconds = 60;
   TestServer server(small_engine(), options);
   RawClient client(server.port());
-  ASSERT_TRUE(client.send("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
-  ASSERT_TRUE(client.read_until("\r\n\r\n")) << client.received();
-  ASSERT_NE(client.received().find(" 101 "), std::string::npos) << client.received();
+  ASSERT_NO_FATAL_FAILURE(upgrade_to_websocket(client));
   client.take_received();
   // A masked text frame declaring 2^30 bytes (a 64-bit length): its mask and 10 of them.
   ASSERT_TRUE(client.send(std::string("\x81\xff\0\0\0\0\x40\0\0\0", 10) + "abcd" + std::string(10, 'x')));
   const auto sent = std::chrono::steady_clock::now();
   // A close frame of code 1009, long before the idle timeout.
   EXPECT_TRUE(client.read_until(std::string("\x88\x02\x03\xf1", 4))) << client.received().size() << " bytes";
-  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(20));
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, seconds(20));
   EXPECT_TRUE(eventually([&] { return refused(server.port(), "ws_message_size") >= 1; }));
   // A frame within the bound on a new socket runs.
   WsClient ok(server.port());
@@ -369,10 +374,7 @@ TEST(Limits, WebSocketStalledMidMessageIsClosed) {
   options.idle_timeout_seconds = 0.6;
   TestServer server(small_engine(), options);
   RawClient stalled(server.port());
-  ASSERT_TRUE(stalled.send("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
-  ASSERT_TRUE(stalled.read_until("\r\n\r\n")) << stalled.received();
-  ASSERT_NE(stalled.received().find(" 101 "), std::string::npos) << stalled.received();
+  ASSERT_NO_FATAL_FAILURE(upgrade_to_websocket(stalled));
   // A masked text frame of 100 bytes: its mask and 10 of them, then nothing.
   ASSERT_TRUE(stalled.send(std::string("\x81\xe4", 2) + "abcd" + std::string(10, 'x')));
   const auto sent = std::chrono::steady_clock::now();
