@@ -55,13 +55,20 @@ class VectorSink final : public ByteSink {
 
 class FileSink final : public ByteSink {
  public:
-  explicit FileSink(std::FILE* f) : f_(f) {}
+  FileSink(std::FILE* f, const std::atomic<bool>* stop) : f_(f), stop_(stop) {}
   bool write(const void* data, size_t n) override {
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) {
+      stopped_ = true;
+      return false;
+    }
     return n == 0 || std::fwrite(data, 1, n, f_) == n;
   }
+  bool stopped() const { return stopped_; }
 
  private:
   std::FILE* f_;
+  const std::atomic<bool>* stop_;
+  bool stopped_ = false;
 };
 
 bool write_array(ByteSink& sink, const GgufArray& a);
@@ -212,7 +219,7 @@ Status check_gguf_output(const std::string& path) {
   return target ? Status::ok() : Status(target.error());
 }
 
-Status GgufBuilder::write(const std::string& path) const {
+Status GgufBuilder::write(const std::string& path, const std::atomic<bool>* stop) const {
   bool exists = false;
   mode_t mode = 0;
   auto target = output_target(path, exists, mode);
@@ -244,9 +251,15 @@ Status GgufBuilder::write(const std::string& path) const {
     ::close(fd);
     return fail("cannot write", err);
   }
-  FileSink sink(f);
+  FileSink sink(f, stop);
   Status status = emit(sink);
   err = errno;
+  if (sink.stopped()) {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    return make_error(Errc::io_error,
+                      path + (exists ? ": interrupted; the file was left as it was" : ": interrupted; nothing was written"));
+  }
   const bool flushed = std::fflush(f) == 0 && ::fsync(fd) == 0;
   if (status && !flushed) err = errno;
   const bool closed = std::fclose(f) == 0;

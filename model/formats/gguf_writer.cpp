@@ -297,7 +297,7 @@ Status write_gguf(const LoadedModel& model, const std::string& path,
   std::vector<std::vector<float>> permuted;
   auto builder = build(model, options, permuted);
   if (!builder) return builder.error();
-  return builder->write(path);
+  return builder->write(path, options.stop);
 }
 
 Expected<std::vector<uint8_t>> serialize_gguf(const LoadedModel& model,

@@ -13,6 +13,7 @@
 // including raw tensors of any type number (tests use it to craft odd files).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -47,6 +48,10 @@ enum class GgufFileType : uint32_t {
 struct GgufWriteOptions {
   GgufFileType file_type = GgufFileType::all_f32;
   uint32_t alignment = 32;  // of the data section and of each tensor; a power of two
+  // When it turns true (a signal handler may set it), writing stops: the
+  // temporary file is removed, the target left as it was, and io_error
+  // ("interrupted") returned.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k" (any case);
@@ -68,14 +73,14 @@ std::string_view gguf_file_type_name(GgufFileType type);
 GgmlType gguf_matrix_type(GgufFileType file_type, const ModelConfig& config, std::string_view name,
                           uint64_t row_length);
 
-// Writes `model` to `path` (through a temporary file renamed into place).
-// invalid_argument when the weights do not match the config or the options are
-// invalid; io_error naming the path when writing fails.
 // What GgufBuilder::write checks of `path` before writing, for callers
 // that would rather fail before preparing the file: invalid_argument when
 // it is a directory, device or pipe, io_error when it cannot be replaced.
 Status check_gguf_output(const std::string& path);
 
+// Writes `model` to `path` (through a temporary file renamed into place).
+// invalid_argument when the weights do not match the config or the options are
+// invalid; io_error naming the path when writing fails.
 Status write_gguf(const LoadedModel& model, const std::string& path,
                   const GgufWriteOptions& options = {});
 
@@ -106,8 +111,9 @@ class GgufBuilder {
   // Writes the file beside `path` and renames it there when complete (a
   // symbolic link's target is written, the link kept; an existing file
   // keeps its permissions). invalid_argument when `path` is a directory,
-  // device or pipe; io_error when it cannot be written or replaced.
-  Status write(const std::string& path) const;
+  // device or pipe; io_error when it cannot be written or replaced, or
+  // when `stop` turned true (GgufWriteOptions::stop).
+  Status write(const std::string& path, const std::atomic<bool>* stop = nullptr) const;
 
  private:
   struct Tensor {

@@ -3,8 +3,15 @@
 // silent wrap-around, and convert never writes over its own input.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/integration/process.hpp"
 
@@ -105,6 +112,49 @@ TEST(ConvertCommand, WritesOnlyRegularFilesAndFollowsLinks) {
   // A model path that does not exist is a bad argument too (as for generate and serve).
   expect_usage_error({"convert", "--model", (dir / "missing.gguf").string(), "--out", (dir / "x.gguf").string()},
                      "missing.gguf");
+  std::filesystem::remove_all(dir);
+}
+
+// SIGTERM or SIGINT while the file is written: the temporary file (as large
+// as the model) goes, and convert dies of the signal as it would have.
+TEST(ConvertCommand, AStopSignalWhileWritingLeavesNoTemporaryFile) {
+  const std::filesystem::path dir = std::filesystem::path(kWorkDir) / "convert_stopped";
+  for (int sig : {SIGTERM, SIGINT}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const std::string out = (dir / "model.gguf").string();
+    const std::vector<std::string> args = {kConveyor, "convert", "--model", "dummy:llama-110m", "--type", "q8_0",
+                                           "--out", out};
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, kConveyor.c_str(), &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    // Once the temporary file exists, the write is under way.
+    const auto writing = [&] {
+      for (const auto& entry : std::filesystem::directory_iterator(dir))
+        if (entry.path().filename().string().starts_with("model.gguf.tmp.")) return true;
+      return false;
+    };
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!writing() && waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(writing()) << "convert never began writing";
+    ::kill(pid, sig);
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      ADD_FAILURE() << "the write ended before the signal came; nothing was checked";
+      continue;
+    }
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a temporary file or a partial model stayed";
+  }
   std::filesystem::remove_all(dir);
 }
 

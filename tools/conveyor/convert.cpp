@@ -1,5 +1,7 @@
 // `conveyor convert`: export any loadable model (llama2.c checkpoint, dummy,
 // GGUF) to a GGUF file that conveyor and llama.cpp read.
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -11,6 +13,38 @@
 
 namespace conveyor::cli {
 namespace {
+
+// SIGINT, SIGTERM or SIGHUP while the file is written: the writer stops and
+// removes its temporary file (a multi-gigabyte one, for large models), then
+// the command dies of the signal as it would have.
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  g_signal.store(sig, std::memory_order_relaxed);
+  g_stop.store(true, std::memory_order_relaxed);
+}
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// The handler for kStopSignals while it lives; what was there before after.
+class StopWhileWriting {
+ public:
+  StopWhileWriting() {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &action, &previous_[i]);
+  }
+  ~StopWhileWriting() {
+    for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
+  }
+  StopWhileWriting(const StopWhileWriting&) = delete;
+  StopWhileWriting& operator=(const StopWhileWriting&) = delete;
+
+ private:
+  struct sigaction previous_[std::size(kStopSignals)] {};
+};
 
 struct ConvertArgs {
   std::string model;
@@ -51,8 +85,19 @@ int run_convert(const ConvertArgs& args) {
   }
   GgufWriteOptions options_out;
   options_out.file_type = *type;
-  if (Status s = write_gguf(*loaded, args.out, options_out); !s) {
-    std::cerr << "conveyor convert: " << s.error().message << "\n";
+  options_out.stop = &g_stop;
+  Status written = Status::ok();
+  {
+    StopWhileWriting stop;
+    written = write_gguf(*loaded, args.out, options_out);
+  }
+  if (const int sig = g_signal.load(); sig != 0 && !written) {
+    std::cerr << "conveyor convert: " << written.error().message << "\n";
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  if (!written) {
+    std::cerr << "conveyor convert: " << written.error().message << "\n";
     return kExitFailure;
   }
   std::cout << "wrote " << args.out << "\n";

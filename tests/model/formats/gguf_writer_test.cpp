@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -182,6 +183,33 @@ TEST(GgufWriter, WritesAFileThatLoadModelReads) {
   EXPECT_EQ(file->find("general.alignment")->type, GgufValueType::uint32);
   EXPECT_EQ(file->find("tokenizer.ggml.token_type")->as_array()->elem_type,
             GgufValueType::int32);
+}
+
+// A stop asked (convert's handler of SIGINT and SIGTERM sets the flag)
+// ends the write: the target stays as it was, and no temporary file stays.
+TEST(GgufWriter, AStopLeavesTheTargetAndNoTemporaryFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("small.gguf");
+  const LoadedModel m = small_model(true);
+  std::atomic<bool> stop{true};
+  GgufWriteOptions options;
+  options.stop = &stop;
+  Status s = write_gguf(m, path, options);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, Errc::io_error);
+  EXPECT_NE(s.error().message.find("interrupted; nothing was written"), std::string::npos) << s.error().message;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file(""))) << "a temporary file stayed";
+  // Over an existing file: the file stays whole.
+  ASSERT_TRUE(write_gguf(m, path));
+  const auto size = std::filesystem::file_size(path);
+  s = write_gguf(m, path, options);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("the file was left as it was"), std::string::npos) << s.error().message;
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  EXPECT_TRUE(load_model(path));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.file("")), std::filesystem::directory_iterator()), 1);
+  stop = false;
+  EXPECT_TRUE(write_gguf(m, path, options));
 }
 
 TEST(GgufWriter, ReportsErrors) {
