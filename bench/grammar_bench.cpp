@@ -20,7 +20,7 @@
 // resident memory grew by during precompute() (the pairs come later). One
 // thread.
 //
-//   grammar_bench [file.gguf] [--walks N] [--steps N] [--only GRAMMAR]
+//   grammar_bench [file.gguf] [--walks N] [--steps N] [--only GRAMMAR] [--schema FILE]
 //
 // Default vocabulary: ../shared/models/tiny-llama3-q4_k_m.gguf (Llama 3's
 // 128k tokens).
@@ -210,10 +210,12 @@ int main(int argc, char** argv) {
   std::string path = std::string(CONVEYOR_SHARED_MODELS) + "/tiny-llama3-q4_k_m.gguf";
   int walks = 20, steps = 200;
   std::string only;
+  std::string schema_path;  // --schema FILE: only that JSON schema
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--walks") && i + 1 < argc) walks = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--schema") && i + 1 < argc) schema_path = argv[++i];
     else path = argv[i];
   }
   if (!std::filesystem::exists(path)) return std::fprintf(stderr, "%s: missing\n", path.c_str()), 1;
@@ -243,8 +245,15 @@ int main(int argc, char** argv) {
        [] { return must(grammar_from_regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})? [A-Za-z ,.]{1,80})"), "regex"); }},
       {"gbnf", gbnf_like_grammar},
   };
+  std::vector<std::pair<const char*, std::function<Grammar()>>> chosen(std::begin(cases), std::end(cases));
+  if (!schema_path.empty()) {
+    std::ifstream in(schema_path);
+    if (!in) return std::fprintf(stderr, "%s: cannot read\n", schema_path.c_str()), 1;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    chosen = {{"schema", [text] { return must(grammar_from_json_schema(text), "--schema"); }}};
+  }
   std::vector<std::pair<const char*, WalkTimes>> slowest;
-  for (const auto& [name, make] : cases) {
+  for (const auto& [name, make] : chosen) {
     if (!only.empty() && only != name) continue;
     t0 = Clock::now();
     Grammar grammar = make();

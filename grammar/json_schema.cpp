@@ -200,7 +200,18 @@ Expected<Element> add_json_schema(GrammarBuilder& b, const json::value& schema, 
 
 Expected<Grammar> grammar_from_json_schema(std::string_view schema_json, const JsonSchemaOptions& options) {
   boost::system::error_code ec;
-  const json::value schema = json::parse(schema_json, ec);
+  // Boost.JSON stops at 32 levels by default: 16 nested objects (each is a
+  // "properties" level and a schema level). The compiler bounds the schema's
+  // own nesting (kMaxInlineDepth), so the text may nest as deep as that.
+  json::parse_options parse_options;
+  parse_options.max_depth = 2 * kMaxInlineDepth + 8;
+  const json::value schema = json::parse(schema_json, ec, {}, parse_options);
+  if (ec == json::error::too_deep) {
+    std::string message = "json_schema: the schema nests deeper than ";
+    message += std::to_string(parse_options.max_depth);
+    message += " JSON levels";
+    return make_error(Errc::invalid_argument, std::move(message));
+  }
   if (ec) return make_error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + ec.message());
   GrammarBuilder b;
   const int32_t root = b.add_rule("root");

@@ -37,6 +37,25 @@ void expect_refused(std::string_view schema, std::string_view message) {
   EXPECT_NE(g.error().message.find(message), std::string::npos) << schema << ": " << g.error().message;
 }
 
+// Objects nested n deep: {"a": {"a": ... {} ...}}, and its schema.
+std::pair<std::string, std::string> nested_objects(int n) {
+  std::string schema = R"({"type": "object"})", text = "{}";
+  for (int i = 0; i < n; ++i) {
+    schema = R"({"type": "object", "properties": {"a": )" + schema + R"(}, "required": ["a"]})";
+    text = R"({"a":)" + text + "}";
+  }
+  return {schema, text};
+}
+
+TEST(JsonSchema, DeeplyNestedObjectsCompileUpToTheCompilersBound) {
+  // Boost.JSON's default of 32 levels refused 16 nested objects as "not
+  // valid JSON"; tool parameters (parsed by the server) took them.
+  const auto [schema, text] = nested_objects(40);
+  expect_texts(schema, {text}, {"{}"});
+  expect_refused(nested_objects(66).first, "nested or merged too deeply");
+  expect_refused(std::string(300, '[') + std::string(300, ']'), "nests deeper than");
+}
+
 TEST(JsonSchema, PropertiesInSchemaOrderRequiredAndOptional) {
   const char* schema = R"({"type": "object", "properties": {"name": {"type": "string"},
       "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
