@@ -14,7 +14,8 @@
 // share one), "pairs" the (mask, return address) masks, "stored" the
 // distinct masks of both kinds the grammar holds, "tries" the
 // distinct tries of suffixes the masks check at run time and "tMB" their
-// memory (a part of "MB"), "dMB" the DFA's (another part), "MB" all the cached
+// memory (a part of "MB"), "dMB" the DFA's and "gMB" the grammar's own
+// (its rules, their flat form, a mask slot per position: other parts), "MB" all the cached
 // masks and the DFA they were computed with (CompiledGrammar::cache_stats,
 // what the server's grammar cache bounds), "RSS+" what the process's
 // resident memory grew by during precompute() (the pairs come later). One
@@ -228,8 +229,8 @@ int main(int argc, char** argv) {
   std::printf("%s: %d tokens (the longest %zu bytes), indexed in %.1f ms (%.1f MB of trie)\n", path.c_str(),
               vocab->vocab_size(), vocab->max_token_length(), ms_since(t0),
               double(vocab->text_trie().memory_bytes()) / 1e6);
-  std::printf("%-15s %8s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s %6s %6s %6s %6s %6s %6s\n", "grammar", "build", "compile", "precompute",
-              "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "masks", "pairs", "stored", "tries", "tMB", "dMB", "MB", "RSS+");
+  std::printf("%-15s %8s %8s %10s %9s %9s %9s %9s %9s %7s %9s %6s %6s %6s %6s %6s %6s %6s %6s %6s\n", "grammar", "build", "compile", "precompute",
+              "cold p50", "cold p99", "warm p50", "warm p99", "warm max", "accept", "positions", "masks", "pairs", "stored", "tries", "tMB", "dMB", "gMB", "MB", "RSS+");
   const std::pair<const char*, std::function<Grammar()>> cases[] = {
       {"json_object", [] { return grammar_for_json_object(); }},
       {"nested_schema", [] { return must(grammar_from_json_schema(kNestedSchema), "nested schema"); }},
@@ -272,11 +273,11 @@ int main(int argc, char** argv) {
     random_walks(*compiled, walks, steps, 1, cold);
     random_walks(*eager, walks, steps, 2, warm);
     const auto stats = (*eager)->cache_stats();
-    std::printf("%-15s %6.2fms %6.2fms %8.1fms %7.1fus %7.1fus %7.1fus %7.1fus %7.1fus %5.1fus %9d %6d %6d %6d %6d %6.1f %6.1f %6.1f %6.1f\n", name,
+    std::printf("%-15s %6.2fms %6.2fms %8.1fms %7.1fus %7.1fus %7.1fus %7.1fus %7.1fus %5.1fus %9d %6d %6d %6d %6d %6.1f %6.1f %6.1f %6.1f %6.1f\n", name,
                 build_ms, compile_ms, precompute_ms, percentile(cold.mask_us, 0.5), percentile(cold.mask_us, 0.99),
                 percentile(warm.mask_us, 0.5), percentile(warm.mask_us, 0.99), percentile(warm.mask_us, 1.0),
                 percentile(warm.accept_us, 0.5), stats.positions, stats.distinct, stats.returns,
-                stats.stored, stats.suffix_tries, double(stats.suffix_bytes) / 1e6, double(stats.dfa_bytes) / 1e6, double(stats.memory_bytes) / 1e6, rss_growth);
+                stats.stored, stats.suffix_tries, double(stats.suffix_bytes) / 1e6, double(stats.dfa_bytes) / 1e6, double(stats.grammar_bytes) / 1e6, double(stats.memory_bytes) / 1e6, rss_growth);
     slowest.emplace_back(name, warm);
   }
   std::printf("\nslowest warm mask per grammar, after the text (last 40 bytes):\n");

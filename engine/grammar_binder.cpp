@@ -32,7 +32,7 @@ Status GrammarBinder::bind(GrammarConstraint& c) {
   if (c.compiled || !c.ir) return Status::ok();
   auto index = vocabulary();
   if (!index) return make_error(Errc::invalid_argument, "the model has no tokenizer, so its output cannot follow a grammar");
-  auto compiled = grammar::compile(*c.ir, std::move(index));
+  auto compiled = grammar::compile(c.ir, std::move(index));  // shares the IR, no copy
   if (!compiled) return compiled.error();
   c.compiled = std::move(*compiled);
   return Status::ok();

@@ -197,6 +197,18 @@ Status check(const Grammar& g) {
   return Status::ok();
 }
 
+size_t memory_bytes(const Grammar& g) {
+  constexpr size_t kBlock = 16;  // a heap block's overhead
+  const auto block = [](size_t bytes) { return bytes ? bytes + kBlock : 0; };
+  size_t bytes = block(g.rules.capacity() * sizeof(Rule)) + block(g.byte_sets.capacity() * sizeof(ByteSet));
+  for (const Rule& r : g.rules) {
+    if (r.name.capacity() > 15) bytes += block(r.name.capacity() + 1);
+    bytes += block(r.alternatives.capacity() * sizeof(Alternative));
+    for (const Alternative& a : r.alternatives) bytes += block(a.capacity() * sizeof(Element));
+  }
+  return bytes;
+}
+
 std::string to_string(const Grammar& g) {
   std::string out;
   if (g.trigger_token >= 0) out += "# free text until token " + std::to_string(g.trigger_token) + "\n";

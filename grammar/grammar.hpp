@@ -79,6 +79,10 @@ struct Grammar {
   int32_t trigger_token = -1;
 };
 
+// What `g` holds in memory: its vectors' and names' heap blocks (each
+// counted with 16 bytes of allocator overhead).
+size_t memory_bytes(const Grammar& g);
+
 // The token ids of the grammar's token and not_token elements, sorted, without repeats.
 std::vector<int32_t> token_elements(const Grammar& g);
 

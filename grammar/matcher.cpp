@@ -10,11 +10,15 @@ namespace conveyor::grammar {
 
 using detail::kRootDone;
 
-CompiledGrammar::CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab, CompileOptions options)
-    : grammar_(std::move(g)), options_(options), flat_(detail::flatten(grammar_)), vocab_(std::move(vocab)),
+CompiledGrammar::CompiledGrammar(Key, std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenIndex> vocab,
+                                 CompileOptions options)
+    : grammar_(std::move(g)), options_(options), flat_(detail::flatten(*grammar_)), vocab_(std::move(vocab)),
       masks_(new std::atomic<const detail::PositionMask*>[size_t(flat_.positions())]),
       dfa_(std::make_unique<detail::LazyDfa>(flat_)), store_(std::make_unique<detail::MaskStore>()) {
   for (int32_t p = 0; p < flat_.positions(); ++p) masks_[size_t(p)].store(nullptr, std::memory_order_relaxed);
+  grammar_bytes_ = grammar::memory_bytes(*grammar_) + flat_.memory_bytes() +
+                   size_t(flat_.positions()) * sizeof(std::atomic<const detail::PositionMask*>);
+  update_memory_bytes();
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
@@ -92,7 +96,7 @@ constexpr size_t kPairBytes = 64;
 
 // Under build_mu_: what the masks, their pairs and the DFA hold.
 size_t CompiledGrammar::held_bytes() const {
-  return store_->memory_bytes() + dfa_->memory_bytes() + pairs_ * kPairBytes;
+  return grammar_bytes_ + store_->memory_bytes() + dfa_->memory_bytes() + pairs_ * kPairBytes;
 }
 
 // Under build_mu_, after a mask or the DFA grew.
@@ -123,6 +127,7 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   s.suffix_tries = int32_t(store_->tries());
   s.suffix_bytes = store_->trie_bytes();
   s.dfa_bytes = dfa_->memory_bytes();
+  s.grammar_bytes = grammar_bytes_;
   s.returns = int32_t(pairs_);
   s.memory_bytes = held_bytes();
   return s;
@@ -130,7 +135,15 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
 
 Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab,
                                                          CompileOptions options) {
+  return compile(std::make_shared<const Grammar>(std::move(g)), std::move(vocab), options);
+}
+
+Expected<std::shared_ptr<const CompiledGrammar>> compile(std::shared_ptr<const Grammar> grammar,
+                                                         std::shared_ptr<const TokenIndex> vocab,
+                                                         CompileOptions options) {
   if (!vocab) return make_error(Errc::invalid_argument, "grammar compiled without a vocabulary");
+  if (!grammar) return make_error(Errc::invalid_argument, "no grammar to compile");
+  const Grammar& g = *grammar;
   if (Status s = check(g); !s) return s.error();
   const auto refuse = [](std::string what) { return make_error(Errc::invalid_argument, std::move(what)); };
   if (const int32_t t = g.trigger_token;
@@ -142,7 +155,7 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_
       return refuse("grammar token " + std::to_string(t) + " is an end token (the grammar's end is where one may come)");
   }
   return std::shared_ptr<const CompiledGrammar>(
-      std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(g), std::move(vocab), options));
+      std::make_shared<CompiledGrammar>(CompiledGrammar::Key(), std::move(grammar), std::move(vocab), options));
 }
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)), pda_(g_->flat()) {

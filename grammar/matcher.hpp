@@ -80,20 +80,22 @@ class CompiledGrammar {
     int32_t suffix_tries = 0; // distinct tries of the suffixes masks check at run time
     size_t suffix_bytes = 0;  // of memory_bytes, those tries'
     size_t dfa_bytes = 0;     // of memory_bytes, the DFA's (CompileOptions::dfa_budget_bytes)
-    size_t memory_bytes = 0; // held by the stored masks and the DFA they are computed with
+    size_t grammar_bytes = 0;  // of memory_bytes, the grammar's own: its rules, flat form and mask slots
+    size_t memory_bytes = 0; // held by the grammar, its stored masks and the DFA they are computed with
   };
 
   // Only compile() makes the key: the matcher relies on check() (a
   // left-recursive grammar would loop).
   class Key {
     explicit Key() = default;
-    friend Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar, std::shared_ptr<const TokenIndex>,
-                                                                    CompileOptions);
+    friend Expected<std::shared_ptr<const CompiledGrammar>> compile(std::shared_ptr<const Grammar>,
+                                                                    std::shared_ptr<const TokenIndex>, CompileOptions);
   };
-  CompiledGrammar(Key, Grammar g, std::shared_ptr<const TokenIndex> vocab, CompileOptions options);
+  CompiledGrammar(Key, std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenIndex> vocab,
+                  CompileOptions options);
   ~CompiledGrammar();
 
-  const Grammar& grammar() const { return grammar_; }
+  const Grammar& grammar() const { return *grammar_; }
   const TokenIndex& vocabulary() const { return *vocab_; }
   // Computes every token mask now (e.g. before the first request): each
   // position's, and each (position, return address) pair's.
@@ -111,7 +113,7 @@ class CompiledGrammar {
   const detail::PositionMask& return_mask_at(int32_t pos, int32_t ret) const;
 
  private:
-  Grammar grammar_;
+  std::shared_ptr<const Grammar> grammar_;  // shared with the caller's GrammarConstraint::ir
   CompileOptions options_;
   detail::FlatGrammar flat_;
   std::shared_ptr<const TokenIndex> vocab_;
@@ -135,6 +137,7 @@ class CompiledGrammar {
   mutable size_t pairs_ = 0;  // entries of returns_ (under build_mu_)
   // The store's, the DFA's and returns_'s bytes as of the last mask computed.
   mutable std::atomic<size_t> memory_bytes_{0};
+  size_t grammar_bytes_ = 0;  // the rules, their flat form and masks_ (fixed once built)
   size_t held_bytes() const;
   void bound_dfa() const;
   void update_memory_bytes() const;
@@ -142,6 +145,9 @@ class CompiledGrammar {
 
 // check()s the grammar (Errc::invalid_argument naming the problem) and binds
 // it to `vocab`. Cheap: the masks are computed lazily.
+Expected<std::shared_ptr<const CompiledGrammar>> compile(std::shared_ptr<const Grammar> g,
+                                                         std::shared_ptr<const TokenIndex> vocab,
+                                                         CompileOptions options = {});
 Expected<std::shared_ptr<const CompiledGrammar>> compile(Grammar g, std::shared_ptr<const TokenIndex> vocab,
                                                          CompileOptions options = {});
 

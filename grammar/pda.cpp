@@ -246,6 +246,16 @@ void add_follow_bytes(FlatGrammar& f) {
 
 }  // namespace
 
+size_t FlatGrammar::memory_bytes() const {
+  const auto bytes_of = [](const auto& v) { return v.capacity() * sizeof(v[0]) + 16; };
+  size_t bytes = bytes_of(slots) + bytes_of(alt_start) + bytes_of(rule_first_alt) + bytes_of(byte_sets) +
+                 bytes_of(class_byte) + bytes_of(rule_of) + bytes_of(shape) + bytes_of(rule_returns) +
+                 bytes_of(follow);
+  for (const auto& returns : rule_returns)
+    if (returns.capacity() > 0) bytes += bytes_of(returns);
+  return bytes;
+}
+
 FlatGrammar flatten(const Grammar& g) {
   std::vector<Alternatives> rules;
   rules.reserve(g.rules.size());

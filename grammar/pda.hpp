@@ -72,6 +72,8 @@ struct FlatGrammar {
   bool has_tokens = false;  // some slot is a token element
 
   int32_t positions() const { return int32_t(slots.size()); }
+  // Its tables' heap bytes.
+  size_t memory_bytes() const;
   bool is_end(int32_t pos) const { return slots[size_t(pos)].byte_set < 0 && slots[size_t(pos)].rule < 0; }
   bool is_token(int32_t pos) const { return slots[size_t(pos)].token >= 0; }
 };

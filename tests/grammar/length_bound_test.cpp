@@ -96,6 +96,19 @@ TEST(LengthBound, IntersectionsAgreeWithStdRegex) {
         expect_same_language({{kPatterns[i], Anchoring::search}, {kPatterns[j], Anchoring::whole_string}}, bounds);
 }
 
+// A repetition whose maximum reaches the length bound is built unbounded
+// (far fewer states: an email address's {0,61} labels under a maxLength
+// of 40): the strings within the bound must stay the same, nullable items
+// and minimums past the bound included.
+TEST(LengthBound, RepeatsReachingTheBoundKeepTheirLanguage) {
+  const char* const patterns[] = {"^(a|bc){1,4}$", "(ab?){0,5}c", "^(a?){4,6}$",  "^(a{1,3}b){1,2}$",
+                                  "^a{3,9}$",      "^(a|b){5,8}c", "^(c?){7,9}b$", "^((a|b)c?){2,3}$"};
+  for (const char* p : patterns)
+    for (Bounds bounds : {Bounds{0, 3}, Bounds{2, 4}, Bounds{1, 5}, Bounds{0, 6}})
+      for (Anchoring anchoring : {Anchoring::search, Anchoring::whole_string})
+        expect_same_language({{p, anchoring}}, bounds);
+}
+
 TEST(LengthBound, NoStringLeftMatchesNothing) {
   const Grammar g = bounded({{"^a{2}$", Anchoring::search}}, {3, -1});
   for (const std::string& s : all_strings("abc", 5)) EXPECT_FALSE(testing::earley_accepts(g, s)) << s;

@@ -48,30 +48,51 @@ TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
   (void)two.compile(regex("a+"));  // the least recent went
   EXPECT_EQ(two.figures().compiled, 4u);
 
-  // No bytes to spare: a grammar goes once its masks exist, the most recent
-  // too (its requests keep it; a single one could pass the bound by far).
-  ConstraintCompiler tight(binder(), 64, /*cache_bytes=*/0);
+  // Room for one small grammar and its first masks, not two: the least
+  // recent goes; then one grammar whose masks pass the bound alone goes
+  // too, the most recent included (its requests keep it; a single one could
+  // pass the bound by far).
+  size_t one = 0, filled = 0;  // x[0-9]+'s bytes before and after its first mask
+  {
+    ConstraintCompiler probe(binder());
+    auto g = std::get<GrammarConstraint>(probe.compile(regex("x[0-9]+"))).compiled;
+    one = g->memory_bytes();
+    grammar::Matcher m(g);
+    std::vector<uint64_t> mask(m.mask_words());
+    m.fill_mask(mask);
+    filled = g->memory_bytes();
+  }
+  ASSERT_LT(one, filled);
+  ASSERT_LT(filled, 2 * one);
+  const size_t bound = (one + filled) / 2;
+  ConstraintCompiler tight(binder(), 64, /*cache_bytes=*/bound);
   auto first = std::get<GrammarConstraint>(tight.compile(regex("x[0-9]+")));
-  grammar::Matcher m(first.compiled);
-  std::vector<uint64_t> mask(m.mask_words());
-  m.fill_mask(mask);  // fills the first grammar's mask cache
-  (void)tight.compile(regex("y[0-9]+"));
+  EXPECT_EQ(tight.figures().grammars, 1u);
+  (void)tight.compile(regex("y[0-9]+"));  // two grammars pass the bound: x goes
+  EXPECT_EQ(tight.figures().grammars, 1u);
   (void)tight.compile(regex("x[0-9]+"));
   EXPECT_EQ(tight.figures().compiled, 3u);
   auto again = std::get<GrammarConstraint>(tight.compile(regex("x[0-9]+")));  // a hit, which it gives
   EXPECT_EQ(tight.figures().hits, 1u);
   EXPECT_TRUE(again.compiled);
-  grammar::Matcher m2(again.compiled);
-  m2.fill_mask(mask);
+  grammar::Matcher m(again.compiled);
+  std::vector<uint64_t> mask(m.mask_words());
+  m.fill_mask(mask);  // its masks take it past the bound
+  ASSERT_GT(again.compiled->memory_bytes(), bound);
   (void)tight.compile(regex("x[0-9]+"));  // a hit again; past the bound alone, it then goes
   EXPECT_EQ(tight.figures().hits, 2u);
   EXPECT_EQ(tight.figures().grammars, 0u);
   (void)tight.compile(regex("x[0-9]+"));
   EXPECT_EQ(tight.figures().compiled, 4u);
+
+  // A grammar's own rules count before any mask: nothing fits in no bytes.
+  ConstraintCompiler none(binder(), 64, /*cache_bytes=*/0);
+  (void)none.compile(regex("z+"));
+  EXPECT_EQ(none.figures().grammars, 0u);
 }
 
-// What /metrics shows of the cache: its grammars, their bytes (the masks
-// and the DFA: some once a mask was filled), its bound and counters.
+// What /metrics shows of the cache: its grammars, their bytes (the rules,
+// the masks and the DFA: more once a mask was filled), its bound and counters.
 TEST(ConstraintCompiler, FiguresAreWhatTheCacheHolds) {
   ConstraintCompiler compiler(binder(), 64, size_t(3) << 20);
   EXPECT_EQ(compiler.figures().grammars, 0u);
