@@ -214,8 +214,11 @@ void finish_attempt(self_ptr self, Route& r, uint64_t key) {
   r.attempts.erase(a);
 }
 
+// `refused`: why the node the request just left would not take it, when
+// one would not; with no other node to try, the request ends with that
+// (a full queue is 429 queue_full, as from `serve`), not "no node".
 void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32_t> index_map,
-            std::vector<std::string> exclude);
+            std::vector<std::string> exclude, const Error* refused = nullptr);
 
 // The attempt could not start on its node: another node, or an error.
 void retry_elsewhere(self_ptr self, request_id id, uint64_t key, const Error& why) {
@@ -244,11 +247,11 @@ void retry_elsewhere(self_ptr self, request_id id, uint64_t key, const Error& wh
     for (int32_t i : index_map) end_sample(self, id, i, f, why.message, why.code);
     return;
   }
-  launch(self, id, std::move(sub), index_map, {node});
+  launch(self, id, std::move(sub), index_map, {node}, &why);
 }
 
 void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32_t> index_map,
-            std::vector<std::string> exclude) {
+            std::vector<std::string> exclude, const Error* refused) {
   auto& st = self->state;
   auto it = st.routes.find(id);
   if (it == st.routes.end()) return;
@@ -272,8 +275,14 @@ void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32
   }
   if (candidates.empty()) {
     ++st.failed;
-    for (int32_t i : index_map)
-      end_sample(self, id, i, FinishReason::error, "no engine node is available to take the request", Errc::io_error);
+    const bool full = refused != nullptr && refused->code == Errc::resource_exhausted;
+    for (int32_t i : index_map) {
+      if (full)
+        end_sample(self, id, i, FinishReason::error, refused->message, refused->code);
+      else
+        end_sample(self, id, i, FinishReason::error, "no engine node is available to take the request",
+                   Errc::io_error);
+    }
     return;
   }
   NodeEntry& node = *candidates[st.policy->place(q)];

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <atomic>
 #include <thread>
 
 #include "tests/http/test_client.hpp"
@@ -517,6 +518,53 @@ TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
 
 // A node whose HTTP port is taken exits as `serve` does (it lived on with
 // its node port open, and aborted when a router connected).
+// A node whose waiting queue is full refuses a request; with no other node
+// to take it the router answers as `serve` does: 429 queue_full with
+// Retry-After (it said 503 "no engine node is available").
+TEST_F(Router, AFullQueueOnTheOnlyNodeIs429) {
+  Node node;
+  node.name = "full";
+  node.node_port = free_loopback_port();
+  node.process = std::make_unique<ServeProcess>(
+      kConveyor,
+      std::vector<std::string>{"--model", "dummy:llama-15m", "--kv-cache-tokens", "2048", "--threads", "1",
+                               "--max-num-seqs", "1", "--max-waiting", "1", "--node-port",
+                               std::to_string(node.node_port), "--node-name", node.name},
+      kWorkDir + "/router_full.log");
+  std::string error;
+  ASSERT_TRUE(node.process->wait_ready(std::chrono::seconds(60), error)) << error;
+  auto router = start_router({"--nodes", node.address()}, "router_full", "dummy:llama-15m");
+  const uint16_t port = router->port();
+  std::vector<Node> nodes;
+  nodes.push_back(std::move(node));
+  ASSERT_TRUE(all_up(port, nodes)) << router->log_tail();
+  // Room for one running and one waiting: three clients keep it full (the
+  // model's context is 256 tokens, so each request is short), while a
+  // fourth asks until it is refused.
+  std::atomic<bool> done{false};
+  std::atomic<int> unavailable{0};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 3; ++i)
+    busy.emplace_back([&, i] {
+      while (!done) {
+        const auto r = ht::http_request(port, "POST", "/v1/completions", ht::body_of(completion(prompt_of(i), 240, false)));
+        if (r.status == 503) ++unavailable;
+      }
+    });
+  ht::Response refused;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (refused.status != 429 && std::chrono::steady_clock::now() < deadline) {
+    refused = ht::http_request(port, "POST", "/v1/completions", ht::body_of(completion(prompt_of(3), 4, false)));
+    if (refused.status == 503) ++unavailable;
+  }
+  done = true;
+  for (std::thread& t : busy) t.join();
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.headers.count("retry-after"), 1u);
+  EXPECT_NE(refused.body.find("\"queue_full\""), std::string::npos) << refused.body;
+  EXPECT_EQ(unavailable.load(), 0) << "a full queue answered 503";
+}
+
 TEST_F(Router, ANodeWhoseHttpPortIsTakenExits) {
   Node taken = start_node("t1");
   const uint16_t node_port = free_loopback_port();
