@@ -265,7 +265,10 @@ Fail text_format(const json::value& text, OutputConstraint& out) {
     return bad_request(cat({"'text.format' type '", type, "' is not one of text, json_object, json_schema"}),
                        "text.format");
   out.kind = OutputConstraint::Kind::json_schema;
-  if (Fail e = required_string(*f, "name", "text.format.name", out.name)) return e;
+  const json::string* name = nullptr;
+  if (Fail e = string_member(*f, "name", "text.format.name", name)) return e;
+  if (name == nullptr) return bad_request("missing required parameter 'text.format.name'", "text.format.name");
+  out.name.assign(name->data(), name->size());
   const json::value* schema = f->if_contains("schema");
   if (schema == nullptr || !schema->is_object())
     return bad_request("'text.format.schema' must be a JSON schema object", "text.format.schema");

@@ -145,8 +145,9 @@ TEST(ResponsesRequest, TextFormatBecomesTheConstraint) {
   EXPECT_EQ(parse_ok(R"({"input": "x", "text": {"format": {"type": "text"}, "verbosity": "medium"}})")
                 .chat.constraint.kind,
             OutputConstraint::Kind::none);
-  EXPECT_EQ(parse_error(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})").param,
-            "text.format.name");
+  const ApiError nameless = parse_error(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})");
+  EXPECT_EQ(nameless.param, "text.format.name");
+  EXPECT_EQ(nameless.message, "missing required parameter 'text.format.name'");
   EXPECT_EQ(parse_error(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})").param,
             "text.format.schema");
   EXPECT_EQ(parse_error(R"({"input": "x", "text": {"format": {"type": "yaml"}}})").param, "text.format");
