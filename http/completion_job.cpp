@@ -217,7 +217,8 @@ void CompletionJob::finish_stream(std::vector<std::string>& out) {
   done_ = true;
   int32_t completion = 0, cached = 0;
   for (size_t i = 0; i < choices_.size(); ++i) {
-    completion += choices_[i].completion_tokens;
+    // A choice an error ended has no final count: what it delivered.
+    completion += std::max(choices_[i].completion_tokens, choices_[i].received_tokens);
     if (i % size_t(spec_.n) == 0) cached += choices_[i].cached_prompt_tokens;  // once per prompt
   }
   json::object usage = usage_object(spec_.prompts, completion, cached);

@@ -296,6 +296,24 @@ TEST(CompletionJob, WebSocketFinalCarriesTheClientId) {
   EXPECT_EQ(final_event["finish_reason"], "length");
 }
 
+// An error after some tokens (a router whose last node died): the final
+// event's usage counts the tokens delivered (it said 0).
+TEST(CompletionJob, WebSocketFinalAfterAnErrorCountsTheTokensSent) {
+  CompletionJob job(spec(OutputMode::websocket));
+  std::vector<std::string> out;
+  job.on_event(0, event("a", 97), out);
+  job.on_event(0, event("b", 98), out);
+  StreamEvent failed;
+  failed.finish = FinishReason::error;
+  failed.error_code = Errc::io_error;
+  failed.message = "no engine node is available to take the request";
+  job.on_event(0, failed, out);
+  ASSERT_FALSE(out.empty());
+  json::object final_event = json::parse(out.back()).as_object();
+  EXPECT_EQ(final_event["type"], "final") << out.back();
+  EXPECT_EQ(final_event["usage"].as_object()["completion_tokens"], 2) << out.back();
+}
+
 // The drain's cancel: a choice that ends cancelled after set_cancel_reason
 // says why, in OpenAI's chunk shape (SSE) and in the final event (WebSocket).
 TEST(CompletionJob, CancelReasonRidesOnTheLastChunk) {
