@@ -147,7 +147,7 @@ void CompletionJob::on_event(int32_t index, const StreamEvent& event, std::vecto
   json::array tool_calls;  // delta.tool_calls: what the text held of calls
   if (spec_.tool_calls) {
     if (!c.tools) c.tools.emplace(*spec_.tool_calls);
-    text = c.tools->read(text, e.last(), tool_calls);
+    text = c.tools->read(text, e.last() ? e.finish : FinishReason::none, tool_calls);
   }
   if (!text.empty() || !tool_calls.empty() || (extras && !e.token_ids.empty()) || (e.last() && !websocket)) {
     const Tokenizer* tok = spec_.tokenizer.get();
@@ -300,7 +300,7 @@ std::string CompletionJob::body() const {
     choice["index"] = i;
     bool called = false;
     if (spec_.chat && spec_.tool_calls) {
-      json::object message = ToolCallChoice(*spec_.tool_calls).message(c.text);
+      json::object message = ToolCallChoice(*spec_.tool_calls).message(c.text, c.finish);
       called = message.contains("tool_calls");
       choice["message"] = std::move(message);
     } else if (spec_.chat) {

@@ -46,7 +46,7 @@ void ResponsesJob::on_event(int32_t index, const StreamEvent& e, std::vector<std
   if (calls_) {
     ToolCallOutput parsed;
     calls_->feed(e.text, parsed);
-    if (e.last()) calls_->finish(parsed);
+    if (e.last()) calls_->finish(parsed, e.finish == FinishReason::length);
     add_content(parsed.content, out);
     ResponseEvents events(out, sequence_);
     for (const ToolCallDelta& d : parsed.calls) {

@@ -6,10 +6,10 @@ namespace conveyor::http {
 
 namespace json = boost::json;
 
-std::string ToolCallChoice::read(std::string_view text, bool last, json::array& calls) {
+std::string ToolCallChoice::read(std::string_view text, FinishReason finish, json::array& calls) {
   ToolCallOutput out;
   stream_.feed(text, out);
-  if (last) stream_.finish(out);
+  if (finish != FinishReason::none) stream_.finish(out, finish == FinishReason::length);
   for (ToolCallDelta& d : out.calls) {
     json::object function;
     if (d.first) function["name"] = d.name;
@@ -26,8 +26,8 @@ std::string ToolCallChoice::read(std::string_view text, bool last, json::array& 
   return std::move(out.content);
 }
 
-json::object ToolCallChoice::message(const std::string& text) const {
-  ParsedAnswer answer = parse_tool_calls(format_, text);
+json::object ToolCallChoice::message(const std::string& text, FinishReason finish) const {
+  ParsedAnswer answer = parse_tool_calls(format_, text, {}, finish == FinishReason::length);
   json::object message{{"role", "assistant"}};
   message["content"] = answer.content ? json::value(*answer.content) : json::value(nullptr);
   if (answer.calls.empty()) return message;

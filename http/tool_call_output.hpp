@@ -29,13 +29,15 @@ class ToolCallChoice {
  public:
   explicit ToolCallChoice(ToolCallFormat format) : format_(format), stream_(format) {}
 
-  // Streaming: reads this event's `text` (the last one with `last`). Returns
-  // the prose to send as content; `calls` gets the delta.tool_calls entries.
-  std::string read(std::string_view text, bool last, boost::json::array& calls);
+  // Streaming: reads this event's `text` (`finish`: the last one's reason,
+  // else FinishReason::none). Returns the prose to send as content; `calls`
+  // gets the delta.tool_calls entries. A call cut off by the token limit
+  // (finish length) before its name is dropped, not sent as text.
+  std::string read(std::string_view text, FinishReason finish, boost::json::array& calls);
 
   // Whole: the message for the choice's whole text (with "tool_calls" when
-  // it made calls).
-  boost::json::object message(const std::string& text) const;
+  // it made calls), which ended for `finish`.
+  boost::json::object message(const std::string& text, FinishReason finish) const;
 
   // "tool_calls" when calls were made and the model stopped by itself, else
   // the engine's reason.

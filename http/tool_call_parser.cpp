@@ -310,7 +310,7 @@ void ToolCallStream::feed(std::string_view text, ToolCallOutput& out) {
   }
 }
 
-void ToolCallStream::finish(ToolCallOutput& out) {
+void ToolCallStream::finish(ToolCallOutput& out, bool cut_short) {
   State& s = *s_;
   using Mode = State::Mode;
   switch (s.mode) {
@@ -329,7 +329,7 @@ void ToolCallStream::finish(ToolCallOutput& out) {
       break;
   }
   // Inside a call's syntax: a call cut short, or text that never became one.
-  if (s.committed) s.malformed = true;
+  if (s.committed || cut_short) s.malformed = true;
   else give_back(s, out);
   to_content(s, false);
 }

@@ -186,11 +186,12 @@ void append_deltas(const std::vector<ToolCallDelta>& deltas, std::vector<ToolCal
   }
 }
 
-ParsedAnswer parse_tool_calls(ToolCallFormat format, std::string_view text, ToolCallStream::IdMaker make_id) {
+ParsedAnswer parse_tool_calls(ToolCallFormat format, std::string_view text, ToolCallStream::IdMaker make_id,
+                              bool cut_short) {
   ToolCallStream stream(format, std::move(make_id));
   ToolCallOutput out;
   stream.feed(text, out);
-  stream.finish(out);
+  stream.finish(out, cut_short);
   ParsedAnswer answer;
   append_deltas(out.calls, answer.calls);
   answer.calls_complete = stream.calls_complete();

@@ -84,8 +84,11 @@ class ToolCallStream {
   // the start or after a call, which is dropped when a call follows it or
   // the answer ends after calls.
   void feed(std::string_view text, ToolCallOutput& out);
-  // The output ended: appends what was held back.
-  void finish(ToolCallOutput& out);
+  // The output ended: appends what was held back. `cut_short`: it stopped
+  // at its token limit, so a call whose syntax had begun (`<tool_call>` and
+  // part of its object) is a call cut off, dropped (calls_complete() turns
+  // false), not text to give back; otherwise it is given back as text.
+  void finish(ToolCallOutput& out, bool cut_short = false);
 
   int32_t calls_started() const;
   // After finish(): every call that began ended well (its object closed and
@@ -110,8 +113,9 @@ struct ParsedAnswer {
   std::vector<ToolCall> calls;
   bool calls_complete = true;  // ToolCallStream::calls_complete()
 };
-ParsedAnswer parse_tool_calls(ToolCallFormat format, std::string_view text,
-                              ToolCallStream::IdMaker make_id = {});
+// `cut_short`: the answer stopped at its token limit (ToolCallStream::finish).
+ParsedAnswer parse_tool_calls(ToolCallFormat format, std::string_view text, ToolCallStream::IdMaker make_id = {},
+                              bool cut_short = false);
 
 // Joins streamed fragments into calls (tests, and parse_tool_calls).
 void append_deltas(const std::vector<ToolCallDelta>& deltas, std::vector<ToolCall>& calls);

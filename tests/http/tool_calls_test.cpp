@@ -153,6 +153,34 @@ TEST(ToolCallsHermes, ACallCutShortIsACallCutShort) {
   EXPECT_FALSE(s.complete);
 }
 
+// max_tokens that cut a call before its name (after a whole call, or at
+// once): the tag and the piece of object are a call cut off, not prose (the
+// answer said "\n<tool_call>\n" as content); a text that ends by itself
+// there keeps them as text.
+TEST(ToolCallsHermes, ACallCutBeforeItsNameIsDroppedNotContent) {
+  const std::string whole = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  for (const std::string& cut : {std::string("\n<tool_call>\n"), std::string("\n<tool_call>\n{\"name\": \"get_weat")}) {
+    const std::string text = whole + cut;
+    const ParsedAnswer a = parse_tool_calls(kHermes, text, counting_ids(), /*cut_short=*/true);
+    ASSERT_EQ(a.calls.size(), 1u) << text;
+    expect_call(a.calls[0], "now", "{}");
+    EXPECT_FALSE(a.content) << *a.content;
+    EXPECT_FALSE(a.calls_complete);
+    const ParsedAnswer ended = parse(kHermes, text);  // stopped by itself: the text stays
+    EXPECT_EQ(ended.content.value_or(""), cut);
+  }
+  const ParsedAnswer only = parse_tool_calls(kHermes, "<tool_call>\n{\"name\": \"get_weat", counting_ids(), true);
+  EXPECT_TRUE(only.calls.empty());
+  EXPECT_EQ(only.content.value_or(""), "");
+  // Streamed: nothing of it was sent before the end, and nothing is then.
+  ToolCallStream s(kHermes, counting_ids());
+  ToolCallOutput out;
+  for (char c : whole + "\n<tool_call>\n{\"na") s.feed(std::string_view(&c, 1), out);
+  s.finish(out, /*cut_short=*/true);
+  EXPECT_EQ(out.content, "");
+  EXPECT_FALSE(s.calls_complete());
+}
+
 // Arguments that are not an object break the call where they start: the
 // rest is content, streamed or not.
 TEST(ToolCallsHermes, ArgumentsThatAreNotAnObjectAreContent) {
