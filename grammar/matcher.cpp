@@ -1,9 +1,5 @@
 #include "grammar/matcher.hpp"
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 #include <algorithm>
 #include <bit>
 #include <unordered_set>
@@ -25,26 +21,7 @@ CompiledGrammar::CompiledGrammar(Key, std::shared_ptr<const Grammar> g, std::sha
   update_memory_bytes();
 }
 
-// Past this many bytes, a grammar's end hands the allocator's free pages
-// back to the system: the heap a large grammar leaves is fragmented, and
-// glibc keeps it otherwise (a server that saw a few large schemas stayed
-// 400 MB above what it held).
-constexpr size_t kTrimAfterBytes = size_t(16) << 20;
-
-CompiledGrammar::~CompiledGrammar() {
-  if (memory_bytes() < kTrimAfterBytes) return;
-  // Freed here rather than after this body, so that the trim sees them.
-  dfa_.reset();
-  store_.reset();
-  returns_.clear();
-  recent_.clear();
-  masks_.reset();
-  flat_ = {};
-  grammar_.reset();
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
+CompiledGrammar::~CompiledGrammar() = default;
 
 // How many recent masks of the same kind a new position is compared with.
 constexpr size_t kCandidates = 4;
@@ -117,7 +94,7 @@ void CompiledGrammar::bound_dfa() const {
 // What one returns_ entry costs besides its mask: a node of two hash maps.
 constexpr size_t kPairBytes = 64;
 
-// Under build_mu_: what the masks, their pairs and the DFA hold.
+// Under build_mu_: what the grammar itself, its masks, their pairs and the DFA hold.
 size_t CompiledGrammar::held_bytes() const {
   return grammar_bytes_ + store_->memory_bytes() + dfa_->memory_bytes() + pairs_ * kPairBytes;
 }

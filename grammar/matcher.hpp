@@ -53,9 +53,6 @@ class LazyDfa;
 class MaskStore;
 }
 
-// A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
-// compiled (the lazily filled cache is synchronised inside): share one
-// between every request using the grammar, from any thread.
 // compile()'s tuning.
 struct CompileOptions {
   // The DFA that masks are computed with holds the stack sets met from every
@@ -68,6 +65,9 @@ struct CompileOptions {
   size_t dfa_budget_bytes = size_t(16) << 20;
 };
 
+// A Grammar bound to a TokenIndex, with its token mask cache. Immutable once
+// compiled (the lazily filled cache is synchronised inside): share one
+// between every request using the grammar, from any thread.
 class CompiledGrammar {
  public:
   struct CacheStats {
@@ -135,9 +135,10 @@ class CompiledGrammar {
   mutable std::unordered_map<const detail::PositionMask*, std::unordered_map<int32_t, const detail::PositionMask*>>
       returns_;
   mutable size_t pairs_ = 0;  // entries of returns_ (under build_mu_)
-  // The store's, the DFA's and returns_'s bytes as of the last mask computed.
+  // held_bytes() as of the last mask computed (or construction).
   mutable std::atomic<size_t> memory_bytes_{0};
   size_t grammar_bytes_ = 0;  // the rules, their flat form and masks_ (fixed once built)
+  // The grammar's own bytes, the store's, the DFA's and returns_'s (under build_mu_).
   size_t held_bytes() const;
   void bound_dfa() const;
   void update_memory_bytes() const;

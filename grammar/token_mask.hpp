@@ -130,7 +130,7 @@ class LazyDfa {
     return {tops_.data() + begin_[size_t(state)], tops_.data() + begin_[size_t(state) + 1]};
   }
   int32_t compute_step(int32_t state, uint8_t b, bool& exited);
-  // The state of the sorted tops `set`, added if new.
+  // The state of the sorted tops `set` (which must not lie in tops_), added if new.
   int32_t intern(std::span<const int32_t> set);
   void rehash(size_t slots);
 

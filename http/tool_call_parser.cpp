@@ -59,6 +59,7 @@ struct ToolCallStream::State {
   // name): given back as content when what follows is not a call.
   std::string raw;
   bool committed_since_trigger = false;
+  bool by_trigger = false;  // the syntax began with the whole trigger (not Llama's '{', Mistral's bare '[')
 
   // The call being read.
   CallObjectReader object;
@@ -249,6 +250,7 @@ bool call_byte(State& s, char c, ToolCallOutput& out) {
 
 // The call syntax begins after `opening` (the trigger, or the leading byte).
 void open_calls(State& s, std::string opening) {
+  s.by_trigger = !s.trigger.empty() && opening == s.trigger;
   s.raw = std::move(s.held_space) + std::move(opening);
   s.held_space.clear();
   s.partial.clear();
@@ -329,7 +331,9 @@ void ToolCallStream::finish(ToolCallOutput& out, bool cut_short) {
       break;
   }
   // Inside a call's syntax: a call cut short, or text that never became one.
-  if (s.committed || cut_short) s.malformed = true;
+  // Cut short after the trigger, it was a call; a bare '{' or '[' may have
+  // been a JSON answer, given back as the text it was.
+  if (s.committed || (cut_short && s.by_trigger)) s.malformed = true;
   else give_back(s, out);
   to_content(s, false);
 }

@@ -85,9 +85,10 @@ class ToolCallStream {
   // the answer ends after calls.
   void feed(std::string_view text, ToolCallOutput& out);
   // The output ended: appends what was held back. `cut_short`: it stopped
-  // at its token limit, so a call whose syntax had begun (`<tool_call>` and
-  // part of its object) is a call cut off, dropped (calls_complete() turns
-  // false), not text to give back; otherwise it is given back as text.
+  // at its token limit, so a call opened by the format's trigger
+  // (`<tool_call>`, `[TOOL_CALLS]`) and cut before its name is a call cut
+  // off, dropped (calls_complete() turns false), not text to give back. A
+  // bare `{` or `[` that may have begun a JSON answer is given back.
   void finish(ToolCallOutput& out, bool cut_short = false);
 
   int32_t calls_started() const;

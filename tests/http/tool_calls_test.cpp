@@ -179,6 +179,11 @@ TEST(ToolCallsHermes, ACallCutBeforeItsNameIsDroppedNotContent) {
   s.finish(out, /*cut_short=*/true);
   EXPECT_EQ(out.content, "");
   EXPECT_FALSE(s.calls_complete());
+  // A JSON answer cut short where a bare '{' may open a call (Llama 3.1) is
+  // the answer's text.
+  const std::string json_answer = "{\"summary\": \"the weather in Os";
+  EXPECT_EQ(parse_tool_calls(kLlama, json_answer, counting_ids(), true).content.value_or(""), json_answer);
+  EXPECT_EQ(parse_tool_calls(kLlama, "{\"na", counting_ids(), true).content.value_or(""), "{\"na");
 }
 
 // Arguments that are not an object break the call where they start: the

@@ -132,9 +132,19 @@ TEST(ConvertCommand, AStopSignalWhileWritingLeavesNoTemporaryFile) {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    // Default dispositions: a test run in the background ignores SIGINT,
+    // which convert then leaves ignored.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, sig);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
     pid_t pid = -1;
-    ASSERT_EQ(posix_spawn(&pid, kConveyor.c_str(), &actions, nullptr, argv.data(), environ), 0);
+    ASSERT_EQ(posix_spawn(&pid, kConveyor.c_str(), &actions, &attr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
     // Once the temporary file exists, the write is under way.
     const auto writing = [&] {
       for (const auto& entry : std::filesystem::directory_iterator(dir))

@@ -5,16 +5,17 @@
 // replaces the old one on SIGHUP; kill -9 of a node under load loses no
 // request (every stream complete, its seeded ids equal to an undisturbed
 // run's) and the router keeps serving, nor does a node that hangs (SIGSTOP); a node restarted on its port rejoins,
-// and a node added to --nodes-file while the router runs receives work.
+// a node added to --nodes-file while the router runs receives work, and a full
+// queue on the only node answers 429 as `serve` does.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <regex>
-#include <atomic>
 #include <thread>
 
 #include "tests/http/test_client.hpp"
@@ -516,8 +517,6 @@ TEST_F(Router, RefusesBadNodeListsAndNodesOfAnotherModel) {
   EXPECT_NE(q8_router->log().find("the same shape with other weights"), std::string::npos) << q8_router->log_tail();
 }
 
-// A node whose HTTP port is taken exits as `serve` does (it lived on with
-// its node port open, and aborted when a router connected).
 // A node whose waiting queue is full refuses a request; with no other node
 // to take it the router answers as `serve` does: 429 queue_full with
 // Retry-After (it said 503 "no engine node is available").
@@ -565,6 +564,8 @@ TEST_F(Router, AFullQueueOnTheOnlyNodeIs429) {
   EXPECT_EQ(unavailable.load(), 0) << "a full queue answered 503";
 }
 
+// A node whose HTTP port is taken exits as `serve` does (it lived on with
+// its node port open, and aborted when a router connected).
 TEST_F(Router, ANodeWhoseHttpPortIsTakenExits) {
   Node taken = start_node("t1");
   const uint16_t node_port = free_loopback_port();

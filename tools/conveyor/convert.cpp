@@ -16,9 +16,13 @@ namespace {
 
 // SIGINT, SIGTERM or SIGHUP while the file is written: the writer stops and
 // removes its temporary file (a multi-gigabyte one, for large models), then
-// the command dies of the signal as it would have.
+// the command dies of the signal as it would have. A signal the command was
+// started ignoring (nohup, a background job's SIGINT) stays ignored; a
+// second one takes its default action at once.
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the signal handler stores to them");
 
 extern "C" void on_stop_signal(int sig) {
   g_signal.store(sig, std::memory_order_relaxed);
@@ -33,17 +37,24 @@ class StopWhileWriting {
   StopWhileWriting() {
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
+    action.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&action.sa_mask);
-    for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &action, &previous_[i]);
+    for (size_t i = 0; i < std::size(kStopSignals); ++i) {
+      sigaction(kStopSignals[i], nullptr, &previous_[i]);
+      caught_[i] = previous_[i].sa_handler != SIG_IGN;
+      if (caught_[i]) sigaction(kStopSignals[i], &action, nullptr);
+    }
   }
   ~StopWhileWriting() {
-    for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
+    for (size_t i = 0; i < std::size(kStopSignals); ++i)
+      if (caught_[i]) sigaction(kStopSignals[i], &previous_[i], nullptr);
   }
   StopWhileWriting(const StopWhileWriting&) = delete;
   StopWhileWriting& operator=(const StopWhileWriting&) = delete;
 
  private:
   struct sigaction previous_[std::size(kStopSignals)] {};
+  bool caught_[std::size(kStopSignals)] = {};
 };
 
 struct ConvertArgs {
@@ -91,8 +102,9 @@ int run_convert(const ConvertArgs& args) {
     StopWhileWriting stop;
     written = write_gguf(*loaded, args.out, options_out);
   }
-  if (const int sig = g_signal.load(); sig != 0 && !written) {
-    std::cerr << "conveyor convert: " << written.error().message << "\n";
+  if (const int sig = g_signal.load(); sig != 0) {  // asked to stop: it dies of the signal
+    if (written) std::cerr << "conveyor convert: wrote " << args.out << " before the signal stopped it\n";
+    else std::cerr << "conveyor convert: " << written.error().message << "\n";
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }
