@@ -276,13 +276,8 @@ void launch(self_ptr self, request_id id, GenerateRequest sub, std::vector<int32
   if (candidates.empty()) {
     ++st.failed;
     const bool full = refused != nullptr && refused->code == Errc::resource_exhausted;
-    for (int32_t i : index_map) {
-      if (full)
-        end_sample(self, id, i, FinishReason::error, refused->message, refused->code);
-      else
-        end_sample(self, id, i, FinishReason::error, "no engine node is available to take the request",
-                   Errc::io_error);
-    }
+    const Error why = full ? *refused : Error{Errc::io_error, "no engine node is available to take the request"};
+    for (int32_t i : index_map) end_sample(self, id, i, FinishReason::error, why.message, why.code);
     return;
   }
   NodeEntry& node = *candidates[st.policy->place(q)];

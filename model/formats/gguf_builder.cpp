@@ -256,9 +256,7 @@ Status GgufBuilder::write(const std::string& path, const std::atomic<bool>* stop
   err = errno;
   if (sink.stopped()) {
     std::fclose(f);
-    std::remove(tmp.c_str());
-    return make_error(Errc::io_error,
-                      path + (exists ? ": interrupted; the file was left as it was" : ": interrupted; nothing was written"));
+    return fail(exists ? "interrupted; the file was left as it was" : "interrupted; nothing was written", 0);
   }
   const bool flushed = std::fflush(f) == 0 && ::fsync(fd) == 0;
   if (status && !flushed) err = errno;
