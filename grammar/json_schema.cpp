@@ -87,6 +87,16 @@ Expected<Element> SchemaCompiler::compile(const json::value& schema, const std::
   if (depth > kMaxInlineDepth) return fail(path, "schema nested or merged too deeply");
   if (b_.rule_count() > kMaxGrammarRules) return fail(path, "the grammar would be too large");
   if (schema.is_bool()) return schema.get_bool() ? syntax_.value() : never();
+  // Keyed by the text: what a subschema compiles to depends on it alone
+  // (paths and depths only name errors, and a schema with one fails alike).
+  std::string key = json::serialize(schema);
+  if (const auto it = compiled_.find(key); it != compiled_.end()) return it->second;
+  auto e = compile_new(schema, path, depth);
+  if (e) compiled_.emplace(std::move(key), *e);
+  return e;
+}
+
+Expected<Element> SchemaCompiler::compile_new(const json::value& schema, const std::string& path, int depth) {
   if (!schema.is_object()) return fail(path, "a schema must be an object or a boolean");
   const json::object& s = schema.get_object();
   for (const auto& member : s) {

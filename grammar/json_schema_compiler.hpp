@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "base/status.hpp"
 #include "grammar/grammar.hpp"
@@ -50,9 +51,13 @@ class SchemaCompiler {
   SchemaCompiler(GrammarBuilder& b, const json::value& root, const JsonSchemaOptions& options)
       : b_(b), root_(root), strict_(options.strict), syntax_(b, options.strict) {}
 
+  // Equal subschemas (one definition written out for many properties
+  // rather than named with $ref) compile once and share their rule: its
+  // positions, and so its token masks, exist once.
   Expected<Element> compile(const json::value& schema, const std::string& path, int depth = 0);
 
  private:
+  Expected<Element> compile_new(const json::value& schema, const std::string& path, int depth);
   Error fail(const std::string& path, const std::string& what) const {
     return make_error(Errc::invalid_argument, "json_schema: " + what + " (at " + path + ")");
   }
@@ -77,6 +82,7 @@ class SchemaCompiler {
   bool strict_;
   JsonSyntax syntax_;
   std::map<std::string, int32_t, std::less<>> ref_rules_;  // $ref -> its rule
+  std::unordered_map<std::string, Element> compiled_;      // a subschema's JSON text -> its element
 };
 
 }  // namespace conveyor::grammar::detail

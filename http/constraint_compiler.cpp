@@ -56,7 +56,13 @@ std::string cache_key(const OutputConstraint& c) {
   return key;
 }
 
+thread_local ConstraintCompiler::MissesDeferred* misses_deferred = nullptr;
+
 }  // namespace
+
+ConstraintCompiler::MissesDeferred::MissesDeferred() : outer_(misses_deferred) { misses_deferred = this; }
+
+ConstraintCompiler::MissesDeferred::~MissesDeferred() { misses_deferred = outer_; }
 
 ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity,
                                        size_t cache_bytes)
@@ -96,6 +102,10 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
     }
   }
   const std::string param(field);
+  if (misses_deferred) {
+    misses_deferred->deferred_ = true;
+    return ApiError{503, param + ": the grammar is compiled on another thread", "server_error", param, "deferred"};
+  }
   // Compiled outside the lock: two requests racing on a new key both compile,
   // and the second one's result replaces the first in the cache (equal anyway).
   auto ir = build();

@@ -20,6 +20,12 @@
 // from and the compiler's message ("response_format: json_schema: keyword
 // 'multipleOf' is not supported (at #/properties/age)").
 //
+// A grammar the cache lacks takes milliseconds to seconds to compile. A
+// server plans requests on a thread that must not wait for one, since every
+// request behind it would (ServerState::plan): while a MissesDeferred lives
+// on a thread, a miss on that thread is not compiled but fails (the caller
+// plans the request again on a thread that may wait).
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -71,6 +77,25 @@ class ConstraintCompiler {
   CacheFigures figures() const;
   // The bound on the masks' bytes (http::Server sets its option's).
   void set_cache_bytes(size_t bytes);
+
+  // While one lives, compile() and compile_grammar() on its thread answer a
+  // cache miss with an error instead of compiling, and deferred() turns
+  // true. Scopes nest (the innermost counts).
+  class MissesDeferred {
+   public:
+    MissesDeferred();
+    ~MissesDeferred();
+    MissesDeferred(const MissesDeferred&) = delete;
+    MissesDeferred& operator=(const MissesDeferred&) = delete;
+    // Whether a miss was refused in this scope: what was planned in it is
+    // incomplete.
+    bool deferred() const { return deferred_; }
+
+   private:
+    friend class ConstraintCompiler;
+    MissesDeferred* outer_;
+    bool deferred_ = false;
+  };
 
  private:
   // Under mutex_: drops the least recently used grammars while the cache

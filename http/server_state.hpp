@@ -77,6 +77,7 @@ class ServerState {
         responses_(ResponseStoreLimits{options_.responses_ttl_seconds, options_.responses_max,
                                        options_.responses_max_bytes},
                    [&engine](const std::string& session) { engine.release_session(session); }),
+        compiler_(std::max(1, options_.io_threads)),
         planner_(std::max(1, options_.io_threads)) {}
 
   EnginePort& engine() { return engine_; }
@@ -141,13 +142,21 @@ class ServerState {
   // then(session, result) on the session's strand, unless the session is
   // gone or the gate is closed (any thread). Parsing and planning a request
   // (its chat template, the tokenizer, a grammar to compile) would stall the
-  // I/O thread's other connections. `work` must not hold the session or
-  // this state: a planning thread must never drop the last reference to
-  // either (their destructors join it).
+  // I/O thread's other connections. A request whose grammar is not compiled
+  // yet is planned again on a compiling thread (as many): planning threads
+  // never compile (ConstraintCompiler::MissesDeferred), so a large new
+  // schema does not hold up the requests behind it. `work` may run twice and
+  // must not hold the session or this state: a planning thread must never
+  // drop the last reference to either (their destructors join it).
   template <class Session, class Work, class Then>
   void plan(const std::weak_ptr<Session>& weak, Work work, Then then) {
     planner_.submit([this, weak, work = std::move(work), then = std::move(then)] {
-      post_to(weak, [result = work(), then](Session& s) mutable { then(s, std::move(result)); });
+      {
+        ConstraintCompiler::MissesDeferred misses;
+        auto result = work();
+        if (!misses.deferred()) return deliver(weak, then, std::move(result));
+      }
+      compiler_.submit([this, weak, work, then] { deliver(weak, then, work()); });
     });
   }
   void close_gate() {
@@ -161,6 +170,11 @@ class ServerState {
   const ModelContext model_;
   ResponseStore responses_;
   std::vector<std::shared_ptr<SessionBase>> live_sessions();
+  // plan()'s end: then(session, result) on the session's strand.
+  template <class Session, class Then, class Result>
+  void deliver(const std::weak_ptr<Session>& weak, const Then& then, Result result) {
+    post_to(weak, [result = std::move(result), then](Session& s) mutable { then(s, std::move(result)); });
+  }
 
   std::mutex sessions_mutex_;
   std::condition_variable sessions_closed_;
@@ -177,7 +191,8 @@ class ServerState {
   RefusalCounters refusals_;
   friend class ConnectionSlot;
   std::atomic<size_t> connections_{0};
-  WorkQueue planner_;  // last: joined first, while what its jobs use is there
+  WorkQueue compiler_;  // planning that compiles a grammar (after planner_, whose jobs submit to it)
+  WorkQueue planner_;   // last: joined first, while what its jobs use is there
 };
 
 }  // namespace conveyor::http

@@ -227,9 +227,10 @@ void WebSocketSession::plan(WsStart start) {
   p.client_id_is_number = start.request.client_id_is_number;
   p.record = RequestRecord(connection_, "WS", "/v1/ws");
   p.record.run_on_engine(*state_);  // in flight from here: a drain waits for it
-  auto work = [start = std::make_shared<WsStart>(std::move(start)), model = &state_->model()] {
-    std::optional<WsRefuse> refused = plan_ws_start(*start, *model);
-    return std::make_pair(std::move(*start), std::move(refused));
+  auto work = [start = std::make_shared<const WsStart>(std::move(start)), model = &state_->model()] {
+    WsStart planned = *start;  // a copy: the work may run twice (ServerState::plan)
+    std::optional<WsRefuse> refused = plan_ws_start(planned, *model);
+    return std::make_pair(std::move(planned), std::move(refused));
   };
   state_->plan(weak_from_this(), std::move(work),
                [serial](WebSocketSession& s, std::pair<WsStart, std::optional<WsRefuse>> planned) {

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "grammar/matcher.hpp"
+#include "grammar/regex.hpp"
 #include "http/metrics_text.hpp"
 #include "model/formats/dummy.hpp"
 
@@ -38,6 +41,34 @@ TEST(ConstraintCompiler, CompilesEachAskOnceAndSharesIt) {
   loose.source = "root ::= [a-z] [a-z] [a-z]";
   ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(loose)));
   EXPECT_EQ(compiler.figures().compiled, 2u);
+}
+
+// A server's planning threads never compile (ServerState::plan): in a
+// MissesDeferred scope a cached grammar is served, a new one is refused and
+// the scope says so; outside it the same ask compiles.
+TEST(ConstraintCompiler, MissesInADeferringScopeAreRefusedAndNoted) {
+  ConstraintCompiler compiler(binder());
+  ASSERT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(regex("a+"))));
+  {
+    ConstraintCompiler::MissesDeferred misses;
+    EXPECT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(regex("a+"))));
+    EXPECT_FALSE(misses.deferred());
+    {
+      ConstraintCompiler::MissesDeferred inner;  // the innermost scope notes it
+      EXPECT_TRUE(std::holds_alternative<ApiError>(compiler.compile(regex("b+"))));
+      EXPECT_TRUE(inner.deferred());
+    }
+    EXPECT_FALSE(misses.deferred());
+    auto refused = compiler.compile_grammar("key", [] { return grammar::grammar_from_regex("c+"); }, "tools");
+    ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+    EXPECT_EQ(std::get<ApiError>(refused).param, "tools");
+    EXPECT_TRUE(misses.deferred());
+    // Other threads are not in the scope.
+    std::thread([&] { EXPECT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(regex("d+")))); }).join();
+  }
+  EXPECT_EQ(compiler.figures().compiled, 2u);  // a+ and d+: nothing was compiled in the scope
+  EXPECT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(regex("b+"))));
+  EXPECT_EQ(compiler.figures().compiled, 3u);
 }
 
 TEST(ConstraintCompiler, TheCacheIsBoundedByCountAndBytes) {
