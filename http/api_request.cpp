@@ -430,10 +430,10 @@ Fail apply_field(std::string_view key, od::value& v, ApiRequest& r, Pending& p, 
   if (key == "presence_penalty") return get_float(v, key, s.presence_penalty);
   if (key == "frequency_penalty") return get_float(v, key, s.frequency_penalty);
   if (key == "repetition_penalty") return get_float(v, key, s.repetition_penalty);
-  if (key == "seed") {
-    int64_t seed = 0;
-    if (v.get_int64().get(seed)) return type_error(key, "an integer");
-    s.seed = uint64_t(seed);
+  if (key == "seed") {  // any 64-bit integer, signed or not (a negative one wraps)
+    od::number n;
+    if (v.get_number().get(n) || !(n.is_int64() || n.is_uint64())) return type_error(key, "an integer");
+    s.seed = n.is_int64() ? uint64_t(n.get_int64()) : n.get_uint64();
     s.has_seed = true;
     return {};
   }

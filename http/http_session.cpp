@@ -223,7 +223,7 @@ void HttpSession::open_record() {
   }
   const auto& req = parser_->get();
   record_ = RequestRecord(registry_id_, std::string(req.method_string()),
-                          logged_route(std::string_view(req.target().data(), req.target().size())));
+                          logged_route(origin_form(std::string_view(req.target().data(), req.target().size()))));
 }
 
 void HttpSession::handle_request() {
@@ -235,7 +235,7 @@ void HttpSession::handle_request() {
   stream_.expires_never();
   auto& req = parser_->get();
   keep_alive_ = req.keep_alive() && !shutting_down_;
-  const std::string_view target(req.target().data(), req.target().size());
+  const std::string_view target = origin_form(std::string_view(req.target().data(), req.target().size()));
   const std::string_view method(req.method_string().data(), req.method_string().size());
   head_only_ = method == "HEAD";
   record_ = RequestRecord(registry_id_, std::string(method), logged_route(target));

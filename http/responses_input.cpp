@@ -270,7 +270,7 @@ Fail text_format(const json::value& text, OutputConstraint& out) {
   if (name == nullptr) return bad_request("missing required parameter 'text.format.name'", "text.format.name");
   out.name.assign(name->data(), name->size());
   const json::value* schema = f->if_contains("schema");
-  if (schema == nullptr || !schema->is_object())
+  if (schema == nullptr || !(schema->is_object() || schema->is_bool()))  // as chat's response_format takes
     return bad_request("'text.format.schema' must be a JSON schema object", "text.format.schema");
   out.source = json::serialize(*schema);
   out.strict = false;  // OpenAI's default for text.format

@@ -1,7 +1,6 @@
 #include "http/routes.hpp"
 
 #include <cctype>
-
 #include <cstdio>
 
 #include "http/playground/assets.hpp"
@@ -69,6 +68,18 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
     return m;
   }
   return RouteMatch{};
+}
+
+std::string_view origin_form(std::string_view target) {
+  for (const std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+    if (target.size() < scheme.size()) continue;
+    bool same = true;  // schemes are case-insensitive (RFC 9110 4.2.3)
+    for (size_t i = 0; i < scheme.size(); ++i) same &= char(std::tolower(uint8_t(target[i]))) == scheme[i];
+    if (!same) continue;
+    const size_t path = target.find('/', scheme.size());
+    return path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+  }
+  return target;
 }
 
 bool authorized(std::string_view authorization, const std::string& api_key) {

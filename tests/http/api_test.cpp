@@ -43,6 +43,20 @@ TEST(ApiRequest, ParsesEveryField) {
   EXPECT_EQ(a.priority, 4);
 }
 
+TEST(ApiRequest, SeedsSpanSignedAndUnsigned64Bits) {
+  const auto seed = [](const std::string& value) {
+    return parse_api_request(R"({"prompt": "hi", "seed": )" + value + "}", Endpoint::completions);
+  };
+  EXPECT_EQ(seed("18446744073709551615").request.sampling.seed, UINT64_MAX);
+  EXPECT_EQ(seed("-1").request.sampling.seed, UINT64_MAX);  // the same generator, as a signed value
+  EXPECT_EQ(seed("9223372036854775808").request.sampling.seed, uint64_t(1) << 63);
+  for (const char* refused : {"18446744073709551616", "1.5", "\"7\"", "1e3"}) {
+    const ParseResult r = seed(refused);
+    ASSERT_TRUE(r.error) << refused;
+    EXPECT_EQ(r.error->param, "seed") << refused;
+  }
+}
+
 TEST(ApiRequest, PromptForms) {
   auto prompts = [](const char* body) { return parse_api_request(body, Endpoint::completions); };
   EXPECT_EQ(prompts(R"({"prompt": [1, 2, 3]})").request.prompts.at(0).ids, (std::vector<int32_t>{1, 2, 3}));
@@ -418,6 +432,11 @@ TEST(Routes, MatchesPathsMethodsAndKeys) {
   EXPECT_EQ(match_route("HEAD", "/v1/ws").route, Route::wrong_method);
   EXPECT_EQ(match_route("HEAD", "/v1/completions").route, Route::wrong_method);
   EXPECT_EQ(match_route("GET", "/v2").route, Route::not_found);
+  EXPECT_EQ(origin_form("http://host:8000/v1/models?x=1"), "/v1/models?x=1");
+  EXPECT_EQ(origin_form("HTTPS://host"), "/");
+  EXPECT_EQ(origin_form("/health"), "/health");
+  EXPECT_EQ(origin_form("*"), "*");
+  EXPECT_EQ(origin_form("http:/x"), "http:/x");
   EXPECT_FALSE(match_route("GET", "/health").needs_key);
   EXPECT_TRUE(authorized("", ""));
   EXPECT_TRUE(authorized("Bearer k1", "k1"));

@@ -235,6 +235,20 @@ TEST_F(Errors, HeadIsGetWithoutTheBody) {
   EXPECT_EQ(got.compare(head_end + 4, 12, "HTTP/1.1 200"), 0) << got;
 }
 
+// A proxy's absolute-form target (RFC 9112 3.2.2: every server must accept
+// it) routes by its path and query.
+TEST_F(Errors, AnAbsoluteFormTargetIsRoutedByItsPath) {
+  RawClient raw(port());
+  ASSERT_TRUE(raw.send("GET http://127.0.0.1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                       "GET HTTPS://example.com:443/v1/models?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n"
+                       "GET http://127.0.0.1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  ASSERT_TRUE(raw.read_until("no such path: /nothing")) << raw.received();
+  const std::string& got = raw.received();
+  EXPECT_TRUE(got.starts_with("HTTP/1.1 200")) << got;
+  EXPECT_NE(got.find("{\"status\":\"ok\"}"), std::string::npos) << got;
+  EXPECT_NE(got.find("\"object\":\"list\""), std::string::npos) << got;
+}
+
 TEST_F(Errors, BodyTooLarge) {
   if (!curl_available()) GTEST_SKIP() << "curl is not installed";
   const std::string refused = "conveyor:http_refused_total{reason=\"body_size\"}";

@@ -150,6 +150,13 @@ TEST(ResponsesRequest, TextFormatBecomesTheConstraint) {
   EXPECT_EQ(nameless.message, "missing required parameter 'text.format.name'");
   EXPECT_EQ(parse_error(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})").param,
             "text.format.schema");
+  EXPECT_EQ(parse_error(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": 1}}})")
+                .param,
+            "text.format.schema");
+  // A boolean is a schema too (true: any JSON), as in chat's response_format.
+  EXPECT_EQ(parse_ok(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": true}}})")
+                .chat.constraint.source,
+            "true");
   EXPECT_EQ(parse_error(R"({"input": "x", "text": {"format": {"type": "yaml"}}})").param, "text.format");
   EXPECT_EQ(parse_error(R"({"input": "x", "text": {"verbosity": "low"}})").param, "text.verbosity");
 }
