@@ -68,13 +68,17 @@ ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, si
                                        size_t cache_bytes)
     : binder_(std::move(binder)), capacity_(std::max<size_t>(cache_capacity, 1)), cache_bytes_(cache_bytes) {}
 
+size_t ConstraintCompiler::Entry::bytes() const {
+  return grammar.compiled ? grammar.compiled->memory_bytes() : refused.size();
+}
+
 void ConstraintCompiler::evict_locked() {
   size_t bytes = 0;
-  for (const auto& [key, c] : lru_) bytes += c.compiled->memory_bytes();
+  for (const auto& [key, entry] : lru_) bytes += entry.bytes();
   // The newest too: a grammar whose masks alone pass the bound serves the
   // requests that hold it and is not kept.
   while (!lru_.empty() && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
-    bytes -= std::min(bytes, lru_.back().second.compiled->memory_bytes());
+    bytes -= std::min(bytes, lru_.back().second.bytes());
     by_key_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -89,46 +93,61 @@ ConstraintResult ConstraintCompiler::compile(const OutputConstraint& constraint)
 ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
                                                      const std::function<Expected<grammar::Grammar>()>& build,
                                                      std::string_view field) {
+  const std::string param(field);
+  // The compilers name their input ("json_schema: ..."): once is enough. The
+  // field is not in the key (a schema is the same under response_format and
+  // text.format), so it is added to a kept refusal when it is answered.
+  const auto refusal = [&param](const std::string& why) {
+    return bad_request(why.starts_with(param + ": ") ? why : param + ": " + why, param);
+  };
   {
     std::lock_guard lock(mutex_);
     if (auto it = by_key_.find(key); it != by_key_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
+      ++hits_;
+      const Entry hit = lru_.front().second;
       // Masks grow while the cached grammars are used: their size is looked
       // at with every request, not only when a grammar comes in.
-      ++hits_;
-      GrammarConstraint hit = lru_.front().second;
       evict_locked();
-      return hit;
+      if (hit.grammar.compiled) return hit.grammar;
+      return refusal(hit.refused);
     }
   }
-  const std::string param(field);
   if (misses_deferred) {
     misses_deferred->deferred_ = true;
     return ApiError{503, param + ": the grammar is compiled on another thread", "server_error", param, "deferred"};
   }
   // Compiled outside the lock: two requests racing on a new key both compile,
   // and the second one's result replaces the first in the cache (equal anyway).
+  Entry entry;
   auto ir = build();
-  if (!ir) {  // the grammar compilers name their input ("json_schema: ..."): once is enough
-    const std::string& why = ir.error().message;
-    return bad_request(why.starts_with(param + ": ") ? why : param + ": " + why, param);
+  if (!ir) {
+    entry.refused = ir.error().message;
+  } else {
+    entry.grammar = GrammarConstraint{std::make_shared<const grammar::Grammar>(std::move(*ir)), nullptr};
+    if (Status s = binder_->bind(entry.grammar); !s) {
+      entry.grammar = GrammarConstraint{};
+      entry.refused = s.error().message;
+    }
   }
-  GrammarConstraint result{std::make_shared<const grammar::Grammar>(std::move(*ir)), nullptr};
-  if (Status s = binder_->bind(result); !s) return bad_request(param + ": " + s.error().message, param);
+  if (entry.refused.empty() && !entry.grammar.compiled) entry.refused = "the grammar could not be compiled";
   std::lock_guard lock(mutex_);
-  ++compiled_;
+  if (entry.grammar.compiled) ++compiled_;
   if (auto it = by_key_.find(key); it != by_key_.end()) lru_.erase(it->second);
-  lru_.emplace_front(key, result);
+  lru_.emplace_front(key, entry);
   by_key_[key] = lru_.begin();
   evict_locked();
-  return result;
+  if (entry.grammar.compiled) return entry.grammar;
+  return refusal(entry.refused);
 }
 
 ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
   std::lock_guard lock(mutex_);
   CacheFigures f;
-  f.grammars = lru_.size();
-  for (const auto& [key, c] : lru_) f.bytes += c.compiled->memory_bytes();
+  for (const auto& [key, entry] : lru_) {
+    f.grammars += entry.grammar.compiled ? 1 : 0;
+    f.bytes += entry.bytes();
+  }
   f.max_bytes = cache_bytes_;
   f.compiled = compiled_;
   f.hits = hits_;

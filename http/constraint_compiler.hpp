@@ -18,7 +18,8 @@
 //
 // Errors are OpenAI-style 400s naming the request field the constraint came
 // from and the compiler's message ("response_format: json_schema: keyword
-// 'multipleOf' is not supported (at #/properties/age)").
+// 'multipleOf' is not supported (at #/properties/age)"). Refusals are kept in
+// the cache too (by count; their bytes are their messages').
 //
 // A grammar the cache lacks takes milliseconds to seconds to compile. A
 // server plans requests on a thread that must not wait for one, since every
@@ -67,9 +68,9 @@ class ConstraintCompiler {
                                    std::string_view field);
 
   // What the cache holds now, its bound, and the grammars compiled so far
-  // and cache hits (for /metrics and tests).
+  // and cache hits, refusals included (for /metrics and tests).
   struct CacheFigures {
-    size_t grammars = 0;
+    size_t grammars = 0;  // compiled; refusals are in bytes and hits only
     size_t bytes = 0;
     size_t max_bytes = 0;
     uint64_t compiled = 0, hits = 0;
@@ -108,7 +109,15 @@ class ConstraintCompiler {
   size_t cache_bytes_;
 
   mutable std::mutex mutex_;  // guards the cache and counters
-  std::list<std::pair<std::string, GrammarConstraint>> lru_;  // most recent first
+  // A grammar compiled, or the compilers' refusal of it: refusals are kept
+  // too, so an ask refused once is answered again at once (on a planning
+  // thread: ServerState::plan), not after the compiles queued before it.
+  struct Entry {
+    GrammarConstraint grammar;  // null compiled: refused
+    std::string refused;        // the compiler's message
+    size_t bytes() const;
+  };
+  std::list<std::pair<std::string, Entry>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
   uint64_t compiled_ = 0, hits_ = 0;
 };

@@ -114,7 +114,7 @@ void HttpSession::shutdown() {
       s.emit(out);
       s.finish_job();
     } else if (!s.response_complete_) {
-      s.planning_ = 0;  // a plan that comes back after this answer is dropped
+      s.withdraw_plan();  // a plan that comes back after this answer is dropped
       s.send_error(shutting_down());  // being planned, or /metrics waiting for the engine
     }
   });
@@ -122,6 +122,11 @@ void HttpSession::shutdown() {
 
 void HttpSession::cancel_requests(const std::string& reason) {
   net::post(executor_, [self = shared_from_this(), reason] {
+    if (!self->job_ && self->planning_ != 0 && !self->closed_) {  // not on the engine yet: it never will be
+      self->withdraw_plan();
+      self->keep_alive_ = false;
+      return self->send_error(ApiError{503, reason, "server_error", {}, "shutting_down"});
+    }
     if (!self->job_) return;
     self->job_->set_cancel_reason(reason);
     self->cancel_job();  // the engine's last events end the job as usual
@@ -382,9 +387,10 @@ void HttpSession::plan_off_thread(Work work, Then then) {
   const uint64_t serial = ++serial_;
   planning_ = serial;
   record_.run_on_engine(*state_);  // in flight from here: a drain waits for it
-  state_->plan(weak_from_this(), std::move(work), [serial, then](HttpSession& s, auto result) {
+  withdraw_plan_ = state_->plan(weak_from_this(), std::move(work), [serial, then](HttpSession& s, auto result) {
     if (s.planning_ != serial || s.closed_) return;
     s.planning_ = 0;
+    s.withdraw_plan_ = nullptr;
     then(s, std::move(result));
   });
   start_probe();
@@ -761,10 +767,18 @@ void HttpSession::on_probe(beast::error_code ec, std::size_t bytes) {
   do_read();
 }
 
+// The request being planned, if any, is not wanted: the planning or
+// compiling it still waits for is not done.
+void HttpSession::withdraw_plan() {
+  planning_ = 0;
+  if (withdraw_plan_) std::exchange(withdraw_plan_, nullptr)();
+}
+
 void HttpSession::close() {
   if (closed_) return;
   closed_ = true;
   hold_.reset();
+  withdraw_plan();
   drop_job();
   record_.end(sse_started_ ? 200 : 499);  // unless the answer was complete: the client left
   beast::error_code ignored;

@@ -30,6 +30,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -66,6 +67,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
   void handle_request();
   template <class Work, class Then>
   void plan_off_thread(Work work, Then then);
+  void withdraw_plan();
   void start_completion(bool chat);
   void run_completion(bool chat, const ApiRequest& r, std::variant<RequestPlan, ApiError>& planned);
   void start_response();
@@ -132,6 +134,7 @@ class HttpSession : public SessionBase, public std::enable_shared_from_this<Http
 
   uint64_t serial_ = 0;             // tells this request's events from a previous one's
   uint64_t planning_ = 0;           // the serial of the request being planned (0: none)
+  std::function<void()> withdraw_plan_;  // ServerState::plan's, while planning_
   std::unique_ptr<ClientJob> job_;
   std::vector<CancelFn> cancels_;
   bool sse_started_ = false;

@@ -29,6 +29,7 @@
 
 #include "http/engine_port.hpp"
 #include "http/key_gate.hpp"
+#include "http/plan_lanes.hpp"
 #include "http/refusal_counters.hpp"
 #include "http/request_plan.hpp"
 #include "http/response_store.hpp"
@@ -143,21 +144,25 @@ class ServerState {
   // gone or the gate is closed (any thread). Parsing and planning a request
   // (its chat template, the tokenizer, a grammar to compile) would stall the
   // I/O thread's other connections. A request whose grammar is not compiled
-  // yet is planned again on a compiling thread (as many): planning threads
-  // never compile (ConstraintCompiler::MissesDeferred), so a large new
-  // schema does not hold up the requests behind it. `work` may run twice and
-  // must not hold the session or this state: a planning thread must never
-  // drop the last reference to either (their destructors join it).
+  // yet is planned again on a compiling thread (as many; http/plan_lanes.hpp),
+  // so a large new schema does not hold up the requests behind it. `work` may
+  // run twice and must not hold the session or this state: a planning thread
+  // must never drop the last reference to either (their destructors join it).
+  //
+  // The returned function (any thread) withdraws the request: work not
+  // started does not run, and `then` is not called. Work for a session that
+  // is gone does not run either.
   template <class Session, class Work, class Then>
-  void plan(const std::weak_ptr<Session>& weak, Work work, Then then) {
-    planner_.submit([this, weak, work = std::move(work), then = std::move(then)] {
-      {
-        ConstraintCompiler::MissesDeferred misses;
-        auto result = work();
-        if (!misses.deferred()) return deliver(weak, then, std::move(result));
-      }
-      compiler_.submit([this, weak, work, then] { deliver(weak, then, work()); });
-    });
+  std::function<void()> plan(const std::weak_ptr<Session>& weak, Work work, Then then) {
+    auto withdrawn = std::make_shared<std::atomic<bool>>(false);
+    plan_in_lanes(
+        planner_, compiler_, std::move(work), [weak, withdrawn] { return !*withdrawn && !weak.expired(); },
+        [this, weak, withdrawn, then = std::move(then)](auto result) {
+          post_to(weak, [result = std::move(result), withdrawn, then](Session& s) mutable {
+            if (!*withdrawn) then(s, std::move(result));
+          });
+        });
+    return [withdrawn] { withdrawn->store(true); };
   }
   void close_gate() {
     std::lock_guard lock(gate_mutex_);
@@ -170,11 +175,6 @@ class ServerState {
   const ModelContext model_;
   ResponseStore responses_;
   std::vector<std::shared_ptr<SessionBase>> live_sessions();
-  // plan()'s end: then(session, result) on the session's strand.
-  template <class Session, class Then, class Result>
-  void deliver(const std::weak_ptr<Session>& weak, const Then& then, Result result) {
-    post_to(weak, [result = std::move(result), then](Session& s) mutable { then(s, std::move(result)); });
-  }
 
   std::mutex sessions_mutex_;
   std::condition_variable sessions_closed_;

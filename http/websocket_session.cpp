@@ -84,13 +84,7 @@ void WebSocketSession::shutdown() {
     }
     s.running_.clear();
     s.by_client_id_.clear();
-    for (auto& [key, p] : s.planning_) {
-      ApiRequest r;
-      r.client_id = p.client_id;
-      r.client_id_is_number = p.client_id_is_number;
-      s.refuse(why, r, std::move(p.record));
-    }
-    s.planning_.clear();
+    s.refuse_planning(why);
     s.closing_ = true;
     if (!s.write_in_flight_) s.do_write();
   });
@@ -102,7 +96,20 @@ void WebSocketSession::cancel_requests(const std::string& reason) {
       r.job->set_cancel_reason(reason);
       self->cancel(r);  // the engine's last events end each request as usual
     }
+    // Those not on the engine yet never will be.
+    if (!self->closed_ && !self->closing_) self->refuse_planning({503, reason, "server_error", {}, "shutting_down"});
   });
+}
+
+void WebSocketSession::refuse_planning(const ApiError& why) {
+  for (auto& [key, p] : planning_) {
+    p.withdraw();
+    ApiRequest r;
+    r.client_id = p.client_id;
+    r.client_id_is_number = p.client_id_is_number;
+    refuse(why, r, std::move(p.record));
+  }
+  planning_.clear();
 }
 
 void WebSocketSession::end_record(Running& r, int status_if_ok) {
@@ -232,7 +239,7 @@ void WebSocketSession::plan(WsStart start) {
     std::optional<WsRefuse> refused = plan_ws_start(planned, *model);
     return std::make_pair(std::move(planned), std::move(refused));
   };
-  state_->plan(weak_from_this(), std::move(work),
+  p.withdraw = state_->plan(weak_from_this(), std::move(work),
                [serial](WebSocketSession& s, std::pair<WsStart, std::optional<WsRefuse>> planned) {
                  auto it = s.planning_.find(planned.first.key);
                  if (it == s.planning_.end() || it->second.serial != serial || s.closed_ || s.closing_) return;
@@ -325,7 +332,8 @@ void WebSocketSession::cancel_all() {
   }
   running_.clear();
   by_client_id_.clear();
-  planning_.clear();  // their plans are dropped when they come back
+  for (auto& [key, p] : planning_) p.withdraw();  // not planned or compiled for no one
+  planning_.clear();
 }
 
 // ---- writing ----------------------------------------------------------------------

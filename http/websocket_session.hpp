@@ -40,6 +40,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +87,8 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
   // An error event for a message that runs nothing, and its access-log line.
   // `record`: the request's, when it was planned (else a new one).
   void refuse(const ApiError& error, const ApiRequest& request, RequestRecord record = {});
+  // Every request being planned: withdrawn and answered `why`.
+  void refuse_planning(const ApiError& why);
   void end_record(Running& r, int status_if_ok);
   void plan(WsStart start);
   void start(WsStart start, uint64_t serial, RequestRecord record);
@@ -127,6 +130,7 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
     bool client_id_is_number = false;
     bool cancelled = false;  // a cancel came meanwhile
     RequestRecord record;    // in flight (a drain waits for it)
+    std::function<void()> withdraw;  // ServerState::plan's
   };
   std::map<std::string, Planning> planning_;
 };

@@ -1,0 +1,42 @@
+// Planning a request in two lanes: a planning thread that never compiles a
+// grammar and a compiling thread that does (ServerState::plan).
+//
+// A grammar the cache lacks (a new schema or tool list) takes milliseconds
+// to seconds to compile; on the thread that plans every request, each one
+// behind it would wait. So work() runs first on `planner` under a
+// ConstraintCompiler::MissesDeferred: when it met no miss, its result is
+// delivered; when it met one, what it planned is incomplete and dropped, and
+// work() runs again on `compiler`, where the miss compiles (the cache may
+// have it by then: another request compiled it meanwhile).
+//
+// `wanted()` is asked before each run of work(): a request whose client went
+// is not planned, or compiled, for no one. deliver(result) runs on the
+// thread that ran work() to its end.
+//
+// Thread-safety: as WorkQueue::submit; work, wanted and deliver are copied
+// into the jobs and may run on any of the queues' threads (work twice).
+#pragma once
+
+#include <utility>
+
+#include "http/constraint_compiler.hpp"
+#include "http/work_queue.hpp"
+
+namespace conveyor::http {
+
+template <class Work, class Wanted, class Deliver>
+void plan_in_lanes(WorkQueue& planner, WorkQueue& compiler, Work work, Wanted wanted, Deliver deliver) {
+  planner.submit([&compiler, work = std::move(work), wanted = std::move(wanted), deliver = std::move(deliver)] {
+    if (!wanted()) return;
+    {
+      ConstraintCompiler::MissesDeferred misses;
+      auto result = work();
+      if (!misses.deferred()) return deliver(std::move(result));
+    }
+    compiler.submit([work, wanted, deliver] {
+      if (wanted()) deliver(work());
+    });
+  });
+}
+
+}  // namespace conveyor::http
