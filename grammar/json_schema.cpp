@@ -2,7 +2,9 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/json/serializer.hpp>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "grammar/expr.hpp"
@@ -88,12 +90,25 @@ Expected<Element> SchemaCompiler::compile(const json::value& schema, const std::
   if (b_.rule_count() > kMaxGrammarRules) return fail(path, "the grammar would be too large");
   if (schema.is_bool()) return schema.get_bool() ? syntax_.value() : never();
   // Keyed by the text: what a subschema compiles to depends on it alone
-  // (paths and depths only name errors, and a schema with one fails alike).
-  std::string key = json::serialize(schema);
-  if (const auto it = compiled_.find(key); it != compiled_.end()) return it->second;
+  // (paths name errors only; one found again deeper than the depth bound is
+  // taken: the bound guards work, and a copy costs none). Large subschemas
+  // seldom repeat: past kMaxSharedBytes of text they are not keyed, which
+  // bounds the serializing to that much a subschema.
+  std::optional<std::string> key = shared_key(schema);
+  if (key) {
+    if (const auto it = compiled_.find(*key); it != compiled_.end()) return it->second;
+  }
   auto e = compile_new(schema, path, depth);
-  if (e) compiled_.emplace(std::move(key), *e);
+  if (e && key) compiled_.emplace(std::move(*key), *e);
   return e;
+}
+
+std::optional<std::string> SchemaCompiler::shared_key(const json::value& schema) {
+  writer_.reset(&schema);
+  key_buffer_.resize(kMaxSharedBytes);
+  const std::string_view written = writer_.read(key_buffer_.data(), key_buffer_.size());
+  if (!writer_.done()) return std::nullopt;
+  return std::string(written);
 }
 
 Expected<Element> SchemaCompiler::compile_new(const json::value& schema, const std::string& path, int depth) {

@@ -3,12 +3,15 @@
 // json_schema_types.cpp (each type's keywords). Not a public header.
 #pragma once
 
+#include <boost/json/serializer.hpp>
 #include <boost/json/value.hpp>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.hpp"
 #include "grammar/grammar.hpp"
@@ -58,6 +61,9 @@ class SchemaCompiler {
 
  private:
   Expected<Element> compile_new(const json::value& schema, const std::string& path, int depth);
+  // The key of compiled_: the subschema's JSON text, or none past kMaxSharedBytes.
+  static constexpr size_t kMaxSharedBytes = 16 * 1024;
+  std::optional<std::string> shared_key(const json::value& schema);
   Error fail(const std::string& path, const std::string& what) const {
     return make_error(Errc::invalid_argument, "json_schema: " + what + " (at " + path + ")");
   }
@@ -83,6 +89,8 @@ class SchemaCompiler {
   JsonSyntax syntax_;
   std::map<std::string, int32_t, std::less<>> ref_rules_;  // $ref -> its rule
   std::unordered_map<std::string, Element> compiled_;      // a subschema's JSON text -> its element
+  json::serializer writer_;                                // shared_key's
+  std::vector<char> key_buffer_;                           // shared_key's: kMaxSharedBytes
 };
 
 }  // namespace conveyor::grammar::detail

@@ -1,6 +1,7 @@
 #include "http/constraint_compiler.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "grammar/choices.hpp"
 #include "grammar/gbnf.hpp"
@@ -58,27 +59,31 @@ std::string cache_key(const OutputConstraint& c) {
 
 thread_local ConstraintCompiler::MissesDeferred* misses_deferred = nullptr;
 
+// The refusals kept (ConstraintCompiler::refusals_): by count, and by the
+// bytes of their keys (a schema may be a whole request body) and messages.
+constexpr size_t kKeptRefusals = 64;
+constexpr size_t kKeptRefusalBytes = size_t(4) << 20;
+
 }  // namespace
 
 ConstraintCompiler::MissesDeferred::MissesDeferred() : outer_(misses_deferred) { misses_deferred = this; }
 
-ConstraintCompiler::MissesDeferred::~MissesDeferred() { misses_deferred = outer_; }
+ConstraintCompiler::MissesDeferred::~MissesDeferred() {
+  misses_deferred = outer_;
+  if (outer_ && deferred_) outer_->deferred_ = true;
+}
 
 ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity,
                                        size_t cache_bytes)
     : binder_(std::move(binder)), capacity_(std::max<size_t>(cache_capacity, 1)), cache_bytes_(cache_bytes) {}
 
-size_t ConstraintCompiler::Entry::bytes() const {
-  return grammar.compiled ? grammar.compiled->memory_bytes() : refused.size();
-}
-
 void ConstraintCompiler::evict_locked() {
   size_t bytes = 0;
-  for (const auto& [key, entry] : lru_) bytes += entry.bytes();
+  for (const auto& [key, c] : lru_) bytes += c.compiled->memory_bytes();
   // The newest too: a grammar whose masks alone pass the bound serves the
   // requests that hold it and is not kept.
   while (!lru_.empty() && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
-    bytes -= std::min(bytes, lru_.back().second.bytes());
+    bytes -= std::min(bytes, lru_.back().second.compiled->memory_bytes());
     by_key_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -96,7 +101,7 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   const std::string param(field);
   // The compilers name their input ("json_schema: ..."): once is enough. The
   // field is not in the key (a schema is the same under response_format and
-  // text.format), so it is added to a kept refusal when it is answered.
+  // text.format), so a kept refusal names the field of the request it answers.
   const auto refusal = [&param](const std::string& why) {
     return bad_request(why.starts_with(param + ": ") ? why : param + ": " + why, param);
   };
@@ -104,13 +109,16 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
     std::lock_guard lock(mutex_);
     if (auto it = by_key_.find(key); it != by_key_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      ++hits_;
-      const Entry hit = lru_.front().second;
       // Masks grow while the cached grammars are used: their size is looked
       // at with every request, not only when a grammar comes in.
+      ++hits_;
+      GrammarConstraint hit = lru_.front().second;
       evict_locked();
-      if (hit.grammar.compiled) return hit.grammar;
-      return refusal(hit.refused);
+      return hit;
+    }
+    if (auto it = refusal_by_key_.find(key); it != refusal_by_key_.end()) {
+      refusals_.splice(refusals_.begin(), refusals_, it->second);
+      return refusal(refusals_.front().second);
     }
   }
   if (misses_deferred) {
@@ -119,35 +127,44 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   }
   // Compiled outside the lock: two requests racing on a new key both compile,
   // and the second one's result replaces the first in the cache (equal anyway).
-  Entry entry;
-  auto ir = build();
-  if (!ir) {
-    entry.refused = ir.error().message;
+  std::optional<std::string> refused;  // the compilers' message
+  GrammarConstraint result;
+  if (auto ir = build(); !ir) {
+    refused = ir.error().message;
   } else {
-    entry.grammar = GrammarConstraint{std::make_shared<const grammar::Grammar>(std::move(*ir)), nullptr};
-    if (Status s = binder_->bind(entry.grammar); !s) {
-      entry.grammar = GrammarConstraint{};
-      entry.refused = s.error().message;
-    }
+    result = GrammarConstraint{std::make_shared<const grammar::Grammar>(std::move(*ir)), nullptr};
+    if (Status s = binder_->bind(result); !s) refused = s.error().message;
   }
-  if (entry.refused.empty() && !entry.grammar.compiled) entry.refused = "the grammar could not be compiled";
   std::lock_guard lock(mutex_);
-  if (entry.grammar.compiled) ++compiled_;
+  if (refused) {
+    if (auto it = refusal_by_key_.find(key); it != refusal_by_key_.end()) {
+      refusal_bytes_ -= 2 * it->first.size() + it->second->second.size();
+      refusals_.erase(it->second);
+      refusal_by_key_.erase(it);
+    }
+    refusals_.emplace_front(key, *refused);
+    refusal_by_key_[key] = refusals_.begin();
+    refusal_bytes_ += 2 * key.size() + refused->size();
+    while (!refusals_.empty() && (refusals_.size() > kKeptRefusals || refusal_bytes_ > kKeptRefusalBytes)) {
+      refusal_bytes_ -= 2 * refusals_.back().first.size() + refusals_.back().second.size();
+      refusal_by_key_.erase(refusals_.back().first);
+      refusals_.pop_back();
+    }
+    return refusal(*refused);
+  }
+  ++compiled_;
   if (auto it = by_key_.find(key); it != by_key_.end()) lru_.erase(it->second);
-  lru_.emplace_front(key, entry);
+  lru_.emplace_front(key, result);
   by_key_[key] = lru_.begin();
   evict_locked();
-  if (entry.grammar.compiled) return entry.grammar;
-  return refusal(entry.refused);
+  return result;
 }
 
 ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
   std::lock_guard lock(mutex_);
   CacheFigures f;
-  for (const auto& [key, entry] : lru_) {
-    f.grammars += entry.grammar.compiled ? 1 : 0;
-    f.bytes += entry.bytes();
-  }
+  f.grammars = lru_.size();
+  for (const auto& [key, c] : lru_) f.bytes += c.compiled->memory_bytes();
   f.max_bytes = cache_bytes_;
   f.compiled = compiled_;
   f.hits = hits_;

@@ -18,8 +18,8 @@
 //
 // Errors are OpenAI-style 400s naming the request field the constraint came
 // from and the compiler's message ("response_format: json_schema: keyword
-// 'multipleOf' is not supported (at #/properties/age)"). Refusals are kept in
-// the cache too (by count; their bytes are their messages').
+// 'multipleOf' is not supported (at #/properties/age)"). Refusals are kept
+// too, apart from the grammars (at most 64, and 4 MiB of keys and messages).
 //
 // A grammar the cache lacks takes milliseconds to seconds to compile. A
 // server plans requests on a thread that must not wait for one, since every
@@ -68,9 +68,9 @@ class ConstraintCompiler {
                                    std::string_view field);
 
   // What the cache holds now, its bound, and the grammars compiled so far
-  // and cache hits, refusals included (for /metrics and tests).
+  // and cache hits (for /metrics and tests; refusals are not counted).
   struct CacheFigures {
-    size_t grammars = 0;  // compiled; refusals are in bytes and hits only
+    size_t grammars = 0;
     size_t bytes = 0;
     size_t max_bytes = 0;
     uint64_t compiled = 0, hits = 0;
@@ -80,8 +80,9 @@ class ConstraintCompiler {
   void set_cache_bytes(size_t bytes);
 
   // While one lives, compile() and compile_grammar() on its thread answer a
-  // cache miss with an error instead of compiling, and deferred() turns
-  // true. Scopes nest (the innermost counts).
+  // cache miss with an error (503, code "deferred") instead of compiling,
+  // and deferred() turns true. Scopes nest: an inner scope's miss counts for
+  // the outer ones too.
   class MissesDeferred {
    public:
     MissesDeferred();
@@ -108,17 +109,16 @@ class ConstraintCompiler {
   size_t capacity_;
   size_t cache_bytes_;
 
-  mutable std::mutex mutex_;  // guards the cache and counters
-  // A grammar compiled, or the compilers' refusal of it: refusals are kept
-  // too, so an ask refused once is answered again at once (on a planning
-  // thread: ServerState::plan), not after the compiles queued before it.
-  struct Entry {
-    GrammarConstraint grammar;  // null compiled: refused
-    std::string refused;        // the compiler's message
-    size_t bytes() const;
-  };
-  std::list<std::pair<std::string, Entry>> lru_;  // most recent first
+  mutable std::mutex mutex_;  // guards the caches and counters
+  std::list<std::pair<std::string, GrammarConstraint>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
+  // The compilers' refusals (their messages), kept apart so that an ask
+  // refused once is answered again at once, on a planning thread
+  // (ServerState::plan), not after the compiles queued before it; bounded by
+  // count and bytes of their own, so refusals never push grammars out.
+  std::list<std::pair<std::string, std::string>> refusals_;  // most recent first
+  std::unordered_map<std::string, decltype(refusals_)::iterator> refusal_by_key_;
+  size_t refusal_bytes_ = 0;  // keys (held twice) and messages
   uint64_t compiled_ = 0, hits_ = 0;
 };
 

@@ -39,7 +39,7 @@ std::string top_field(const std::string& where) { return where.substr(0, where.f
 // A schema: an object (or `true`, which allows any value), kept as compact JSON.
 Fail schema_text(const json::value& schema, const std::string& where, std::string& out) {
   if (!schema.is_object() && !schema.is_bool())
-    return bad_request("'" + where + "' must be a JSON Schema (an object)", top_field(where));
+    return bad_request("'" + where + "' must be a JSON Schema (an object or a boolean)", top_field(where));
   out = json::serialize(schema);
   return std::nullopt;
 }

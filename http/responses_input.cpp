@@ -271,7 +271,7 @@ Fail text_format(const json::value& text, OutputConstraint& out) {
   out.name.assign(name->data(), name->size());
   const json::value* schema = f->if_contains("schema");
   if (schema == nullptr || !(schema->is_object() || schema->is_bool()))  // as chat's response_format takes
-    return bad_request("'text.format.schema' must be a JSON schema object", "text.format.schema");
+    return bad_request("'text.format.schema' must be a JSON Schema (an object or a boolean)", "text.format.schema");
   out.source = json::serialize(*schema);
   out.strict = false;  // OpenAI's default for text.format
   if (const json::value* strict = f->if_contains("strict"); strict && !strict->is_null()) {

@@ -76,8 +76,10 @@ std::string_view origin_form(std::string_view target) {
     bool same = true;  // schemes are case-insensitive (RFC 9110 4.2.3)
     for (size_t i = 0; i < scheme.size(); ++i) same &= char(std::tolower(uint8_t(target[i]))) == scheme[i];
     if (!same) continue;
-    const size_t path = target.find('/', scheme.size());
-    return path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+    // The authority ends at the first '/' or '?'; with no path, "/" (the
+    // query of "http://host?q" is dropped: no route reads one on "/").
+    const size_t end = target.find_first_of("/?", scheme.size());
+    return end == std::string_view::npos || target[end] == '?' ? std::string_view("/") : target.substr(end);
   }
   return target;
 }

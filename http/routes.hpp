@@ -42,8 +42,8 @@ struct RouteMatch {
 RouteMatch match_route(std::string_view method, std::string_view target);
 // A request target in origin form ("/path?query"): the absolute form a proxy
 // sends ("http://host:port/path?query"; RFC 9112 3.2.2 asks every server to
-// accept it) loses its scheme and authority ("/" when nothing follows them);
-// other targets are returned as they are.
+// accept it) loses its scheme and authority ("/" when no path follows
+// them); other targets are returned as they are.
 std::string_view origin_form(std::string_view target);
 
 // True when no key is configured, or `authorization` is "Bearer KEY"

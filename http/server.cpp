@@ -89,7 +89,7 @@ void Server::Impl::on_drain_timeout() {
   const double timeout = state->options().shutdown_timeout_seconds;
   log_warn("shutdown timeout passed: cancelling the requests still running",
            {{"requests_in_flight", uint64_t(left)}, {"shutdown_timeout_s", timeout}});
-  state->cancel_requests("the server is shutting down: the request was still running when its shutdown_timeout (" +
+  state->cancel_requests("the server is shutting down: the request had not ended when its shutdown_timeout (" +
                          seconds_text(timeout) + ") passed");
   drain_timer.expires_after(millis(kCancelGraceSeconds));
   drain_timer.async_wait([this](boost::system::error_code ec) {

@@ -1,5 +1,7 @@
 #include "http/websocket_session.hpp"
 
+#include <utility>
+
 #include "http/api_json.hpp"
 #include "http/ws_message.hpp"
 #include "http/ws_subprotocol.hpp"
@@ -75,15 +77,17 @@ void WebSocketSession::shutdown() {
     WebSocketSession& s = *self;
     if (s.closed_ || s.closing_) return;
     const ApiError why{503, "the server is shutting down", "server_error", {}, "shutting_down"};
-    for (auto& [serial, r] : s.running_) {
+    // Taken out first: a send() that finds the client not reading closes the
+    // socket and clears the maps (cancel_all) under the loop.
+    auto running = std::exchange(s.running_, {});
+    s.by_client_id_.clear();
+    for (auto& [serial, r] : running) {
       std::vector<std::string> out;
       r.job->abort(why, out);
       for (std::string& m : out) s.send(std::move(m));
       s.cancel(r);
       s.end_record(r, 200);
     }
-    s.running_.clear();
-    s.by_client_id_.clear();
     s.refuse_planning(why);
     s.closing_ = true;
     if (!s.write_in_flight_) s.do_write();
@@ -102,14 +106,13 @@ void WebSocketSession::cancel_requests(const std::string& reason) {
 }
 
 void WebSocketSession::refuse_planning(const ApiError& why) {
-  for (auto& [key, p] : planning_) {
+  for (auto& [key, p] : std::exchange(planning_, {})) {  // refuse() may clear planning_ (as shutdown says)
     p.withdraw();
     ApiRequest r;
     r.client_id = p.client_id;
     r.client_id_is_number = p.client_id_is_number;
     refuse(why, r, std::move(p.record));
   }
-  planning_.clear();
 }
 
 void WebSocketSession::end_record(Running& r, int status_if_ok) {

@@ -434,6 +434,7 @@ TEST(Routes, MatchesPathsMethodsAndKeys) {
   EXPECT_EQ(match_route("GET", "/v2").route, Route::not_found);
   EXPECT_EQ(origin_form("http://host:8000/v1/models?x=1"), "/v1/models?x=1");
   EXPECT_EQ(origin_form("HTTPS://host"), "/");
+  EXPECT_EQ(origin_form("http://host?next=/admin"), "/");  // a query is no path
   EXPECT_EQ(origin_form("/health"), "/health");
   EXPECT_EQ(origin_form("*"), "*");
   EXPECT_EQ(origin_form("http:/x"), "http:/x");

@@ -1,0 +1,158 @@
+// plan_in_lanes (http/plan_lanes.hpp): a request whose grammar the cache
+// lacks is planned again on the compiling thread; the requests behind it on
+// the planning thread go on meanwhile; a request no longer wanted is not
+// planned, or compiled, for no one.
+//
+// The state the jobs use is declared before the queues, and the planning
+// queue last: on a failed assertion the queues are joined (planner first,
+// whose jobs submit to the compiler) while it is still there.
+#include "http/plan_lanes.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "grammar/regex.hpp"
+#include "tests/http/constraint_fixtures.hpp"
+
+namespace conveyor::http {
+namespace {
+
+using testing::binder;
+using testing::regex;
+
+// Long enough for any machine; a broken lane fails instead of hanging.
+template <class Future>
+bool ready(Future& f) {
+  return f.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+}
+
+// Whether every job queued on `queue` so far has run (one thread: in order).
+bool drained(WorkQueue& queue) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto future = done->get_future();
+  queue.submit([done] { done->set_value(); });
+  return ready(future);
+}
+
+TEST(PlanLanes, AMissIsPlannedAgainOnTheCompilingThread) {
+  ConstraintCompiler constraints(binder());
+  std::mutex mutex;
+  std::vector<std::thread::id> runs;
+  WorkQueue compiler(1), planner(1);
+  const auto plan = [&](std::string pattern) {
+    auto delivered = std::make_shared<std::promise<std::pair<bool, std::thread::id>>>();
+    auto future = delivered->get_future();
+    plan_in_lanes(
+        planner, compiler,
+        [&, pattern] {
+          std::lock_guard lock(mutex);
+          runs.push_back(std::this_thread::get_id());
+          return constraints.compile(regex(pattern));
+        },
+        [] { return true; },
+        [delivered](ConstraintResult r) {
+          delivered->set_value({std::holds_alternative<GrammarConstraint>(r), std::this_thread::get_id()});
+        });
+    if (!ready(future)) {
+      ADD_FAILURE() << "not delivered";
+      return std::pair<bool, std::thread::id>{};
+    }
+    return future.get();
+  };
+  const auto [compiled, on] = plan("a+");
+  EXPECT_TRUE(compiled);
+  ASSERT_EQ(runs.size(), 2u);  // planned, deferred, planned again
+  EXPECT_NE(runs[0], runs[1]);
+  EXPECT_EQ(on, runs[1]);
+  EXPECT_EQ(constraints.figures().compiled, 1u);
+  runs.clear();
+  const auto [again, on_planner] = plan("a+");  // cached: planned once, on the planning thread
+  EXPECT_TRUE(again);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(on_planner, runs[0]);
+  EXPECT_EQ(constraints.figures().compiled, 1u);
+}
+
+TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
+  ConstraintCompiler constraints(binder());
+  std::promise<void> compiling, release, deferred;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<bool> slow_done;
+  std::promise<int> plain;
+  std::atomic<bool> wanted{true}, delivered{false};
+  std::atomic<int> planned{0};
+  WorkQueue compiler(1), planner(1);
+  struct Release {  // a failed assertion frees the compiling thread before the queues join it
+    std::promise<void>& promise;
+    bool done = false;
+    void operator()() {
+      done = true;
+      promise.set_value();
+    }
+    ~Release() {
+      if (!done) promise.set_value();
+    }
+  } let_go{release};
+
+  plan_in_lanes(
+      planner, compiler,
+      [&] {
+        return constraints.compile_grammar(
+            "slow",
+            [&] {
+              compiling.set_value();
+              released.wait();  // the compiling thread is busy until the test says
+              return grammar::grammar_from_regex("s+");
+            },
+            "tools");
+      },
+      [] { return true; }, [&](ConstraintResult r) { slow_done.set_value(std::holds_alternative<GrammarConstraint>(r)); });
+  auto compile_started = compiling.get_future();
+  ASSERT_TRUE(ready(compile_started));
+
+  // A plain request behind it is planned and delivered meanwhile.
+  plan_in_lanes(planner, compiler, [] { return 7; }, [] { return true; }, [&](int v) { plain.set_value(v); });
+  auto plain_done = plain.get_future();
+  ASSERT_TRUE(ready(plain_done));
+  EXPECT_EQ(plain_done.get(), 7);
+
+  // A request with another new grammar waits for the compiling thread; its
+  // client goes meanwhile: it is not compiled, nor delivered.
+  plan_in_lanes(
+      planner, compiler,
+      [&] {
+        if (planned++ == 0) deferred.set_value();
+        return constraints.compile(regex("c+"));
+      },
+      [&] { return wanted.load(); }, [&](ConstraintResult) { delivered = true; });
+  auto was_deferred = deferred.get_future();
+  ASSERT_TRUE(ready(was_deferred));
+  ASSERT_TRUE(drained(planner));
+  wanted = false;
+  let_go();
+  auto slow = slow_done.get_future();
+  ASSERT_TRUE(ready(slow));
+  EXPECT_TRUE(slow.get());
+  ASSERT_TRUE(drained(compiler));
+  EXPECT_EQ(planned.load(), 1);  // on the planning thread only
+  EXPECT_FALSE(delivered);
+  EXPECT_EQ(constraints.figures().compiled, 1u);  // the slow one alone
+}
+
+TEST(PlanLanes, ARequestNotWantedIsNotPlanned) {
+  std::atomic<int> runs{0};
+  WorkQueue compiler(1), planner(1);
+  plan_in_lanes(planner, compiler, [&] { return ++runs; }, [] { return false; }, [](int) { ADD_FAILURE(); });
+  EXPECT_TRUE(drained(planner));
+  EXPECT_TRUE(drained(compiler));
+  EXPECT_EQ(runs.load(), 0);
+}
+
+}  // namespace
+}  // namespace conveyor::http
