@@ -107,7 +107,7 @@ void WebSocketSession::cancel_requests(const std::string& reason) {
 
 void WebSocketSession::refuse_planning(const ApiError& why) {
   for (auto& [key, p] : std::exchange(planning_, {})) {  // refuse() may clear planning_ (as shutdown says)
-    p.withdraw();
+    if (p.withdraw) p.withdraw();
     ApiRequest r;
     r.client_id = p.client_id;
     r.client_id_is_number = p.client_id_is_number;
@@ -335,7 +335,8 @@ void WebSocketSession::cancel_all() {
   }
   running_.clear();
   by_client_id_.clear();
-  for (auto& [key, p] : planning_) p.withdraw();  // not planned or compiled for no one
+  for (auto& [key, p] : planning_)  // not planned or compiled for no one
+    if (p.withdraw) p.withdraw();
   planning_.clear();
 }
 
