@@ -79,13 +79,12 @@ ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, si
 
 void ConstraintCompiler::evict_locked() {
   size_t bytes = 0;
-  for (const auto& [key, c] : lru_) bytes += c.compiled->memory_bytes();
+  for (const auto& [key, c] : lru_.items) bytes += c.compiled->memory_bytes();
   // The newest too: a grammar whose masks alone pass the bound serves the
   // requests that hold it and is not kept.
-  while (!lru_.empty() && (lru_.size() > capacity_ || bytes > cache_bytes_)) {
-    bytes -= std::min(bytes, lru_.back().second.compiled->memory_bytes());
-    by_key_.erase(lru_.back().first);
-    lru_.pop_back();
+  while (!lru_.items.empty() && (lru_.items.size() > capacity_ || bytes > cache_bytes_)) {
+    bytes -= std::min(bytes, lru_.items.back().second.compiled->memory_bytes());
+    lru_.drop_oldest();
   }
 }
 
@@ -107,19 +106,15 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   };
   {
     std::lock_guard lock(mutex_);
-    if (auto it = by_key_.find(key); it != by_key_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
+    if (const GrammarConstraint* found = lru_.use(key)) {
       // Masks grow while the cached grammars are used: their size is looked
       // at with every request, not only when a grammar comes in.
       ++hits_;
-      GrammarConstraint hit = lru_.front().second;
+      GrammarConstraint hit = *found;
       evict_locked();
       return hit;
     }
-    if (auto it = refusal_by_key_.find(key); it != refusal_by_key_.end()) {
-      refusals_.splice(refusals_.begin(), refusals_, it->second);
-      return refusal(refusals_.front().second);
-    }
+    if (const std::string* why = refusals_.use(key)) return refusal(*why);
   }
   if (misses_deferred) {
     misses_deferred->deferred_ = true;
@@ -137,25 +132,19 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
   }
   std::lock_guard lock(mutex_);
   if (refused) {
-    if (auto it = refusal_by_key_.find(key); it != refusal_by_key_.end()) {
-      refusal_bytes_ -= 2 * it->first.size() + it->second->second.size();
-      refusals_.erase(it->second);
-      refusal_by_key_.erase(it);
-    }
-    refusals_.emplace_front(key, *refused);
-    refusal_by_key_[key] = refusals_.begin();
-    refusal_bytes_ += 2 * key.size() + refused->size();
-    while (!refusals_.empty() && (refusals_.size() > kKeptRefusals || refusal_bytes_ > kKeptRefusalBytes)) {
-      refusal_bytes_ -= 2 * refusals_.back().first.size() + refusals_.back().second.size();
-      refusal_by_key_.erase(refusals_.back().first);
-      refusals_.pop_back();
+    refusals_.put(key, *refused);
+    // A refusal's bytes: its key (held twice) and its message.
+    const auto bytes_of = [](const auto& item) { return 2 * item.first.size() + item.second.size(); };
+    size_t bytes = 0;
+    for (const auto& item : refusals_.items) bytes += bytes_of(item);
+    while (!refusals_.items.empty() && (refusals_.items.size() > kKeptRefusals || bytes > kKeptRefusalBytes)) {
+      bytes -= bytes_of(refusals_.items.back());
+      refusals_.drop_oldest();
     }
     return refusal(*refused);
   }
   ++compiled_;
-  if (auto it = by_key_.find(key); it != by_key_.end()) lru_.erase(it->second);
-  lru_.emplace_front(key, result);
-  by_key_[key] = lru_.begin();
+  lru_.put(key, result);
   evict_locked();
   return result;
 }
@@ -163,8 +152,8 @@ ConstraintResult ConstraintCompiler::compile_grammar(const std::string& key,
 ConstraintCompiler::CacheFigures ConstraintCompiler::figures() const {
   std::lock_guard lock(mutex_);
   CacheFigures f;
-  f.grammars = lru_.size();
-  for (const auto& [key, c] : lru_) f.bytes += c.compiled->memory_bytes();
+  f.grammars = lru_.items.size();
+  for (const auto& [key, c] : lru_.items) f.bytes += c.compiled->memory_bytes();
   f.max_bytes = cache_bytes_;
   f.compiled = compiled_;
   f.hits = hits_;

@@ -109,16 +109,38 @@ class ConstraintCompiler {
   size_t capacity_;
   size_t cache_bytes_;
 
+  // Values by key, the most recently used first.
+  template <class V>
+  struct Lru {
+    std::list<std::pair<std::string, V>> items;  // most recent first
+    std::unordered_map<std::string, typename std::list<std::pair<std::string, V>>::iterator> by_key;
+
+    // The value of `key`, made the most recent; null when absent.
+    V* use(const std::string& key) {
+      const auto it = by_key.find(key);
+      if (it == by_key.end()) return nullptr;
+      items.splice(items.begin(), items, it->second);
+      return &items.front().second;
+    }
+    // `key`'s value, the most recent (replacing one there was).
+    void put(const std::string& key, V value) {
+      if (const auto it = by_key.find(key); it != by_key.end()) items.erase(it->second);
+      items.emplace_front(key, std::move(value));
+      by_key[key] = items.begin();
+    }
+    void drop_oldest() {
+      by_key.erase(items.back().first);
+      items.pop_back();
+    }
+  };
+
   mutable std::mutex mutex_;  // guards the caches and counters
-  std::list<std::pair<std::string, GrammarConstraint>> lru_;  // most recent first
-  std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
+  Lru<GrammarConstraint> lru_;
   // The compilers' refusals (their messages), kept apart so that an ask
   // refused once is answered again at once, on a planning thread
   // (ServerState::plan), not after the compiles queued before it; bounded by
   // count and bytes of their own, so refusals never push grammars out.
-  std::list<std::pair<std::string, std::string>> refusals_;  // most recent first
-  std::unordered_map<std::string, decltype(refusals_)::iterator> refusal_by_key_;
-  size_t refusal_bytes_ = 0;  // keys (held twice) and messages
+  Lru<std::string> refusals_;
   uint64_t compiled_ = 0, hits_ = 0;
 };
 
