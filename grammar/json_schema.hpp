@@ -21,7 +21,8 @@
 //   minLength, maxLength (characters; a \u escape pair is one), pattern
 //     (grammar/regex.hpp, unanchored as JSON Schema says: `a` means `.*a.*`;
 //     ^ and $ anchor), format: date, time, date-time (RFC 3339 full-date,
-//     full-time, date-time: month lengths and leap years checked, T and Z in
+//     full-time, date-time: month lengths and leap years checked, years 0001
+//     to 9999 (year 0000 is one most parsers refuse), T and Z in
 //     either case, second 60 only as a leap second is, 23:59:60 UTC (written
 //     with a zero offset; a leap second in other offsets is valid but never
 //     written), at most 9 fraction digits: nanoseconds,

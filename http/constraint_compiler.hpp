@@ -30,6 +30,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -92,11 +93,16 @@ class ConstraintCompiler {
     // Whether a miss was refused in this scope: what was planned in it is
     // incomplete.
     bool deferred() const { return deferred_; }
+    // About how long compiling what was missed will take, judged by the
+    // length of what was asked (a schema's text, a tool list): enough to let
+    // a small new schema go before large ones on the compiling thread.
+    std::chrono::nanoseconds expected_compile_time() const;
 
    private:
     friend class ConstraintCompiler;
     MissesDeferred* outer_;
     bool deferred_ = false;
+    size_t missed_bytes_ = 0;  // the keys missed
   };
 
  private:

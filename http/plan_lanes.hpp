@@ -7,7 +7,10 @@
 // ConstraintCompiler::MissesDeferred: when it met no miss, its result is
 // delivered; when it met one, what it planned is incomplete and dropped, and
 // work() runs again on `compiler`, where the miss compiles (the cache may
-// have it by then: another request compiled it meanwhile).
+// have it by then: another request compiled it meanwhile). On `compiler`,
+// work is due when it was queued plus its expected compile time
+// (ConstraintCompiler::MissesDeferred::expected_compile_time), so a small
+// new schema does not wait for large ones queued just before it.
 //
 // `wanted()` is asked before each run of work(): a request whose client went
 // is not planned, or compiled, for no one. deliver(result) runs on the
@@ -17,6 +20,7 @@
 // into the jobs and may run on any of the queues' threads (work twice).
 #pragma once
 
+#include <chrono>
 #include <utility>
 
 #include "http/constraint_compiler.hpp"
@@ -28,14 +32,18 @@ template <class Work, class Wanted, class Deliver>
 void plan_in_lanes(WorkQueue& planner, WorkQueue& compiler, Work work, Wanted wanted, Deliver deliver) {
   planner.submit([&compiler, work = std::move(work), wanted = std::move(wanted), deliver = std::move(deliver)] {
     if (!wanted()) return;
+    std::chrono::nanoseconds expected;
     {
       ConstraintCompiler::MissesDeferred misses;
       auto result = work();
       if (!misses.deferred()) return deliver(std::move(result));
+      expected = misses.expected_compile_time();
     }
-    compiler.submit([work, wanted, deliver] {
-      if (wanted()) deliver(work());
-    });
+    compiler.submit(
+        [work, wanted, deliver] {
+          if (wanted()) deliver(work());
+        },
+        expected);
   });
 }
 

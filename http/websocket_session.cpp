@@ -219,8 +219,21 @@ void WebSocketSession::handle_message(std::string_view text) {
   if (auto* cancelled = std::get_if<WsCancel>(&action)) {
     auto running = by_client_id_.find(cancelled->key);
     if (running != by_client_id_.end()) cancel(running_.at(running->second));
-    auto planned = planning_.find(cancelled->key);
-    if (planned != planning_.end()) planned->second.cancelled = true;  // started, then cancelled at once
+    if (auto planned = planning_.find(cancelled->key); planned != planning_.end()) {
+      // Not on the engine yet (planned, or its grammar compiling): not
+      // planned further, and answered now.
+      Planning p = std::move(planned->second);
+      planning_.erase(planned);
+      if (p.withdraw) p.withdraw();
+      p.record.set_id(p.client_id);
+      p.record.set_stream(true);
+      JobSummary summary;
+      summary.finish = FinishReason::cancelled;
+      summary.cancelled = true;
+      p.record.set_job(summary);
+      p.record.end(200);
+      send(ws_cancelled_before_start_json(p.client_id, p.client_id_is_number));
+    }
     return;
   }
   plan(std::get<WsStart>(std::move(action)));
@@ -246,17 +259,11 @@ void WebSocketSession::plan(WsStart start) {
                [serial](WebSocketSession& s, std::pair<WsStart, std::optional<WsRefuse>> planned) {
                  auto it = s.planning_.find(planned.first.key);
                  if (it == s.planning_.end() || it->second.serial != serial || s.closed_ || s.closing_) return;
-                 const bool cancelled = it->second.cancelled;
                  RequestRecord record = std::move(it->second.record);
                  s.planning_.erase(it);
                  if (planned.second)
                    return s.refuse(planned.second->error, planned.second->request, std::move(record));
-                 const std::string key = planned.first.key;
                  s.start(std::move(planned.first), serial, std::move(record));
-                 if (cancelled) {
-                   auto running = s.by_client_id_.find(key);
-                   if (running != s.by_client_id_.end()) s.cancel(s.running_.at(running->second));
-                 }
                });
 }
 

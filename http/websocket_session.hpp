@@ -128,7 +128,6 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
     uint64_t serial = 0;
     std::string client_id;
     bool client_id_is_number = false;
-    bool cancelled = false;  // a cancel came meanwhile
     RequestRecord record;    // in flight (a drain waits for it)
     std::function<void()> withdraw;  // ServerState::plan's
   };

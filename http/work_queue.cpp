@@ -18,34 +18,34 @@ WorkQueue::~WorkQueue() {
   for (std::thread& t : threads) t.join();
 }
 
-std::function<void()> WorkQueue::submit(std::function<void()> job) {
-  uint64_t id = 0;
+std::function<void()> WorkQueue::submit(std::function<void()> job, std::chrono::nanoseconds expected) {
+  Due due;
   {
     std::lock_guard lock(queue_->mutex);
-    id = queue_->next_id++;
-    queue_->jobs.push_back(Job{id, std::move(job)});
+    due = Due{std::chrono::steady_clock::now() + std::max(expected, std::chrono::nanoseconds(0)), queue_->next_id++};
+    queue_->jobs.emplace(due, std::move(job));
     if (int(threads_.size()) < max_threads_) threads_.emplace_back([this] { run(); });
   }
   queue_->wake.notify_one();
-  return [weak = std::weak_ptr<Queue>(queue_), id] {
+  return [weak = std::weak_ptr<Queue>(queue_), due] {
     const auto queue = weak.lock();
     if (!queue) return;
     std::lock_guard lock(queue->mutex);
-    std::erase_if(queue->jobs, [id](const Job& j) { return j.id == id; });
+    queue->jobs.erase(due);
   };
 }
 
 void WorkQueue::run() {
   for (;;) {
-    Job job;
+    std::function<void()> job;
     {
       std::unique_lock lock(queue_->mutex);
       queue_->wake.wait(lock, [this] { return queue_->stopping || !queue_->jobs.empty(); });
       if (queue_->stopping) return;
-      job = std::move(queue_->jobs.front());
-      queue_->jobs.pop_front();
+      job = std::move(queue_->jobs.begin()->second);
+      queue_->jobs.erase(queue_->jobs.begin());
     }
-    job.run();
+    job();
   }
 }
 

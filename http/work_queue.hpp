@@ -5,10 +5,14 @@
 // and a grammar to compile for a JSON schema or tools, up to a second for a
 // schema of thousands of properties).
 //
-// Jobs run in the order they were submitted, one at a time on each of the
-// queue's threads, which start with the first job. A job cancelled before it
-// starts is dropped (its client went away); one that has started runs to
-// its end, and its own code decides whether anyone still wants its result.
+// Jobs run in the order they are due, one at a time on each of the queue's
+// threads, which start with the first job. A job is due when it was
+// submitted plus how long it is expected to run (0 unless told: then jobs
+// run in the order they came), so a short job passes long ones queued
+// shortly before it, and a long one waits for later jobs no longer than
+// about its own expected time. A job cancelled before it starts is dropped
+// (its client went away); one that has started runs to its end, and its own
+// code decides whether anyone still wants its result.
 //
 // Thread-safety: submit() and the cancel functions may be called from any
 // thread, the cancel functions after the queue is gone too. The destructor
@@ -17,9 +21,10 @@
 // reference to the queue's owner).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -34,20 +39,18 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // Queues `job`; the returned function drops it if it has not started (any
-  // thread, any number of times).
-  std::function<void()> submit(std::function<void()> job);
+  // Queues `job`, expected to run for `expected`; the returned function
+  // drops it if it has not started (any thread, any number of times).
+  std::function<void()> submit(std::function<void()> job, std::chrono::nanoseconds expected = {});
 
  private:
-  struct Job {
-    uint64_t id = 0;
-    std::function<void()> run;
-  };
+  // When a job is due, then the order of submission.
+  using Due = std::pair<std::chrono::steady_clock::time_point, uint64_t>;
   // Shared with the cancel functions, which may outlive the queue.
   struct Queue {
     std::mutex mutex;
     std::condition_variable wake;
-    std::deque<Job> jobs;
+    std::map<Due, std::function<void()>> jobs;
     uint64_t next_id = 1;
     bool stopping = false;
   };

@@ -4,8 +4,9 @@
 //   refuse  send ws_error_json(error, request.client_id, ...) and log it:
 //           malformed JSON or fields, an id still running, the server
 //           draining, or a plan the model refuses (prompt too long, ...)
-//   cancel  cancel the running request whose id key is `key`, if any (a
-//           cancel for an id that already finished is ignored)
+//   cancel  cancel the request whose id key is `key`, if any: a running one
+//           ends with the engine's last events, one still planned at once
+//           (a cancel for an id that already finished is ignored)
 //   start   run `plan` for `request` and remember it under `key`
 //
 // The session keeps the state (which ids run) and does the I/O; this is the

@@ -32,11 +32,12 @@ bool ready(Future& f) {
   return f.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
 }
 
-// Whether every job queued on `queue` so far has run (one thread: in order).
+// Whether every job queued on `queue` so far has run (one thread: in the
+// order they are due; this one is due after them).
 bool drained(WorkQueue& queue) {
   auto done = std::make_shared<std::promise<void>>();
   auto future = done->get_future();
-  queue.submit([done] { done->set_value(); });
+  queue.submit([done] { done->set_value(); }, std::chrono::hours(1));
   return ready(future);
 }
 
@@ -143,6 +144,52 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
   EXPECT_EQ(planned.load(), 1);  // on the planning thread only
   EXPECT_FALSE(delivered);
   EXPECT_EQ(constraints.figures().compiled, 1u);  // the slow one alone
+}
+
+// The compiling thread takes a small new grammar before a large one queued
+// just before it (WorkQueue's due order; the expected time from the keys).
+TEST(PlanLanes, ASmallNewGrammarPassesALargeOneQueuedBeforeIt) {
+  ConstraintCompiler constraints(binder());
+  std::promise<void> busy, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::mutex mutex;
+  std::vector<std::string> delivered;
+  WorkQueue compiler(1), planner(1);
+  struct Release {  // a failed assertion frees the compiling thread before the queues join it
+    std::promise<void>& promise;
+    bool done = false;
+    void operator()() {
+      done = true;
+      promise.set_value();
+    }
+    ~Release() {
+      if (!done) promise.set_value();
+    }
+  } let_go{release};
+  compiler.submit([&] {
+    busy.set_value();
+    released.wait();
+  });
+  auto compiler_busy = busy.get_future();
+  ASSERT_TRUE(ready(compiler_busy));
+  const auto plan = [&](std::string key) {
+    plan_in_lanes(
+        planner, compiler,
+        [&constraints, key] {
+          return constraints.compile_grammar(key, [] { return grammar::grammar_from_regex("k+"); }, "response_format");
+        },
+        [] { return true; },
+        [&mutex, &delivered, key](ConstraintResult) {
+          std::lock_guard lock(mutex);
+          delivered.push_back(key.substr(0, 5));
+        });
+  };
+  plan("large" + std::string(size_t(1) << 16, 'x'));  // expected about a second
+  plan("small");
+  ASSERT_TRUE(drained(planner));
+  let_go();
+  ASSERT_TRUE(drained(compiler));
+  EXPECT_EQ(delivered, (std::vector<std::string>{"small", "large"}));
 }
 
 TEST(PlanLanes, ARequestNotWantedIsNotPlanned) {

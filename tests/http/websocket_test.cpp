@@ -162,6 +162,55 @@ TEST_F(WebSocket, ClosingTheSocketCancelsItsRequests) {
   EXPECT_GE(metric(port(), "conveyor:request_success_total{finished_reason=\"cancelled\"}"), cancelled + 1);
 }
 
+// A schema of many bounded strings: a new one takes a while to compile
+// (tens of milliseconds here, more under the sanitizers).
+json::object slow_schema(const std::string& prefix) {
+  json::object properties;
+  json::array required;
+  for (int i = 0; i < 120; ++i) {
+    const std::string name = prefix + std::to_string(i);
+    properties[name] = json::object{{"type", "string"}, {"maxLength", 200 + i}};
+    required.push_back(json::value(name));
+  }
+  return json::object{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)}};
+}
+
+json::object schema_request(const std::string& id, const std::string& prefix) {
+  return json::object{
+      {"id", id},
+      {"prompt", "x"},
+      {"max_tokens", 2},
+      {"response_format",
+       json::object{{"type", "json_schema"}, {"json_schema", json::object{{"name", "s"}, {"schema", slow_schema(prefix)}}}}}};
+}
+
+// A request still planned (its grammar queued behind another's compile) is
+// cancelled at once: its final comes before anything of the request ahead
+// of it, with no tokens, and its grammar is never compiled.
+TEST_F(WebSocket, ACancelBeforeTheEngineIsAnsweredAtOnceAndCompilesNothing) {
+  const double compiled = metric(port(), "conveyor:grammars_compiled_total");
+  WsClient ws(port());
+  ASSERT_TRUE(ws.connected());
+  ws.send(json::serialize(schema_request("first", "cancel_test_a")));
+  ws.send(json::serialize(schema_request("second", "cancel_test_b")));
+  ws.send(body_of({{"type", "cancel"}, {"id", "second"}}));
+  auto message = ws.read();
+  ASSERT_TRUE(message) << "no event within the timeout";
+  json::object e = parse_object(*message);
+  EXPECT_EQ(e["type"], "final") << *message;
+  EXPECT_EQ(e["id"], "second") << *message;
+  EXPECT_EQ(e["finish_reason"], "cancelled");
+  EXPECT_EQ(e["usage"].as_object()["completion_tokens"], 0);
+  auto got = read_until_finals(ws, 1);
+  EXPECT_EQ(got.count("\"second\""), 0u);
+  EXPECT_EQ(got["\"first\""].final_event["finish_reason"], "length");
+  EXPECT_EQ(metric(port(), "conveyor:grammars_compiled_total"), compiled + 1);
+  // The id is free again.
+  ws.send(body_of({{"id", "second"}, {"prompt", "x"}, {"max_tokens", 1}}));
+  got = read_until_finals(ws, 1);
+  EXPECT_EQ(got["\"second\""].finals, 1);
+}
+
 TEST(WebSocketBound, OutputPastTheBoundCancelsTheRequest) {
   ServerOptions options;
   options.max_output_bytes = 1;

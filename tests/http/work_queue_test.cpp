@@ -9,6 +9,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,33 @@ TEST(WorkQueue, ACancelledJobThatHasNotStartedNeverRuns) {
   release.set_value();
   after.get_future().wait();
   EXPECT_FALSE(ran);
+}
+
+// A job is due at its submission plus its expected time: a short job passes
+// long ones queued before it, equal ones keep their order, and a long job
+// goes before a short one submitted after it was due.
+TEST(WorkQueue, JobsRunInTheOrderTheyAreDue) {
+  using std::chrono::milliseconds;
+  std::vector<std::string> order;
+  std::promise<void> started, release, last;
+  std::shared_future<void> released = release.get_future().share();
+  WorkQueue queue(1);
+  queue.submit([&started, released] {
+    started.set_value();
+    released.wait();
+  });
+  started.get_future().wait();  // the thread is busy: the next jobs wait
+  queue.submit([&order] { order.push_back("long 1"); }, std::chrono::hours(1));
+  queue.submit([&order] { order.push_back("long 2"); }, std::chrono::hours(1));
+  queue.submit([&order] { order.push_back("short"); }, std::chrono::minutes(10));
+  queue.submit([&order] { order.push_back("plain"); });
+  queue.submit([&order] { order.push_back("due soon"); }, milliseconds(2));
+  std::this_thread::sleep_for(milliseconds(5));  // "due soon" is due now
+  queue.submit([&order] { order.push_back("after"); });
+  queue.submit([&last] { last.set_value(); }, std::chrono::hours(2));
+  release.set_value();
+  last.get_future().wait();
+  EXPECT_EQ(order, (std::vector<std::string>{"plain", "due soon", "after", "short", "long 1", "long 2"}));
 }
 
 TEST(WorkQueue, SeveralThreadsRunJobsSideBySide) {
