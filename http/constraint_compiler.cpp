@@ -76,11 +76,13 @@ ConstraintCompiler::MissesDeferred::~MissesDeferred() {
 }
 
 std::chrono::nanoseconds ConstraintCompiler::MissesDeferred::expected_compile_time() const {
-  // Measured on Qwen 2's vocabulary (grammar_bench, build and compile): 1 to
-  // 3 us a byte for small schemas, about 20 for objects of many bounded
-  // strings, the costly kind. The larger figure: a large schema's wait is
-  // bounded by it, and small ones pass large ones either way.
-  return std::chrono::microseconds(20) * int64_t(std::min<size_t>(missed_bytes_, size_t(1) << 30));
+  // Measured: 1 to 3 us a byte for small schemas (grammar_bench, build and
+  // compile), 20 for objects of many bounded strings, the costly kind, and
+  // 50 in a server decoding beside it (Qwen 2's file, 2 cores). Rather more:
+  // a small schema passes large ones that waited less than their figure,
+  // and one that waited longer goes first (an underestimate would turn the
+  // queue back to first come, first served while they wait).
+  return std::chrono::microseconds(100) * int64_t(std::min<size_t>(missed_bytes_, size_t(1) << 30));
 }
 
 ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity,
