@@ -198,13 +198,11 @@ Status check(const Grammar& g) {
 }
 
 size_t memory_bytes(const Grammar& g) {
-  constexpr size_t kBlock = 16;  // a heap block's overhead
-  const auto block = [](size_t bytes) { return bytes ? bytes + kBlock : 0; };
-  size_t bytes = block(g.rules.capacity() * sizeof(Rule)) + block(g.byte_sets.capacity() * sizeof(ByteSet));
+  size_t bytes = heap_bytes(g.rules) + heap_bytes(g.byte_sets);
   for (const Rule& r : g.rules) {
-    if (r.name.capacity() > 15) bytes += block(r.name.capacity() + 1);
-    bytes += block(r.alternatives.capacity() * sizeof(Alternative));
-    for (const Alternative& a : r.alternatives) bytes += block(a.capacity() * sizeof(Element));
+    if (r.name.capacity() > 15) bytes += r.name.capacity() + 1 + 16;  // past the string's inline buffer
+    bytes += heap_bytes(r.alternatives);
+    for (const Alternative& a : r.alternatives) bytes += heap_bytes(a);
   }
   return bytes;
 }

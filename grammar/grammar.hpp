@@ -83,6 +83,13 @@ struct Grammar {
 // counted with 16 bytes of allocator overhead).
 size_t memory_bytes(const Grammar& g);
 
+// The heap block of a vector's buffer: its capacity and 16 bytes of
+// allocator overhead (nothing when it has no buffer).
+template <class T>
+size_t heap_bytes(const std::vector<T>& v) {
+  return v.capacity() ? v.capacity() * sizeof(T) + 16 : 0;
+}
+
 // The token ids of the grammar's token and not_token elements, sorted, without repeats.
 std::vector<int32_t> token_elements(const Grammar& g);
 

@@ -247,12 +247,10 @@ void add_follow_bytes(FlatGrammar& f) {
 }  // namespace
 
 size_t FlatGrammar::memory_bytes() const {
-  const auto bytes_of = [](const auto& v) { return v.capacity() * sizeof(v[0]) + 16; };
-  size_t bytes = bytes_of(slots) + bytes_of(alt_start) + bytes_of(rule_first_alt) + bytes_of(byte_sets) +
-                 bytes_of(class_byte) + bytes_of(rule_of) + bytes_of(shape) + bytes_of(rule_returns) +
-                 bytes_of(follow);
-  for (const auto& returns : rule_returns)
-    if (returns.capacity() > 0) bytes += bytes_of(returns);
+  size_t bytes = heap_bytes(slots) + heap_bytes(alt_start) + heap_bytes(rule_first_alt) + heap_bytes(byte_sets) +
+                 heap_bytes(class_byte) + heap_bytes(rule_of) + heap_bytes(shape) + heap_bytes(rule_returns) +
+                 heap_bytes(follow);
+  for (const auto& returns : rule_returns) bytes += heap_bytes(returns);
   return bytes;
 }
 
