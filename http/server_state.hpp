@@ -78,6 +78,7 @@ class ServerState {
         responses_(ResponseStoreLimits{options_.responses_ttl_seconds, options_.responses_max,
                                        options_.responses_max_bytes},
                    [&engine](const std::string& session) { engine.release_session(session); }),
+        quick_compiler_(std::max(1, options_.io_threads)),
         compiler_(std::max(1, options_.io_threads)),
         planner_(std::max(1, options_.io_threads)) {}
 
@@ -144,8 +145,9 @@ class ServerState {
   // gone or the gate is closed (any thread). Parsing and planning a request
   // (its chat template, the tokenizer, a grammar to compile) would stall the
   // I/O thread's other connections. A request whose grammar is not compiled
-  // yet is planned again on a compiling thread (as many; http/plan_lanes.hpp),
-  // so a large new schema does not hold up the requests behind it. `work` may
+  // yet is planned again on a compiling thread (as many for small grammars,
+  // as many for large ones; http/plan_lanes.hpp), so a large new schema does
+  // not hold up the requests behind it. `work` may
   // run twice and must not hold the session or this state: a planning thread
   // must never drop the last reference to either (their destructors join it).
   //
@@ -156,7 +158,8 @@ class ServerState {
   std::function<void()> plan(const std::weak_ptr<Session>& weak, Work work, Then then) {
     auto withdrawn = std::make_shared<std::atomic<bool>>(false);
     plan_in_lanes(
-        planner_, compiler_, std::move(work), [weak, withdrawn] { return !*withdrawn && !weak.expired(); },
+        planner_, CompilingLanes{quick_compiler_, compiler_}, std::move(work),
+        [weak, withdrawn] { return !*withdrawn && !weak.expired(); },
         [this, weak, withdrawn, then = std::move(then)](auto result) {
           post_to(weak, [result = std::move(result), withdrawn, then](Session& s) mutable {
             if (!*withdrawn) then(s, std::move(result));
@@ -191,7 +194,10 @@ class ServerState {
   RefusalCounters refusals_;
   friend class ConnectionSlot;
   std::atomic<size_t> connections_{0};
-  WorkQueue compiler_;  // planning that compiles a grammar (after planner_, whose jobs submit to it)
+  // Planning that compiles a grammar, small ones and large ones (before
+  // planner_, whose jobs submit to them).
+  WorkQueue quick_compiler_;
+  WorkQueue compiler_;
   WorkQueue planner_;   // last: joined first, while what its jobs use is there
 };
 

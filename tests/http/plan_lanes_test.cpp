@@ -1,11 +1,12 @@
 // plan_in_lanes (http/plan_lanes.hpp): a request whose grammar the cache
-// lacks is planned again on the compiling thread; the requests behind it on
-// the planning thread go on meanwhile; a request no longer wanted is not
-// planned, or compiled, for no one.
+// lacks is planned again on a compiling thread; the requests behind it on
+// the planning thread go on meanwhile, and small new grammars do not wait
+// for large ones; a request no longer wanted is not planned, or compiled,
+// for no one.
 //
 // The state the jobs use is declared before the queues, and the planning
 // queue last: on a failed assertion the queues are joined (planner first,
-// whose jobs submit to the compiler) while it is still there.
+// whose jobs submit to the compiling lanes) while it is still there.
 #include "http/plan_lanes.hpp"
 
 #include <gtest/gtest.h>
@@ -45,12 +46,12 @@ TEST(PlanLanes, AMissIsPlannedAgainOnTheCompilingThread) {
   ConstraintCompiler constraints(binder());
   std::mutex mutex;
   std::vector<std::thread::id> runs;
-  WorkQueue compiler(1), planner(1);
+  WorkQueue quick(1), compiler(1), planner(1);
   const auto plan = [&](std::string pattern) {
     auto delivered = std::make_shared<std::promise<std::pair<bool, std::thread::id>>>();
     auto future = delivered->get_future();
     plan_in_lanes(
-        planner, compiler,
+        planner, CompilingLanes{quick, compiler},
         [&, pattern] {
           std::lock_guard lock(mutex);
           runs.push_back(std::this_thread::get_id());
@@ -88,7 +89,7 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
   std::promise<int> plain;
   std::atomic<bool> wanted{true}, delivered{false};
   std::atomic<int> planned{0};
-  WorkQueue compiler(1), planner(1);
+  WorkQueue quick(1), compiler(1), planner(1);
   struct Release {  // a failed assertion frees the compiling thread before the queues join it
     std::promise<void>& promise;
     bool done = false;
@@ -102,7 +103,7 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
   } let_go{release};
 
   plan_in_lanes(
-      planner, compiler,
+      planner, CompilingLanes{quick, compiler},
       [&] {
         return constraints.compile_grammar(
             "slow",
@@ -113,12 +114,15 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
             },
             "tools");
       },
-      [] { return true; }, [&](ConstraintResult r) { slow_done.set_value(std::holds_alternative<GrammarConstraint>(r)); });
+      [] { return true; },
+      [&](ConstraintResult r) { slow_done.set_value(std::holds_alternative<GrammarConstraint>(r)); });
   auto compile_started = compiling.get_future();
   ASSERT_TRUE(ready(compile_started));
 
   // A plain request behind it is planned and delivered meanwhile.
-  plan_in_lanes(planner, compiler, [] { return 7; }, [] { return true; }, [&](int v) { plain.set_value(v); });
+  plan_in_lanes(
+      planner, CompilingLanes{quick, compiler}, [] { return 7; }, [] { return true; },
+      [&](int v) { plain.set_value(v); });
   auto plain_done = plain.get_future();
   ASSERT_TRUE(ready(plain_done));
   EXPECT_EQ(plain_done.get(), 7);
@@ -126,7 +130,7 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
   // A request with another new grammar waits for the compiling thread; its
   // client goes meanwhile: it is not compiled, nor delivered.
   plan_in_lanes(
-      planner, compiler,
+      planner, CompilingLanes{quick, compiler},
       [&] {
         if (planned++ == 0) deferred.set_value();
         return constraints.compile(regex("c+"));
@@ -140,21 +144,22 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
   auto slow = slow_done.get_future();
   ASSERT_TRUE(ready(slow));
   EXPECT_TRUE(slow.get());
-  ASSERT_TRUE(drained(compiler));
+  ASSERT_TRUE(drained(quick));  // both small: the quick lane's
   EXPECT_EQ(planned.load(), 1);  // on the planning thread only
   EXPECT_FALSE(delivered);
   EXPECT_EQ(constraints.figures().compiled, 1u);  // the slow one alone
 }
 
-// The compiling thread takes a small new grammar before a large one queued
-// just before it (WorkQueue's due order; the expected time from the keys).
-TEST(PlanLanes, ASmallNewGrammarPassesALargeOneQueuedBeforeIt) {
+// A small new grammar compiles on the quick lane while a large one compiles
+// on the slow lane; on a lane, a smaller grammar passes a larger one queued
+// just before it (WorkQueue's due order; the expected times from the keys).
+TEST(PlanLanes, ASmallNewGrammarWaitsForNoLargeOne) {
   ConstraintCompiler constraints(binder());
-  std::promise<void> busy, release;
+  std::promise<void> busy, release, small_done;
   std::shared_future<void> released = release.get_future().share();
   std::mutex mutex;
   std::vector<std::string> delivered;
-  WorkQueue compiler(1), planner(1);
+  WorkQueue quick(1), slow(1), planner(1);
   struct Release {  // a failed assertion frees the compiling thread before the queues join it
     std::promise<void>& promise;
     bool done = false;
@@ -166,37 +171,43 @@ TEST(PlanLanes, ASmallNewGrammarPassesALargeOneQueuedBeforeIt) {
       if (!done) promise.set_value();
     }
   } let_go{release};
-  compiler.submit([&] {
+  slow.submit([&] {  // a large compile under way
     busy.set_value();
     released.wait();
   });
-  auto compiler_busy = busy.get_future();
-  ASSERT_TRUE(ready(compiler_busy));
+  auto slow_busy = busy.get_future();
+  ASSERT_TRUE(ready(slow_busy));
   const auto plan = [&](std::string key) {
     plan_in_lanes(
-        planner, compiler,
+        planner, CompilingLanes{quick, slow},
         [&constraints, key] {
           return constraints.compile_grammar(key, [] { return grammar::grammar_from_regex("k+"); }, "response_format");
         },
         [] { return true; },
-        [&mutex, &delivered, key](ConstraintResult) {
+        [&, key](ConstraintResult) {
           std::lock_guard lock(mutex);
           delivered.push_back(key.substr(0, 5));
+          if (key == "small") small_done.set_value();
         });
   };
-  plan("large" + std::string(size_t(1) << 16, 'x'));  // expected about a second
+  plan("huge " + std::string(size_t(1) << 16, 'x'));  // expected about 6.5 s
+  plan("large" + std::string(size_t(1) << 12, 'x'));  // about 0.4 s
   plan("small");
-  ASSERT_TRUE(drained(planner));
+  auto small = small_done.get_future();
+  ASSERT_TRUE(ready(small));  // while the slow lane is still busy
   let_go();
-  ASSERT_TRUE(drained(compiler));
-  EXPECT_EQ(delivered, (std::vector<std::string>{"small", "large"}));
+  ASSERT_TRUE(drained(slow));
+  EXPECT_EQ(delivered, (std::vector<std::string>{"small", "large", "huge "}));
 }
 
 TEST(PlanLanes, ARequestNotWantedIsNotPlanned) {
   std::atomic<int> runs{0};
-  WorkQueue compiler(1), planner(1);
-  plan_in_lanes(planner, compiler, [&] { return ++runs; }, [] { return false; }, [](int) { ADD_FAILURE(); });
+  WorkQueue quick(1), compiler(1), planner(1);
+  plan_in_lanes(
+      planner, CompilingLanes{quick, compiler}, [&] { return ++runs; }, [] { return false; },
+      [](int) { ADD_FAILURE(); });
   EXPECT_TRUE(drained(planner));
+  EXPECT_TRUE(drained(quick));
   EXPECT_TRUE(drained(compiler));
   EXPECT_EQ(runs.load(), 0);
 }
