@@ -200,7 +200,7 @@ Status check(const Grammar& g) {
 size_t memory_bytes(const Grammar& g) {
   size_t bytes = heap_bytes(g.rules) + heap_bytes(g.byte_sets);
   for (const Rule& r : g.rules) {
-    if (r.name.capacity() > 15) bytes += r.name.capacity() + 1 + 16;  // past the string's inline buffer
+    if (r.name.capacity() > 15) bytes += r.name.capacity() + 1 + kHeapBlockBytes;  // past the inline buffer
     bytes += heap_bytes(r.alternatives);
     for (const Alternative& a : r.alternatives) bytes += heap_bytes(a);
   }

@@ -83,11 +83,12 @@ struct Grammar {
 // counted with 16 bytes of allocator overhead).
 size_t memory_bytes(const Grammar& g);
 
-// The heap block of a vector's buffer: its capacity and 16 bytes of
-// allocator overhead (nothing when it has no buffer).
+// A heap block's allocator overhead, as memory_bytes counts it.
+inline constexpr size_t kHeapBlockBytes = 16;
+// The heap block of a vector's buffer (nothing when it has no buffer).
 template <class T>
 size_t heap_bytes(const std::vector<T>& v) {
-  return v.capacity() ? v.capacity() * sizeof(T) + 16 : 0;
+  return v.capacity() ? v.capacity() * sizeof(T) + kHeapBlockBytes : 0;
 }
 
 // The token ids of the grammar's token and not_token elements, sorted, without repeats.

@@ -76,17 +76,6 @@ std::string ws_error_json(const ApiError& error, const std::string& client_id, b
   return json::serialize(event);
 }
 
-std::string ws_cancelled_before_start_json(const std::string& client_id, bool id_is_number) {
-  return json::serialize(json::object{
-      {"type", "final"},
-      {"id", detail::client_id_value(client_id, id_is_number)},
-      {"finish_reason", "cancelled"},
-      {"usage", json::object{{"prompt_tokens", 0},
-                             {"completion_tokens", 0},
-                             {"total_tokens", 0},
-                             {"prompt_tokens_details", json::object{{"cached_tokens", 0}}}}}});
-}
-
 std::string models_json(const std::string& served_name, int64_t created, int32_t context_length) {
   json::object model;
   model["id"] = served_name;

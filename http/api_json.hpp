@@ -17,10 +17,6 @@ std::string error_json(const ApiError& error);
 // A WebSocket error event: {"type": "error", "id": ..., "error": {...}}; the
 // id is null when the message had none (or could not be parsed).
 std::string ws_error_json(const ApiError& error, const std::string& client_id, bool id_is_number);
-// The final event of a WebSocket request cancelled before it reached the
-// engine (still planned, its grammar compiling): finish_reason "cancelled",
-// no tokens read or generated.
-std::string ws_cancelled_before_start_json(const std::string& client_id, bool id_is_number);
 // GET /v1/models: the one served model.
 std::string models_json(const std::string& served_name, int64_t created, int32_t context_length);
 // GET /health: {"status": "ok"} (200); while the server drains or the

@@ -79,7 +79,7 @@ class ServerState {
                                        options_.responses_max_bytes},
                    [&engine](const std::string& session) { engine.release_session(session); }),
         quick_compiler_(std::max(1, options_.io_threads)),
-        compiler_(std::max(1, options_.io_threads)),
+        slow_compiler_(std::max(1, options_.io_threads)),
         planner_(std::max(1, options_.io_threads)) {}
 
   EnginePort& engine() { return engine_; }
@@ -151,21 +151,24 @@ class ServerState {
   // run twice and must not hold the session or this state: a planning thread
   // must never drop the last reference to either (their destructors join it).
   //
-  // The returned function (any thread) withdraws the request: work not
-  // started does not run, and `then` is not called. Work for a session that
-  // is gone does not run either.
+  // The returned function (any thread) withdraws the request: it leaves its
+  // queue, work not started does not run, and `then` is not called. Work for
+  // a session that is gone does not run either.
   template <class Session, class Work, class Then>
   std::function<void()> plan(const std::weak_ptr<Session>& weak, Work work, Then then) {
     auto withdrawn = std::make_shared<std::atomic<bool>>(false);
-    plan_in_lanes(
-        planner_, CompilingLanes{quick_compiler_, compiler_}, std::move(work),
+    auto leave = plan_in_lanes(
+        planner_, CompilingLanes{quick_compiler_, slow_compiler_}, std::move(work),
         [weak, withdrawn] { return !*withdrawn && !weak.expired(); },
         [this, weak, withdrawn, then = std::move(then)](auto result) {
           post_to(weak, [result = std::move(result), withdrawn, then](Session& s) mutable {
             if (!*withdrawn) then(s, std::move(result));
           });
         });
-    return [withdrawn] { withdrawn->store(true); };
+    return [withdrawn, leave = std::move(leave)] {
+      withdrawn->store(true);
+      leave();  // out of its queue: what it holds (a request of up to max_body_bytes) goes now
+    };
   }
   void close_gate() {
     std::lock_guard lock(gate_mutex_);
@@ -197,7 +200,7 @@ class ServerState {
   // Planning that compiles a grammar, small ones and large ones (before
   // planner_, whose jobs submit to them).
   WorkQueue quick_compiler_;
-  WorkQueue compiler_;
+  WorkQueue slow_compiler_;
   WorkQueue planner_;   // last: joined first, while what its jobs use is there
 };
 

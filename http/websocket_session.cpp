@@ -1,5 +1,6 @@
 #include "http/websocket_session.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "http/api_json.hpp"
@@ -220,23 +221,36 @@ void WebSocketSession::handle_message(std::string_view text) {
     auto running = by_client_id_.find(cancelled->key);
     if (running != by_client_id_.end()) cancel(running_.at(running->second));
     if (auto planned = planning_.find(cancelled->key); planned != planning_.end()) {
-      // Not on the engine yet (planned, or its grammar compiling): not
-      // planned further, and answered now.
       Planning p = std::move(planned->second);
       planning_.erase(planned);
-      if (p.withdraw) p.withdraw();
-      p.record.set_id(p.client_id);
-      p.record.set_stream(true);
-      JobSummary summary;
-      summary.finish = FinishReason::cancelled;
-      summary.cancelled = true;
-      p.record.set_job(summary);
-      p.record.end(200);
-      send(ws_cancelled_before_start_json(p.client_id, p.client_id_is_number));
+      end_before_engine(p);
     }
     return;
   }
   plan(std::get<WsStart>(std::move(action)));
+}
+
+// A request cancelled before it reached the engine (planned, or its grammar
+// compiling) leaves its queue and ends at once, as one the engine cancels
+// before its first step ends: a final event saying cancelled, no tokens.
+void WebSocketSession::end_before_engine(Planning& p) {
+  if (p.withdraw) p.withdraw();
+  JobSpec spec;
+  spec.mode = OutputMode::websocket;
+  spec.client_id = p.client_id;
+  spec.client_id_is_number = p.client_id_is_number;
+  spec.prompts.resize(size_t(p.prompts));
+  spec.n = p.n;
+  CompletionJob job(std::move(spec));
+  std::vector<std::string> out;
+  StreamEvent cancelled;
+  cancelled.finish = FinishReason::cancelled;
+  for (int32_t c = 0; c < job.num_choices(); ++c) job.on_event(c, cancelled, out);
+  p.record.set_id(p.client_id);
+  p.record.set_stream(true);
+  p.record.set_job(job.summary());
+  p.record.end(200);
+  for (std::string& event : out) send(std::move(event));
 }
 
 // Planned on a planning thread (ServerState::plan), so that a template, a
@@ -248,6 +262,8 @@ void WebSocketSession::plan(WsStart start) {
   p.serial = serial;
   p.client_id = start.request.client_id;
   p.client_id_is_number = start.request.client_id_is_number;
+  p.n = start.request.n;
+  p.prompts = start.request.chat ? 1 : std::max<int32_t>(1, int32_t(start.request.prompts.size()));
   p.record = RequestRecord(connection_, "WS", "/v1/ws");
   p.record.run_on_engine(*state_);  // in flight from here: a drain waits for it
   auto work = [start = std::make_shared<const WsStart>(std::move(start)), model = &state_->model()] {

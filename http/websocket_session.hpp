@@ -11,7 +11,9 @@
 //       (malformed JSON, bad fields, a duplicate id); the socket and the other
 //       requests carry on
 // Closing the socket cancels all of its requests; a cancel for an id that is
-// not running (already finished) is ignored.
+// not running (already finished) is ignored. A request cancelled before it
+// reached the engine (planned, or its grammar waiting to compile) ends at
+// once, its final event saying cancelled with zero usage.
 //
 // While the server drains, new requests get an error event (code
 // "shutting_down"); cancels still work. Every request, run or refused, gets
@@ -128,10 +130,13 @@ class WebSocketSession : public SessionBase, public std::enable_shared_from_this
     uint64_t serial = 0;
     std::string client_id;
     bool client_id_is_number = false;
+    int32_t n = 1, prompts = 1;  // its choices: n for each prompt
     RequestRecord record;    // in flight (a drain waits for it)
     std::function<void()> withdraw;  // ServerState::plan's
   };
   std::map<std::string, Planning> planning_;
+  // A request cancelled while planned: withdrawn, its final event sent.
+  void end_before_engine(Planning& p);
 };
 
 }  // namespace conveyor::http

@@ -22,7 +22,8 @@ std::function<void()> WorkQueue::submit(std::function<void()> job, std::chrono::
   Due due;
   {
     std::lock_guard lock(queue_->mutex);
-    due = Due{std::chrono::steady_clock::now() + std::max(expected, std::chrono::nanoseconds(0)), queue_->next_id++};
+    const auto wait = std::clamp<std::chrono::nanoseconds>(expected, std::chrono::nanoseconds(0), kMaxExpected);
+    due = Due{std::chrono::steady_clock::now() + wait, queue_->next_id++};
     queue_->jobs.emplace(due, std::move(job));
     if (int(threads_.size()) < max_threads_) threads_.emplace_back([this] { run(); });
   }

@@ -8,11 +8,11 @@
 // Jobs run in the order they are due, one at a time on each of the queue's
 // threads, which start with the first job. A job is due when it was
 // submitted plus how long it is expected to run (0 unless told: then jobs
-// run in the order they came), so a short job passes long ones queued
-// shortly before it, and a long one waits for later jobs no longer than
-// about its own expected time. A job cancelled before it starts is dropped
-// (its client went away); one that has started runs to its end, and its own
-// code decides whether anyone still wants its result.
+// run in the order they came; at most kMaxExpected), so a short job passes
+// long ones queued shortly before it, and a long one is passed only by jobs
+// submitted within its expected time after it. A job cancelled before it
+// starts is dropped (its client went away); one that has started runs to its
+// end, and its own code decides whether anyone still wants its result.
 //
 // Thread-safety: submit() and the cancel functions may be called from any
 // thread, the cancel functions after the queue is gone too. The destructor
@@ -38,6 +38,8 @@ class WorkQueue {
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
+
+  static constexpr std::chrono::hours kMaxExpected{1};
 
   // Queues `job`, expected to run for `expected`; the returned function
   // drops it if it has not started (any thread, any number of times).

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -52,12 +53,20 @@ TEST(ConstraintCompiler, MissesInADeferringScopeAreRefusedAndNoted) {
   }
   {
     ConstraintCompiler::MissesDeferred outer;
+    EXPECT_EQ(outer.expected_compile_time().count(), 0);
+    std::chrono::nanoseconds small{};
     {
       ConstraintCompiler::MissesDeferred inner;  // a miss counts for the enclosing scopes too
       EXPECT_TRUE(std::holds_alternative<ApiError>(compiler.compile(regex("b+"))));
       EXPECT_TRUE(inner.deferred());
+      small = inner.expected_compile_time();
+      EXPECT_GT(small.count(), 0);
     }
     EXPECT_TRUE(outer.deferred());
+    EXPECT_EQ(outer.expected_compile_time(), small);
+    // The expected time grows with what was missed.
+    (void)compiler.compile_grammar(std::string(4096, 'k'), [] { return grammar::grammar_from_regex("k+"); }, "tools");
+    EXPECT_GT(outer.expected_compile_time(), 100 * small);
     // Other threads are not in the scope.
     std::thread([&] { EXPECT_TRUE(std::holds_alternative<GrammarConstraint>(compiler.compile(regex("d+")))); }).join();
   }

@@ -200,6 +200,51 @@ TEST(PlanLanes, ASmallNewGrammarWaitsForNoLargeOne) {
   EXPECT_EQ(delivered, (std::vector<std::string>{"small", "large", "huge "}));
 }
 
+// A withdrawn request leaves the queue it waits in at once, and what its
+// work holds (the request) with it; its work never runs.
+TEST(PlanLanes, AWithdrawnRequestLeavesItsQueue) {
+  ConstraintCompiler constraints(binder());
+  std::promise<void> busy, release;
+  std::shared_future<void> released = release.get_future().share();
+  auto held = std::make_shared<int>(0);  // what the work holds
+  std::atomic<int> runs{0};
+  WorkQueue quick(1), slow(1), planner(1);
+  struct Release {  // a failed assertion frees the compiling thread before the queues join it
+    std::promise<void>& promise;
+    bool done = false;
+    void operator()() {
+      done = true;
+      promise.set_value();
+    }
+    ~Release() {
+      if (!done) promise.set_value();
+    }
+  } let_go{release};
+  quick.submit([&] {
+    busy.set_value();
+    released.wait();
+  });
+  auto quick_busy = busy.get_future();
+  ASSERT_TRUE(ready(quick_busy));
+  auto withdraw = plan_in_lanes(
+      planner, CompilingLanes{quick, slow},
+      [&constraints, &runs, held] {
+        ++runs;
+        return constraints.compile(regex("w+"));
+      },
+      [] { return true; }, [](ConstraintResult) { ADD_FAILURE() << "delivered"; });
+  ASSERT_TRUE(drained(planner));  // planned once, deferred: now in the quick lane
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_GT(held.use_count(), 1);
+  withdraw();
+  EXPECT_EQ(held.use_count(), 1);  // gone from the lane while the lane is still busy
+  withdraw();                      // again: nothing
+  let_go();
+  ASSERT_TRUE(drained(quick));
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(constraints.figures().compiled, 0u);
+}
+
 TEST(PlanLanes, ARequestNotWantedIsNotPlanned) {
   std::atomic<int> runs{0};
   WorkQueue quick(1), compiler(1), planner(1);

@@ -175,24 +175,26 @@ json::object slow_schema(const std::string& prefix) {
   return json::object{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)}};
 }
 
-json::object schema_request(const std::string& id, const std::string& prefix) {
+json::object schema_request(const std::string& id, const std::string& prefix, int n = 1) {
   return json::object{
       {"id", id},
       {"prompt", "x"},
       {"max_tokens", 2},
+      {"n", n},
       {"response_format",
        json::object{{"type", "json_schema"}, {"json_schema", json::object{{"name", "s"}, {"schema", slow_schema(prefix)}}}}}};
 }
 
 // A request still planned (its grammar queued behind another's compile) is
 // cancelled at once: its final comes before anything of the request ahead
-// of it, with no tokens, and its grammar is never compiled.
+// of it, with no tokens and a choice for each of its n, and its grammar is
+// never compiled.
 TEST_F(WebSocket, ACancelBeforeTheEngineIsAnsweredAtOnceAndCompilesNothing) {
   const double compiled = metric(port(), "conveyor:grammars_compiled_total");
   WsClient ws(port());
   ASSERT_TRUE(ws.connected());
   ws.send(json::serialize(schema_request("first", "cancel_test_a")));
-  ws.send(json::serialize(schema_request("second", "cancel_test_b")));
+  ws.send(json::serialize(schema_request("second", "cancel_test_b", 2)));
   ws.send(body_of({{"type", "cancel"}, {"id", "second"}}));
   auto message = ws.read();
   ASSERT_TRUE(message) << "no event within the timeout";
@@ -201,6 +203,10 @@ TEST_F(WebSocket, ACancelBeforeTheEngineIsAnsweredAtOnceAndCompilesNothing) {
   EXPECT_EQ(e["id"], "second") << *message;
   EXPECT_EQ(e["finish_reason"], "cancelled");
   EXPECT_EQ(e["usage"].as_object()["completion_tokens"], 0);
+  EXPECT_EQ(e["usage"].as_object()["prompt_tokens"], 0);
+  ASSERT_TRUE(e["choices"].is_array()) << *message;
+  ASSERT_EQ(e["choices"].as_array().size(), 2u);
+  for (const json::value& c : e["choices"].as_array()) EXPECT_EQ(c.as_object().at("finish_reason"), "cancelled");
   auto got = read_until_finals(ws, 1);
   EXPECT_EQ(got.count("\"second\""), 0u);
   EXPECT_EQ(got["\"first\""].final_event["finish_reason"], "length");

@@ -62,7 +62,7 @@ TEST(WorkQueue, JobsRunInTheOrderTheyAreDue) {
     started.set_value();
     released.wait();
   });
-  started.get_future().wait();  // the thread is busy: the next jobs wait
+  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   queue.submit([&order] { order.push_back("long 1"); }, std::chrono::hours(1));
   queue.submit([&order] { order.push_back("long 2"); }, std::chrono::hours(1));
   queue.submit([&order] { order.push_back("short"); }, std::chrono::minutes(10));
@@ -70,9 +70,9 @@ TEST(WorkQueue, JobsRunInTheOrderTheyAreDue) {
   queue.submit([&order] { order.push_back("due soon"); }, milliseconds(2));
   std::this_thread::sleep_for(milliseconds(5));  // "due soon" is due now
   queue.submit([&order] { order.push_back("after"); });
-  queue.submit([&last] { last.set_value(); }, std::chrono::hours(2));
+  queue.submit([&last] { last.set_value(); }, std::chrono::hours(2));  // capped at kMaxExpected: after the others
   release.set_value();
-  last.get_future().wait();
+  ASSERT_EQ(last.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   EXPECT_EQ(order, (std::vector<std::string>{"plain", "due soon", "after", "short", "long 1", "long 2"}));
 }
 
