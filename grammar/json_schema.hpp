@@ -23,9 +23,10 @@
 //     ^ and $ anchor), format: date, time, date-time (RFC 3339 full-date,
 //     full-time, date-time: month lengths and leap years checked, years 0001
 //     to 9999 (year 0000 is one most parsers refuse), T and Z in
-//     either case, second 60 only as a leap second is, 23:59:60 UTC (written
-//     with a zero offset; a leap second in other offsets is valid but never
-//     written), at most 9 fraction digits: nanoseconds,
+//     either case, no second 60 (RFC 3339 allows a leap second, which
+//     Python's datetime, jsonschema's format checker and most parsers
+//     refuse: a valid text is never written as one), at most 9 fraction
+//     digits: nanoseconds,
 //     so that a weak model cannot run to max_tokens in one), uuid (RFC
 //     4122's 8-4-4-4-12 hex), email (dot-atom local part @ dot-separated
 //     hostname labels of at most 63 characters; no quoted local parts or IP

@@ -81,8 +81,13 @@ std::chrono::nanoseconds ConstraintCompiler::MissesDeferred::expected_compile_ti
   // 50 in a server decoding beside it (Qwen 2's file, 2 cores). Rather more:
   // a small schema passes large ones that waited less than their figure,
   // and one that waited longer goes first (an underestimate would turn the
-  // queue back to first come, first served while they wait).
-  return std::chrono::microseconds(100) * int64_t(std::min<size_t>(missed_bytes_, size_t(1) << 30));
+  // queue back to first come, first served while they wait). At most 2 s:
+  // size is not cost (a long enum compiles in milliseconds), and a large
+  // schema is passed only by those that come within its figure.
+  constexpr auto kMost = std::chrono::seconds(2);
+  const auto per_byte = std::chrono::microseconds(100);
+  return missed_bytes_ >= size_t(kMost / per_byte) ? std::chrono::nanoseconds(kMost)
+                                                    : std::chrono::nanoseconds(per_byte * int64_t(missed_bytes_));
 }
 
 ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity,

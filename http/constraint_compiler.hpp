@@ -94,8 +94,9 @@ class ConstraintCompiler {
     // incomplete.
     bool deferred() const { return deferred_; }
     // About how long compiling what was missed will take, judged by the
-    // length of what was asked (a schema's text, a tool list): enough to let
-    // a small new schema go before large ones on the compiling thread.
+    // length of what was asked (a schema's text, a tool list; at most 2 s):
+    // enough to let a small new schema go before large ones on the
+    // compiling thread.
     std::chrono::nanoseconds expected_compile_time() const;
 
    private:

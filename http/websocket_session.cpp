@@ -358,8 +358,12 @@ void WebSocketSession::cancel_all() {
   }
   running_.clear();
   by_client_id_.clear();
-  for (auto& [key, p] : planning_)  // not planned or compiled for no one
+  for (auto& [key, p] : planning_) {  // not planned or compiled for no one
     if (p.withdraw) p.withdraw();
+    p.record.set_id(p.client_id);
+    p.record.set_stream(true);
+    p.record.end(499);  // the socket closed under it
+  }
   planning_.clear();
 }
 

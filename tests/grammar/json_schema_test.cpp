@@ -180,11 +180,11 @@ TEST(JsonSchema, StringsEscapesLengthsPatternsFormats) {
   expect_texts(R"({"format": "date"})", {R"("2024-02-29")", R"("2000-02-29")", R"("1999-12-31")", R"("0001-01-01")", R"("0400-02-29")"},
                {R"("2023-02-29")", R"("1900-02-29")", R"("2024-04-31")", R"("2024-13-01")", R"("0000-01-01")",
                 R"("0000-02-29")"});  // year 0000: RFC 3339 allows it, Python's date.fromisoformat and most parsers refuse it
-  expect_texts(R"({"format": "date-time"})", {R"("1990-12-31T23:59:60Z")", R"("1963-06-19t08:30:06.283185+01:00")"},
-               {R"("1990-12-31T15:59:60-24:00")", R"("1990-12-31 15:59:59Z")"});
-  expect_texts(R"({"format": "time"})", {R"("08:30:06.5z")", R"("08:30:06.123456789Z")", R"("23:59:60.5+00:00")"},
+  expect_texts(R"({"format": "date-time"})", {R"("1990-12-31T23:59:59Z")", R"("1963-06-19t08:30:06.283185+01:00")"},
+               {R"("1990-12-31T15:59:60-24:00")", R"("1990-12-31 15:59:59Z")", R"("1990-12-31T23:59:60Z")"});
+  expect_texts(R"({"format": "time"})", {R"("08:30:06.5z")", R"("08:30:06.123456789Z")", R"("23:59:59.5+00:00")"},
                {R"("08:30:06")", R"("24:00:00Z")", R"("08:30:06.1234567890Z")", R"("17:45:60-08:49")",
-                R"("23:58:60Z")"});  // second 60 is a leap second's: 23:59:60 UTC
+                R"("23:59:60Z")"});  // no leap second: most parsers (Python's datetime) refuse one
   expect_texts(R"({"format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"},
                {R"("123e4567e89b12d3a456426614174000")"});
   expect_texts(R"({"format": "email"})", {R"("joe.bloggs+x@example.co.uk")", R"("a/b@c")"},
