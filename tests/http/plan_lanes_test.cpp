@@ -42,6 +42,20 @@ bool drained(WorkQueue& queue) {
   return ready(future);
 }
 
+// Frees a job that holds a queue's thread until told; a failed assertion
+// frees it too, before the queues join their threads.
+struct Release {
+  std::promise<void>& promise;
+  bool done = false;
+  void operator()() {
+    done = true;
+    promise.set_value();
+  }
+  ~Release() {
+    if (!done) promise.set_value();
+  }
+};
+
 TEST(PlanLanes, AMissIsPlannedAgainOnTheCompilingThread) {
   ConstraintCompiler constraints(binder());
   std::mutex mutex;
@@ -90,17 +104,7 @@ TEST(PlanLanes, ALongCompileHoldsUpNoOneAndAWithdrawnRequestIsNotCompiled) {
   std::atomic<bool> wanted{true}, delivered{false};
   std::atomic<int> planned{0};
   WorkQueue quick(1), compiler(1), planner(1);
-  struct Release {  // a failed assertion frees the compiling thread before the queues join it
-    std::promise<void>& promise;
-    bool done = false;
-    void operator()() {
-      done = true;
-      promise.set_value();
-    }
-    ~Release() {
-      if (!done) promise.set_value();
-    }
-  } let_go{release};
+  Release let_go{release};
 
   plan_in_lanes(
       planner, CompilingLanes{quick, compiler},
@@ -160,17 +164,7 @@ TEST(PlanLanes, ASmallNewGrammarWaitsForNoLargeOne) {
   std::mutex mutex;
   std::vector<std::string> delivered;
   WorkQueue quick(1), slow(1), planner(1);
-  struct Release {  // a failed assertion frees the compiling thread before the queues join it
-    std::promise<void>& promise;
-    bool done = false;
-    void operator()() {
-      done = true;
-      promise.set_value();
-    }
-    ~Release() {
-      if (!done) promise.set_value();
-    }
-  } let_go{release};
+  Release let_go{release};
   slow.submit([&] {  // a large compile under way
     busy.set_value();
     released.wait();
@@ -209,17 +203,7 @@ TEST(PlanLanes, AWithdrawnRequestLeavesItsQueue) {
   auto held = std::make_shared<int>(0);  // what the work holds
   std::atomic<int> runs{0};
   WorkQueue quick(1), slow(1), planner(1);
-  struct Release {  // a failed assertion frees the compiling thread before the queues join it
-    std::promise<void>& promise;
-    bool done = false;
-    void operator()() {
-      done = true;
-      promise.set_value();
-    }
-    ~Release() {
-      if (!done) promise.set_value();
-    }
-  } let_go{release};
+  Release let_go{release};
   quick.submit([&] {
     busy.set_value();
     released.wait();
