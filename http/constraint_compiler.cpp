@@ -84,10 +84,9 @@ std::chrono::nanoseconds ConstraintCompiler::MissesDeferred::expected_compile_ti
   // queue back to first come, first served while they wait). At most 2 s:
   // size is not cost (a long enum compiles in milliseconds), and a large
   // schema is passed only by those that come within its figure.
-  constexpr auto kMost = std::chrono::seconds(2);
-  const auto per_byte = std::chrono::microseconds(100);
-  return missed_bytes_ >= size_t(kMost / per_byte) ? std::chrono::nanoseconds(kMost)
-                                                    : std::chrono::nanoseconds(per_byte * int64_t(missed_bytes_));
+  constexpr auto kPerByte = std::chrono::microseconds(100);
+  constexpr size_t kMostBytes = std::chrono::seconds(2) / kPerByte;
+  return kPerByte * int64_t(std::min(missed_bytes_, kMostBytes));
 }
 
 ConstraintCompiler::ConstraintCompiler(std::shared_ptr<GrammarBinder> binder, size_t cache_capacity,
