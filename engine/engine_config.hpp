@@ -138,7 +138,7 @@ struct EngineConfig {
   // Speculative decoding (engine/speculation.hpp): drafts proposed from the
   // sequence's own tokens, verified k + 1 positions at a time. A verify
   // step needs its sequence's last token, so no step is planned ahead while
-  // a sequence may draft. CPU only.
+  // a sequence is likely to draft (SchedulerCore::wants_drafts()).
   SpeculativeConfig speculative;
   // Under the priority policy a request gains one priority level per
   // interval since it arrived (waiting or running).

@@ -112,7 +112,7 @@ struct SchedulerConfig {
   // it, requests that ask for prompt_logprobs are refused at submit.
   bool prompt_logprobs = false;
   // Speculative decoding (engine/speculation.hpp). With overlap, plans are
-  // built ahead only while no sequence may draft (can_build()).
+  // built ahead only while no sequence is likely to draft (can_build()).
   SpeculativeConfig speculative;
 };
 
@@ -258,6 +258,7 @@ class SchedulerCore {
   // `room`, in Sequence::drafts) and returns how many.
   int32_t propose_drafts(Sequence& s, int32_t room);
   bool proposes(const Sequence& s) const;  // some proposer may draft for s
+  bool likely_proposes(const Sequence& s) const;  // wants_drafts(): s's proposer is likely to draft now
   // Jump-forward: s's scheduler-side grammar matcher, fed its generated
   // tokens so far; null when the grammar refused one.
   grammar::Matcher* synced_matcher(Sequence& s);
@@ -408,6 +409,7 @@ class SchedulerCore {
   static constexpr int32_t kSuffixStoreTokens = 1 << 17;
   std::unique_ptr<SuffixStore> suffix_store_;
   std::vector<int32_t> scratch_drafts_;
+  mutable std::vector<int32_t> probe_drafts_;  // likely_proposes()'s
   std::vector<Sequence*> scratch_seqs_;      // build_allocation's prompt chunks
   int32_t multi_sample_seqs_ = 0;            // sequences with samples > 1 (not forked yet)
   bool speculate_ = false;                   // this iteration drafts (few enough sequences decode)

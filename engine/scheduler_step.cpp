@@ -106,8 +106,10 @@ bool SchedulerCore::can_build() const {
 }
 
 // A verify step needs its sequence's last token, which a plan built while
-// the step that samples it runs cannot have: while some sequence may draft,
-// the next plan waits for the outstanding step.
+// the step that samples it runs cannot have: while some sequence is likely
+// to draft, the next plan waits for the outstanding step. So it does while
+// a sequence verifies drafts in the outstanding step, whose position is
+// open until that step's result says how many it accepted.
 bool SchedulerCore::wants_drafts() const {
   if (!config_.speculative.drafts()) return false;
   int32_t decodes = 0;
@@ -115,10 +117,26 @@ bool SchedulerCore::wants_drafts() const {
   for (seq_id id : running_) {
     const Sequence& s = seqs_.at(id);
     if (!s.in_batch() || s.length() - s.scheduled > 1) continue;
+    if (s.scheduled > s.length()) return true;  // verifies drafts in the outstanding step: its position is open
     ++decodes;
-    drafting = drafting || (s.state() == SeqState::running && s.draft_length.pause == 0 && proposes(s));
+    drafting = drafting || (s.state() == SeqState::running && s.draft_length.pause == 0 && likely_proposes(s));
   }
   return drafting && decodes <= config_.speculative.disable_batch;
+}
+
+// Jump-forward and a draft model may always draft. Prompt lookup drafts
+// when the tail of the tokens occurred before; while the last token is
+// being sampled, whether the tail before it did predicts that (text that
+// repeats goes on repeating), so a sequence in text its proposer cannot
+// continue lets the next plan be built ahead, as without speculation.
+bool SchedulerCore::likely_proposes(const Sequence& s) const {
+  const SpeculativeConfig& c = config_.speculative;
+  if (c.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost) return true;
+  if (!c.enabled()) return false;
+  if (c.method == SpeculativeMethod::draft) return !s.sampling.grammar.compiled;
+  // A longer tail occurred only where the shortest did: one scan for it.
+  if (propose_ngram(s.tokens, c.ngram_min, c.ngram_min, 1, probe_drafts_) > 0) return true;
+  return suffix_store_ && suffix_store_->propose(s.tokens, 1, probe_drafts_) > 0;
 }
 
 // The step that samples a parent's first token samples its other n - 1

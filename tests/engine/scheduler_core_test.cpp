@@ -839,6 +839,26 @@ TEST(SchedulerCore, OverlapRunsOneWastedDecodeAfterAStopToken) {
   EXPECT_EQ(stopped.steps_run(), 4);
 }
 
+// With speculation, the next plan waits for the outstanding step only
+// while a decoding sequence is likely to draft: a prompt whose tail never
+// occurred before lets it be built ahead, one that repeats does not.
+TEST(SchedulerCore, PlansAheadWhileNoSequenceIsLikelyToDraft) {
+  SimOptions o = overlap_options();
+  o.speculate = true;
+  auto ahead_after_prompt = [&](const std::vector<int32_t>& prompt) {
+    Simulation sim(o);
+    EXPECT_TRUE(sim.submit(1, prompt, 8).is_ok());
+    sim.iterate();  // the prompt's step goes out
+    EXPECT_EQ(sim.core().outstanding_steps(), 1u);
+    const bool ahead = sim.core().can_build();
+    EXPECT_TRUE(sim.run_until_idle(100));
+    sim.check_outputs();
+    return ahead;
+  };
+  EXPECT_TRUE(ahead_after_prompt({10, 11, 12, 13, 14, 15}));
+  EXPECT_FALSE(ahead_after_prompt({10, 11, 12, 13, 11, 12}));  // "11 12" occurred: drafts are likely
+}
+
 struct Workload {
   const char* name;
   PreemptionMode preemption;
