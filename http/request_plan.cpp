@@ -149,6 +149,10 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     return bad_request("stop: the model has no tokenizer, so there is no text to stop at", "stop");
   plan.stop = request.stop;
   plan.n = request.n;
+  if (model.max_samples > 0 && request.n > model.max_samples)
+    return bad_request("'n' must be between 1 and " + std::to_string(model.max_samples) +
+                           " (the engine's max_num_seqs, which run at once)",
+                       "n");
   if (request.priority != 0 && model.fcfs_only)
     return bad_request("'priority' needs the priority scheduling policy (--scheduling-policy priority, where a lower "
                        "value runs sooner); under fcfs it must be 0",

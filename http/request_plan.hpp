@@ -43,6 +43,9 @@ struct ModelContext {
   // must be 0 (--scheduling-policy priority takes others). false where it is
   // not known here (a router's nodes decide).
   bool fcfs_only = false;
+  // The most samples a request may ask for (`n`): the engine's max_num_seqs,
+  // all running at once. 0 where it is not known here (a router's nodes).
+  int32_t max_samples = 0;
 };
 
 // The longest session_id a request may carry.

@@ -150,6 +150,9 @@ void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
     closed_ = true;
     return cancel_all();
   }
+  // Closing (the message deadline passed while this read waited): the close
+  // handshake reads and discards what comes.
+  if (closing_) return;
   const size_t max = state_->options().max_body_bytes;
   if (buffer_.size() > max) return close_for_message_size();
   if (!ws_.is_message_done()) {
@@ -172,16 +175,18 @@ void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
 
 // A message begun must end within idle_timeout, as an HTTP body must: a
 // client that stalls halfway (answering pings all the while) cannot hold
-// its connection, and a place under max_connections, for good.
+// its connection, and a place under max_connections, for good. It gets a
+// close frame (1008), and its socket goes at the reply or, since it may not
+// be reading, at header_timeout (the closing handshake's limit).
 void WebSocketSession::arm_message_deadline() {
   if (message_deadline_armed_) return;
   message_deadline_armed_ = true;
   message_deadline_.expires_after(millis(state_->options().idle_timeout_seconds));
   message_deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-    if (ec || !self->message_deadline_armed_ || self->closed_) return;
+    if (ec || !self->message_deadline_armed_ || self->closed_ || self->closing_) return;
     self->state_->refusals().add(Refusal::idle_timeout);
-    beast::error_code ignored;
-    beast::get_lowest_layer(self->ws_).socket().close(ignored);  // the read fails: on_read ends its requests
+    self->buffer_.consume(self->buffer_.size());
+    self->close_after_queue(websocket::close_code::policy_error);
   });
 }
 

@@ -182,6 +182,20 @@ TEST(RequestPlan, PriorityNeedsThePriorityPolicy) {
   EXPECT_TRUE(std::holds_alternative<RequestPlan>(plan_request(r.request, *model)));
 }
 
+TEST(RequestPlan, NPastTheEnginesRunningSequencesNamesN) {
+  auto model = model_without_tokenizer();
+  ASSERT_TRUE(model) << model.error().message;
+  const ParseResult r = parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "n": 9})", Endpoint::completions);
+  ASSERT_FALSE(r.error) << r.error->message;
+  model->max_samples = 8;  // --max-num-seqs 8
+  auto refused = plan_request(r.request, *model);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+  EXPECT_EQ(std::get<ApiError>(refused).param, "n");
+  EXPECT_NE(std::get<ApiError>(refused).message.find("between 1 and 8"), std::string::npos);
+  model->max_samples = 0;  // a router's nodes decide
+  EXPECT_TRUE(std::holds_alternative<RequestPlan>(plan_request(r.request, *model)));
+}
+
 // Stop strings match text: a model without a tokenizer has none, so they
 // are a 400 naming `stop`, not a request that runs as if they were absent.
 TEST(RequestPlan, StopStringsNeedATokenizer) {

@@ -367,17 +367,22 @@ TEST(Limits, WebSocketFrameDeclaringTooManyBytesClosesWith1009AtOnce) {
 
 // A WebSocket client that stops halfway through a frame is closed at the
 // idle timeout (it held its connection, and a place under max_connections,
-// for good). (One that only listens answers the server's pings, sent at half
-// the idle timeout, as Beast's and browsers' clients do while they read.)
+// for good): a close frame of code 1008, then the socket, at the closing
+// handshake's limit (header_timeout) since it does not answer. (One that
+// only listens answers the server's pings, sent at half the idle timeout, as
+// Beast's and browsers' clients do while they read.)
 TEST(Limits, WebSocketStalledMidMessageIsClosed) {
   ServerOptions options;
   options.idle_timeout_seconds = 0.6;
+  options.header_timeout_seconds = 1;
   TestServer server(small_engine(), options);
   RawClient stalled(server.port());
   ASSERT_NO_FATAL_FAILURE(upgrade_to_websocket(stalled));
+  stalled.take_received();
   // A masked text frame of 100 bytes: its mask and 10 of them, then nothing.
   ASSERT_TRUE(stalled.send(std::string("\x81\xe4", 2) + "abcd" + std::string(10, 'x')));
   const auto sent = std::chrono::steady_clock::now();
+  EXPECT_TRUE(stalled.read_until(std::string("\x88\x02\x03\xf0", 4))) << stalled.received().size() << " bytes";
   EXPECT_TRUE(stalled.wait_closed(kGenerous));
   EXPECT_GE(std::chrono::steady_clock::now() - sent, milliseconds(500));
   EXPECT_TRUE(eventually([&] { return refused(server.port(), "idle_timeout") >= 1; }));

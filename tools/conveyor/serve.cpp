@@ -19,6 +19,7 @@
 // A drain then also makes the node refuse new requests and waits, within
 // --shutdown-timeout, for the requests routers sent it; past the timeout the
 // process exits and the routers resubmit what still ran elsewhere.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -137,6 +138,7 @@ int run_serve(const ServeFlags& f) {
   if (!context) return fail(kExitUsage, context.error().message);
   if (context->tokenizer) context->constraints = std::make_shared<http::ConstraintCompiler>(port.grammar_binder());
   context->fcfs_only = (*engine)->config().scheduling_policy != SchedulingPolicy::priority;
+  context->max_samples = std::min((*engine)->config().max_num_seqs, kMaxSamples);
   const std::string template_name = context->chat ? context->chat->description() : "none (no tokenizer)";
 
   const int32_t blocks = (*engine)->num_blocks();
