@@ -259,6 +259,7 @@ class SchedulerCore {
   int32_t propose_drafts(Sequence& s, int32_t room);
   bool proposes(const Sequence& s) const;  // some proposer may draft for s
   bool likely_proposes(const Sequence& s) const;  // wants_drafts(): s's proposer is likely to draft now
+  bool jumps_forward(const Sequence& s) const;  // jump-forward drafts for s (under its grammar)
   // Jump-forward: s's scheduler-side grammar matcher, fed its generated
   // tokens so far; null when the grammar refused one.
   grammar::Matcher* synced_matcher(Sequence& s);

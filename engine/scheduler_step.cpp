@@ -131,7 +131,7 @@ bool SchedulerCore::wants_drafts() const {
 // continue lets the next plan be built ahead, as without speculation.
 bool SchedulerCore::likely_proposes(const Sequence& s) const {
   const SpeculativeConfig& c = config_.speculative;
-  if (c.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost) return true;
+  if (jumps_forward(s)) return true;
   if (!c.enabled()) return false;
   if (c.method == SpeculativeMethod::draft) return !s.sampling.grammar.compiled;
   // A longer tail occurred only where the shortest did: one scan for it.
@@ -336,7 +336,7 @@ int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
   const int32_t k = std::min({s.draft_length.next, room, s.sampling.max_tokens - s.generated() - 1,
                               config_.context_length - int32_t(s.tokens.size()) - 1});
   if (k <= 0 || !proposes(s)) return 0;
-  if (c.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost) {
+  if (jumps_forward(s)) {
     if (grammar::Matcher* m = synced_matcher(s)) {
       propose_forced(*s.sampling.grammar.compiled, *m, k, s.drafts);
       if (!s.drafts.empty()) return int32_t(s.drafts.size());
@@ -367,9 +367,10 @@ int32_t SchedulerCore::propose_drafts(Sequence& s, int32_t room) {
   return int32_t(s.drafts.size());
 }
 
-bool SchedulerCore::proposes(const Sequence& s) const {
-  const SpeculativeConfig& c = config_.speculative;
-  return c.enabled() || (c.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost);
+bool SchedulerCore::proposes(const Sequence& s) const { return config_.speculative.enabled() || jumps_forward(s); }
+
+bool SchedulerCore::jumps_forward(const Sequence& s) const {
+  return config_.speculative.jump_forward && s.sampling.grammar.compiled && !s.grammar_lost;
 }
 
 grammar::Matcher* SchedulerCore::synced_matcher(Sequence& s) {

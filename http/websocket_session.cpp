@@ -251,8 +251,6 @@ void WebSocketSession::end_before_engine(Planning& p) {
   StreamEvent cancelled;
   cancelled.finish = FinishReason::cancelled;
   for (int32_t c = 0; c < job.num_choices(); ++c) job.on_event(c, cancelled, out);
-  p.record.set_id(p.client_id);
-  p.record.set_stream(true);
   p.record.set_job(job.summary());
   p.record.end(200);
   for (std::string& event : out) send(std::move(event));
@@ -270,6 +268,8 @@ void WebSocketSession::plan(WsStart start) {
   p.n = start.request.n;
   p.prompts = start.request.chat ? 1 : std::max<int32_t>(1, int32_t(start.request.prompts.size()));
   p.record = RequestRecord(connection_, "WS", "/v1/ws");
+  p.record.set_id(p.client_id);
+  p.record.set_stream(true);
   p.record.run_on_engine(*state_);  // in flight from here: a drain waits for it
   auto work = [start = std::make_shared<const WsStart>(std::move(start)), model = &state_->model()] {
     WsStart planned = *start;  // a copy: the work may run twice (ServerState::plan)
@@ -365,8 +365,6 @@ void WebSocketSession::cancel_all() {
   by_client_id_.clear();
   for (auto& [key, p] : planning_) {  // not planned or compiled for no one
     if (p.withdraw) p.withdraw();
-    p.record.set_id(p.client_id);
-    p.record.set_stream(true);
     p.record.end(499);  // the socket closed under it
   }
   planning_.clear();
