@@ -522,8 +522,6 @@ Fail resolve(ApiRequest& r, Pending& p, Endpoint endpoint) {
     r.sampling.max_tokens = *p.max_tokens;
     r.max_tokens_given = true;
   }
-  if (r.n < 1 || r.n > kMaxChoicesPerPrompt)
-    return bad_request("'n' must be between 1 and " + std::to_string(kMaxChoicesPerPrompt), "n");
   if (r.sampling.top_k < -1)
     return bad_request("'top_k' must be -1 or 0 (off) or a positive count, got " + std::to_string(r.sampling.top_k),
                        "top_k");

@@ -1,10 +1,10 @@
 // Parsing an OpenAI-format request body (simdjson on-demand).
 //
 // Checks JSON syntax (trailing content included), the type of every known
-// field, and the ranges that need no model (n, logprobs, number of prompts
-// and stop strings). What needs the model (sampling ranges against the
-// vocabulary, prompt length, the model name) is the planner's job
-// (request_plan.hpp). Fields conveyor does not implement, and fields it does
+// field, and the ranges that need no model (logprobs, number of prompts
+// and stop strings). What needs the model or the engine (sampling ranges
+// against the vocabulary, prompt length, the model name, n against
+// max_num_seqs) is the planner's job (request_plan.hpp). Fields conveyor does not implement, and fields it does
 // not know, are refused by name (request_fields.hpp); `null` counts as absent.
 //
 // Thread-safety: any thread; each thread parses with its own parser.
@@ -17,7 +17,6 @@
 
 namespace conveyor::http {
 
-inline constexpr int32_t kMaxChoicesPerPrompt = 64;  // n
 inline constexpr size_t kMaxPrompts = 64;            // prompts in one completion request
 inline constexpr size_t kMaxStopStrings = 16;
 

@@ -13,6 +13,8 @@
 
 namespace conveyor::http {
 
+inline constexpr int32_t kMaxChoicesPerPrompt = 64;  // n
+
 enum class Endpoint : uint8_t {
   completions,  // POST /v1/completions: `prompt`
   chat,         // POST /v1/chat/completions: `messages`
@@ -77,7 +79,7 @@ struct ApiRequest {
   SamplingParams sampling;           // max_tokens, temperature, ..., seed, logprobs (-1: none)
   bool max_tokens_given = false;     // chat without max_tokens: up to the context length
   std::vector<std::string> stop;
-  int32_t n = 1;
+  int32_t n = 1;  // 1 to kMaxChoicesPerPrompt, or the engine's max_num_seqs where lower
   int32_t priority = 0;              // vLLM's: lower runs sooner (--scheduling-policy priority)
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage

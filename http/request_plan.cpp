@@ -100,6 +100,14 @@ std::optional<ApiError> check_model_name(std::string_view requested, const Model
 
 std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, const ModelContext& model) {
   if (auto e = check_model_name(request.model, model)) return *e;
+  // The bound is the protocol's or, where lower, the engine's running sequences
+  // (one choice each), named in the one message whatever side n is out on.
+  const bool engine_bound = model.max_samples > 0 && model.max_samples < kMaxChoicesPerPrompt;
+  const int32_t most = engine_bound ? model.max_samples : kMaxChoicesPerPrompt;
+  if (request.n < 1 || request.n > most)
+    return bad_request("'n' must be between 1 and " + std::to_string(most) +
+                           (engine_bound ? " (the engine's max_num_seqs, which run at once)" : ""),
+                       "n");
   RequestPlan plan;
   const char* param = request.chat ? "messages" : "prompt";
   if (request.chat) {
@@ -149,10 +157,6 @@ std::variant<RequestPlan, ApiError> plan_request(const ApiRequest& request, cons
     return bad_request("stop: the model has no tokenizer, so there is no text to stop at", "stop");
   plan.stop = request.stop;
   plan.n = request.n;
-  if (model.max_samples > 0 && request.n > model.max_samples)
-    return bad_request("'n' must be between 1 and " + std::to_string(model.max_samples) +
-                           " (the engine's max_num_seqs, which run at once)",
-                       "n");
   if (request.priority != 0 && model.fcfs_only)
     return bad_request("'priority' needs the priority scheduling policy (--scheduling-policy priority, where a lower "
                        "value runs sooner); under fcfs it must be 0",

@@ -119,7 +119,6 @@ TEST(ApiRequest, RejectsBadJsonWithParam) {
   EXPECT_TRUE(error(R"({"prompt": "x",})"));
   EXPECT_TRUE(error("\"x\""));
   EXPECT_EQ(error(R"({"prompt": "x", "n": "2"})")->param, "n");
-  EXPECT_EQ(error(R"({"prompt": "x", "n": 65})")->param, "n");
   EXPECT_EQ(error(R"({"prompt": "x", "max_tokens": 1e99})")->param, "max_tokens");
   EXPECT_EQ(error(R"({"prompt": "x", "stop": [1]})")->param, "stop");
   EXPECT_EQ(error(R"({"prompt": "x", "logprobs": 21})")->status, 400);
@@ -192,8 +191,22 @@ TEST(RequestPlan, NPastTheEnginesRunningSequencesNamesN) {
   ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
   EXPECT_EQ(std::get<ApiError>(refused).param, "n");
   EXPECT_NE(std::get<ApiError>(refused).message.find("between 1 and 8"), std::string::npos);
+  // Out of range on either side, the one bound in force is named.
+  for (const char* body :
+       {R"({"prompt": [1, 2], "max_tokens": 2, "n": 0})", R"({"prompt": [1, 2], "max_tokens": 2, "n": 65})"}) {
+    const ParseResult out = parse_api_request(body, Endpoint::completions);
+    ASSERT_FALSE(out.error) << out.error->message;
+    auto bounded = plan_request(out.request, *model);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(bounded)) << body;
+    EXPECT_EQ(std::get<ApiError>(bounded).param, "n");
+    EXPECT_NE(std::get<ApiError>(bounded).message.find("between 1 and 8"), std::string::npos) << body;
+  }
   model->max_samples = 0;  // a router's nodes decide
   EXPECT_TRUE(std::holds_alternative<RequestPlan>(plan_request(r.request, *model)));
+  const ParseResult past = parse_api_request(R"({"prompt": [1, 2], "max_tokens": 2, "n": 65})", Endpoint::completions);
+  auto protocol = plan_request(past.request, *model);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(protocol));
+  EXPECT_EQ(std::get<ApiError>(protocol).message, "'n' must be between 1 and 64");
 }
 
 // Stop strings match text: a model without a tokenizer has none, so they
