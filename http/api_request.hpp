@@ -1,11 +1,12 @@
 // Parsing an OpenAI-format request body (simdjson on-demand).
 //
 // Checks JSON syntax (trailing content included), the type of every known
-// field, and the ranges that need no model (logprobs, number of prompts
-// and stop strings). What needs the model or the engine (sampling ranges
-// against the vocabulary, prompt length, the model name, n against
-// max_num_seqs) is the planner's job (request_plan.hpp). Fields conveyor does not implement, and fields it does
-// not know, are refused by name (request_fields.hpp); `null` counts as absent.
+// field, and the ranges that need no model (logprobs, number of prompts and
+// stop strings). What needs the model or the engine (sampling ranges against
+// the vocabulary, prompt length, the model name, n against max_num_seqs) is
+// the planner's job (request_plan.hpp). Fields conveyor does not implement,
+// and fields it does not know, are refused by name (request_fields.hpp);
+// `null` counts as absent.
 //
 // Thread-safety: any thread; each thread parses with its own parser.
 #pragma once

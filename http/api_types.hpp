@@ -79,7 +79,7 @@ struct ApiRequest {
   SamplingParams sampling;           // max_tokens, temperature, ..., seed, logprobs (-1: none)
   bool max_tokens_given = false;     // chat without max_tokens: up to the context length
   std::vector<std::string> stop;
-  int32_t n = 1;  // 1 to kMaxChoicesPerPrompt, or the engine's max_num_seqs where lower
+  int32_t n = 1;                     // 1 to kMaxChoicesPerPrompt, or max_num_seqs where lower
   int32_t priority = 0;              // vLLM's: lower runs sooner (--scheduling-policy priority)
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
