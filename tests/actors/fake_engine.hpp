@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "actors/engine.hpp"
@@ -19,6 +21,35 @@ inline constexpr int32_t kFakeContext = 256;
 
 // A runner around the fake one (slower, or with a callback of its own).
 using WrapRunner = std::function<std::shared_ptr<StepRunner>(std::shared_ptr<FakeRunner>)>;
+
+// The fake runner, its steps held until open(): requests submitted before
+// that arrive together however slowly the submitting thread runs (a test
+// whose point needs them together, preemption say, is not at the mercy of a
+// busy machine). Held at most 30 s, so a test that fails before open() ends.
+class GatedRunner final : public StepRunner {
+ public:
+  explicit GatedRunner(std::shared_ptr<FakeRunner> inner) : inner_(std::move(inner)) {}
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    opened_.notify_all();
+  }
+  StepResult run(StepPlan& plan) override {
+    {
+      std::unique_lock lock(mutex_);
+      opened_.wait_for(lock, std::chrono::seconds(30), [this] { return open_; });
+    }
+    return inner_->run(plan);
+  }
+  void reset() override { inner_->reset(); }
+  bool verifies_drafts() const override { return inner_->verifies_drafts(); }
+
+ private:
+  std::shared_ptr<FakeRunner> inner_;
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
 
 // `runner`, when given, receives the fake runner (pipelined: see FakeRunner);
 // `wrap`, when given, makes the runner the engine runs on from it.
