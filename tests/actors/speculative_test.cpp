@@ -45,7 +45,12 @@ EngineStats expect_fake_outputs(EngineConfig config, const std::vector<std::vect
   EngineSystemConfig cfg;
   caf::actor_system sys{cfg};
   std::shared_ptr<testing::FakeRunner> runner;
-  auto engine = testing::make_fake_engine(sys, config, false, &runner);
+  std::shared_ptr<testing::GatedRunner> gate;  // all requests in before the first step (preemption tests)
+  auto engine =
+      testing::make_fake_engine(sys, config, false, &runner, [&gate](std::shared_ptr<testing::FakeRunner> f) {
+        gate = std::make_shared<testing::GatedRunner>(std::move(f));
+        return std::shared_ptr<StepRunner>(gate);
+      });
   if (engine == nullptr) return {};
   runner->set_cyclic(true);
   Collector collector;
@@ -58,6 +63,7 @@ EngineStats expect_fake_outputs(EngineConfig config, const std::vector<std::vect
     }
     engine->submit(spec, collector.callback_for(100 * (i + 1)));
   }
+  gate->open();
   EXPECT_TRUE(collector.wait_for(prompts.size() * size_t(n)));
   const auto outcomes = collector.outcomes();
   const std::vector<int32_t> eos = {0};
