@@ -24,10 +24,11 @@ namespace {
 // One layer's weights packed for their products. wq, wk and wv run as one
 // product and gate and up as one fused SwiGLU product when each group shares
 // a type (a Q4_K_M file may store attn_v or a ffn matrix as Q6_K: those then
-// run as separate products).
+// run as separate products, wq and wk still as one: a separate product of
+// wk's few rows ran at a quarter of the compute peak at batch 16).
 struct PackedLayer {
   std::vector<float> attn_norm, ffn_norm;  // [dim]
-  std::vector<Linear> qkv;  // [q_dim + 2 kv_dim, dim] in one or three parts, in column order
+  std::vector<Linear> qkv;  // [q_dim + 2 kv_dim, dim] in one to three parts, in column order
   std::vector<float> qkv_bias;        // [q_dim + 2 kv_dim], or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] each, or empty
   Linear wo;                // [dim, q_dim]
@@ -131,10 +132,17 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, int n_threads
     }
     p.q_norm = std::move(w.q_norm);
     p.k_norm = std::move(w.k_norm);
-    if (same_type({&w.wq, &w.wk, &w.wv}))
+    if (same_type({&w.wq, &w.wk, &w.wv})) {
       p.qkv.push_back(Linear::stack({&w.wq, &w.wk, &w.wv}, dim));
-    else
+    } else if (same_type({&w.wq, &w.wk})) {  // Q4_K_M's layers with attn_v as Q6_K
+      p.qkv.push_back(Linear::stack({&w.wq, &w.wk}, dim));
+      p.qkv.push_back(Linear::stack({&w.wv}, dim));
+    } else if (same_type({&w.wk, &w.wv})) {
+      p.qkv.push_back(Linear::stack({&w.wq}, dim));
+      p.qkv.push_back(Linear::stack({&w.wk, &w.wv}, dim));
+    } else {
       for (const WeightMatrix* part : {&w.wq, &w.wk, &w.wv}) p.qkv.push_back(Linear::stack({part}, dim));
+    }
     p.wo = Linear::stack({&w.wo}, q_dim);
     if (same_type({&w.w1, &w.w3})) {
       p.w13 = Linear::gate_up(w.w1, w.w3, dim);
