@@ -192,6 +192,39 @@ TEST_P(QuantMatmul, SwigluMatchesGateAndUpProducts) {
   }
 }
 
+// Matrices stacked into one product (the CPU transformer's wq with wk, say)
+// give each part's rows the bits of its own product: panels of 16 rows are
+// computed alone, whatever their neighbours and the threads' split.
+TEST_P(QuantMatmul, StackedMatricesGiveEachPartsRowsBitForBit) {
+  uint32_t seed = 300;
+  for (WeightType type : kTypes) {
+    const int32_t k = quant_k_multiple(type) * 2, m1 = 80, m2 = 48;  // 5 and 3 panels
+    const std::vector<uint8_t> a = random_rows(type, m1, k, seed++), b = random_rows(type, m2, k, seed++);
+    std::vector<uint8_t> both = a;
+    both.insert(both.end(), b.begin(), b.end());
+    for (int32_t n : {1, 4, 16, 37}) {
+      SCOPED_TRACE(std::string(weight_type_name(type)) + " n=" + std::to_string(n));
+      std::vector<float> x(size_t(n) * k);
+      std::mt19937 rng(seed++);
+      std::normal_distribution<float> normal;
+      for (float& v : x) v = normal(rng);
+      QuantScratch scratch;
+      auto product = [&](const std::vector<uint8_t>& w, int32_t m) {
+        std::vector<uint8_t> packed(packed_weight_bytes(type, m, k));
+        pack_weights(type, w.data(), m, k, packed.data());
+        std::vector<float> y(size_t(n) * m);
+        matmul_weights(type, x.data(), k, n, packed.data(), m, k, y.data(), m, false, scratch);
+        return y;
+      };
+      const std::vector<float> ya = product(a, m1), yb = product(b, m2), y = product(both, m1 + m2);
+      for (int32_t r = 0; r < n; ++r) {
+        ASSERT_EQ(0, std::memcmp(&y[size_t(r) * (m1 + m2)], &ya[size_t(r) * m1], sizeof(float) * m1)) << r;
+        ASSERT_EQ(0, std::memcmp(&y[size_t(r) * (m1 + m2) + m1], &yb[size_t(r) * m2], sizeof(float) * m2)) << r;
+      }
+    }
+  }
+}
+
 // x's quantization (vectorized per instruction set) keeps the scalar rules:
 // a NaN never sets a block's scale and quantizes to 0, so a row with NaNs
 // gives what the same row with zeros there gives; a block of subnormals
