@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -99,13 +100,16 @@ inline RequestSpec greedy_spec(request_id id, std::vector<int32_t> prompt, int32
   return spec;
 }
 
-// Submits every prompt (greedy, max_tokens each) and waits for all of them.
+// Submits every prompt (greedy, max_tokens each), calls `submitted` (when
+// given: a GatedRunner's open, say), and waits for all of them.
 inline std::map<request_id, Outcome> run_greedy(Engine& engine,
                                                 const std::vector<std::vector<int32_t>>& prompts,
-                                                int32_t max_tokens, bool ignore_eos = false) {
+                                                int32_t max_tokens, bool ignore_eos = false,
+                                                const std::function<void()>& submitted = {}) {
   Collector collector;
   for (size_t i = 0; i < prompts.size(); ++i)
     engine.submit(greedy_spec(i + 1, prompts[i], max_tokens, ignore_eos), collector.callback_for(i + 1));
+  if (submitted) submitted();
   collector.wait_for(prompts.size());
   return collector.outcomes();
 }

@@ -51,6 +51,14 @@ class GatedRunner final : public StepRunner {
   bool open_ = false;
 };
 
+// make_fake_engine's `wrap` for a GatedRunner, kept in `gate`.
+inline WrapRunner gated(std::shared_ptr<GatedRunner>& gate) {
+  return [&gate](std::shared_ptr<FakeRunner> fake) -> std::shared_ptr<StepRunner> {
+    gate = std::make_shared<GatedRunner>(std::move(fake));
+    return gate;
+  };
+}
+
 // `runner`, when given, receives the fake runner (pipelined: see FakeRunner);
 // `wrap`, when given, makes the runner the engine runs on from it.
 inline std::unique_ptr<Engine> make_fake_engine(caf::actor_system& sys, EngineConfig config,

@@ -276,19 +276,10 @@ int run_under_failing_preemption(Behavior behavior, const std::string& failure) 
   // machine), the first ones could end before the last start, and nothing
   // would preempt.
   std::shared_ptr<GatedRunner> gate;
-  auto engine = make_fake_engine(sys, config, false, nullptr, [&gate](std::shared_ptr<FakeRunner> fake) {
-    gate = std::make_shared<GatedRunner>(std::move(fake));
-    return std::shared_ptr<StepRunner>(gate);
-  });
+  auto engine = make_fake_engine(sys, config, false, nullptr, gated(gate));
   auto asked = std::make_shared<Answered>();
   EXPECT_TRUE(engine->set_preemption_policy(sys.spawn(behavior, asked)));
-  Collector collector;
-  const auto ps = prompts(16);
-  for (size_t i = 0; i < ps.size(); ++i)
-    engine->submit(greedy_spec(i + 1, ps[i], kMaxTokens, true), collector.callback_for(i + 1));
-  gate->open();
-  EXPECT_TRUE(collector.wait_for(ps.size()));
-  expect_same_outcomes(collector.outcomes(), want);
+  expect_same_outcomes(run_greedy(*engine, prompts(16), kMaxTokens, true, [&gate] { gate->open(); }), want);
   auto stats = engine->stats();
   EXPECT_TRUE(stats && stats->preemptions_swap + stats->preemptions_recompute > 0)
       << "the pool was meant to force preemption";

@@ -46,11 +46,7 @@ EngineStats expect_fake_outputs(EngineConfig config, const std::vector<std::vect
   caf::actor_system sys{cfg};
   std::shared_ptr<testing::FakeRunner> runner;
   std::shared_ptr<testing::GatedRunner> gate;  // all requests in before the first step (preemption tests)
-  auto engine =
-      testing::make_fake_engine(sys, config, false, &runner, [&gate](std::shared_ptr<testing::FakeRunner> f) {
-        gate = std::make_shared<testing::GatedRunner>(std::move(f));
-        return std::shared_ptr<StepRunner>(gate);
-      });
+  auto engine = testing::make_fake_engine(sys, config, false, &runner, testing::gated(gate));
   if (engine == nullptr) return {};
   runner->set_cyclic(true);
   Collector collector;
