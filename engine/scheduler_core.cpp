@@ -493,7 +493,8 @@ AllocationBatch SchedulerCore::build_allocation() {
     budget = std::min<int64_t>(budget, int64_t(decodes) + allowance);
     chunk = std::min(chunk, allowance);
   }
-  std::vector<Planned> admitted = std::move(plan_);
+  // The admitted ones go after the running ones: copied out (plan_ keeps its capacity).
+  scratch_admitted_.assign(plan_.begin(), plan_.end());
   plan_.clear();
   auto schedule = [&](Sequence& s, bool is_new) {
     // Its samples fork when the outstanding step's result arrives: it waits
@@ -537,7 +538,7 @@ AllocationBatch SchedulerCore::build_allocation() {
       scratch_seqs_.push_back(&s);
   }
   for (Sequence* s : scratch_seqs_) schedule(*s, false);
-  for (const Planned& p : admitted) {
+  for (const Planned& p : scratch_admitted_) {
     Sequence& s = seqs_.at(p.id);
     if (!schedule(s, true)) waiting_.push(WaitingEntry{s.id, s.priority, s.arrival, s.arrival_time});
   }

@@ -350,6 +350,10 @@ class SchedulerCore {
   };
   std::vector<Fork> step_forks_;             // in the step being built
   std::vector<Flight> flights_;              // outstanding steps, oldest first
+  // An applied step's plan, emptied: the next plan_ takes its capacity (a
+  // plan of hundreds of sequences grows from nothing 9 times otherwise).
+  std::vector<Planned> spare_plan_;
+  std::vector<Planned> scratch_admitted_;    // build_allocation's
   struct DeferredFree {
     uint64_t after = 0;  // the step that must complete first
     seq_id seq = 0;

@@ -86,7 +86,7 @@ StepPlan SchedulerCore::build_step() {
   plan.restored = std::move(restored_);
   restored_.clear();
   block_table_hint_ = plan.batch.block_tables.size();
-  flights_.push_back(Flight{iteration_, std::move(plan_), std::move(step_forks_)});
+  flights_.push_back(Flight{iteration_, std::exchange(plan_, std::move(spare_plan_)), std::move(step_forks_)});
   plan_.clear();
   step_forks_.clear();
   if (counted != running_.size()) {  // some sit this step out: count them all
@@ -259,6 +259,8 @@ void SchedulerCore::apply_step(const StepResult& result, double now) {
       finish(*s, FinishReason::length);
     }
   }
+  flight.planned.clear();
+  if (flight.planned.capacity() > spare_plan_.capacity()) spare_plan_ = std::move(flight.planned);
   // Blocks that only this step still used can go back now.
   std::erase_if(deferred_frees_, [this](const DeferredFree& d) {
     if (d.after > last_applied_) return false;
