@@ -22,9 +22,9 @@
 //    widened to float in registers.
 //
 // The instruction set is chosen at run time: AMX tiles for the integer types
-// (AMX-INT8) and BF16 (AMX-BF16, x rounded to bf16) at batches of 8 rows and
-// more, where the CPU has them and Linux grants their use (the AVX-512
-// kernels for the rest); else AVX-512 (F, BW,
+// (AMX-INT8) at batches of 8 rows and more (the AVX-512 kernels for fewer,
+// with the same bits) and for BF16 (AMX-BF16, x rounded to bf16) at every
+// batch size, where the CPU has them and Linux grants their use; else AVX-512 (F, BW,
 // VL, VNNI) where the CPU has it; else AVX2 with FMA and F16C. All are
 // compiled into every build (quant_kernels_*.cpp), so one binary runs on
 // each machine.

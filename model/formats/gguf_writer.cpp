@@ -135,6 +135,17 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
   if (c.n_heads <= 0 || c.head_dim() <= 0 || !weights_match(c, m.weights))
     return make_error(Errc::invalid_argument,
                       "model '" + c.name + "': weights do not match the config");
+  // The encoders take float rows: matrices still in their file's encoding
+  // (a model loaded without LoadOptions::dequantize) would be written empty.
+  bool encoded = m.weights.token_embedding.type != WeightType::f32 ||
+                 m.weights.classifier.type != WeightType::f32;
+  for (const LayerWeights& l : m.weights.layers)
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
+      encoded = encoded || w->type != WeightType::f32;
+  if (encoded)
+    return make_error(Errc::invalid_argument,
+                      "model '" + c.name + "': its matrices are held in their file's encoding; "
+                      "the writer encodes from float32 (load it with LoadOptions::dequantize)");
   // GGUF `llama` stores Q and K for adjacent pairs; qwen2 and qwen3 as they are (half split).
   const std::string& arch = c.architecture;
   const bool llama = arch == "llama";

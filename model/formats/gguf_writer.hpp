@@ -79,8 +79,9 @@ GgmlType gguf_matrix_type(GgufFileType file_type, const ModelConfig& config, std
 Status check_gguf_output(const std::string& path);
 
 // Writes `model` to `path` (through a temporary file renamed into place).
-// invalid_argument when the weights do not match the config or the options are
-// invalid; io_error naming the path when writing fails.
+// invalid_argument when the weights do not match the config, are not float32
+// (load with LoadOptions::dequantize) or the options are invalid; io_error
+// naming the path when writing fails.
 Status write_gguf(const LoadedModel& model, const std::string& path,
                   const GgufWriteOptions& options = {});
 

@@ -9,8 +9,10 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "kernels/cpu/quant_matmul.hpp"
+#include "model/formats/gguf_writer.hpp"
 #include "model/formats/loader.hpp"
 #include "tests/backends/cpu/paged_driver.hpp"
 #include "tests/backends/cpu/reference_model.hpp"
@@ -251,17 +253,32 @@ TEST(Transformer, GeneratedPositionsMatchDecodeStepsBitForBit) {
 }
 
 // The same through the int8 products of quantized files (heads of 32, 2 and
-// 4 query heads a kv head), on each path the products take: a batch's rows
-// and a decode step's must get the same bits from them too (AMX tiles, on
-// CPUs without them emulated, from kernels::amx_min_rows() rows).
+// 4 query heads a kv head) and the half-float products of a BF16 one, on each
+// path the products take: a batch's rows and a decode step's must get the
+// same bits from them too (AMX tiles, on CPUs without them emulated: from
+// kernels::amx_min_rows() rows for the integer types, every row for BF16).
 TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
   using kernels::Isa;
-  for (const char* name : {"tiny-llama2-q4_k_m.gguf", "tiny-llama2-q8_0.gguf", "tiny-llama3-q4_k_m.gguf"}) {
-    const std::string path = test::shared_model_path(name);
+  for (const char* name : {"tiny-llama2-q4_k_m.gguf", "tiny-llama2-q8_0.gguf", "tiny-llama3-q4_k_m.gguf",
+                           "tiny-llama2-q8_0.gguf as bf16"}) {
+    const std::string_view file = std::string_view(name).substr(0, std::string_view(name).find(' '));
+    const std::string path = test::shared_model_path(std::string(file));
     if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
     SCOPED_TRACE(name);
     auto loaded = load_model(path);
     ASSERT_TRUE(loaded) << loaded.error().message;
+    if (file != name) {  // written again with BF16 matrices
+      const std::string bf16_path = ::testing::TempDir() + "transformer_test_bf16.gguf";
+      LoadOptions dequantized;
+      dequantized.dequantize = true;
+      loaded = load_model(path, dequantized);
+      ASSERT_TRUE(loaded) << loaded.error().message;
+      const Status written = write_gguf(*loaded, bf16_path, GgufWriteOptions{.file_type = GgufFileType::bf16});
+      ASSERT_TRUE(written) << written.error().message;
+      loaded = load_model(bf16_path);
+      std::filesystem::remove(bf16_path);
+      ASSERT_TRUE(loaded) << loaded.error().message;
+    }
     for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx}) {
       if (isa != Isa::avx2 && kernels::detected_isa() == Isa::avx2) continue;
       SCOPED_TRACE(kernels::isa_name(isa));

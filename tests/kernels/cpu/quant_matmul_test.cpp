@@ -120,8 +120,8 @@ class QuantMatmul : public testing::IsaParamTest {
     std::normal_distribution<float> normal;
     std::vector<float> x(size_t(c.n) * c.k);
     for (float& v : x) v = normal(rng);
-    // BF16 weights on AMX tiles take x rounded to bf16 (batches of 8 and more).
-    const bool bf16_x = type == WeightType::bf16 && GetParam() == Isa::amx && c.n >= 8;
+    // BF16 weights on AMX tiles take x rounded to bf16 (every batch size).
+    const bool bf16_x = type == WeightType::bf16 && GetParam() == Isa::amx;
     const std::vector<float> xq = bf16_x ? as_bf16(x) : as_quantized(type, x, c.k);
 
     std::vector<uint8_t> packed(packed_weight_bytes(type, c.m, c.k));

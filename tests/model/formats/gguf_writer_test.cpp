@@ -228,6 +228,21 @@ TEST(GgufWriter, ReportsErrors) {
   EXPECT_EQ(serialize_gguf(m, bad).error().code, Errc::invalid_argument);
 }
 
+// A model loaded as its file encodes it (no LoadOptions::dequantize) is
+// refused with a reason, rather than written with empty tensor data.
+TEST(GgufWriter, RefusesMatricesHeldEncoded) {
+  CONVEYOR_REQUIRE_MODEL(q8_path, "tiny-random-llama-q8_0.gguf");
+  auto encoded = load_model(q8_path);
+  ASSERT_TRUE(encoded) << encoded.error().message;
+  const auto bytes = serialize_gguf(*encoded);
+  ASSERT_FALSE(bytes);
+  EXPECT_EQ(bytes.error().code, Errc::invalid_argument);
+  EXPECT_NE(bytes.error().message.find("dequantize"), std::string::npos) << bytes.error().message;
+  const std::string path = ::testing::TempDir() + "gguf_writer_encoded.gguf";
+  EXPECT_EQ(write_gguf(*encoded, path).error().code, Errc::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 TEST(GgufWriter, ParsesFileTypeNames) {
   EXPECT_EQ(*parse_gguf_file_type("f32"), GgufFileType::all_f32);
   EXPECT_EQ(*parse_gguf_file_type("F16"), GgufFileType::f16);
