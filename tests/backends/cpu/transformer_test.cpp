@@ -253,13 +253,15 @@ TEST(Transformer, GeneratedPositionsMatchDecodeStepsBitForBit) {
 }
 
 // The same through the int8 products of quantized files (heads of 32, 2 and
-// 4 query heads a kv head) and the half-float products of a BF16 one, on each
+// 4 query heads a kv head; every integer type) and the half-float products
+// of F16 and BF16 ones, on each
 // path the products take: a batch's rows and a decode step's must get the
 // same bits from them too (AMX tiles, on CPUs without them emulated: from
 // kernels::amx_min_rows() rows for the integer types, every row for BF16).
 TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
   using kernels::Isa;
   for (const char* name : {"tiny-llama2-q4_k_m.gguf", "tiny-llama2-q8_0.gguf", "tiny-llama3-q4_k_m.gguf",
+                           "tiny-llama2-q5_k_m.gguf", "tiny-llama2-q4_0.gguf", "tiny-random-llama-f16.gguf",
                            "tiny-llama2-q8_0.gguf as bf16"}) {
     const std::string_view file = std::string_view(name).substr(0, std::string_view(name).find(' '));
     const std::string path = test::shared_model_path(std::string(file));
