@@ -38,7 +38,10 @@
 //     victim at all while every running sequence is short (nothing of the
 //     iteration could run, so nothing ever would) is a failure, as below.
 //   (costs_atom, double seconds_per_recomputed_token, double seconds_per_copied_block)
-//     One-way measurements (0 where not measured), for cost models.
+//     One-way measurements (0 where not measured), for cost models: a swap's
+//     copy time per block as each swap ends; the forward pass's time per
+//     token averaged over the steps since the last report, at most every 10
+//     ms and before each preemption question.
 //
 // ---- what the engine does when a policy fails it ---------------------------
 //
