@@ -18,7 +18,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git curl
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libsimdjson-dev libicu-dev
   libcli11-dev libtomlplusplus-dev libspdlog-dev libopenblas-openmp-dev libssl-dev openssl
-  libgtest-dev libgmock-dev libtcmalloc-minimal4
+  libgtest-dev libgmock-dev
   python3-jinja2
   json-schema-test-suite python3-jsonschema
   clang libclang-rt-14-dev

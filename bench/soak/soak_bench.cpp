@@ -44,8 +44,6 @@
 #include <mutex>
 #include <random>
 #include <thread>
-#include <tuple>
-#include <utility>
 
 #include "actors/engine.hpp"
 #include "base/cli_checks.hpp"
@@ -89,26 +87,6 @@ int64_t proc_status(const std::string& field) {
 }
 
 int64_t vm_rss_kib() { return proc_status("VmRSS"); }
-
-}  // namespace
-}  // namespace conveyor::soak
-
-// tcmalloc's own figures, where the program is linked with it (CMakeLists.txt,
-// CONVEYOR_TCMALLOC): it replaces malloc but not glibc's mallinfo2.
-extern "C" struct mallinfo tc_mallinfo(void) __attribute__((weak));
-
-namespace conveyor::soak {
-namespace {
-
-// The allocator's bytes in use and held from the system, in KiB.
-std::pair<int64_t, int64_t> heap_kib() {
-  if (tc_mallinfo != nullptr) {
-    const struct mallinfo tc = tc_mallinfo();
-    return {int64_t(unsigned(tc.uordblks)) / 1024, int64_t(unsigned(tc.arena)) / 1024};
-  }
-  const struct mallinfo2 heap = mallinfo2();
-  return {int64_t((heap.uordblks + heap.hblkhd) / 1024), int64_t((heap.arena + heap.hblkhd) / 1024)};
-}
 
 // A sample of /metrics ("conveyor:NAME VALUE"), or -1.
 double metric(const std::string& text, const std::string& name) {
@@ -238,7 +216,9 @@ PhaseReport run_phase(const PhaseSpec& spec, Engine& engine, uint16_t port, cons
     report.generated_tokens = after->generated_tokens - before->generated_tokens;
   }
   report.rss_kib = vm_rss_kib();
-  std::tie(report.heap_in_use_kib, report.heap_held_kib) = heap_kib();
+  const struct mallinfo2 heap = mallinfo2();
+  report.heap_in_use_kib = int64_t((heap.uordblks + heap.hblkhd) / 1024);
+  report.heap_held_kib = int64_t((heap.arena + heap.hblkhd) / 1024);
   report.threads = proc_status("Threads");
   report.failures = check_phase(report.tally, report.end);
   report.failures.insert(report.failures.end(), failures.begin(), failures.end());
