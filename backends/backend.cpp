@@ -16,9 +16,7 @@
 namespace conveyor {
 
 std::string weight_types(const ModelWeights& w) {
-  std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};
-  for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) all.push_back(m);
+  const std::vector<const WeightMatrix*> all = weight_matrices(w);
   std::string out;
   for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16, WeightType::q8_0,
                        WeightType::q6_k, WeightType::q5_k, WeightType::q4_k, WeightType::q4_0}) {

@@ -84,6 +84,13 @@ uint64_t weights_fingerprint(const ModelWeights& w) {
   return f.h;
 }
 
+std::vector<const WeightMatrix*> weight_matrices(const ModelWeights& w) {
+  std::vector<const WeightMatrix*> all = {&w.token_embedding, &w.classifier};
+  for (const LayerWeights& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) all.push_back(m);
+  return all;
+}
+
 bool weights_match(const ModelConfig& c, const ModelWeights& w) {
   const size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), q = size_t(c.q_dim());
   const size_t embed = size_t(c.vocab_size) * d;

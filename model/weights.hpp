@@ -64,6 +64,10 @@ struct ModelWeights {
                                          // (Llama 3.1), or empty
 };
 
+// Every matrix of the model: the embedding, the classifier (empty when tied),
+// then each layer's wq, wk, wv, wo, w1, w2, w3.
+std::vector<const WeightMatrix*> weight_matrices(const ModelWeights& w);
+
 // True when every tensor has the size that `config` implies.
 bool weights_match(const ModelConfig& config, const ModelWeights& weights);
 

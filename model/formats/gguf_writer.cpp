@@ -137,12 +137,8 @@ Expected<GgufBuilder> build(const LoadedModel& m, const GgufWriteOptions& o,
                       "model '" + c.name + "': weights do not match the config");
   // The encoders take float rows: matrices still in their file's encoding
   // (a model loaded without LoadOptions::dequantize) would be written empty.
-  bool encoded = m.weights.token_embedding.type != WeightType::f32 ||
-                 m.weights.classifier.type != WeightType::f32;
-  for (const LayerWeights& l : m.weights.layers)
-    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
-      encoded = encoded || w->type != WeightType::f32;
-  if (encoded)
+  const std::vector<const WeightMatrix*> matrices = weight_matrices(m.weights);
+  if (std::any_of(matrices.begin(), matrices.end(), [](const WeightMatrix* w) { return w->type != WeightType::f32; }))
     return make_error(Errc::invalid_argument,
                       "model '" + c.name + "': its matrices are held in their file's encoding; "
                       "the writer encodes from float32 (load it with LoadOptions::dequantize)");

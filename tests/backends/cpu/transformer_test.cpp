@@ -254,9 +254,8 @@ TEST(Transformer, GeneratedPositionsMatchDecodeStepsBitForBit) {
 
 // The same through the int8 products of quantized files (heads of 32, 2 and
 // 4 query heads a kv head; every integer type) and the half-float products
-// of F16 and BF16 ones, on each
-// path the products take: a batch's rows and a decode step's must get the
-// same bits from them too (AMX tiles, on CPUs without them emulated: from
+// of F16 and BF16 ones, on each path the products take: a batch's rows and a
+// decode step's must get the same bits from them too (AMX tiles, on CPUs without them emulated: from
 // kernels::amx_min_rows() rows for the integer types, every row for BF16).
 TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
   using kernels::Isa;
@@ -267,14 +266,12 @@ TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
     const std::string path = test::shared_model_path(std::string(file));
     if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (see ../shared/models/README.md)";
     SCOPED_TRACE(name);
-    auto loaded = load_model(path);
+    LoadOptions options;
+    options.dequantize = file != name;  // written again below with BF16 matrices
+    auto loaded = load_model(path, options);
     ASSERT_TRUE(loaded) << loaded.error().message;
-    if (file != name) {  // written again with BF16 matrices
+    if (file != name) {
       const std::string bf16_path = ::testing::TempDir() + "transformer_test_bf16.gguf";
-      LoadOptions dequantized;
-      dequantized.dequantize = true;
-      loaded = load_model(path, dequantized);
-      ASSERT_TRUE(loaded) << loaded.error().message;
       const Status written = write_gguf(*loaded, bf16_path, GgufWriteOptions{.file_type = GgufFileType::bf16});
       ASSERT_TRUE(written) << written.error().message;
       loaded = load_model(bf16_path);
