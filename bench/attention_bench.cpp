@@ -9,10 +9,11 @@
 // per second.
 //
 // usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D]
-//                        [--no-bf16-dot] [--prefill]
+//                        [--no-dot] [--prefill]
 // (--isa: the compilation that runs, as decode_bench's; --shape and --dtype:
-// only that shape or cache type, for profiling; --no-bf16-dot: bf16 keys
-// widened to float where the CPU has AVX512-BF16 dot products; --prefill:
+// only that shape or cache type, for profiling; --no-dot: bf16 and q8_0
+// keys widened to float where the CPU has AVX512-BF16 or AVX512-VNNI dot
+// products for them (paged_attention.hpp); --prefill:
 // one sequence's prefill chunks instead of decode steps, with the attention's
 // multiply-adds per second)
 #include <omp.h>
@@ -113,8 +114,8 @@ int main(int argc, char** argv) {
       if (!conveyor::bench::force_isa_flag(argv[++i])) return 2;
     } else if (!std::strcmp(argv[i], "--prefill")) {
       prefill = true;
-    } else if (!std::strcmp(argv[i], "--no-bf16-dot")) {
-      set_attention_bf16_dot(false);
+    } else if (!std::strcmp(argv[i], "--no-dot")) {
+      set_attention_dot_products(false);
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       only_shape = argv[++i];
       if (!one_of("--shape", only_shape, {"15m", "110m", "0.8b", "8b"})) return 2;
@@ -124,16 +125,17 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--threads N] [--reps R] [--isa avx2|avx512] [--shape S] [--dtype D] "
-                   "[--no-bf16-dot] [--prefill]\n");
+                   "[--no-dot] [--prefill]\n");
       return 2;
     }
   }
   const char* unit = prefill ? "GFLOP/s" : "GB/s";
-  std::printf("paged attention, %s, one layer; median of %d calls, %d threads; bf16 scores under grouped-query "
-              "attention: %s\n",
+  std::printf("paged attention, %s, one layer; median of %d calls, %d threads; decode scores under grouped-query "
+              "attention: bf16 %s, q8_0 %s\n",
               prefill ? "one sequence's prefill chunk of `span` tokens ending at position ctx"
                       : "one decode token per sequence",
-              reps, omp_get_max_threads(), attention_bf16_dot() ? "vdpbf16ps" : "keys widened to float");
+              reps, omp_get_max_threads(), attention_dot_products(KvDtype::bf16) ? "vdpbf16ps" : "keys widened",
+              attention_dot_products(KvDtype::q8_0) ? "vpdpbusd" : "keys widened");
   std::printf("%-10s %5s %5s %5s", "shape", "batch", "span", "ctx");
   for (const char* dtype : {"f32", "f16", "bf16", "q8_0"}) {
     const std::string column = std::string(dtype) + " us (" + unit + ")";

@@ -39,37 +39,65 @@ void attend_items(const float* q, int64_t ldq, const SpanTable& spans, const Pag
                   int32_t heads_per_item, int32_t item_tokens, int32_t group, float* scratch, size_t per_thread);
 }  // namespace avx512bf16
 
+// paged_attention_avx512vnni.cpp's.
+namespace avx512vnni {
+void attend_items(const float* q, int64_t ldq, const SpanTable& spans, const PagedKvView& kv,
+                  float* out, int64_t ldo, const int32_t* items, int32_t n_items,
+                  int32_t heads_per_item, int32_t item_tokens, int32_t group, float* scratch, size_t per_thread);
+}  // namespace avx512vnni
+
 namespace {
 
 // The AVX-512 compilation where the kernels use AVX-512 (active_isa():
 // forced in tests and benchmarks), else the build's own.
 bool on_avx512() { return active_isa() != Isa::avx2; }
 
-std::atomic<bool> bf16_dot_off{false};
+std::atomic<bool> dot_products_off{false};
 
-bool cpu_has_bf16_dot() {
-  static const bool has = [] {
+bool cpu_has_dot_products(KvDtype dtype) {
 #if defined(__x86_64__)
+  static const bool avx512 = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-#else
-    return false;
-#endif
+           __builtin_cpu_supports("avx512vl");
   }();
-  return has;
+  static const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  static const bool q8_0 = avx512 && __builtin_cpu_supports("avx512vnni");
+  return dtype == KvDtype::bf16 ? bf16 : dtype == KvDtype::q8_0 && q8_0;
+#else
+  (void)dtype;
+  return false;
+#endif
+}
+
+using AttendItemsFn = decltype(&avx512::attend_items);
+
+// The compilation whose attend_items serves this call.
+AttendItemsFn items_kernel(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace) {
+  if (attention_takes_dot_products(kv, n_heads, workspace))
+    return kv.dtype == KvDtype::bf16 ? avx512bf16::attend_items : avx512vnni::attend_items;
+#ifdef CONVEYOR_ATTENTION_NO_ITEMS
+  return avx512::attend_items;
+#else
+  return on_avx512() ? avx512::attend_items : base::attend_items;
+#endif
 }
 
 }  // namespace
 
-bool attention_bf16_dot() { return cpu_has_bf16_dot() && !bf16_dot_off.load(std::memory_order_relaxed); }
+bool attention_dot_products(KvDtype dtype) {
+  return cpu_has_dot_products(dtype) && !dot_products_off.load(std::memory_order_relaxed);
+}
 
-void set_attention_bf16_dot(bool on) { bf16_dot_off.store(!on, std::memory_order_relaxed); }
+void set_attention_dot_products(bool on) { dot_products_off.store(!on, std::memory_order_relaxed); }
 
-bool attention_takes_bf16_dot(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace) {
-  return kv.dtype == KvDtype::bf16 && kv.head_dim % 32 == 0 && kv.head_dim <= 128 && kv.n_kv_heads > 0 &&
-         n_heads / kv.n_kv_heads >= base::kChunkMinGroup && !workspace.widen_bf16 && on_avx512() &&
-         attention_bf16_dot();
+bool attention_takes_dot_products(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace) {
+  const int32_t hd = kv.head_dim;
+  const bool shape = kv.dtype == KvDtype::bf16 ? hd % 32 == 0 && hd <= 128
+                     : kv.dtype == KvDtype::q8_0 ? hd == 64 || hd == 128
+                                                 : false;
+  return shape && kv.n_kv_heads > 0 && n_heads / kv.n_kv_heads >= base::kChunkMinGroup && !workspace.widen_keys &&
+         on_avx512() && attention_dot_products(kv.dtype);
 }
 
 void kv_store(KvDtype dtype, const float* src, void* dst, int64_t n) {
@@ -121,14 +149,7 @@ void paged_attention(const float* q, int64_t ldq, int32_t n_heads, const SpanTab
       (base::scratch_floats(heads_per_item, item_tokens, group, hd, kv.block_size) + 15) / 16 * 16;
   if (workspace.scratch.size() < per_thread * max_threads)
     workspace.scratch.resize(per_thread * max_threads);
-#ifdef CONVEYOR_ATTENTION_NO_ITEMS
-  const auto attend_items = attention_takes_bf16_dot(kv, n_heads, workspace) ? avx512bf16::attend_items
-                                                                             : avx512::attend_items;
-#else
-  const auto attend_items = attention_takes_bf16_dot(kv, n_heads, workspace) ? avx512bf16::attend_items
-                            : on_avx512()                 ? avx512::attend_items
-                                                          : base::attend_items;
-#endif
+  const AttendItemsFn attend_items = items_kernel(kv, n_heads, workspace);
   attend_items(q, ldq, spans, kv, out, ldo, items.data(), n_items, heads_per_item, item_tokens, group,
                workspace.scratch.data(), per_thread);
 }

@@ -7,9 +7,9 @@
 // elements further on (kv_bytes(dtype, block_stride) bytes). Elements are
 // `dtype` (kv_dtype.hpp): float32, or f16, bf16 or q8_0, which write_kv
 // rounds to and attention widens back to float in registers; every product
-// and sum is computed in float (but for the scores of bf16 caches under
-// grouped-query attention on CPUs with AVX512-BF16, whose queries are rounded
-// to bf16: attention_bf16_dot below).
+// and sum is computed in float (but for the scores of bf16 and q8_0 caches
+// under grouped-query attention on CPUs with AVX512-BF16 or AVX512-VNNI, whose
+// queries are rounded to the keys' type: attention_dot_products below).
 // q8_0 needs a head_dim that is a multiple of 32.
 //
 // A batch is a list of sequence spans (model/batch.hpp): sequence s brings the
@@ -59,10 +59,10 @@ void write_kv(const float* k,  // [n_tokens, ld]: n_kv_heads × head_dim keys pe
 struct AttentionWorkspace {
   std::vector<int32_t> items;  // [n_items][3]: sequence, kv head, first token
   std::vector<float> scratch;  // per-thread scores and accumulators
-  // Calls with this workspace widen bf16 keys to float even where the CPU
-  // has AVX512-BF16 dot products (attention_takes_bf16_dot below): for
-  // callers that stand in for kernels which widen, as the CUDA kernels do.
-  bool widen_bf16 = false;
+  // Calls with this workspace widen bf16 and q8_0 keys to float even where
+  // the CPU has dot products for them (attention_takes_dot_products below):
+  // for callers that stand in for kernels which widen, as the CUDA kernels do.
+  bool widen_keys = false;
 };
 
 // out = softmax(q·Kᵀ / sqrt(head_dim)) · V per query head, where each token
@@ -80,17 +80,25 @@ void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim pe
                      float* out,  // [n_tokens, ldo]: n_heads × head_dim per row
                      int64_t ldo, AttentionWorkspace& workspace);
 
-// bf16 caches on CPUs with AVX512-BF16 (and AVX-512 chosen, quant_matmul.hpp's
-// active_isa), under grouped-query attention with 4 query heads a kv head or
-// more and head sizes that are multiples of 32 up to 128: the scores are
-// vdpbf16ps dot products of the stored keys and the queries (times
-// 1/sqrt(head_dim)) rounded to bf16. Elsewhere, when turned off (tests
-// compare both) and for workspaces that ask (AttentionWorkspace::widen_bf16),
-// keys are widened to float. attention_takes_bf16_dot says whether a call on
-// `kv` with `n_heads` query heads and `workspace` takes that path now.
-bool attention_bf16_dot();
-void set_attention_bf16_dot(bool on);
-bool attention_takes_bf16_dot(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace);
+// Dot products for the scores, on AVX-512 CPUs (quant_matmul.hpp's
+// active_isa) under grouped-query attention with 4 query heads a kv head or
+// more:
+// - bf16 caches, where the CPU has AVX512-BF16, head sizes that are multiples
+//   of 32 up to 128: vdpbf16ps products of the stored keys and the queries
+//   (times 1/sqrt(head_dim)) rounded to bf16;
+// - q8_0 caches, where the CPU has AVX512-VNNI, heads of 64 and 128:
+//   vpdpbusd products of the stored keys and the queries (times
+//   1/sqrt(head_dim)) rounded to int8 with one scale a head, d = max|q| / 127
+//   (q = nearest even of x · (1/d)), summed exactly and scaled by each key
+//   block's d and the query's.
+// Elsewhere, when turned off (tests compare both) and for workspaces that ask
+// (AttentionWorkspace::widen_keys), keys are widened to float.
+// attention_dot_products(dtype) says whether the CPU has them for that cache
+// type and they are on; attention_takes_dot_products whether a call on `kv`
+// with `n_heads` query heads and `workspace` takes them now.
+bool attention_dot_products(KvDtype dtype);
+void set_attention_dot_products(bool on);
+bool attention_takes_dot_products(const PagedKvView& kv, int32_t n_heads, const AttentionWorkspace& workspace);
 
 // n floats to n elements of `dtype` (rounded to nearest even), and back
 // (exact): the conversions write_kv and paged_attention use, row by row.

@@ -113,7 +113,7 @@ cudaError_t paged_attention(const float* q, int64_t ldq, int32_t, int32_t n_head
   enqueue(stream, [=] {
     thread_local AttentionWorkspace workspace = [] {  // the stream's thread's
       AttentionWorkspace w;
-      w.widen_bf16 = true;  // the CUDA kernel widens bf16 keys
+      w.widen_keys = true;  // the CUDA kernel widens bf16 and q8_0 keys
       return w;
     }();
     kernels::paged_attention(q, ldq, n_heads, spans, kv, out, ldo, workspace);

@@ -257,20 +257,45 @@ double compare_attention(const Fixture& f, const Fixture& as_cached, const std::
   return worst_exact;
 }
 
-// The queries as the kernel multiplies them with bf16 keys where it takes
-// the AVX512-BF16 dot products (attention_takes_bf16_dot): times the scale,
-// rounded to bf16, and divided by the scale again for naive_attention.
-std::vector<float> as_rounded_queries(std::vector<float> q, int32_t head_dim) {
-  const float scale = 1.0f / std::sqrt(float(head_dim));
-  for (float& x : q) x = kv_half::bf16_to_f32(kv_half::f32_to_bf16(x * scale)) / scale;
+// One token's queries (n_heads heads of head_dim) as Q8Queries rounds them,
+// back in float and divided by the scale.
+void round_q8_queries(float* q, int32_t n_heads, int32_t head_dim, float scale) {
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* x = q + size_t(h) * size_t(head_dim);
+    float amax = 0.0f;
+    for (int32_t i = 0; i < head_dim; ++i) amax = std::max(amax, std::fabs(x[i] * scale));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int32_t i = 0; i < head_dim; ++i) x[i] = std::nearbyint(x[i] * scale * id) * d / scale;
+  }
+}
+
+// The queries as the kernel multiplies them where it takes dot products
+// (attention_takes_dot_products): times the scale, rounded to the keys' type
+// (bf16 each; q8_0 to int8 with one scale a head, d = max|x| / 127, nearest
+// even of x · (1/d)), and divided by the scale again for naive_attention.
+// q8_0's prompt tiles (tokens below tile_until) widen the keys instead.
+std::vector<float> as_rounded_queries(const Fixture& f, std::vector<float> q, int64_t ldq) {
+  const float scale = 1.0f / std::sqrt(float(f.head_dim));
+  if (f.dtype == KvDtype::bf16) {
+    for (float& x : q) x = kv_half::bf16_to_f32(kv_half::f32_to_bf16(x * scale)) / scale;
+    return q;
+  }
+  for (int32_t s = 0; s < int32_t(f.start_pos.size()); ++s)
+    for (int32_t i = 0; i < f.span_len[s]; ++i) {
+      if (!f.tile_until.empty() && f.start_pos[s] + i < f.tile_until[s]) continue;
+      const size_t row = size_t(f.token_begin[s] + i) * size_t(ldq);
+      round_q8_queries(q.data() + row, f.n_heads, f.head_dim, scale);
+    }
   return q;
 }
 
 // Attention over `f` against the naive version of its values rounded to the
 // dtype (the arithmetic: float tolerance) and of the exact values (the
 // dtype's own error: below `dtype_tolerance`). Returns that error. Where the
-// CPU has AVX512-BF16 and the AVX-512 kernels run, bf16 caches are checked
-// with the dot products and without them.
+// CPU has dot products for the cache's type (AVX512-BF16 for bf16,
+// AVX512-VNNI for q8_0) and the AVX-512 kernels run, it is checked with them
+// and without them.
 double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) {
   SCOPED_TRACE(kv_dtype_name(f.dtype));
   f.fill_prefix();
@@ -282,19 +307,19 @@ double check_attention(Fixture& f, uint32_t seed, double dtype_tolerance = 0.0) 
   const int64_t ldo = ldq + 1;
   const Fixture as_cached = f.rounded_copy();
   double worst_exact = 0.0;
-  const bool both = attention_bf16_dot() && f.dtype == KvDtype::bf16;
+  const bool both = attention_dot_products(f.dtype);
   for (const bool dot : {false, true}) {
     if (dot && !both) break;
-    SCOPED_TRACE(dot ? "AVX512-BF16 scores" : "keys widened to float");
-    const bool was = attention_bf16_dot();
-    if (both) set_attention_bf16_dot(dot);
+    SCOPED_TRACE(dot ? "dot-product scores" : "keys widened to float");
+    const bool was = attention_dot_products(f.dtype);
+    if (both) set_attention_dot_products(dot);
     std::vector<float> out(size_t(f.n_tokens()) * ldo, 0.0f);
     AttentionWorkspace ws;
     paged_attention(q.data(), ldq, f.n_heads, f.spans(), f.view(), out.data(), ldo, ws);
-    const bool rounded = attention_takes_bf16_dot(f.view(), f.n_heads, ws);
-    if (both) set_attention_bf16_dot(was);
-    worst_exact = std::max(worst_exact, compare_attention(f, as_cached, rounded ? as_rounded_queries(q, f.head_dim) : q,
-                                                          q, ldq, out, ldo));
+    const bool rounded = attention_takes_dot_products(f.view(), f.n_heads, ws);
+    if (both) set_attention_dot_products(was);
+    const std::vector<float> q_as_run = rounded ? as_rounded_queries(f, q, ldq) : q;
+    worst_exact = std::max(worst_exact, compare_attention(f, as_cached, q_as_run, q, ldq, out, ldo));
   }
   if (f.dtype == KvDtype::f32) return 0.0;
   // Rounding the cache is all the difference from exact values, and it is small.
@@ -355,14 +380,15 @@ TEST_P(PagedAttention, EveryVectorHeadSize) {
 
 // Grouped-query attention where a tile of query heads shares each widened
 // key and value row (kGroupTile: 8 heads for head sizes up to 32, 4 up to 64,
-// else 2), with groups that are whole tiles, tiles and a remainder, and
-// smaller than one tile.
+// else 2; dot-product scores 8 heads of 64 for q8_0, 4 of 128), with groups
+// that are whole tiles, tiles and a remainder, and smaller than one tile.
 TEST_P(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
   WorstError worst;
   uint32_t seed = 500;
   for (KvDtype dtype : kAllDtypes)
-    for (auto [heads, kv_heads, head_dim] : {std::tuple{32, 4, 64}, std::tuple{20, 2, 32}, std::tuple{12, 2, 32},
-                                             std::tuple{6, 2, 128}, std::tuple{10, 1, 16}, std::tuple{9, 1, 64}}) {
+    for (auto [heads, kv_heads, head_dim] :
+         {std::tuple{32, 4, 64}, std::tuple{20, 2, 32}, std::tuple{12, 2, 32}, std::tuple{6, 2, 128},
+          std::tuple{10, 1, 16}, std::tuple{9, 1, 64}, std::tuple{24, 2, 64}, std::tuple{14, 2, 128}}) {
       if (!kv_dtype_fits(dtype, head_dim)) continue;
       SCOPED_TRACE(std::to_string(heads) + "/" + std::to_string(kv_heads) + " heads of " + std::to_string(head_dim));
       Fixture f = make_fixture(heads, kv_heads, head_dim, 16, {37, 0, 5}, {1, 18, 3}, ++seed, dtype);

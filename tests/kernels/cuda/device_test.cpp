@@ -177,7 +177,7 @@ TEST(CudaKernels, KvWritesAndAttentionMatchTheCpu) {
                             b.view(pool.get()), b.max_context(), out.get(), b.q_width(), ws.get(), nullptr));
     std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width());
     AttentionWorkspace cpu_ws;
-    cpu_ws.widen_bf16 = true;  // as the CUDA kernel
+    cpu_ws.widen_keys = true;  // as the CUDA kernel
     kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
                              b.q_width(), cpu_ws);
     EXPECT_LT(relative_error(out.read().data(), cpu.data(), cpu.size()), 1e-5);

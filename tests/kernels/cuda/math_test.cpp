@@ -176,7 +176,7 @@ TEST(CudaMath, AttentionMatchesTheCpuKernel) {
       kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
       std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width()), gpu(cpu.size());
       AttentionWorkspace ws;
-      ws.widen_bf16 = true;  // as the CUDA kernel
+      ws.widen_keys = true;  // as the CUDA kernel
       kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
                                b.q_width(), ws);
       testing::emulate_attention(b, b.pool.data(), gpu.data());
@@ -200,7 +200,7 @@ TEST(CudaMath, LongContextsTakeLongerPartitions) {
     kernels::write_kv(b.k.data(), b.v.data(), b.kv_width(), b.spans(), b.view(b.pool.data()));
     std::vector<float> cpu(size_t(b.n_tokens()) * b.q_width()), gpu(cpu.size());
     AttentionWorkspace ws;
-    ws.widen_bf16 = true;  // as the CUDA kernel
+    ws.widen_keys = true;  // as the CUDA kernel
     kernels::paged_attention(b.q.data(), b.q_width(), b.n_heads, b.spans(), b.view(b.pool.data()), cpu.data(),
                              b.q_width(), ws);
     testing::emulate_attention(b, b.pool.data(), gpu.data());
