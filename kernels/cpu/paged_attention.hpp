@@ -90,8 +90,8 @@ void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim pe
 //   vpdpbusd products of the stored keys and the queries (times
 //   1/sqrt(head_dim)) rounded to int8 with one scale a head, d = max|q| / 127
 //   (q = nearest even of x · (1/d)), summed exactly and scaled by each key
-//   block's d and the query's; for tokens computed one at a time (decode,
-//   verify and recomputed positions), not for prompt tiles, which widen them.
+//   block's d and the query's (for prompt tiles too: each row's query
+//   rounded alike).
 // Elsewhere, when turned off (tests compare both) and for workspaces that ask
 // (AttentionWorkspace::widen_keys), keys are widened to float.
 // attention_dot_products(dtype) says whether the CPU has them for that cache

@@ -274,7 +274,6 @@ void round_q8_queries(float* q, int32_t n_heads, int32_t head_dim, float scale) 
 // (attention_takes_dot_products): times the scale, rounded to the keys' type
 // (bf16 each; q8_0 to int8 with one scale a head, d = max|x| / 127, nearest
 // even of x · (1/d)), and divided by the scale again for naive_attention.
-// q8_0's prompt tiles (tokens below tile_until) widen the keys instead.
 std::vector<float> as_rounded_queries(const Fixture& f, std::vector<float> q, int64_t ldq) {
   const float scale = 1.0f / std::sqrt(float(f.head_dim));
   if (f.dtype == KvDtype::bf16) {
@@ -283,7 +282,6 @@ std::vector<float> as_rounded_queries(const Fixture& f, std::vector<float> q, in
   }
   for (int32_t s = 0; s < int32_t(f.start_pos.size()); ++s)
     for (int32_t i = 0; i < f.span_len[s]; ++i) {
-      if (!f.tile_until.empty() && f.start_pos[s] + i < f.tile_until[s]) continue;
       const size_t row = size_t(f.token_begin[s] + i) * size_t(ldq);
       round_q8_queries(q.data() + row, f.n_heads, f.head_dim, scale);
     }
