@@ -4,6 +4,7 @@
 //   spec_bench [--model dummy:llama-110m] [--method ngram|suffix|draft:FILE] [--streams 1,32]
 //              [--temperatures 0,1] [--tokens 256] [--prompt-len 32] [--spec-tokens 5]
 //              [--disable-batch 4] [--waves 1] [--repeats 2] [--threads 0]
+//              [--kv-cache-dtype auto|f32|f16|bf16|q8_0]
 //
 // For each number of streams and temperature: `repeats` pairs of runs, plain
 // then speculative, each on a fresh engine: every stream gets its own random
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -39,6 +41,7 @@ struct Options {
   std::string draft_model;  // --method draft:FILE
   int waves = 1;
   int tokens = 256, prompt_len = 32, spec_tokens = 5, disable_batch = 4, repeats = 2, threads = 0;
+  std::optional<KvDtype> kv_cache_dtype;  // --kv-cache-dtype; the engine's default (auto) when unset
 };
 
 struct Run {
@@ -52,6 +55,7 @@ Run run(caf::actor_system& sys, const LoadedModel& model, const Options& o, int 
         bool speculate) {
   EngineConfig config;
   config.threads = o.threads;
+  config.kv_cache_dtype = o.kv_cache_dtype;
   config.max_num_seqs = std::max(streams, 1);
   config.kv_cache_tokens = int64_t(streams) * (o.prompt_len + o.tokens + 64);
   if (speculate) {
@@ -124,11 +128,19 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--disable-batch")) o.disable_batch = std::atoi(next());
     else if (!std::strcmp(argv[i], "--repeats")) o.repeats = std::atoi(next());
     else if (!std::strcmp(argv[i], "--threads")) o.threads = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--kv-cache-dtype")) {
+      auto d = parse_kv_cache_dtype(next());
+      if (!d) {
+        std::fprintf(stderr, "--kv-cache-dtype: %s\n", d.error().message.c_str());
+        return 2;
+      }
+      o.kv_cache_dtype = *d;
+    }
     else {
       std::fprintf(stderr,
                    "usage: spec_bench [--model M] [--method ngram|suffix|draft:FILE] [--streams 1,32] [--temperatures 0,1] "
                    "[--tokens N] [--prompt-len N] [--spec-tokens N] [--disable-batch N] [--waves N] [--repeats N] "
-                   "[--threads N]\n");
+                   "[--threads N] [--kv-cache-dtype auto|f32|f16|bf16|q8_0]\n");
       return 2;
     }
   }
