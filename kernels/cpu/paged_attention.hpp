@@ -7,9 +7,10 @@
 // elements further on (kv_bytes(dtype, block_stride) bytes). Elements are
 // `dtype` (kv_dtype.hpp): float32, or f16, bf16 or q8_0, which write_kv
 // rounds to and attention widens back to float in registers; every product
-// and sum is computed in float (but for the scores of bf16 and q8_0 caches
-// under grouped-query attention on CPUs with AVX512-BF16 or AVX512-VNNI, whose
-// queries are rounded to the keys' type: attention_dot_products below).
+// and sum is computed in float (but for the scores of q8_0 caches, and of
+// bf16 ones under grouped-query attention, on CPUs with AVX512-VNNI or
+// AVX512-BF16, whose queries are rounded to the keys' type:
+// attention_dot_products below).
 // q8_0 needs a head_dim that is a multiple of 32.
 //
 // A batch is a list of sequence spans (model/batch.hpp): sequence s brings the
@@ -81,12 +82,13 @@ void paged_attention(const float* q,  // [n_tokens, ldq]: n_heads × head_dim pe
                      int64_t ldo, AttentionWorkspace& workspace);
 
 // Dot products for the scores, on AVX-512 CPUs (quant_matmul.hpp's
-// active_isa) under grouped-query attention with 4 query heads a kv head or
-// more:
-// - bf16 caches, where the CPU has AVX512-BF16, head sizes that are multiples
-//   of 32 up to 128: vdpbf16ps products of the stored keys and the queries
+// active_isa):
+// - bf16 caches, where the CPU has AVX512-BF16, under grouped-query attention
+//   with 4 query heads a kv head or more, head sizes that are multiples of 32
+//   up to 128: vdpbf16ps products of the stored keys and the queries
 //   (times 1/sqrt(head_dim)) rounded to bf16;
-// - q8_0 caches, where the CPU has AVX512-VNNI, heads of 64 and 128:
+// - q8_0 caches, where the CPU has AVX512-VNNI, heads of 64 and 128, with
+//   any number of query heads a kv head:
 //   vpdpbusd products of the stored keys and the queries (times
 //   1/sqrt(head_dim)) rounded to int8 with one scale a head, d = max|q| / 127
 //   (q = nearest even of x · (1/d)), summed exactly and scaled by each key

@@ -379,14 +379,17 @@ TEST_P(PagedAttention, EveryVectorHeadSize) {
 // Grouped-query attention where a tile of query heads shares each widened
 // key and value row (kGroupTile: 8 heads for head sizes up to 32, 4 up to 64,
 // else 2; dot-product scores 8 heads of 64 for q8_0, 4 of 128), with groups
-// that are whole tiles, tiles and a remainder, and smaller than one tile.
+// that are whole tiles, tiles and a remainder, and smaller than one tile (and
+// than kChunkMinGroup: a block at a time, the dot-product scores' queries
+// rounded once a head).
 TEST_P(PagedAttention, QueryHeadTilesOfEveryGroupSize) {
   WorstError worst;
   uint32_t seed = 500;
   for (KvDtype dtype : kAllDtypes)
     for (auto [heads, kv_heads, head_dim] :
          {std::tuple{32, 4, 64}, std::tuple{20, 2, 32}, std::tuple{12, 2, 32}, std::tuple{6, 2, 128},
-          std::tuple{10, 1, 16}, std::tuple{9, 1, 64}, std::tuple{24, 2, 64}, std::tuple{14, 2, 128}}) {
+          std::tuple{10, 1, 16}, std::tuple{9, 1, 64}, std::tuple{24, 2, 64}, std::tuple{14, 2, 128},
+          std::tuple{4, 4, 128}, std::tuple{8, 4, 64}}) {
       if (!kv_dtype_fits(dtype, head_dim)) continue;
       SCOPED_TRACE(std::to_string(heads) + "/" + std::to_string(kv_heads) + " heads of " + std::to_string(head_dim));
       Fixture f = make_fixture(heads, kv_heads, head_dim, 16, {37, 0, 5}, {1, 18, 3}, ++seed, dtype);
