@@ -254,14 +254,15 @@ TEST(Transformer, GeneratedPositionsMatchDecodeStepsBitForBit) {
   check_generated_match_decode_steps(model);
 }
 
-// The same with the KV cache in bf16 and q8_0, heads of 64 and 128 and 4 or 8
-// query heads a kv head: the shapes whose decode scores are dot products of
-// the cache's elements where the CPU has them (vdpbf16ps on AVX512-BF16,
-// vpdpbusd on AVX512-VNNI, the queries rounded to bf16 or int8), widened
-// otherwise; the prompt tiles take them too.
+// The same with the KV cache in bf16 and q8_0, heads of 64 and 128 and 1, 4
+// or 8 query heads a kv head: the shapes whose decode scores are dot products
+// of the cache's elements where the CPU has them (vdpbf16ps on AVX512-BF16
+// with 4 query heads a kv head or more, vpdpbusd on AVX512-VNNI with any, the
+// queries rounded to bf16 or int8), widened otherwise; the prompt tiles take
+// them too.
 TEST(Transformer, DotProductKvGeneratedPositionsMatchDecodeStepsBitForBit) {
   for (int32_t head : {64, 128})
-    for (int32_t group : {4, 8})
+    for (int32_t group : {1, 4, 8})
       for (KvDtype dtype : {KvDtype::bf16, KvDtype::q8_0}) {
         SCOPED_TRACE("heads of " + std::to_string(head) + ", " + std::to_string(group) + " a kv head, " +
                      kv_dtype_name(dtype));
@@ -528,40 +529,44 @@ TEST(Transformer, Q8KvStaysClose) {
   EXPECT_GT(q8.clear, q8.rows / 4) << q8.summary;
 }
 
-// The q8_0 cache on heads of 64, 4 query heads a kv head, where AVX512-VNNI
-// CPUs take its scores as int8 dot products with the queries rounded to int8
-// (kernels/cpu/paged_attention_dot.inc): the logits stay as close to f32's as
-// with the keys widened to float (measured on a Zen 5: mean error 4.3e-4
-// against 4.2e-4 widened, worst 1.2e-3 in both; the scores scaled 30% wrong
-// made it 3.9e-3 and 1.0e-2). Where the CPU has no such products both runs
-// widen and agree exactly.
+// The q8_0 cache on heads of 64, 4 and 1 query heads a kv head, where
+// AVX512-VNNI CPUs take its scores as int8 dot products with the queries
+// rounded to int8 (kernels/cpu/paged_attention_dot.inc): the logits stay as
+// close to f32's as with the keys widened to float (measured on a Zen 5: mean
+// error 4.3e-4 against 4.2e-4 widened with either, worst 1.2e-3 and 1.1e-3
+// against 1.2e-3 and 1.0e-3; the scores scaled 30% wrong made it 3.9e-3 and
+// 1.0e-2). Where the CPU has no such products both runs widen and agree
+// exactly.
 TEST(Transformer, Q8KvDotProductsStayAsCloseAsWidened) {
-  ModelConfig c = small_config();
-  c.name = "small-q8-dot";
-  c.dim = 256;
-  c.hidden_dim = 512;
-  c.n_heads = 8;
-  c.n_kv_heads = 2;
-  c.head_size = 64;
-  c.vocab_size = 512;
-  Transformer model(c, make_random_weights(c, 12), 2);
-  const bool dots = kernels::attention_dot_products(KvDtype::q8_0);
-  const KvDtypeDrift dot = kv_dtype_drift(model, c.vocab_size, {KvDtype::q8_0})[0];
-  kernels::set_attention_dot_products(false);
-  const KvDtypeDrift widened = kv_dtype_drift(model, c.vocab_size, {KvDtype::q8_0})[0];
-  kernels::set_attention_dot_products(true);
-  const std::string both = std::string(dots ? "int8 dot products: " : "no int8 dot products here: ") +
-                           dot.summary + "; widened: " + widened.summary;
-  RecordProperty("summary_dot_and_widened", both);
-  SCOPED_TRACE(both);
-  if (!dots) {
-    EXPECT_EQ(dot.mean_error, widened.mean_error);
+  for (int32_t kv_heads : {2, 8}) {
+    ModelConfig c = small_config();
+    c.name = "small-q8-dot";
+    c.dim = 256;
+    c.hidden_dim = 512;
+    c.n_heads = 8;
+    c.n_kv_heads = kv_heads;
+    c.head_size = 64;
+    c.vocab_size = 512;
+    Transformer model(c, make_random_weights(c, 12), 2);
+    const bool dots = kernels::attention_dot_products(KvDtype::q8_0);
+    const KvDtypeDrift dot = kv_dtype_drift(model, c.vocab_size, {KvDtype::q8_0})[0];
+    kernels::set_attention_dot_products(false);
+    const KvDtypeDrift widened = kv_dtype_drift(model, c.vocab_size, {KvDtype::q8_0})[0];
+    kernels::set_attention_dot_products(true);
+    const std::string both = std::to_string(8 / kv_heads) + " query heads a kv head, " +
+                             (dots ? "int8 dot products: " : "no int8 dot products here: ") + dot.summary +
+                             "; widened: " + widened.summary;
+    RecordProperty("summary_" + std::to_string(8 / kv_heads) + "_heads_a_kv_head", both);
+    SCOPED_TRACE(both);
+    if (!dots) {
+      EXPECT_EQ(dot.mean_error, widened.mean_error);
+    }
+    EXPECT_LT(dot.mean_error, 1.25 * widened.mean_error);
+    EXPECT_LT(dot.worst_error, 1.5 * widened.worst_error);
+    EXPECT_GE(double(dot.agree), double(widened.agree) * 0.97);
+    EXPECT_EQ(dot.clear_agree, dot.clear);
+    EXPECT_GT(dot.clear, dot.rows / 4);
   }
-  EXPECT_LT(dot.mean_error, 1.25 * widened.mean_error);
-  EXPECT_LT(dot.worst_error, 1.5 * widened.worst_error);
-  EXPECT_GE(double(dot.agree), double(widened.agree) * 0.97);
-  EXPECT_EQ(dot.clear_agree, dot.clear);
-  EXPECT_GT(dot.clear, dot.rows / 4);
 }
 
 }  // namespace
