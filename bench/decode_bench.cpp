@@ -3,7 +3,7 @@
 //   decode_bench [--models dummy:llama-15m,dummy:llama-110m] [--batches 1,8,16,32,64]
 //                [--types f32,bf16,q8_0,q4_k_m] [--steps 16] [--repeats 3] [--context 128]
 //                [--threads 2] [--block-size 16] [--kv-cache-dtype f32|f16|bf16|q8_0]
-//                [--isa avx2|avx512|amx]
+//                [--isa avx2|avxvnni|avx512|amx]
 //
 // --types runs each model with its matrices stored as each of these GGUF file
 // types (conveyor convert's names): the float32 weights are written as a GGUF
@@ -351,7 +351,7 @@ constexpr const char* kUsage =
     "usage: decode_bench [--models dummy:llama-15m,dummy:llama-110m] [--batches 1,8,16,32,64]\n"
     "                    [--types f32,bf16,q8_0,q4_k_m] [--steps 16] [--repeats 3] [--context 128]\n"
     "                    [--threads 2] [--block-size 16] [--kv-cache-dtype f32|f16|bf16|q8_0]\n"
-    "                    [--isa avx2|avx512|amx]\n";
+    "                    [--isa avx2|avxvnni|avx512|amx]\n";
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 //
 //   quant_matmul_bench [--types q4_0,q4_k,q5_k,q6_k,q8_0] [--batches 1,4,16,64]
 //                      [--shapes 2048x768,768x2048,768x768] [--threads 2]
-//                      [--matrices 24] [--repeats 5] [--isa avx2|avx512|amx]
+//                      [--matrices 24] [--repeats 5] [--isa avx2|avxvnni|avx512|amx]
 //
 // A shape MxK is W's rows by columns (y = x·Wᵀ, x of batch rows). Weights
 // are random floats encoded as llama.cpp encodes them (model/formats/
@@ -66,7 +66,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: quant_matmul_bench [--types q4_0,q4_k,q5_k,q6_k,q8_0] [--batches 1,4,16,64]\n"
                "                          [--shapes 2048x768,768x2048,768x768] [--threads 2]\n"
-               "                          [--matrices 24] [--repeats 5] [--isa avx2|avx512|amx]\n");
+               "                          [--matrices 24] [--repeats 5] [--isa avx2|avxvnni|avx512|amx]\n");
   return 2;
 }
 
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
               cpu_description().c_str(), threads, matrices, repeats);
   std::printf("%-5s %-10s %5s %8s %9s %6s %7s %8s\n", "type", "shape", "batch", "us", "GOP/s",
               "of_i8", "W GB/s", "path");
-  double peaks[3] = {0, 0, 0};  // by kernels::Isa
+  double peaks[4] = {0, 0, 0, 0};  // by kernels::Isa
   for (int b : batches) {
     const kernels::Isa path = bench::path_at(b);
     peaks[int(path)] = std::max(peaks[int(path)], bench::measure_int8_peak(path));
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (kernels::Isa isa : {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::amx})
+  for (kernels::Isa isa : {kernels::Isa::avx2, kernels::Isa::avxvnni, kernels::Isa::avx512, kernels::Isa::amx})
     if (peaks[int(isa)] > 0)
       std::printf("# int8 peak %s: %.1f GOP/s (%s, %d threads)\n", kernels::isa_name(isa), peaks[int(isa)] * 1e-9,
                   bench::int8_instruction(isa), threads);

@@ -30,7 +30,7 @@ namespace {
 void run_packed(Epilogue e, const float* x, int64_t ldx, int32_t n, const float* packed_w,
                 int32_t panels, int32_t k, float* y, int64_t ldy, int32_t m_out) {
   if (!quant_kernels_supported()) return base::run_packed(e, x, ldx, n, packed_w, panels, k, y, ldy, m_out);
-  if (active_isa() == Isa::avx2) return avx2::run_packed(e, x, ldx, n, packed_w, panels, k, y, ldy, m_out);
+  if (!isa_has_avx512(active_isa())) return avx2::run_packed(e, x, ldx, n, packed_w, panels, k, y, ldy, m_out);
   avx512::run_packed(e, x, ldx, n, packed_w, panels, k, y, ldy, m_out);
 }
 

@@ -50,7 +50,7 @@ namespace {
 
 // The AVX-512 compilation where the kernels use AVX-512 (active_isa():
 // forced in tests and benchmarks), else the build's own.
-bool on_avx512() { return active_isa() != Isa::avx2; }
+bool on_avx512() { return isa_has_avx512(active_isa()); }
 
 std::atomic<bool> dot_products_off{false};
 

@@ -12,7 +12,7 @@
 
 namespace conveyor::kernels {
 
-// Declared for both instruction sets; defined in quant_kernels_{avx512,avx2}.cpp.
+// Declared for each instruction set; defined in quant_kernels_{avx512,avxvnni,avx2,amx}.cpp.
 #define CONVEYOR_DECLARE_ISA(ns)                                                                 \
   namespace ns {                                                                                 \
   void quantize_x(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, int32_t k,      \
@@ -27,6 +27,7 @@ namespace conveyor::kernels {
                      int64_t ldy);                                                               \
   }
 CONVEYOR_DECLARE_ISA(avx512)
+CONVEYOR_DECLARE_ISA(avxvnni)
 CONVEYOR_DECLARE_ISA(avx2)
 CONVEYOR_DECLARE_ISA(amx)
 #undef CONVEYOR_DECLARE_ISA
@@ -70,6 +71,8 @@ Prepared prepare(const PanelFormat& f, const float* x, int64_t ldx, int32_t n, i
     int8_t* m = grow(s.xm, f.super > 0 && !f.centered ? supers * size_t(2 * f.super / f.block) : 0);
     if (isa == Isa::avx2)
       avx2::quantize_x(f, x, ldx, n, k, q, d, sums, m);
+    else if (isa == Isa::avxvnni)
+      avxvnni::quantize_x(f, x, ldx, n, k, q, d, sums, m);
     else  // AMX's kernels share AVX-512's quantization
       avx512::quantize_x(f, x, ldx, n, k, q, d, sums, m);
   }
@@ -104,15 +107,41 @@ bool quant_kernels_supported() {
   return ok;
 }
 
+// AVX-VNNI: CPUID leaf 7, sub-leaf 1, eax bit 4 (not every compiler's
+// __builtin_cpu_supports knows it).
+static bool cpu_has_avxvnni() {
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
+  }();
+  return ok;
+}
+
+static bool cpu_has_avx512_vnni() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return ok;
+}
+
 Isa detected_isa() {
   static const Isa isa = [] {
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni"))
-      return Isa::avx2;
+    if (!cpu_has_avx512_vnni()) return quant_kernels_supported() && cpu_has_avxvnni() ? Isa::avxvnni : Isa::avx2;
     return amx_usable() ? Isa::amx : Isa::avx512;
   }();
   return isa;
 }
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::avx2: return true;
+    case Isa::avxvnni: return quant_kernels_supported() && cpu_has_avxvnni();
+    case Isa::avx512: return cpu_has_avx512_vnni();
+    case Isa::amx: return detected_isa() == Isa::amx;
+  }
+  return false;
+}
+
+bool isa_has_avx512(Isa isa) { return isa == Isa::avx512 || isa == Isa::amx; }
 
 Isa active_isa() {
   const int f = forced.load(std::memory_order_relaxed);
@@ -132,6 +161,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::amx: return "amx";
     case Isa::avx512: return "avx512-vnni";
+    case Isa::avxvnni: return "avx-vnni";
     case Isa::avx2: break;
   }
   return "avx2";
@@ -148,6 +178,8 @@ void matmul_weights(WeightType type, const float* x, int64_t ldx, int32_t n,
       return amx::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx512:
       return avx512::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
+    case Isa::avxvnni:
+      return avxvnni::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
     case Isa::avx2:
       return avx2::matmul(f, x, ldx, n, q, d, s, xm, xh, packed_w, m, k, y, ldy, accumulate);
   }
@@ -164,6 +196,8 @@ void matmul_weights_swiglu(WeightType type, const float* x, int64_t ldx, int32_t
       return amx::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx512:
       return avx512::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
+    case Isa::avxvnni:
+      return avxvnni::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
     case Isa::avx2:
       return avx2::matmul_swiglu(f, x, ldx, n, q, d, s, xm, xh, packed_gate_up, hidden, k, y, ldy);
   }

@@ -39,13 +39,23 @@
 
 namespace conveyor::kernels {
 
-// amx: AVX-512 VNNI, with AMX tiles for the batches of the integer types and BF16.
-enum class Isa : uint8_t { avx2, avx512, amx };
+// avxvnni: AVX2 with AVX-VNNI's 256-bit vpdpbusd (CPUs with it and no
+// AVX-512: Intel's client cores since Alder Lake, its E-core servers); amx:
+// AVX-512 VNNI, with AMX tiles for the batches of the integer types and BF16.
+// Everything else in the kernels (attention, float products) runs its AVX2
+// code under avx2 and avxvnni alike, and its AVX-512 code under avx512 and amx.
+enum class Isa : uint8_t { avx2, avxvnni, avx512, amx };
 
 // True when this CPU runs the products at all: AVX2 with FMA and F16C (x86-64-v3).
 bool quant_kernels_supported();
 // The best instruction set this CPU runs (avx2 also when quant_kernels_supported is false).
 Isa detected_isa();
+// Whether this CPU runs `isa` (a CPU with AVX-512 VNNI may lack AVX-VNNI, as
+// Ice Lake does; amx only where detected: forcing it elsewhere emulates it).
+bool isa_supported(Isa isa);
+// avx512 and amx: the kernels that are not quantized products take their
+// AVX-512 code.
+bool isa_has_avx512(Isa isa);
 // The one the kernels use: detected_isa() unless forced (tests compare them all).
 Isa active_isa();
 // Forcing amx on a CPU with AVX-512 VNNI but no usable AMX runs the tile

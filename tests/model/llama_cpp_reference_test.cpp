@@ -17,6 +17,7 @@
 #include "model/formats/loader.hpp"
 #include "backends/cpu/transformer.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
+#include "tests/kernels/cpu/isa_param.hpp"
 
 namespace conveyor {
 namespace {
@@ -184,13 +185,13 @@ INSTANTIATE_TEST_SUITE_P(Files, LlamaCppReference,
 
 // The same files prefilled in one call per prompt (7 to 26 tokens, so the
 // products run on batches of rows), on each instruction-set path of the
-// products: AVX2, AVX-512 VNNI, and AMX tiles (emulated where the CPU has
+// products: AVX2, AVX-VNNI, AVX-512 VNNI, and AMX tiles (emulated where the CPU has
 // none). Q4_K_M files hold Q4_K and Q6_K matrices, Q5_K_M ones Q5_K and Q6_K.
 class LlamaCppReferencePrefill : public ::testing::TestWithParam<kernels::Isa> {
  protected:
   void SetUp() override {
-    if (GetParam() != kernels::Isa::avx2 && kernels::detected_isa() == kernels::Isa::avx2)
-      GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+    if (!kernels::testing::isa_testable(GetParam()))
+      GTEST_SKIP() << "this CPU does not run " << kernels::isa_name(GetParam());
     kernels::force_isa(GetParam());
   }
   void TearDown() override { kernels::force_isa(kernels::detected_isa()); }
@@ -214,16 +215,9 @@ TEST_P(LlamaCppReferencePrefill, LogitsAgreeWhenThePromptIsOneCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, LlamaCppReferencePrefill,
-                         ::testing::Values(kernels::Isa::avx2, kernels::Isa::avx512,
+                         ::testing::Values(kernels::Isa::avx2, kernels::Isa::avxvnni, kernels::Isa::avx512,
                                            kernels::Isa::amx),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case kernels::Isa::amx: return "amx";
-                             case kernels::Isa::avx512: return "avx512";
-                             case kernels::Isa::avx2: break;
-                           }
-                           return "avx2";
-                         });
+                         [](const auto& info) { return kernels::testing::isa_test_name(info.param); });
 
 }  // namespace
 }  // namespace conveyor

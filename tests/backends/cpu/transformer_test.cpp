@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/paged_attention.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
+#include "tests/kernels/cpu/isa_param.hpp"
 #include "model/formats/gguf_writer.hpp"
 #include "model/formats/loader.hpp"
 #include "tests/backends/cpu/paged_driver.hpp"
@@ -304,8 +305,8 @@ TEST(Transformer, QuantizedGeneratedPositionsMatchDecodeStepsBitForBit) {
       std::filesystem::remove(bf16_path);
       ASSERT_TRUE(loaded) << loaded.error().message;
     }
-    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::amx}) {
-      if (isa != Isa::avx2 && kernels::detected_isa() == Isa::avx2) continue;
+    for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
+      if (!kernels::testing::isa_testable(isa)) continue;
       SCOPED_TRACE(kernels::isa_name(isa));
       kernels::force_isa(isa);
       Transformer model(loaded->config, loaded->weights, 2);

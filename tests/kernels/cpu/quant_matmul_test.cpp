@@ -278,15 +278,8 @@ TEST(QuantPacking, UnpackRowGivesTheDecodedRow) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, QuantMatmul, ::testing::Values(Isa::avx2, Isa::avx512, Isa::amx),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case Isa::amx: return "amx";
-                             case Isa::avx512: return "avx512";
-                             case Isa::avx2: break;
-                           }
-                           return "avx2";
-                         });
+INSTANTIATE_TEST_SUITE_P(Isas, QuantMatmul, ::testing::Values(Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx),
+                         [](const auto& info) { return testing::isa_test_name(info.param); });
 
 }  // namespace
 }  // namespace conveyor::kernels
