@@ -195,6 +195,12 @@ if [ "${CPU_CHECK:-1}" != 0 ]; then
     bench quant_matmul_bench "${isa:-the path it picks}" 90 --types q4_k,q6_k,q8_0 --batches 1,8,16,64 \
       --shapes 2048x2048 --repeats 3 --matrices 8 ${isa:+--isa $isa}
   done
+  # AVX-VNNI's 256-bit path (what Intel's client cores without AVX-512 run)
+  # on Intel cores, where the CPU has it.
+  if grep -qw avx_vnni /proc/cpuinfo; then
+    bench quant_matmul_bench avxvnni 60 --types q4_k,q8_0 --batches 1,16,64 --shapes 2048x2048 --repeats 3 \
+      --matrices 8 --isa avxvnni
+  fi
   if [ "${CPU_LARGE:-0}" != 0 ]; then
     for isa in "" avx512; do
       decode "0.8B as Q4_K_M, ${isa:-the path it picks}" 150 --models dummy:llama-0.8b --types q4_k_m \
