@@ -125,7 +125,7 @@ static bool cpu_has_avx512_vnni() {
 
 Isa detected_isa() {
   static const Isa isa = [] {
-    if (!cpu_has_avx512_vnni()) return quant_kernels_supported() && cpu_has_avxvnni() ? Isa::avxvnni : Isa::avx2;
+    if (!cpu_has_avx512_vnni()) return isa_supported(Isa::avxvnni) ? Isa::avxvnni : Isa::avx2;
     return amx_usable() ? Isa::amx : Isa::avx512;
   }();
   return isa;
